@@ -1,0 +1,58 @@
+"""Registry of fault kinds: the cause each stands for and, for engine-applied kinds, its injector.
+
+An injector is a class built from its params dataclass, with three hooks called by the
+``FaultScheduler`` from the engine's step loop: ``start(engine)`` when the window opens,
+``apply(engine)`` at the start of every step inside the window, ``stop(engine)`` when it closes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+# Every kind of DESIGN.md and its cause; loadgen applies the ones not in ENGINE_KINDS.
+FAULT_CAUSES: dict[str, str] = {
+    "penalty.slow_path": "penalty",
+    "penalty.repetition": "penalty",
+    "memory.gc_storm": "memory",
+    "memory.kv_pressure": "memory",
+    "memory.alloc_churn": "memory",
+    "comm.straggler": "communication",
+    "comm.slow_link": "communication",
+    "load.burst": "load",
+}
+
+
+@dataclass(frozen=True)
+class FaultKind:
+    name: str
+    params_cls: type  # dataclass of magnitudes with defaults
+    injector_cls: type  # built as injector_cls(params)
+
+    @property
+    def cause(self) -> str:
+        return FAULT_CAUSES[self.name]
+
+    def make_params(self, values: Mapping[str, Any]):
+        """Params dataclass from a mapping; unknown keys raise naming the key and the kind."""
+        known = {f.name for f in dataclasses.fields(self.params_cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"{self.name}.params: unknown key(s) {', '.join(map(repr, unknown))}; valid keys: {', '.join(sorted(known))}")
+        return self.params_cls(**dict(values))
+
+
+ENGINE_KINDS: dict[str, FaultKind] = {}
+
+
+def register(name: str, params_cls: type):
+    """Class decorator: register an injector class for the engine fault kind ``name``."""
+    if name not in FAULT_CAUSES:
+        raise ValueError(f"unknown fault kind {name!r}")
+
+    def deco(injector_cls):
+        ENGINE_KINDS[name] = FaultKind(name, params_cls, injector_cls)
+        return injector_cls
+
+    return deco

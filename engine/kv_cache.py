@@ -1,0 +1,76 @@
+"""Paged KV cache: a block allocator and the per-layer K/V block tensors.
+
+A sequence owns a list of block ids (its block table); token ``i`` of the sequence lives in block
+``table[i // block_size]`` at offset ``i % block_size``. The allocator hands out whole blocks and has
+a *budget* (usable blocks, ≤ total) so the ``memory.kv_pressure`` fault can shrink the cache
+without reallocating tensors.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class OutOfBlocks(RuntimeError):
+    """Raised by ``BlockAllocator.allocate`` when the budget cannot cover the request."""
+
+
+class BlockAllocator:
+    """Free-list allocator of KV block ids ``0..num_blocks-1`` (host-side bookkeeping only)."""
+
+    def __init__(self, num_blocks: int):
+        if num_blocks < 1:
+            raise ValueError(f"kv_blocks: must be >= 1, got {num_blocks}")
+        self.num_blocks = num_blocks
+        self._free = list(range(num_blocks - 1, -1, -1))  # pop() hands out 0, 1, 2, … first
+        self._budget = num_blocks
+
+    @property
+    def num_used(self) -> int:
+        return self.num_blocks - len(self._free)
+
+    @property
+    def budget(self) -> int:
+        """Blocks that may be in use at once (``num_blocks`` unless shrunk by a fault)."""
+        return self._budget
+
+    @property
+    def num_available(self) -> int:
+        return max(0, self._budget - self.num_used)
+
+    def set_budget(self, budget: int | None) -> None:
+        """Limit usable blocks to ``budget`` (None = all). Blocks already held stay valid; the
+        scheduler preempts until ``num_used <= budget``."""
+        if budget is None:
+            self._budget = self.num_blocks
+            return
+        if not 1 <= budget <= self.num_blocks:
+            raise ValueError(f"kv budget: must be in [1, {self.num_blocks}], got {budget}")
+        self._budget = budget
+
+    def can_allocate(self, n: int) -> bool:
+        return n <= self.num_available
+
+    def allocate(self, n: int) -> list[int]:
+        if not self.can_allocate(n):
+            raise OutOfBlocks(f"need {n} KV blocks, {self.num_available} available (budget {self._budget})")
+        return [self._free.pop() for _ in range(n)]
+
+    def free(self, block_ids: list[int]) -> None:
+        self._free.extend(reversed(block_ids))
+
+
+def blocks_needed(num_tokens: int, block_size: int) -> int:
+    return -(-num_tokens // block_size)
+
+
+class KVCache:
+    """Per-layer K and V tensors ``[num_blocks, block_size, n_kv_heads_local, head_dim]``."""
+
+    def __init__(self, n_layers: int, num_blocks: int, block_size: int, n_kv_heads: int, head_dim: int,
+                 dtype: torch.dtype, device: torch.device):
+        shape = (num_blocks, block_size, n_kv_heads, head_dim)
+        self.block_size = block_size
+        self.layers = [(torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype, device=device))
+                       for _ in range(n_layers)]
+        self.allocator = BlockAllocator(num_blocks)

@@ -1,0 +1,236 @@
+"""LLMEngine: the step loop that ties scheduler, model, KV cache, sampling, telemetry and faults.
+
+One ``step()`` = schedule (admit waiting requests, preempt if blocks ran out) → one forward over
+every running sequence (decode tokens and new prefills together) → penalties → sampling → append
+tokens, stop checks → one ``steps.parquet`` row. Not thread-safe: call every method from the thread
+that steps (the server's ``AsyncEngine`` queues its commands and runs them between steps).
+
+Stage times (``schedule_ms``, ``forward_ms``, ``penalty_ms``, ``sample_ms``) come from
+``StageClock``: ``perf_counter_ns`` on the CPU, CUDA events on a GPU (read after the step's single
+sync, the read-back of the sampled ids). ``comm_ms`` is 0 without tensor parallelism.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import torch
+
+from engine.config import EngineConfig
+from engine.faults import FaultScheduler, FaultSpec, parse_fault_specs
+from engine.kv_cache import KVCache
+from engine.model import AttentionBatch
+from engine.model_loader import load_model, resolve_device
+from engine.sampling import PenaltyState, Sampler, SamplingMetadata
+from engine.sampling.sampler import reference_penalties
+from engine.sampling_params import SamplingParams
+from engine.scheduler import ScheduledBatch, Scheduler
+from engine.sequence import Sequence as Seq
+from engine.sequence import SequenceStatus
+from engine.stage_clock import StageClock
+from engine.telemetry import StepRecord, Telemetry
+
+
+@dataclass
+class RequestOutput:
+    """Tokens a request produced in one step (one token per step; the finishing step says why)."""
+
+    request_id: str
+    new_token_ids: list[int]
+    finished: bool
+    finish_reason: str | None  # stop | length (None while running)
+    prompt_tokens: int = 0  # for usage
+    output_tokens: int = 0  # generated so far, including new_token_ids
+
+
+class LLMEngine:
+    def __init__(self, config: EngineConfig, run_dir: str | Path | None = None,
+                 faults: Sequence[FaultSpec | Mapping[str, Any]] = ()):
+        self.config = config
+        torch.set_num_threads(config.threads)
+        torch.manual_seed(config.seed)  # unseeded requests draw from the global stream: reproducible runs
+        self.device = resolve_device(config)
+        self.model, self.tokenizer = load_model(config, self.device)
+        args = self.model.args
+        if config.max_model_len > args.max_position:
+            raise ValueError(f"engine.max_model_len: must be <= the model's max_position={args.max_position}, got {config.max_model_len}")
+        self.vocab_size = args.vocab_size
+        self.kv = KVCache(args.n_layers, config.kv_blocks, config.block_size, self.model.model.layers[0].self_attn.n_kv_heads,
+                          args.head_dim, self.model.lm_head.weight.dtype, self.device)
+        self.scheduler = Scheduler(self.kv.allocator, config.block_size, config.max_num_seqs, config.token_budget)
+        self.penalty_state = PenaltyState(config.max_num_seqs, self.vocab_size, self.device)
+        self.sampler = Sampler()
+        self.clock = StageClock(self.device)
+        self.telemetry = Telemetry(run_dir)
+        specs = [f if isinstance(f, FaultSpec) else None for f in faults]
+        specs = [s for s in specs if s is not None] + parse_fault_specs([f for f in faults if not isinstance(f, FaultSpec)])
+        self.faults = FaultScheduler(specs)
+        self.comm = None  # tensor parallelism sets an all-reduce group here
+        self._seqs: dict[str, Seq] = {}
+        self._step = 0
+        # Hooks faults switch on (read once per step).
+        self.penalty_slow_path = False
+
+    # ---- requests -----------------------------------------------------------------------------
+    def add_request(self, request_id: str, prompt_ids: Sequence[int], params: SamplingParams,
+                    arrival_ns: int | None = None) -> None:
+        """Queue a request; it joins the running batch at a coming step. Validates the prompt."""
+        prompt = list(prompt_ids)
+        if not prompt:
+            raise ValueError("prompt: must contain at least one token")
+        if len(prompt) >= self.config.max_model_len:
+            raise ValueError(f"prompt: {len(prompt)} tokens; must be < max_model_len={self.config.max_model_len}")
+        bad = next((t for t in prompt if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < self.vocab_size), None)
+        if bad is not None:
+            raise ValueError(f"prompt: token id {bad!r} outside [0, {self.vocab_size})")
+        if not isinstance(params, SamplingParams):
+            raise TypeError(f"params: expected SamplingParams, got {type(params).__name__}")
+        seq = Seq(request_id, prompt, params, arrival_ns if arrival_ns is not None else time.time_ns())
+        if request_id in self._seqs:
+            raise ValueError(f"request_id: {request_id!r} is already in the engine")
+        self._seqs[request_id] = seq
+        self.scheduler.add(seq)
+
+    def abort_request(self, request_id: str) -> None:
+        """Stop a request (client gone) now: its KV blocks and slot are freed; unknown ids are ignored."""
+        seq = self._seqs.get(request_id)
+        if seq is not None and seq.status is not SequenceStatus.FINISHED:
+            self.scheduler.finish(seq, "abort", time.time_ns())
+            self._log_finished(seq)
+
+    def has_unfinished(self) -> bool:
+        return self.scheduler.has_unfinished()
+
+    # ---- faults and files ---------------------------------------------------------------------
+    def arm_faults(self, t0_ns: int) -> None:
+        """Start the fault clock (``POST /spikelens/arm``)."""
+        self.faults.arm(t0_ns)
+
+    def flush(self) -> list[Path]:
+        """Write steps/gc/engine_requests/faults Parquet files now (repeatable, atomic per file)."""
+        written = self.telemetry.flush()
+        if self.telemetry.run_dir is not None:
+            written.append(self.faults.write(self.telemetry.run_dir / "faults.parquet"))
+        return written
+
+    def close(self) -> None:
+        """End active faults, write the files, remove the GC probe."""
+        self.faults.shutdown(self)
+        self.flush()
+        self.telemetry.close()
+
+    # ---- the step -----------------------------------------------------------------------------
+    def step(self) -> list[RequestOutput]:
+        """Run one engine step; returns one output per sequence that produced a token."""
+        if not self.scheduler.has_unfinished():
+            return []
+        clock = self.clock
+        start_ns = time.time_ns()
+        m0 = clock.mark()
+        self.faults.begin_step(self, start_ns)
+        batch = self.scheduler.schedule()
+        if not batch:
+            self.faults.end_step(time.time_ns())
+            return []  # everything waits (e.g. the KV budget is shrunk below any prompt)
+        kv_used = self.kv.allocator.num_used  # before this step's finished sequences free theirs
+        seqs = batch.sequences
+        input_ids, positions, attn = self._prepare_inputs(batch)
+        params_list = [s.params for s in seqs]
+        slots = [s.slot for s in seqs]
+        m1 = clock.mark()
+
+        logits = self.model(input_ids, positions, attn, self.kv.layers, self.comm)  # [B, V] fp32
+        m2 = clock.mark()
+
+        meta = SamplingMetadata.build(params_list, slots, self.penalty_state)
+        m3 = clock.mark()
+        for s in batch.prefill:  # new or recomputed: rebuild counts from its tokens (survives preemption)
+            self.penalty_state.assign(s.slot, s.prompt_ids, s.output_ids)
+        if self.penalty_slow_path:  # penalty.slow_path fault: recount every history from scratch
+            for s in batch.decode:
+                self.penalty_state.assign(s.slot, s.prompt_ids, s.output_ids)
+        penalized = reference_penalties(logits, meta)
+        m4 = clock.mark()
+        next_ids = self.sampler.sample(penalized, dataclasses.replace(meta, no_penalties=True))
+        self.penalty_state.update(slots, next_ids)
+        token_ids = next_ids.tolist()  # the step's one host-device sync
+        m5 = clock.mark()
+
+        outputs = self._process_outputs(seqs, token_ids)
+        end_ns = time.time_ns()
+        self.faults.end_step(end_ns)
+        alloc = self.kv.allocator
+        self.telemetry.steps.record(StepRecord(
+            step=self._step, start_ns=start_ns, end_ns=end_ns, batch_size=len(seqs),
+            prefill_tokens=sum(attn.prefill_lens), decode_tokens=len(batch.decode),
+            schedule_ms=clock.ms(m0, m1), forward_ms=clock.ms(m1, m2),
+            penalty_ms=clock.ms(m3, m4), sample_ms=clock.ms(m2, m3) + clock.ms(m4, m5),
+            comm_ms=self.comm.take_ms() if self.comm is not None else 0.0,
+            kv_blocks_used=kv_used, kv_blocks_total=alloc.budget,
+            preempted=batch.preempted, waiting=len(self.scheduler.waiting)))
+        self._step += 1
+        return outputs
+
+    def _prepare_inputs(self, batch: ScheduledBatch) -> tuple[torch.Tensor, torch.Tensor, AttentionBatch]:
+        """Flatten the step's new tokens (decode first, then prefills) and their KV slots."""
+        bs = self.config.block_size
+        ids: list[int] = []
+        pos: list[int] = []
+        slot_mapping: list[int] = []
+        for s in batch.decode:
+            p = s.num_tokens - 1  # the last sampled token is fed at its position
+            ids.append(s.token_at(p))
+            pos.append(p)
+            slot_mapping.append(s.block_ids[p // bs] * bs + p % bs)
+        logits_indices = list(range(len(batch.decode)))
+        prefill_lens = []
+        for s in batch.prefill:
+            n = s.num_tokens
+            ids += s.all_ids()
+            pos += range(n)
+            table = s.block_ids
+            slot_mapping += [table[i // bs] * bs + i % bs for i in range(n)]
+            prefill_lens.append(n)
+            logits_indices.append(len(ids) - 1)
+        nd = len(batch.decode)
+        max_blocks = max((len(s.block_ids) for s in batch.decode), default=0)
+        tables = [s.block_ids + [0] * (max_blocks - len(s.block_ids)) for s in batch.decode]
+        dev = self.device
+        to = lambda x: torch.tensor(x, dtype=torch.long).to(dev, non_blocking=True)  # noqa: E731
+        attn = AttentionBatch(
+            slot_mapping=to(slot_mapping), num_decode=nd,
+            decode_block_tables=to(tables).view(nd, max_blocks),  # [Bd, max_blocks]
+            decode_context_lens=to([s.num_tokens for s in batch.decode]),
+            prefill_lens=prefill_lens, logits_indices=to(logits_indices))
+        return to(ids), to(pos), attn
+
+    def _process_outputs(self, seqs: list[Seq], token_ids: list[int]) -> list[RequestOutput]:
+        now = time.time_ns()
+        eos = self.tokenizer.eos_token_id
+        outputs = []
+        for seq, tok in zip(seqs, token_ids):
+            seq.num_computed = seq.num_tokens  # everything fed this step is now in the cache
+            seq.output_ids.append(tok)
+            if seq.first_token_ns is None:
+                seq.first_token_ns = now
+            p = seq.params
+            reason = None
+            if (tok == eos and not p.ignore_eos) or tok in p.stop_token_ids:
+                reason = "stop"
+            elif len(seq.output_ids) >= p.max_tokens or seq.num_tokens >= self.config.max_model_len:
+                reason = "length"
+            if reason is not None:
+                self.scheduler.finish(seq, reason, now)
+                self._log_finished(seq)
+            outputs.append(RequestOutput(seq.request_id, [tok], reason is not None, reason,
+                                         len(seq.prompt_ids), len(seq.output_ids)))
+        return outputs
+
+    def _log_finished(self, seq: Seq) -> None:
+        self._seqs.pop(seq.request_id, None)
+        self.telemetry.requests.record(seq.request_id, seq.arrival_ns, seq.first_token_ns, seq.done_ns,
+                                       len(seq.prompt_ids), len(seq.output_ids), seq.finish_reason)

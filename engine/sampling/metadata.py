@@ -1,0 +1,125 @@
+"""SamplingMetadata: one step's sampling parameters as flat batched tensors (vLLM v1 style).
+
+What: per-row [B] parameter tensors on the logits' device, the rows of the persistent PenaltyState
+that the batch uses, per-row generators for seeded requests, and host-side flags that let the
+sampler skip whole stages (no penalties in the batch, all greedy, no top-p...). Why: the sampler and
+the kernels then never look at Python objects or read the device to decide what to do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+
+from engine.sampling.penalty_state import PAD_SLOT, PenaltyState
+from engine.sampling.seeds import step_seed
+from engine.sampling_params import SamplingParams
+
+# Row order of the packed float tensor built on the host and copied to the device in one transfer.
+_FLOAT_FIELDS = ("temperature", "top_p", "min_p", "frequency_penalty", "presence_penalty", "repetition_penalty")
+
+
+@dataclass
+class SamplingMetadata:
+    """Batched sampling inputs for one decode step. Built by `build`; read-only for the sampler."""
+
+    temperature: torch.Tensor         # [B] fp32; greedy rows hold 1.0 (their sampled id is discarded)
+    greedy: torch.Tensor              # [B] bool; argmax after penalties
+    top_k: torch.Tensor               # [B] int64 in [1, V]; V = off
+    top_p: torch.Tensor               # [B] fp32 in (0, 1]; 1 = off
+    min_p: torch.Tensor               # [B] fp32 in [0, 1]; 0 = off
+    frequency_penalty: torch.Tensor   # [B] fp32
+    presence_penalty: torch.Tensor    # [B] fp32
+    repetition_penalty: torch.Tensor  # [B] fp32; 1 = off
+    rows: torch.Tensor                # [B] int64 row of PenaltyState storage (padding -> spare row)
+    counts_storage: torch.Tensor      # [S+1, V+1] int32, PenaltyState's padding-aware storage (shared)
+    prompt_storage: torch.Tensor      # [S+1, V+1] bool, idem
+    vocab_size: int
+    generators: dict[int, torch.Generator] = field(default_factory=dict)  # batch row -> its seeded generator
+    seeds: torch.Tensor | None = None   # [B] int64 this step's seed of seeded rows (0 elsewhere); Triton's Philox key
+    seeded: torch.Tensor | None = None  # [B] bool rows with a seed (non-greedy)
+    all_greedy: bool = False
+    all_random: bool = True
+    no_penalties: bool = True
+    no_min_p: bool = True
+    no_top_k: bool = True
+    no_top_p: bool = True
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.temperature.shape[0])
+
+    def output_counts(self) -> torch.Tensor:
+        """The batch's output counts [B, V] int32 (a gathered copy; no sync)."""
+        return self.counts_storage.index_select(0, self.rows)[:, : self.vocab_size]
+
+    def prompt_mask(self) -> torch.Tensor:
+        """The batch's prompt masks [B, V] bool (a gathered copy; no sync)."""
+        return self.prompt_storage.index_select(0, self.rows)[:, : self.vocab_size]
+
+    @classmethod
+    def build(cls, params_list: Sequence[SamplingParams], slots: Sequence[int], state: PenaltyState,
+              step_seeds: Sequence[int | None] | None = None) -> "SamplingMetadata":
+        """Pack one step's per-row params; row i is `params_list[i]` in PenaltyState slot `slots[i]`.
+
+        `slots[i] = -1` marks a padded row (its penalty rows are the spare zeros). `step_seeds[i]`
+        overrides the seed of row i's draw this step; by default a seeded request's draw uses
+        `step_seed(params.seed, tokens generated so far)` (from `state`), so it is reproducible alone,
+        in any batch, and across preemption. Host -> device copies only; never reads the device.
+        """
+        batch = len(params_list)
+        if len(slots) != batch:
+            raise ValueError(f"slots has {len(slots)} rows but params_list has {batch}")
+        if step_seeds is not None and len(step_seeds) != batch:
+            raise ValueError(f"step_seeds has {len(step_seeds)} rows but params_list has {batch}")
+        if batch == 0:
+            raise ValueError("params_list is empty: a step samples at least one row")
+        vocab = state.vocab_size
+        device = state.device
+        greedy = [p.is_greedy for p in params_list]
+        floats = torch.tensor(
+            [[1.0 if g else p.temperature for p, g in zip(params_list, greedy)]]
+            + [[float(getattr(p, name)) for p in params_list] for name in _FLOAT_FIELDS[1:]],
+            dtype=torch.float32,
+        )  # [6, B] on the host, one transfer below
+        row_seeds: list[int | None] = []
+        for row, (params, slot) in enumerate(zip(params_list, slots)):
+            override = step_seeds[row] if step_seeds is not None else None
+            if params.is_greedy or (params.seed is None and override is None):
+                row_seeds.append(None)
+                continue
+            position = state.num_output_tokens[slot] if slot != PAD_SLOT else 0
+            seed = override if override is not None else step_seed(params.seed, position)
+            row_seeds.append(seed & (2**63 - 1))  # int64-packable, accepted by manual_seed
+        ints = torch.tensor(
+            [[min(p.top_k, vocab) if p.top_k_enabled else vocab for p in params_list], greedy,
+             [seed is not None for seed in row_seeds], [seed or 0 for seed in row_seeds]],
+            dtype=torch.long,
+        )  # [4, B]: top_k, greedy, seeded, seed
+        floats = floats.to(device, non_blocking=True)
+        ints = ints.to(device, non_blocking=True)
+
+        generators: dict[int, torch.Generator] = {}
+        for row, seed in enumerate(row_seeds):
+            if seed is not None:
+                generator = torch.Generator(device=device)
+                generator.manual_seed(seed)
+                generators[row] = generator
+
+        sampled = [p for p, g in zip(params_list, greedy) if not g]
+        return cls(
+            temperature=floats[0], top_p=floats[1], min_p=floats[2],
+            frequency_penalty=floats[3], presence_penalty=floats[4], repetition_penalty=floats[5],
+            top_k=ints[0], greedy=ints[1].bool(), seeded=ints[2].bool(), seeds=ints[3],
+            rows=state.rows_tensor(slots),
+            counts_storage=state.counts_storage, prompt_storage=state.prompt_storage,
+            vocab_size=vocab, generators=generators,
+            all_greedy=all(greedy), all_random=not any(greedy),
+            no_penalties=not any(p.needs_penalties for p in params_list),
+            # Filters only matter for rows that sample; greedy rows ignore them.
+            no_min_p=all(p.min_p == 0.0 for p in sampled),
+            no_top_k=all(not p.top_k_enabled or p.top_k >= vocab for p in sampled),
+            no_top_p=all(p.top_p == 1.0 for p in sampled),
+        )

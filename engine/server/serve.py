@@ -1,0 +1,109 @@
+"""The engine server process: CONFIG.json → ``LLMEngine`` → uvicorn, with a clean SIGTERM path.
+
+``python -m engine serve --config CONFIG.json --run-dir DIR --host 127.0.0.1 --port N``.
+
+Shutdown: SIGTERM or SIGINT makes uvicorn stop accepting, give open streams
+``ServerConfig.graceful_shutdown_s`` to finish, then run the app's lifespan exit (which stops the
+engine thread). Only then are the telemetry files flushed, from this thread, so nothing steps while
+they are written. The process exits 0.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from engine.config import EngineConfig
+from engine.server.app import create_app
+from engine.server.config import ServerConfig
+
+log = logging.getLogger("engine.server")
+
+RUN_CONFIG_KEYS = ("run_id", "engine", "faults", "server")
+
+
+@dataclass
+class RunConfig:
+    """CONFIG.json as handed over by flows (docs/INTERFACES.md)."""
+
+    run_id: str | None  # names the run in logs; the files themselves live in --run-dir
+    engine: EngineConfig
+    faults: list[dict[str, Any]] = field(default_factory=list)  # the whole scenario list; engine skips others' kinds
+    server: ServerConfig = field(default_factory=ServerConfig)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "RunConfig":
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not valid JSON ({e})") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: must hold a JSON object with keys {', '.join(RUN_CONFIG_KEYS)}")
+        unknown = sorted(set(data) - set(RUN_CONFIG_KEYS))
+        if unknown:
+            raise ValueError(f"{path}: unknown key(s) {', '.join(map(repr, unknown))}; "
+                             f"valid keys: {', '.join(RUN_CONFIG_KEYS)}")
+        faults = data.get("faults") or []
+        if not isinstance(faults, list) or not all(isinstance(f, dict) for f in faults):
+            raise ValueError(f"{path}: faults must be a list of objects")
+        return cls(run_id=data.get("run_id"), engine=EngineConfig.from_dict(data.get("engine")),
+                   faults=faults, server=ServerConfig.from_dict(data.get("server")))
+
+
+def build_engine(run_config: RunConfig, run_dir: Path | None):
+    """The ``LLMEngine`` for this run (model loaded, fault schedule handed over, not yet armed)."""
+    from engine.llm_engine import LLMEngine
+
+    return LLMEngine(run_config.engine, run_dir=run_dir, faults=run_config.faults)
+
+
+def serve(config_path: str | Path, run_dir: str | Path, host: str = "127.0.0.1", port: int = 8000) -> int:
+    """Run the server until SIGTERM/SIGINT; flush telemetry; return the exit code."""
+    run_config = RunConfig.load(config_path)
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    engine = build_engine(run_config, run_dir)
+    app = create_app(engine, run_config.server)
+    server = uvicorn.Server(uvicorn.Config(
+        app, host=host, port=port, log_level="warning", access_log=False, lifespan="on",
+        timeout_graceful_shutdown=run_config.server.graceful_shutdown_s))
+    # uvicorn handles SIGTERM/SIGINT while it runs and re-raises the signal afterwards through the
+    # handler that was installed before it; a no-op one lets us flush and exit 0 instead of dying.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
+    log.warning("engine %s serving %s on http://%s:%d (run dir %s)", run_config.run_id or "-",
+                run_config.engine.model, host, port, run_dir)
+    try:
+        server.run()
+    finally:
+        engine.close()  # ends active faults, writes steps/gc/engine_requests/faults parquet
+        log.warning("engine stopped; telemetry flushed to %s", run_dir)
+    return 0 if server.started else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m engine", description="spikelens decoding engine")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("serve", help="serve the OpenAI-compatible HTTP API")
+    p.add_argument("--config", required=True, help="CONFIG.json: {run_id, engine, faults, server}")
+    p.add_argument("--run-dir", required=True, help="directory for steps/gc/faults/engine_requests parquet")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    try:
+        return serve(args.config, args.run_dir, args.host, args.port)
+    except ValueError as e:  # bad CONFIG.json: say which key, no traceback
+        print(f"error: {e}", file=sys.stderr)
+        return 2

@@ -1,0 +1,129 @@
+"""`incident_replay`: one scenario end to end — engine, load, teardown, warehouse, causes, report.
+
+The flow only orchestrates. Whatever happens between starting the engine and the end of the
+load (an error, a timeout, Ctrl-C), the engine is stopped and what was collected is still
+ingested, analysed and reported, with the failure written into run.json and the report.
+"""
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from prefect import flow
+
+from flows.manifest import RunManifest, new_run_id
+from flows.paths import StatePaths
+from flows.scenario import Scenario, load_scenario
+from flows.tasks import (analyze, drive_load, ingest, progress, render_report, start_engine,
+                         stop_engine, write_manifest)
+
+
+@dataclass
+class IncidentResult:
+    run_id: str
+    scenario_name: str
+    run_dir: Path
+    report: Path | None
+    status: str
+    errors: list[str]
+    spikes: int
+    causes: list[str]
+
+
+def _tokenizer_path(scenario: Scenario) -> str | None:
+    """The engine's tokenizer file, so loadgen can size prompts in exact tokens (None: by words)."""
+    if scenario.engine is None:
+        return None
+    from engine.tokenizer import DEFAULT_TOKENIZER_PATH
+
+    model = Path(scenario.engine.model)
+    if model.is_dir():   # a Hugging Face checkpoint folder brings its own tokenizer
+        return str(model / "tokenizer.json") if (model / "tokenizer.json").is_file() else None
+    return str(DEFAULT_TOKENIZER_PATH)
+
+
+@flow(name="incident-replay", log_prints=False)
+def incident_replay(scenario_path: str, state_home: str | None = None,
+                    kind: str = "incident", overrides: dict | None = None) -> IncidentResult:
+    """Run a scenario against a fresh engine and explain its spikes in an HTML report.
+
+    `overrides` are laid over the scenario file's keys (nested mappings merged), e.g.
+    `{"engine": {"max_num_seqs": 8}}` or a sweep's sampling grid.
+    """
+    paths = StatePaths(Path(state_home).resolve()) if state_home else StatePaths.from_env()
+    paths.ensure()
+    scenario = load_scenario(scenario_path, overrides)
+    run_id = new_run_id(kind, scenario.slug)
+    run_dir = paths.run_dir(run_id)
+    faults = [f.to_dict() for f in scenario.faults]
+    manifest = RunManifest(
+        run_id=run_id, kind=kind, scenario_name=scenario.name, scenario_path=scenario.path,
+        scenario=scenario.raw, engine=scenario.engine.to_dict() if scenario.engine else None,
+        target=scenario.target, faults=faults, warmup_s=scenario.warmup_s,
+        duration_s=scenario.duration_s,
+        command=f"spikelens run {shlex.quote(str(scenario.path))}"
+                + (f" --overrides {shlex.quote(json.dumps(overrides))}" if overrides else ""),
+    )
+    write_manifest(manifest, run_dir)
+    progress.info("run %s", run_id)
+
+    engine = None
+    failure: BaseException | None = None
+    try:
+        if scenario.engine is not None:
+            engine = start_engine(run_id, scenario.engine.to_dict(), faults, run_dir)
+            url = engine.url
+        else:
+            url = scenario.target
+
+        def on_load_start(t0_ns: int) -> None:
+            manifest.load_started_ns = t0_ns
+            if engine is not None:
+                engine.arm_faults(t0_ns)
+
+        result = drive_load(url, run_dir, scenario.workload, scenario.load, scenario.duration_s,
+                            scenario.warmup_s, scenario.seed, _tokenizer_path(scenario), faults,
+                            on_load_start)
+        manifest.extra["locust"] = {"requests_sent": result.requests_sent,
+                                    "requests_failed": result.requests_failed,
+                                    "returncode": result.returncode}
+        if result.returncode not in (0, None):
+            manifest.errors.append(f"locust exited with code {result.returncode}")
+    except BaseException as e:   # noqa: BLE001 — recorded, reported, then re-raised
+        failure = e
+        manifest.errors.append(f"{type(e).__name__}: {e}"[:2000])
+    finally:
+        if engine is not None:
+            code = stop_engine(engine)
+            if code not in (0, None, -15):
+                manifest.errors.append(f"engine exited with code {code}")
+        manifest.ended_ns = time.time_ns()
+        manifest.status = "failed" if manifest.errors else "ok"
+        write_manifest(manifest, run_dir)
+
+    finished = None
+    if failure is None or manifest.load_started_ns is not None:
+        # What was collected is still analysed and reported, failures included.
+        try:
+            finished = _finish(paths, run_id, run_dir)
+        except Exception:
+            if failure is None:
+                raise
+    if failure is not None:
+        raise failure
+    analysis, report = finished
+    return IncidentResult(
+        run_id=run_id, scenario_name=manifest.scenario_name, run_dir=run_dir, report=report,
+        status=manifest.status, errors=manifest.errors, spikes=len(analysis.spikes),
+        causes=[analysis.attributions[s.spike_id].top_cause for s in analysis.spikes
+                if s.spike_id in analysis.attributions])
+
+
+def _finish(paths: StatePaths, run_id: str, run_dir: Path):
+    """Ingest → analyse → render; returns (analysis, report path). Idempotent."""
+    ingest(paths.warehouse, run_dir)
+    analysis = analyze(paths.warehouse, run_id)
+    return analysis, render_report(paths.warehouse, run_id, paths.reports / run_id)

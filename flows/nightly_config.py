@@ -1,0 +1,100 @@
+"""The nightly regression's config: which scenarios, against which baseline, with which thresholds.
+
+`scenarios/nightly/config.yaml` by default. Unknown keys are errors naming the file and key.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+# Metric name → quantile (None = mean). Latency in ms; throughput in output tokens/s per window.
+METRICS: dict[str, float | None] = {
+    "ttft_p50": 0.5, "ttft_p99": 0.99, "itl_p50": 0.5, "itl_p99": 0.99,
+    "e2e_p50": 0.5, "e2e_p99": 0.99, "throughput": None, "error_rate": None,
+}
+
+
+class NightlyConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Smallest change that counts as a regression once the bootstrap CI excludes zero."""
+
+    latency_rel: float = 0.10      # 10 % slower TTFT/ITL/E2E percentile
+    throughput_rel: float = 0.10   # 10 % fewer output tokens/s
+    error_rate_abs: float = 0.01   # one more failed request in a hundred
+
+    def for_metric(self, metric: str) -> tuple[float, bool]:
+        """(threshold, absolute?) for a metric name."""
+        if metric == "error_rate":
+            return self.error_rate_abs, True
+        if metric == "throughput":
+            return self.throughput_rel, False
+        return self.latency_rel, False
+
+
+@dataclass(frozen=True)
+class NightlyConfig:
+    scenarios: tuple[Path, ...]              # scenario files, run in order
+    baseline: str = "rolling"                # rolling (last N passing nightlies) | pinned
+    last_n: int = 5                          # size of the rolling baseline
+    pinned_run_id: str | None = None         # the baseline run when baseline = pinned
+    metrics: tuple[str, ...] = tuple(METRICS)
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    bootstrap_reps: int = 400                # replicates per metric (CI resolution vs time)
+
+    @classmethod
+    def load(cls, config_dir: str | Path) -> "NightlyConfig":
+        config_dir = Path(config_dir)
+        path = config_dir / "config.yaml"
+        try:
+            raw = yaml.safe_load(path.read_text()) or {}
+        except OSError as e:
+            raise NightlyConfigError(f"{path}: cannot read: {e.strerror}") from None
+        except yaml.YAMLError as e:
+            raise NightlyConfigError(f"{path}: not valid YAML: {e}") from None
+        return cls.from_dict(raw, config_dir, str(path))
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], base: Path, where: str = "<config>") -> "NightlyConfig":
+        known = {f.name for f in fields(cls)}
+        for key in raw:
+            if key not in known:
+                raise NightlyConfigError(f"{where}: {key}: unknown key; valid: {', '.join(sorted(known))}")
+        scenarios = raw.get("scenarios")
+        if not scenarios or not isinstance(scenarios, list):
+            raise NightlyConfigError(f"{where}: scenarios: a non-empty list of scenario files")
+        paths = tuple((base / s).resolve() for s in scenarios)
+        for p in paths:
+            if not p.is_file():
+                raise NightlyConfigError(f"{where}: scenarios: {p} does not exist")
+        baseline = raw.get("baseline", "rolling")
+        if baseline not in ("rolling", "pinned"):
+            raise NightlyConfigError(f"{where}: baseline: must be rolling or pinned, got {baseline!r}")
+        if baseline == "pinned" and not raw.get("pinned_run_id"):
+            raise NightlyConfigError(f"{where}: pinned_run_id: required when baseline is pinned")
+        last_n = raw.get("last_n", 5)
+        if not isinstance(last_n, int) or not 1 <= last_n <= 100:
+            raise NightlyConfigError(f"{where}: last_n: must be an integer in [1, 100]")
+        metrics = tuple(raw.get("metrics", METRICS))
+        for m in metrics:
+            if m not in METRICS:
+                raise NightlyConfigError(f"{where}: metrics: unknown metric {m!r}; valid: {', '.join(METRICS)}")
+        t_raw = raw.get("thresholds") or {}
+        t_known = {f.name for f in fields(Thresholds)}
+        for key, value in t_raw.items():
+            if key not in t_known:
+                raise NightlyConfigError(f"{where}: thresholds.{key}: unknown key; valid: {', '.join(sorted(t_known))}")
+            if not isinstance(value, (int, float)) or not 0 <= value <= 10:
+                raise NightlyConfigError(f"{where}: thresholds.{key}: must be a number in [0, 10]")
+        reps = raw.get("bootstrap_reps", 400)
+        if not isinstance(reps, int) or not 50 <= reps <= 10_000:
+            raise NightlyConfigError(f"{where}: bootstrap_reps: must be an integer in [50, 10000]")
+        return cls(scenarios=paths, baseline=baseline, last_n=last_n,
+                   pinned_run_id=raw.get("pinned_run_id"), metrics=metrics,
+                   thresholds=Thresholds(**t_raw), bootstrap_reps=reps)

@@ -1,0 +1,86 @@
+"""Prefect tasks: small, typed, one side effect each, retries where a step is transient.
+
+Flows compose these; nothing here knows the order of a run.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Callable
+
+from prefect import task
+from prefect.cache_policies import NONE
+
+from flows.engine_process import EngineProcess
+from flows.manifest import RunManifest
+
+# The CLI listens on this logger to draw its progress display; Prefect's UI shows task states.
+progress = logging.getLogger("spikelens.progress")
+
+
+@task(name="start-engine", cache_policy=NONE, retries=1, retry_delay_seconds=2)
+def start_engine(run_id: str, engine: dict[str, Any], faults: list[dict[str, Any]],
+                 run_dir: Path) -> EngineProcess:
+    """Start the engine server as a child process and wait until /health answers."""
+    progress.info("starting engine (%s)", engine.get("model", "default"))
+    handle = EngineProcess.start(run_id, engine, faults, run_dir)
+    progress.info("engine up at %s", handle.url)
+    return handle
+
+
+@task(name="stop-engine", cache_policy=NONE)
+def stop_engine(handle: EngineProcess) -> int | None:
+    """SIGTERM the engine (it writes steps/gc/faults files), SIGKILL if it hangs."""
+    progress.info("stopping engine")
+    return handle.stop()
+
+
+@task(name="drive-load", cache_policy=NONE)
+def drive_load(url: str, run_dir: Path, workload: Any, load: Any, duration_s: float,
+               warmup_s: float, seed: int, tokenizer_path: str | None,
+               faults: list[dict[str, Any]],
+               on_load_start: Callable[[int], None] | None) -> Any:
+    """Run Locust as a subprocess against `url`; raw samples land in `run_dir`.
+
+    The runner enforces its own hard deadline (duration + warm-up + grace) on the subprocess.
+    """
+    from loadgen.runner import run_locust   # imports no locust: the runner spawns a subprocess
+
+    progress.info("load: %.0f s warm-up + %.0f s measured", warmup_s, duration_s)
+    return run_locust(host=url, run_dir=run_dir, workload=workload, load=load,
+                      duration_s=duration_s, warmup_s=warmup_s, seed=seed,
+                      tokenizer_path=tokenizer_path, on_load_start=on_load_start,
+                      faults=faults)
+
+
+@task(name="write-manifest", cache_policy=NONE)
+def write_manifest(manifest: RunManifest, run_dir: Path) -> Path:
+    return manifest.write(run_dir)
+
+
+@task(name="ingest-run", cache_policy=NONE, retries=3, retry_delay_seconds=2)
+def ingest(db_path: Path, run_dir: Path) -> dict[str, int]:
+    """Load every file of the run directory into DuckDB (replacing an earlier ingest)."""
+    from warehouse.ingest import ingest_run
+
+    progress.info("ingesting %s", run_dir.name)
+    return ingest_run(db_path, run_dir)
+
+
+@task(name="analyze-run", cache_policy=NONE, retries=2, retry_delay_seconds=2)
+def analyze(db_path: Path, run_id: str) -> Any:
+    """Find the spikes and attribute each to a cause; results stored in DuckDB."""
+    from rca.analyze import analyze_run
+
+    progress.info("finding spikes and causes")
+    return analyze_run(db_path, run_id)
+
+
+@task(name="render-report", cache_policy=NONE)
+def render_report(db_path: Path, run_id: str, out_dir: Path) -> Path:
+    """Render the incident report of a run from the warehouse."""
+    from rca.report import incident_context
+    from templates.render import render_incident
+
+    progress.info("rendering report")
+    return render_incident(incident_context(db_path, run_id), out_dir)

@@ -1,0 +1,104 @@
+"""The next request to send: id, body and the drawn lengths and sampling parameters.
+
+What: `RequestFactory.plan(rng, user, seq)` draws one request of the workload; each simulated
+user owns a `random.Random` seeded from (run seed, worker, user), so a seed reproduces every
+user's sequence of requests whatever the timing.
+Why separate from the Locust user: the same plans feed the Locust user, the open-loop scheduler,
+the benchmark's asyncio client and the tests, and none of them needs Locust to build a body.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+
+from loadgen.prompts import PromptBuilder
+from loadgen.spec import WorkloadSpec
+
+CHAT_PATH = "/v1/chat/completions"
+COMPLETIONS_PATH = "/v1/completions"
+
+
+@dataclass(frozen=True)
+class RequestPlan:
+    """One request as it will be sent, plus what was drawn for it (for the recorder)."""
+
+    request_id: str
+    path: str  # URL path, chat or completions endpoint
+    body: dict  # the JSON body
+    prompt_tokens_target: int
+    max_tokens: int
+    sampling: dict  # the sampling parameters put in the body
+
+    def body_bytes(self) -> bytes:
+        return json.dumps(self.body, separators=(",", ":")).encode()
+
+    def headers(self, api_key: str | None = None) -> dict[str, str]:
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            # a compressed SSE stream is buffered by the compressor: chunk times would be wrong
+            "Accept-Encoding": "identity",
+            "X-Request-Id": self.request_id,
+        }
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        return headers
+
+
+class RequestFactory:
+    """Builds RequestPlans for one workload (pure apart from the rng passed in)."""
+
+    def __init__(self, workload: WorkloadSpec, prompts: PromptBuilder, *, model_name: str,
+                 seed: int, id_prefix: str, endpoint: str = "chat"):
+        if endpoint not in ("chat", "completions"):
+            raise ValueError(f"endpoint must be 'chat' or 'completions', got {endpoint!r}")
+        self.workload = workload
+        self.prompts = prompts
+        self.model_name = model_name
+        self.seed = workload.seed if workload.seed is not None else seed
+        self.id_prefix = id_prefix
+        self.endpoint = endpoint
+
+    def user_rng(self, worker: int, user: int) -> random.Random:
+        """The rng of one simulated user; string seeds hash deterministically across processes."""
+        return random.Random(f"{self.seed}/{worker}/{user}")
+
+    def plan(self, rng: random.Random, request_id: str, repetition=None) -> RequestPlan:
+        """Draw one request: prompt length, output length, sampling parameters, prompt text.
+        `repetition` (traffic_faults.RepetitionParams, inside a penalty.repetition window)
+        replaces the drawn sampling and output length after the draws, so the rng advances the
+        same way with or without the fault."""
+        prompt_len = self.workload.prompt_tokens.draw(rng)
+        max_tokens = self.workload.output_tokens.draw(rng)
+        sampling = self.workload.draw_sampling(rng)
+        text = self.prompts.prompt(prompt_len, rng)
+        if repetition is not None:
+            sampling = {**sampling, "temperature": repetition.temperature,
+                        "frequency_penalty": repetition.frequency_penalty,
+                        "presence_penalty": repetition.presence_penalty,
+                        "repetition_penalty": repetition.repetition_penalty}
+            max_tokens = repetition.max_tokens or self.workload.output_tokens.max
+        return self.build(request_id, text, prompt_len, max_tokens, sampling)
+
+    def build(self, request_id: str, text: str, prompt_len: int, max_tokens: int,
+              sampling: dict) -> RequestPlan:
+        """A plan from already chosen parts (also used by replay)."""
+        body: dict = {"model": self.model_name}
+        if self.endpoint == "chat":
+            body["messages"] = [{"role": "user", "content": text}]
+            path = CHAT_PATH
+        else:
+            body["prompt"] = text
+            path = COMPLETIONS_PATH
+        body.update({
+            "max_tokens": max_tokens,
+            # exactly max_tokens tokens come back, so output length is the workload's, not the model's
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            **sampling,
+        })
+        return RequestPlan(request_id=request_id, path=path, body=body,
+                           prompt_tokens_target=prompt_len, max_tokens=max_tokens, sampling=sampling)

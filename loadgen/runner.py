@@ -1,0 +1,230 @@
+"""Run Locust as a subprocess against an OpenAI-compatible server and collect its raw samples.
+
+What: `run_locust(...)` writes the run config, starts `python -m locust -f loadgen/locustfile.py
+--headless …` in its own process group, calls `on_load_start(t0_ns)` at the moment warm-up ends,
+waits (hard timeout), merges every Locust process's parts into `requests.parquet` and
+`tokens.parquet` in the run directory, and returns a LocustResult.
+Why a subprocess: importing locust (gevent monkey-patching) into the Prefect or torch process
+hangs them (STACK-NOTES). This module imports neither locust nor gevent.
+On any exception or KeyboardInterrupt the whole process group is terminated, then killed.
+
+requests_sent is Locust's own count: `num_requests` of the "chat-stream" entry in Locust's final
+stats (--json-file, written at exit). Every request the recorder writes fires exactly one such
+event (cancelled ones included), so requests_sent == rows of requests.parquet; the result
+carries both so a caller can check.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from loadgen.errors import SpecError
+from loadgen.recorder import merge_parts
+from loadgen.run_config import API_KEY_ENV, CONFIG_ENV, START_MARKER, RunConfig
+from loadgen.shapes import spawn_rate, target_users
+from loadgen.spec import LoadSpec, WorkloadSpec, load_from, workload_from
+from loadgen.traffic_faults import traffic_faults, write_faults
+
+LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+EVENT_NAME = "chat-stream"  # the name of the Locust request event the locustfile fires
+STARTUP_TIMEOUT_S = 60.0  # Locust import + spawn on a busy 2-core machine
+SHUTDOWN_GRACE_S = 60.0  # past warm-up + duration: last streams cancelled, parts written
+TERM_GRACE_S = 10.0  # SIGTERM → SIGKILL: Locust flushes its parts on SIGTERM
+
+
+class LoadgenError(RuntimeError):
+    """Locust failed to start, crashed, or overran its hard timeout; carries the output tail."""
+
+
+@dataclass
+class LocustResult:
+    requests_sent: int  # Locust's own count of "chat-stream" requests (final stats)
+    requests_failed: int  # of those, failed or cancelled
+    returncode: int
+    load_started_ns: int  # end of warm-up: t0 of the scenario's time line
+    stdout_tail: str  # the last lines Locust printed (stdout and stderr)
+    requests_recorded: int = 0  # rows written to requests.parquet (should equal requests_sent)
+    chunks_recorded: int = 0  # rows written to tokens.parquet
+    started_ns: int = 0  # when Locust's clock started (start of warm-up)
+
+
+def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | str,
+               load: LoadSpec | dict | str, duration_s: float, warmup_s: float = 0.0, seed: int = 0,
+               tokenizer_path: str | Path | None = None, model_name: str = "spikelens",
+               on_load_start: Callable[[int], None] | None = None, *, timeout_s: float | None = None,
+               api_key: str | None = None, endpoint: str = "chat", read_mode: str = "line",
+               request_timeout_s: float = 600.0, log_lines: int = 60,
+               faults: list[dict] | None = None) -> LocustResult:
+    """Drive `host` with `workload` under `load` for warmup_s + duration_s; see module doc.
+    Blocks until Locust exits; raises LoadgenError (after killing the group) if it does not
+    within timeout_s (default warm-up + duration + startup and shutdown allowances).
+    `faults`: the scenario's whole fault list ({kind, start_s, duration_s, params}); loadgen
+    applies load.burst and penalty.repetition, records them in faults.loadgen.parquet, and skips
+    the engine's kinds."""
+    workload, load = workload_from(workload), load_from(load)
+    mine = traffic_faults([_fault_dict(f) for f in faults or []])
+    if duration_s <= 0:
+        raise SpecError(f"duration_s must be > 0, got {duration_s!r}")
+    if warmup_s < 0:
+        raise SpecError(f"warmup_s must be >= 0, got {warmup_s!r}")
+    run_dir = Path(run_dir)
+    parts_dir = run_dir / "loadgen"
+    parts_dir.mkdir(parents=True, exist_ok=True)
+    for stale in list(parts_dir.glob("requests.*.parquet")) + list(parts_dir.glob("tokens.*.parquet")):
+        stale.unlink()  # parts of an earlier attempt in the same run dir must not be merged
+    config = RunConfig(parts_dir=str(parts_dir), run_tag=run_dir.name or "run", warmup_s=warmup_s,
+                       duration_s=duration_s, seed=seed, workload=workload.to_dict(),
+                       load=load.to_dict(), model_name=model_name,
+                       tokenizer_path=str(tokenizer_path) if tokenizer_path else None,
+                       endpoint=endpoint, request_timeout_s=request_timeout_s, read_mode=read_mode,
+                       faults=[f.to_dict() for f in mine])
+    config_path = config.write(parts_dir / "config.json")
+    stats_base = parts_dir / "locust_stats"  # Locust appends ".json"
+    stats_path = stats_base.with_suffix(".json")
+    stats_path.unlink(missing_ok=True)
+    cmd = locust_command(host, load, config, stats_base)
+    env = {**os.environ, CONFIG_ENV: str(config_path), "PYTHONUNBUFFERED": "1"}
+    if api_key:
+        env[API_KEY_ENV] = api_key
+    if timeout_s is None:
+        timeout_s = STARTUP_TIMEOUT_S + warmup_s + duration_s + SHUTDOWN_GRACE_S
+
+    deadline = time.monotonic() + timeout_s
+    output = _OutputReader(parts_dir / "locust.log", log_lines)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True)  # own process group: killed as one
+    try:
+        output.follow(proc)
+        started_ns = output.wait_for_start(proc, min(deadline, time.monotonic() + STARTUP_TIMEOUT_S))
+        load_started_ns = started_ns + int(warmup_s * 1e9)
+        if on_load_start is not None:
+            _sleep_until_ns(load_started_ns)
+            on_load_start(load_started_ns)
+        try:
+            returncode = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            raise LoadgenError(f"locust overran its {timeout_s:.0f} s timeout\n{output.tail()}") from None
+    except BaseException:
+        _terminate_group(proc)
+        raise
+    finally:
+        output.close()
+    recorded, chunks = merge_parts(parts_dir, run_dir)
+    for part in list(parts_dir.glob("requests.*.parquet")) + list(parts_dir.glob("tokens.*.parquet")):
+        part.unlink()
+    if not stats_path.exists():
+        raise LoadgenError(f"locust exited ({returncode}) without final stats\n{output.tail()}")
+    sent, failed = _event_counts(stats_path)
+    if mine:
+        write_faults(mine, load_started_ns, duration_s, run_dir / "faults.loadgen.parquet")
+    return LocustResult(requests_sent=sent, requests_failed=failed, returncode=returncode,
+                        load_started_ns=load_started_ns, stdout_tail=output.tail(),
+                        requests_recorded=recorded, chunks_recorded=chunks, started_ns=started_ns)
+
+
+def locust_command(host: str, load: LoadSpec, config: RunConfig, stats_base: Path) -> list[str]:
+    """The Locust command line: headless, our user class, the shape's initial users; run time
+    and later user counts are driven from inside the locustfile (exact to the gevent loop)."""
+    return [
+        sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
+        "--host", host.rstrip("/"),
+        "--users", str(target_users(load, 0.0, config.duration_s)),
+        "--spawn-rate", str(spawn_rate(load)),
+        "--only-summary", "--json-file", str(stats_base),
+        "--stop-timeout", "0",  # at the end, streams in flight are cancelled (and recorded)
+        "--exit-code-on-error", "0",  # failed requests are data, not a crash: see requests_failed
+        "ChatStreamUser",
+    ]
+
+
+def _fault_dict(fault) -> dict:
+    """A fault as a mapping, from a mapping or a FaultSpec-like object (kind, start_s, …)."""
+    if isinstance(fault, dict):
+        return fault
+    return {"kind": fault.kind, "start_s": fault.start_s, "duration_s": fault.duration_s,
+            "params": dict(fault.params or {})}
+
+
+def _event_counts(stats_path: Path) -> tuple[int, int]:
+    """(num_requests, num_failures) of the EVENT_NAME entry of Locust's final stats."""
+    entries = json.loads(stats_path.read_text())
+    for entry in entries:
+        if entry.get("name") == EVENT_NAME:
+            return int(entry["num_requests"]), int(entry["num_failures"])
+    return 0, 0
+
+
+def _sleep_until_ns(t_ns: int) -> None:
+    """Sleep until the wall clock reaches t_ns: coarse sleep, then a short spin (~ms accuracy)."""
+    while True:
+        left = (t_ns - time.time_ns()) / 1e9
+        if left <= 0:
+            return
+        time.sleep(left - 0.002 if left > 0.004 else 0.0002)
+
+
+def _terminate_group(proc: subprocess.Popen) -> None:
+    """SIGTERM the process group (Locust writes its parts on SIGTERM), then SIGKILL it."""
+    if proc.poll() is not None:
+        return
+    for sig, grace in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+class _OutputReader:
+    """Reads Locust's merged stdout/stderr on a thread: keeps a tail, writes the full log, and
+    catches the start marker line."""
+
+    def __init__(self, log_path: Path, keep: int):
+        self.lines: deque[str] = deque(maxlen=keep)
+        self.log = open(log_path, "w")
+        self.started_ns: int | None = None
+        self.started = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def follow(self, proc: subprocess.Popen) -> None:
+        self.thread = threading.Thread(target=self._read, args=(proc,), daemon=True)
+        self.thread.start()
+
+    def _read(self, proc: subprocess.Popen) -> None:
+        for raw in proc.stdout:
+            line = raw.decode("utf-8", errors="replace").rstrip("\n")
+            if line.startswith(START_MARKER):
+                self.started_ns = int(line.split()[1])
+                self.started.set()
+            self.lines.append(line)
+            self.log.write(line + "\n")
+        self.started.set()  # EOF: wake a waiter even without the marker
+
+    def wait_for_start(self, proc: subprocess.Popen, deadline: float) -> int:
+        self.started.wait(timeout=max(0.0, deadline - time.monotonic()))
+        if self.started_ns is None:
+            state = f"exited with {proc.poll()}" if proc.poll() is not None else "did not start in time"
+            raise LoadgenError(f"locust {state}\n{self.tail()}")
+        return self.started_ns
+
+    def tail(self) -> str:
+        return "\n".join(self.lines)
+
+    def close(self) -> None:
+        if self.thread is not None:
+            self.thread.join(timeout=5.0)
+        self.log.close()

@@ -1,0 +1,153 @@
+"""Faults that loadgen applies to the traffic itself: `load.burst` and `penalty.repetition`.
+
+What: `traffic_faults(faults)` keeps the scenario faults loadgen owns (docs/INTERFACES.md: each
+process gets the whole list and skips kinds it does not own) with validated params; the
+helpers say, for a time on the run's time line, how many users / what rate factor and which
+request overrides apply; `write_faults` records the windows in `faults.loadgen.parquet`
+(the engine's faults.parquet columns: kind, cause, start_ns, end_ns, params JSON).
+
+- load.burst (cause load): the arrival rate multiplies by `factor` for the window — closed loop:
+  users × factor; open loop: rate × factor. Not an engine fault: the control case.
+- penalty.repetition (cause penalty): requests sent inside the window use sampling settings under
+  which outputs loop until max_tokens (greedy, no penalties) and ask for the workload's longest
+  output (`output_tokens.max` unless params.max_tokens), so longer outputs hold batch slots.
+
+Times are seconds from the start of measured load; pure functions, no Locust import.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from loadgen.errors import SpecError
+from loadgen.spec import SAMPLING_RANGES, _check_number
+
+FAULTS_SCHEMA = pa.schema([("kind", pa.string()), ("cause", pa.string()), ("start_ns", pa.int64()),
+                           ("end_ns", pa.int64()), ("params", pa.string())])
+
+
+@dataclass(frozen=True)
+class BurstParams:
+    factor: float = 3.0  # arrivals multiply by this inside the window (users or rate)
+
+
+@dataclass(frozen=True)
+class RepetitionParams:
+    temperature: float = 0.0  # greedy: the tiny model then repeats itself until max_tokens
+    max_tokens: int | None = None  # None: the workload's output_tokens.max (the longest it allows)
+    frequency_penalty: float = 0.0  # penalties off, so nothing breaks the loop
+    presence_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+
+
+KINDS: dict[str, tuple[str, type]] = {
+    "load.burst": ("load", BurstParams),
+    "penalty.repetition": ("penalty", RepetitionParams),
+}
+
+
+@dataclass(frozen=True)
+class TrafficFault:
+    kind: str
+    start_s: float
+    duration_s: float
+    params: Any = field(default=None)  # BurstParams | RepetitionParams
+
+    @property
+    def cause(self) -> str:
+        return KINDS[self.kind][0]
+
+    def active(self, t_s: float) -> bool:
+        return self.start_s <= t_s < self.start_s + self.duration_s
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "start_s": self.start_s, "duration_s": self.duration_s,
+                "params": dataclasses.asdict(self.params)}
+
+
+def traffic_faults(faults: list[dict] | None, where: str = "faults") -> list[TrafficFault]:
+    """The loadgen-owned faults of a scenario's fault list, params validated (unknown keys and
+    out-of-range values raise SpecError naming the field); other kinds are skipped."""
+    kept = []
+    for i, fault in enumerate(faults or []):
+        kind = fault.get("kind")
+        if kind not in KINDS:
+            continue  # an engine fault
+        label = f"{where}[{i}]"
+        params_cls = KINDS[kind][1]
+        params = dict(fault.get("params") or {})
+        known = {f.name for f in dataclasses.fields(params_cls)}
+        for key in params:
+            if key not in known:
+                raise SpecError(f"{label}.params: unknown key '{key}' for {kind} "
+                                f"(valid keys: {', '.join(sorted(known))})")
+        _check_number(f"{label}.start_s", fault.get("start_s"), 0, 86_400)
+        _check_number(f"{label}.duration_s", fault.get("duration_s"), 0, 86_400, low_inclusive=False)
+        parsed = params_cls(**params)
+        if kind == "load.burst":
+            _check_number(f"{label}.params.factor", parsed.factor, 0, 1000, low_inclusive=False)
+        else:
+            for name in ("temperature", "frequency_penalty", "presence_penalty", "repetition_penalty"):
+                low, high, lo_inc, hi_inc, integer = SAMPLING_RANGES[name]
+                _check_number(f"{label}.params.{name}", getattr(parsed, name), low, high,
+                              low_inclusive=lo_inc, high_inclusive=hi_inc, integer=integer)
+            if parsed.max_tokens is not None:
+                _check_number(f"{label}.params.max_tokens", parsed.max_tokens, 1, 1_000_000, integer=True)
+        kept.append(TrafficFault(kind, float(fault["start_s"]), float(fault["duration_s"]), parsed))
+    return kept
+
+
+def from_dicts(dicts: list[dict]) -> list[TrafficFault]:
+    """Rebuild faults from `TrafficFault.to_dict()` output (the Locust side of the config)."""
+    return [TrafficFault(d["kind"], d["start_s"], d["duration_s"], KINDS[d["kind"]][1](**d["params"]))
+            for d in dicts]
+
+
+def burst_factor(faults: list[TrafficFault], t_s: float) -> float:
+    """Product of the factors of the bursts active at t_s (1.0 when none)."""
+    factor = 1.0
+    for fault in faults:
+        if fault.kind == "load.burst" and fault.active(t_s):
+            factor *= fault.params.factor
+    return factor
+
+
+def burst_edges(faults: list[TrafficFault]) -> list[float]:
+    """Times (s after load start) where a burst begins or ends."""
+    return sorted({t for f in faults if f.kind == "load.burst" for t in (f.start_s, f.start_s + f.duration_s)})
+
+
+def repetition_at(faults: list[TrafficFault], t_s: float) -> RepetitionParams | None:
+    """The penalty.repetition params active at t_s, if any (the first one listed wins)."""
+    for fault in faults:
+        if fault.kind == "penalty.repetition" and fault.active(t_s):
+            return fault.params
+    return None
+
+
+def write_faults(faults: list[TrafficFault], load_started_ns: int, duration_s: float,
+                 path: str | Path) -> int:
+    """Write the windows of the faults that fell inside the run (clipped to its end) to `path`
+    (faults.loadgen.parquet); returns the number of rows. The windows are the scheduled ones: the
+    Locust controller switches users at these times (gevent timers, ~ms) and a request's sampling
+    is chosen by its intended send time."""
+    end_of_run = load_started_ns + int(duration_s * 1e9)
+    rows = {name: [] for name in FAULTS_SCHEMA.names}
+    for fault in faults:
+        start = load_started_ns + int(fault.start_s * 1e9)
+        if start >= end_of_run:
+            continue
+        rows["kind"].append(fault.kind)
+        rows["cause"].append(fault.cause)
+        rows["start_ns"].append(start)
+        rows["end_ns"].append(min(start + int(fault.duration_s * 1e9), end_of_run))
+        rows["params"].append(json.dumps(dataclasses.asdict(fault.params)))
+    pq.write_table(pa.Table.from_pydict(rows, schema=FAULTS_SCHEMA), path)
+    return len(rows["kind"])

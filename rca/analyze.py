@@ -1,0 +1,111 @@
+"""Analyse one ingested run: detect spikes, attribute each, store the results in the warehouse.
+
+Results go to the tables `spikes`, `attributions` and `evidence` (warehouse migration 0002),
+replacing any earlier analysis of the run in one transaction.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from rca.attribute import Attribution, RunSignals, attribute_spike, step_arrays
+from rca.config import AttributeConfig, DetectConfig
+from rca.detect import Baseline, Spike, detect_spikes
+from warehouse.db import connect
+from warehouse.queries import query
+from warehouse.store import replace_run_rows
+
+
+@dataclass
+class Analysis:
+    run_id: str
+    window_s: float
+    spikes: list[Spike]
+    attributions: dict[int, Attribution]            # by spike_id
+    baselines: dict[str, Baseline]                  # by metric
+    detect: DetectConfig
+    attribute: AttributeConfig
+    signals: RunSignals = field(repr=False, default=None)
+
+
+def load_signals(conn: duckdb.DuckDBPyConnection, run_id: str, window_s: float) -> RunSignals:
+    """Read what detection and attribution need; raises KeyError if the run is not ingested."""
+    if not conn.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchone()[0]:
+        raise KeyError(f"run {run_id!r} is not in the warehouse (ingest it first)")
+    if not window_s > 0:
+        raise ValueError(f"window_s must be > 0, got {window_s}")
+    return RunSignals(
+        window_s=window_s,
+        windows=query(conn, "windows", run_id=run_id, window_s=window_s),
+        step_windows=query(conn, "step_stages", run_id=run_id, window_s=window_s),
+        steps=step_arrays(query(conn, "step_timeline", run_id=run_id)),
+        gc_pauses=query(conn, "gc_pauses", run_id=run_id),
+    )
+
+
+def analyze(conn: duckdb.DuckDBPyConnection, run_id: str, window_s: float = 1.0,
+            detect: DetectConfig | None = None, attribute: AttributeConfig | None = None) -> Analysis:
+    """Detect and attribute without storing (pure reads)."""
+    detect, attribute = detect or DetectConfig(), attribute or AttributeConfig()
+    signals = load_signals(conn, run_id, window_s)
+    spikes, baselines = detect_spikes(signals.windows, window_s, detect)
+    attributions = {s.spike_id: attribute_spike(s, spikes, signals, attribute) for s in spikes}
+    return Analysis(run_id, window_s, spikes, attributions, baselines, detect, attribute, signals)
+
+
+def result_tables(analysis: Analysis) -> dict[str, pa.Table]:
+    """The rows of `spikes`, `attributions` and `evidence` for an analysis, as Arrow tables."""
+    rid = analysis.run_id
+    spikes, attrs, evidence = [], [], []
+    for s in analysis.spikes:
+        a = analysis.attributions[s.spike_id]
+        spikes.append({"run_id": rid, "spike_id": s.spike_id, "metric": s.metric, "metrics": s.metrics,
+                       "detector": s.detector, "start_s": s.start_s, "end_s": s.end_s, "peak_ms": s.peak_ms,
+                       "baseline_ms": s.baseline_ms, "severity": s.severity,
+                       "severity_score": s.severity_score, "top_cause": a.top_cause,
+                       "summary": a.summary, "coverage": a.coverage})
+        for c in a.causes:
+            attrs.append({"run_id": rid, "spike_id": s.spike_id, "cause": c.cause, "share": c.share,
+                          "confidence": c.confidence, "excess_ms": c.excess_ms})
+            for e in c.evidence:
+                evidence.append({"run_id": rid, "spike_id": s.spike_id, "cause": c.cause, "signal": e.signal,
+                                 "value": e.value, "baseline": e.baseline, "unit": e.unit, "note": e.note,
+                                 "pearson_r": e.pearson_r})
+    schemas = {
+        "spikes": pa.schema([("run_id", pa.string()), ("spike_id", pa.int32()), ("metric", pa.string()),
+                             ("metrics", pa.list_(pa.string())), ("detector", pa.string()),
+                             ("start_s", pa.float64()), ("end_s", pa.float64()), ("peak_ms", pa.float64()),
+                             ("baseline_ms", pa.float64()), ("severity", pa.string()),
+                             ("severity_score", pa.float64()), ("top_cause", pa.string()),
+                             ("summary", pa.string()), ("coverage", pa.float64())]),
+        "attributions": pa.schema([("run_id", pa.string()), ("spike_id", pa.int32()), ("cause", pa.string()),
+                                   ("share", pa.float64()), ("confidence", pa.float64()),
+                                   ("excess_ms", pa.float64())]),
+        "evidence": pa.schema([("run_id", pa.string()), ("spike_id", pa.int32()), ("cause", pa.string()),
+                               ("signal", pa.string()), ("value", pa.float64()), ("baseline", pa.float64()),
+                               ("unit", pa.string()), ("note", pa.string()), ("pearson_r", pa.float64())]),
+    }
+    baselines = {m: {"median_ms": b.median_ms, "spread_ms": b.spread_ms, "threshold_ms": b.threshold_ms,
+                     "valid_windows": b.valid_windows} for m, b in analysis.baselines.items()}
+    analyses = [{"run_id": rid, "window_s": analysis.window_s, "baselines": json.dumps(baselines),
+                 "config": json.dumps({"detect": asdict(analysis.detect), "attribute": asdict(analysis.attribute)})}]
+    schemas["analyses"] = pa.schema([("run_id", pa.string()), ("window_s", pa.float64()),
+                                     ("baselines", pa.string()), ("config", pa.string())])
+    rows = {"analyses": analyses, "spikes": spikes, "attributions": attrs, "evidence": evidence}
+    return {name: pa.Table.from_pylist(rows[name], schema=schema) for name, schema in schemas.items()}
+
+
+def analyze_run(db_path: str | Path, run_id: str, window_s: float = 1.0,
+                detect: DetectConfig | None = None, attribute: AttributeConfig | None = None) -> Analysis:
+    """Analyse an ingested run and store spikes/attributions/evidence, replacing earlier results."""
+    conn = connect(db_path)
+    try:
+        result = analyze(conn, run_id, window_s, detect, attribute)
+        replace_run_rows(conn, run_id, result_tables(result))
+        return result
+    finally:
+        conn.close()

@@ -1,0 +1,91 @@
+"""Settings of spike detection and attribution, as dataclasses with a reason per field.
+
+Defaults are the `default` preset, designed for runs on a busy 2-core CPU box: there a 1-s window's
+P99 moves by tens of percent from scheduler noise, so a spike needs both a robust z-score *and* a
+relative and an absolute excess, and at least two windows (one gen-2 GC pause or one descheduled
+step makes a single-window P99 blip that nobody would call an incident).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+
+METRICS = ("itl_p99", "ttft_p99", "e2e_p99")
+CAUSES = ("penalty", "memory", "communication", "load", "unexplained")
+
+
+@dataclass(frozen=True)
+class DetectConfig:
+    # How many robust standard deviations (1.4826·MAD) above the run's median a window must be.
+    mad_k: float = 5.0
+    # Relative excess floor: the window must also be this fraction above the median; MAD alone
+    # collapses on very steady series and then flags harmless wobbles.
+    min_rel_excess: float = 0.5
+    # Absolute excess floor in ms, for series whose median is a few ms.
+    min_abs_excess_ms: float = 5.0
+    # A spike lasts at least this many windows (single-window blips are noise on a shared box).
+    min_windows: int = 2
+    # Flagged stretches at most this many windows apart are one spike (a GC storm has quiet gaps).
+    merge_gap_windows: int = 2
+    # Fewest samples for a window's percentile to count, per series (fewer → window ignored).
+    min_samples: dict = field(default_factory=lambda: {"itl_p99": 20, "ttft_p99": 3, "e2e_p99": 3})
+    # Fewest valid windows to estimate a baseline; shorter runs are not analysed.
+    min_baseline_windows: int = 8
+    # peak / baseline at or above which a spike is 'major', resp. 'critical' (below: 'minor').
+    major_ratio: float = 2.0
+    critical_ratio: float = 5.0
+
+    def __post_init__(self) -> None:
+        _positive(self, "mad_k", "min_abs_excess_ms", "major_ratio", "critical_ratio")
+        if self.min_rel_excess < 0:
+            raise ValueError(f"DetectConfig.min_rel_excess must be >= 0, got {self.min_rel_excess}")
+        for name in ("min_windows", "min_baseline_windows"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"DetectConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.merge_gap_windows < 0:
+            raise ValueError(f"DetectConfig.merge_gap_windows must be >= 0, got {self.merge_gap_windows}")
+        unknown = set(self.min_samples) - set(METRICS)
+        if unknown:
+            raise ValueError(f"DetectConfig.min_samples: unknown series {sorted(unknown)}; valid: {METRICS}")
+
+
+@dataclass(frozen=True)
+class AttributeConfig:
+    # Windows on each side of a spike left out of its baseline (latency lingers after a stall).
+    guard_windows: int = 2
+    # A load signal (arrivals, batch, waiting) must rise by this fraction to count as load.
+    load_rise: float = 0.2
+    # Mean output tokens per finished request must grow by this factor to call it inflation.
+    output_inflation: float = 1.5
+    # Fewest baseline steps for the forward-time cost model; fewer → the whole run is used.
+    min_model_steps: int = 50
+
+
+def _positive(obj, *names: str) -> None:
+    for name in names:
+        if not getattr(obj, name) > 0:
+            raise ValueError(f"{type(obj).__name__}.{name} must be > 0, got {getattr(obj, name)}")
+
+
+PRESETS: dict[str, tuple[DetectConfig, AttributeConfig]] = {
+    "default": (DetectConfig(), AttributeConfig()),
+    # Dedicated, quiet hardware (a GPU box with nothing else on it): smaller incidents count.
+    "sensitive": (DetectConfig(mad_k=4.0, min_rel_excess=0.25, min_abs_excess_ms=2.0), AttributeConfig()),
+}
+
+
+def detect_config(**overrides) -> DetectConfig:
+    """DetectConfig with `overrides`; an unknown key is an error naming it."""
+    return _override(DetectConfig(), overrides)
+
+
+def attribute_config(**overrides) -> AttributeConfig:
+    """AttributeConfig with `overrides`; an unknown key is an error naming it."""
+    return _override(AttributeConfig(), overrides)
+
+
+def _override(base, overrides: dict):
+    valid = {f.name for f in fields(base)}
+    unknown = sorted(set(overrides) - valid)
+    if unknown:
+        raise ValueError(f"{type(base).__name__}: unknown key {unknown[0]!r}; valid: {', '.join(sorted(valid))}")
+    return replace(base, **overrides)

@@ -1,0 +1,153 @@
+"""Spike detection on per-window latency percentiles (ITL, TTFT, E2E P99) against a robust baseline.
+
+Baseline of a series = median of its valid windows over the whole run, spread = 1.4826·MAD (the
+median tolerates up to half the windows being an incident). A window is flagged when it beats all
+three of: median + k·spread, median·(1 + min_rel_excess), median + min_abs_excess_ms — the floors
+keep a steady series' tiny MAD from turning scheduler noise into spikes. Flagged windows at most
+`merge_gap_windows` apart form one interval; intervals shorter than `min_windows` flagged windows
+are dropped. Intervals of different series that overlap (or nearly) are one incident: one Spike
+with the list of series; its primary metric is the series with the largest relative peak.
+
+Pure functions over lists of window dicts (rows of warehouse query `windows`); nothing is mutated.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rca.config import METRICS, DetectConfig
+
+_COUNT_OF = {"itl_p99": "itl_n", "ttft_p99": "ttft_n", "e2e_p99": "e2e_n"}
+
+
+@dataclass(frozen=True)
+class Baseline:
+    metric: str
+    median_ms: float
+    spread_ms: float          # 1.4826 · MAD
+    threshold_ms: float       # a window above this is flagged
+    valid_windows: int
+
+
+@dataclass
+class Interval:
+    """A run of flagged windows of one series: [first, last] window indices, inclusive."""
+    metric: str
+    first: int
+    last: int
+    peak_ms: float
+    baseline_ms: float
+    flagged: list[int]
+    excess_area: float        # Σ over flagged windows of (value − baseline) / baseline
+
+
+@dataclass
+class Spike:
+    spike_id: int
+    metric: str                       # primary series
+    metrics: list[str]                # every series that spiked
+    first_window: int
+    last_window: int
+    start_s: float
+    end_s: float
+    peak_ms: float
+    baseline_ms: float
+    severity: str
+    severity_score: float
+    detector: str = "mad"
+    intervals: list[Interval] = field(default_factory=list)
+
+
+def series(windows: list[dict], metric: str, config: DetectConfig) -> np.ndarray:
+    """The metric per window as float64 [n_windows]; NaN where missing or under min_samples."""
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    count_key = _COUNT_OF[metric]
+    need = config.min_samples.get(metric, 1)
+    values = np.full(len(windows), np.nan)
+    for i, w in enumerate(windows):
+        v = w.get(f"{metric}_ms")
+        if v is not None and (w.get(count_key) or 0) >= need:
+            values[i] = float(v)
+    return values
+
+
+def baseline(values: np.ndarray, metric: str, config: DetectConfig) -> Baseline | None:
+    """Robust baseline of a series; None when it has fewer than min_baseline_windows valid windows."""
+    valid = values[~np.isnan(values)]
+    if len(valid) < config.min_baseline_windows:
+        return None
+    median = float(np.median(valid))
+    spread = 1.4826 * float(np.median(np.abs(valid - median)))
+    threshold = max(median + config.mad_k * spread, median * (1.0 + config.min_rel_excess),
+                    median + config.min_abs_excess_ms)
+    return Baseline(metric, median, spread, threshold, len(valid))
+
+
+def flagged_intervals(values: np.ndarray, base: Baseline, config: DetectConfig) -> list[Interval]:
+    """Merge flagged windows into intervals and keep those with at least min_windows flags."""
+    flagged = [i for i, v in enumerate(values) if not np.isnan(v) and v > base.threshold_ms]
+    groups: list[list[int]] = []
+    for i in flagged:
+        if groups and i - groups[-1][-1] - 1 <= config.merge_gap_windows:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    intervals = []
+    for g in groups:
+        if len(g) < config.min_windows:
+            continue
+        peak = float(max(values[i] for i in g))
+        area = float(sum((values[i] - base.median_ms) / base.median_ms for i in g)) if base.median_ms > 0 else 0.0
+        intervals.append(Interval(base.metric, g[0], g[-1], peak, base.median_ms, g, area))
+    return intervals
+
+
+def severity_label(peak_ms: float, baseline_ms: float, config: DetectConfig) -> str:
+    ratio = peak_ms / baseline_ms if baseline_ms > 0 else float("inf")
+    if ratio >= config.critical_ratio:
+        return "critical"
+    return "major" if ratio >= config.major_ratio else "minor"
+
+
+def merge_incidents(intervals: list[Interval], window_s: float, config: DetectConfig,
+                    detector: str = "mad") -> list[Spike]:
+    """Group intervals of any series that overlap or lie within merge_gap_windows into Spikes."""
+    ordered = sorted(intervals, key=lambda iv: (iv.first, iv.last))
+    groups: list[list[Interval]] = []
+    for iv in ordered:
+        if groups and iv.first - max(x.last for x in groups[-1]) - 1 <= config.merge_gap_windows:
+            groups[-1].append(iv)
+        else:
+            groups.append([iv])
+    spikes = []
+    for n, group in enumerate(groups, start=1):
+        primary = max(group, key=lambda iv: (iv.peak_ms / iv.baseline_ms if iv.baseline_ms > 0 else 0.0,
+                                             -METRICS.index(iv.metric)))
+        first = min(iv.first for iv in group)
+        last = max(iv.last for iv in group)
+        metrics = [m for m in METRICS if any(iv.metric == m for iv in group)]
+        spikes.append(Spike(
+            spike_id=n, metric=primary.metric, metrics=metrics, first_window=first, last_window=last,
+            start_s=first * window_s, end_s=(last + 1) * window_s, peak_ms=primary.peak_ms,
+            baseline_ms=primary.baseline_ms,
+            severity=severity_label(primary.peak_ms, primary.baseline_ms, config),
+            severity_score=primary.excess_area * window_s, detector=detector, intervals=group))
+    return spikes
+
+
+def detect_spikes(windows: list[dict], window_s: float, config: DetectConfig | None = None
+                  ) -> tuple[list[Spike], dict[str, Baseline]]:
+    """Spikes of a run (time order, ids from 1) and the baseline of each analysable series."""
+    config = config or DetectConfig()
+    intervals: list[Interval] = []
+    baselines: dict[str, Baseline] = {}
+    for metric in METRICS:
+        values = series(windows, metric, config)
+        base = baseline(values, metric, config)
+        if base is None:
+            continue
+        baselines[metric] = base
+        intervals.extend(flagged_intervals(values, base, config))
+    return merge_incidents(intervals, window_s, config), baselines

@@ -1,0 +1,198 @@
+"""Render report pages from context dicts into a folder that opens offline from file://.
+
+Autoescape is on for every template: scenario names, prompts, errors and YAML come from users and
+requests and are untrusted. Static assets (CSS) are copied next to each page, so a report folder is
+self-contained and can be zipped, mailed or served by templates/serve.py.
+"""
+from __future__ import annotations
+
+import importlib.resources
+import shutil
+from pathlib import Path
+
+import jinja2
+
+from templates.charts import (PLOTLY_JS, confusion_figure, incident_figures, nightly_trend_figures,
+                              sweep_heatmap_figures)
+from templates.ci_bars import ci_bar
+from templates.formatting import FILTERS
+from templates.heatmap_table import grid_rows, matrix_rows
+from templates.incident_context import CAUSES, check_incident_context
+from templates.page_contexts import (RUN_KINDS, check_evaluation_context, check_index_context,
+                                     check_nightly_context, check_sweep_context)
+from templates.timeline_svg import LATENCY_SERIES, latency_timeline
+
+TEMPLATE_DIR = Path(__file__).resolve().parent
+STATIC_DIR = TEMPLATE_DIR / "static"
+STATIC_FILES = ("report.css",)
+INDEX_SCRIPT = ("index.js",)
+CHART_FILES = ("charts.js",)
+
+
+def plotly_js_path() -> Path | None:
+    """plotly.min.js from the installed plotly package (its package_data), or None if absent."""
+    try:
+        path = Path(str(importlib.resources.files("plotly") / "package_data" / PLOTLY_JS))
+    except ModuleNotFoundError:
+        return None
+    return path if path.is_file() else None
+
+
+def _want_charts(interactive: bool | None) -> bool:
+    """None: charts when plotly is installed; True: charts or a clear error; False: never."""
+    if interactive is False:
+        return False
+    if plotly_js_path() is None:
+        if interactive:
+            raise RuntimeError("interactive charts need the `plotly` package (its plotly.min.js is "
+                               "copied into the report); install it or pass interactive=False")
+        return False
+    return True
+
+
+def make_environment() -> jinja2.Environment:
+    """The one Jinja environment: autoescape always, and an unknown variable is an error, not ''."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
+        autoescape=True,  # not select_autoescape: our files end in .j2, which it would skip
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(FILTERS)
+    env.globals.update(causes=CAUSES, latency_series=LATENCY_SERIES)
+    return env
+
+
+def copy_static(out_dir: Path, names: tuple[str, ...] = STATIC_FILES, with_plotly: bool = False) -> None:
+    """Copy the page's assets into out_dir/static/ (overwriting: a re-render refreshes them)."""
+    target = out_dir / "static"
+    target.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        shutil.copyfile(STATIC_DIR / name, target / name)
+    if with_plotly:
+        plotly_js = plotly_js_path()
+        dest = target / PLOTLY_JS
+        # 4.8 MB: skip the copy when an identical file is already there (re-renders, shared folders).
+        if not (dest.is_file() and dest.stat().st_size == plotly_js.stat().st_size):
+            shutil.copyfile(plotly_js, dest)
+
+
+def _write_page(out_dir: Path, template: str, charts: list[dict] | None = None,
+                scripts: tuple[str, ...] = (), **values) -> Path:
+    """Render `template` into out_dir/index.html; copy the CSS, plus Plotly and charts.js if charted."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    charts = charts or []
+    html = make_environment().get_template(template).render(charts=charts, **values)
+    names = STATIC_FILES + (CHART_FILES if charts else ()) + scripts
+    copy_static(out_dir, names, with_plotly=bool(charts))
+    path = out_dir / "index.html"
+    # Write then rename, so a server or browser never sees half a page.
+    tmp = path.with_suffix(".html.tmp")
+    tmp.write_text(html, encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def worst_spike(spikes: list[dict]) -> dict | None:
+    """The spike with the largest peak/baseline ratio: the one the first screen talks about."""
+    if not spikes:
+        return None
+    return max(spikes, key=lambda s: (s["peak_ms"] or 0) / (s["baseline_ms"] or 1))
+
+
+def headline_from_spikes(spikes: list[dict]) -> str:
+    """A fallback headline when the producer gave none: the worst spike, its span and top cause."""
+    worst = worst_spike(spikes)
+    if worst is None:
+        return "No latency spike was found in this run."
+    return (f"{worst['metric']} rose from {FILTERS['ms'](worst['baseline_ms'])} to "
+            f"{FILTERS['ms'](worst['peak_ms'])} for {worst['end_s'] - worst['start_s']:.0f} s from "
+            f"{FILTERS['clock'](worst['start_s'])}; top cause: {worst['top_cause']}.")
+
+
+def render_incident(context: dict, out_dir: str | Path, index_href: str | None = None,
+                    interactive: bool | None = None) -> Path:
+    """Write out_dir/index.html (+ out_dir/static/) for one run; returns the page's path.
+
+    `context` has the shape of docs/INTERFACES.md ("The incident context"); a missing or mistyped
+    key raises templates.incident_context.ContextError naming it. `index_href`, when given, is the
+    relative link to the report index (e.g. "../index.html"); without it the page links nowhere,
+    so it never carries a dead link. `interactive`: Plotly timelines (None = when plotly is
+    installed); the SVG timeline and the tables are there either way.
+    """
+    ctx = check_incident_context(context)
+    if not ctx["headline"].strip():
+        ctx["headline"] = headline_from_spikes(ctx["spikes"])
+    timeline = latency_timeline(ctx["windows"], ctx["spikes"], ctx["gc_pauses"])
+    charts = incident_figures(ctx) if _want_charts(interactive) else []
+    return _write_page(Path(out_dir), "incident.html.j2", charts=charts, ctx=ctx, timeline=timeline,
+                       top=worst_spike(ctx["spikes"]), index_href=index_href)
+
+
+def render_index(context: dict, out_dir: str | Path) -> Path:
+    """Write out_dir/index.html listing every report (context: docs/reports.md, "Index")."""
+    ctx = check_index_context(context)
+    return _write_page(Path(out_dir), "index.html.j2", scripts=INDEX_SCRIPT, ctx=ctx, kinds=RUN_KINDS,
+                       index_href=None)
+
+
+def _nightly_headline(ctx: dict) -> str:
+    changed = [m for m in ctx["metrics"] if m["verdict"] in ("regression", "improvement")]
+    if not changed:
+        return f"No metric moved beyond its confidence interval against {ctx['baseline_label']}."
+    parts = []
+    for m in changed:
+        rel = f" ({100 * m['delta'] / m['baseline']:+.1f}%)" if m["baseline"] else ""
+        parts.append(f"{m['metric']} {m['verdict']}{rel}")
+    return f"Against {ctx['baseline_label']}: " + "; ".join(parts) + "."
+
+
+def render_nightly(context: dict, out_dir: str | Path, index_href: str | None = None,
+                   interactive: bool | None = None) -> Path:
+    """Write a nightly regression page: verdict, per-metric delta + CI, trends (docs/reports.md)."""
+    ctx = check_nightly_context(context)
+    if not ctx["headline"].strip():
+        ctx["headline"] = _nightly_headline(ctx)
+    rows = [{"metric": m, "bar": ci_bar(m["delta"], m["ci_low"], m["ci_high"])} for m in ctx["metrics"]]
+    charts = (nightly_trend_figures(ctx["trend"], ctx["metrics"], ctx["run"]["run_id"])
+              if _want_charts(interactive) else [])
+    return _write_page(Path(out_dir), "nightly.html.j2", charts=charts, ctx=ctx, metric_rows=rows,
+                       index_href=index_href)
+
+
+def render_sweep(context: dict, out_dir: str | Path, index_href: str | None = None,
+                 interactive: bool | None = None) -> Path:
+    """Write a sweep page: one heatmap per metric over the x × y grid (docs/reports.md)."""
+    ctx = check_sweep_context(context)
+    if not ctx["headline"].strip():
+        ctx["headline"] = (f"{ctx['x']['name']} × {ctx['y']['name']} sweep over {len(ctx['cells'])} cells: "
+                           + ", ".join(m["label"] for m in ctx["metrics"]) + ".")
+    charts = sweep_heatmap_figures(ctx) if _want_charts(interactive) else []
+    heatmaps = [{"metric": m,
+                 "rows": grid_rows(ctx["x"]["values"], ctx["y"]["values"], ctx["cells"], m["key"], m["higher_is_worse"]),
+                 "chart": charts[i] if charts else None}
+                for i, m in enumerate(ctx["metrics"])]
+    return _write_page(Path(out_dir), "sweep.html.j2", charts=charts, ctx=ctx, heatmaps=heatmaps,
+                       index_href=index_href)
+
+
+def render_evaluation(context: dict, out_dir: str | Path, index_href: str | None = None,
+                      interactive: bool | None = None) -> Path:
+    """Write an evaluation page: confusion matrix, per-cause scores, methods side by side."""
+    ctx = check_evaluation_context(context)
+    total = sum(sum(row) for row in ctx["confusion"])
+    correct = sum(ctx["confusion"][i][i] for i in range(len(ctx["labels"])))
+    accuracy = correct / total if total else None
+    if not ctx["headline"].strip():
+        ctx["headline"] = (f"{correct} of {total} cases attributed to the right cause." if total
+                           else "No labelled case was evaluated.")
+    best = {}
+    for col in ctx["method_columns"]:
+        values = [m[col["key"]] for m in ctx["methods"] if m[col["key"]] is not None]
+        best[col["key"]] = (max(values) if col["better"] == "higher" else min(values)) if values else None
+    charts = [confusion_figure(ctx["labels"], ctx["confusion"])] if _want_charts(interactive) and total else []
+    return _write_page(Path(out_dir), "evaluation.html.j2", charts=charts, ctx=ctx, total=total,
+                       accuracy=accuracy, best=best, confusion_rows=matrix_rows(ctx["labels"], ctx["confusion"]),
+                       index_href=index_href)

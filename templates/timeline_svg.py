@@ -1,0 +1,156 @@
+"""Server-side geometry of the latency timeline, drawn as inline SVG by the incident template.
+
+Why on the server: the page must read with JavaScript off and from file://, so the chart is plain
+SVG whose path data is computed here from the window percentiles; the template only places it.
+The y axis is logarithmic because ITL (tens of ms) and E2E (seconds) share one chart.
+
+Pure functions over plain lists of dicts; nothing is mutated.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from statistics import median
+
+from templates.formatting import fmt_clock, fmt_ms
+
+# (context key, legend label, CSS class that colours it)
+LATENCY_SERIES = (
+    ("itl_p50_ms", "ITL p50", "s-itl50"),
+    ("itl_p99_ms", "ITL p99", "s-itl99"),
+    ("ttft_p99_ms", "TTFT p99", "s-ttft99"),
+    ("e2e_p99_ms", "E2E p99", "s-e2e99"),
+)
+_X_STEPS_S = (1, 2, 5, 10, 15, 20, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Pixel geometry of the chart; the viewBox scales it to the page width."""
+
+    width: int = 960  # viewBox width: wide enough for a minute of 1-s windows to stay legible
+    height: int = 260  # total height; the first screen must also hold the headline and the command
+    left: int = 62  # room for y labels such as "1,000 ms"
+    right: int = 12
+    top: int = 10
+    bottom: int = 48  # x labels plus the GC lane under the plot
+    gc_lane: int = 18  # height of the strip under the plot where GC pauses are ticked
+
+    @property
+    def plot_w(self) -> float:
+        return self.width - self.left - self.right
+
+    @property
+    def plot_h(self) -> float:
+        return self.height - self.top - self.bottom
+
+
+@dataclass
+class Timeline:
+    """Everything the SVG macro needs: coordinates are already in viewBox pixels."""
+
+    layout: Layout
+    series: list[dict] = field(default_factory=list)  # {key, label, css, d}
+    bands: list[dict] = field(default_factory=list)  # {x, w, label, title}
+    gc_marks: list[dict] = field(default_factory=list)  # {x, y1, y2, title}
+    x_ticks: list[dict] = field(default_factory=list)  # {x, label}
+    y_ticks: list[dict] = field(default_factory=list)  # {y, label}
+    empty: bool = True
+
+
+def _window_width(times: list[float]) -> float:
+    """The window length, read from the spacing of window starts (1 s when it cannot be told)."""
+    gaps = [b - a for a, b in zip(times, times[1:]) if b > a]
+    return float(median(gaps)) if gaps else 1.0
+
+
+def _y_ticks(lo: float, hi: float) -> list[float]:
+    """1-2-5 ticks per decade inside [lo, hi]; thinned to the decades when there are too many."""
+    ticks = []
+    for exp in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1):
+        for mantissa in (1, 2, 5):
+            value = mantissa * 10.0**exp
+            if lo <= value <= hi:
+                ticks.append(value)
+    if len(ticks) > 7:
+        ticks = [t for t in ticks if math.isclose(10 ** round(math.log10(t)), t)]
+    return ticks
+
+
+def _x_step(span_s: float) -> int:
+    for step in _X_STEPS_S:
+        if span_s / step <= 12:
+            return step
+    return _X_STEPS_S[-1]
+
+
+def latency_timeline(windows: list[dict], spikes: list[dict], gc_pauses: list[dict],
+                     layout: Layout = Layout()) -> Timeline:
+    """Lay out window percentiles (lines), spikes (shaded bands) and GC pauses (ticks in a lane)."""
+    out = Timeline(layout=layout)
+    times = sorted(float(w["t_s"]) for w in windows)
+    width_s = _window_width(times)
+    values = [float(w[k]) for w in windows for k, _, _ in LATENCY_SERIES
+              if w.get(k) is not None and float(w[k]) > 0]
+    if not times or not values:
+        return out
+    out.empty = False
+
+    t_end = max([times[-1] + width_s] + [float(s["end_s"]) for s in spikes]
+                + [float(g["t_s"]) for g in gc_pauses])
+    t_start = min([times[0]] + [float(s["start_s"]) for s in spikes])
+    span = max(t_end - t_start, 1e-9)
+    y_lo = 10 ** math.floor(math.log10(min(values)))
+    y_hi = 10 ** math.ceil(math.log10(max(values)))
+    if y_hi <= y_lo:
+        y_hi = y_lo * 10
+
+    def x_of(t_s: float) -> float:
+        return round(layout.left + (t_s - t_start) / span * layout.plot_w, 1)
+
+    def y_of(ms: float) -> float:
+        frac = (math.log10(ms) - math.log10(y_lo)) / (math.log10(y_hi) - math.log10(y_lo))
+        return round(layout.top + (1 - frac) * layout.plot_h, 1)
+
+    ordered = sorted(windows, key=lambda w: float(w["t_s"]))
+    for key, label, css in LATENCY_SERIES:
+        parts, pen_down = [], False
+        for w in ordered:
+            v = w.get(key)
+            if v is None or float(v) <= 0:
+                pen_down = False  # a window without samples breaks the line instead of bridging it
+                continue
+            cmd = "L" if pen_down else "M"
+            parts.append(f"{cmd}{x_of(float(w['t_s']) + width_s / 2)} {y_of(float(v))}")
+            pen_down = True
+        if parts:
+            out.series.append({"key": key, "label": label, "css": css, "d": " ".join(parts)})
+
+    for s in spikes:
+        x0, x1 = x_of(float(s["start_s"])), x_of(float(s["end_s"]))
+        out.bands.append({
+            "x": x0, "w": max(round(x1 - x0, 1), 1.0), "label": f"#{s['spike_id']}",
+            "title": f"spike #{s['spike_id']}: {s['metric']} {fmt_clock(s['start_s'])}–{fmt_clock(s['end_s'])}, "
+                     f"peak {fmt_ms(s['peak_ms'])} vs {fmt_ms(s['baseline_ms'])}, {s['top_cause']}",
+        })
+
+    longest = max((float(g["duration_ms"]) for g in gc_pauses), default=0.0)
+    lane_bottom = layout.top + layout.plot_h + layout.gc_lane
+    for g in gc_pauses:
+        dur = float(g["duration_ms"])
+        # Tick height grows with the pause (min 3 px so short pauses stay visible).
+        h = 3 + (layout.gc_lane - 4) * (dur / longest if longest > 0 else 0)
+        gen = g.get("generation")
+        out.gc_marks.append({
+            "x": x_of(float(g["t_s"])), "y1": round(lane_bottom - h, 1), "y2": lane_bottom,
+            "title": f"GC{' gen ' + str(gen) if gen is not None else ''} at {fmt_clock(g['t_s'])}: {fmt_ms(dur)}",
+        })
+
+    step = _x_step(span)
+    tick = math.ceil(t_start / step) * step
+    while tick <= t_end + 1e-9:
+        out.x_ticks.append({"x": x_of(tick), "label": fmt_clock(tick)})
+        tick += step
+    out.y_ticks = [{"y": y_of(v), "label": fmt_ms(v)} for v in _y_ticks(y_lo, y_hi)]
+    return out
+

@@ -1,0 +1,83 @@
+"""Issue 2 acceptance, for real: the CLI runs the Prefect flow, which starts the engine server and
+Locust as subprocesses and writes a DuckDB file; the GC storm must be found and blamed on memory.
+
+No part is mocked. One run serves every assertion (it takes ~1.5 minutes on 2 cores).
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+HERE = Path(__file__).parent
+TOLERANCE_S = 2.0
+
+
+@pytest.fixture(scope="module")
+def gc_storm_run(tmp_path_factory):
+    home = tmp_path_factory.mktemp("state")
+    env = {**os.environ, "SPIKELENS_HOME": str(home),
+           # Reuse the suite's Prefect database: a cold ephemeral server costs ~15 s more.
+           "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect")}
+    scenario = HERE / "scenarios" / "gc-storm-short.yaml"
+    proc = subprocess.run([sys.executable, "-m", "flows.cli", "run", str(scenario)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = Path(proc.stdout.strip().splitlines()[-1])
+    run_id = report.parent.name
+    db = duckdb.connect(str(home / "warehouse.duckdb"), read_only=True)
+    yield {"home": home, "report": report, "run_id": run_id, "db": db, "stderr": proc.stderr}
+    db.close()
+
+
+def fault_window(db, run_id):
+    start, end = db.execute(
+        """SELECT (f.start_ns - r.load_started_ns) / 1e9, (f.end_ns - r.load_started_ns) / 1e9
+           FROM faults f JOIN runs r USING (run_id)
+           WHERE run_id = ? AND f.kind = 'memory.gc_storm'""", [run_id]).fetchone()
+    return start, end
+
+
+def test_spike_overlaps_the_injected_window_and_is_memory(gc_storm_run):
+    db, run_id = gc_storm_run["db"], gc_storm_run["run_id"]
+    f_start, f_end = fault_window(db, run_id)
+    assert 15 <= f_start <= 17 and 25 <= f_end <= 27, (f_start, f_end)
+    spikes = db.execute("SELECT spike_id, start_s, end_s, top_cause FROM spikes WHERE run_id = ?",
+                        [run_id]).fetchall()
+    assert spikes, "no spike found during a GC storm"
+    inside = [s for s in spikes if s[1] <= f_end + TOLERANCE_S and s[2] >= f_start - TOLERANCE_S]
+    assert inside, f"no spike overlaps {f_start:.1f}-{f_end:.1f} s: {spikes}"
+    for spike_id, *_ in inside:
+        share = db.execute("SELECT share FROM attributions WHERE run_id = ? AND spike_id = ? "
+                           "AND cause = 'memory'", [run_id, spike_id]).fetchone()
+        assert share is not None and share[0] >= 0.5, (spike_id, share)
+
+
+def test_no_spike_outside_the_injected_window(gc_storm_run):
+    db, run_id = gc_storm_run["db"], gc_storm_run["run_id"]
+    f_start, f_end = fault_window(db, run_id)
+    spikes = db.execute("SELECT start_s, end_s, metric FROM spikes WHERE run_id = ?",
+                        [run_id]).fetchall()
+    outside = [s for s in spikes
+               if s[1] < f_start - TOLERANCE_S or s[0] > f_end + TOLERANCE_S]
+    assert not outside, f"spikes outside the fault window {f_start:.1f}-{f_end:.1f}: {outside}"
+
+
+def test_every_request_locust_sent_is_in_the_warehouse(gc_storm_run):
+    db, run_id = gc_storm_run["db"], gc_storm_run["run_id"]
+    manifest = json.loads((gc_storm_run["home"] / "runs" / run_id / "run.json").read_text())
+    sent = manifest["extra"]["locust"]["requests_sent"]
+    rows = db.execute("SELECT count(*) FROM requests WHERE run_id = ?", [run_id]).fetchone()[0]
+    assert sent > 50 and rows == sent, (sent, rows)
+    assert manifest["status"] == "ok", manifest["errors"]
+
+
+def test_report_shows_the_spike_and_its_cause(gc_storm_run):
+    html = gc_storm_run["report"].read_text()
+    assert gc_storm_run["run_id"] in html
+    assert "memory" in html and "<svg" in html

@@ -1,0 +1,70 @@
+"""Fault specs, the fault clock, and memory.gc_storm's signal: GC pauses inside its window only."""
+
+import gc
+import json
+import time
+
+import pyarrow.parquet as pq
+import pytest
+
+from engine.faults import FaultScheduler, parse_fault_specs
+from engine.llm_engine import LLMEngine
+from engine.sampling_params import SamplingParams
+
+
+@pytest.mark.parametrize("item,field", [
+    ({"kind": "memory.nope", "start_s": 0, "duration_s": 1}, r"faults\[0\].kind"),
+    ({"kind": "memory.gc_storm", "start_s": -1, "duration_s": 1}, r"faults\[0\].start_s"),
+    ({"kind": "memory.gc_storm", "start_s": 0, "duration_s": 1, "when": 3}, "'when'"),
+])
+def test_bad_specs_name_the_field(item, field):
+    with pytest.raises(ValueError, match=field):
+        parse_fault_specs([item])
+
+
+def test_unknown_params_key_is_named():
+    with pytest.raises(ValueError, match="'size'"):
+        FaultScheduler(parse_fault_specs([{"kind": "memory.gc_storm", "start_s": 0, "duration_s": 1, "params": {"size": 1}}]))
+
+
+def test_loadgen_kinds_are_skipped_by_the_engine():
+    sched = FaultScheduler(parse_fault_specs([{"kind": "load.burst", "start_s": 0, "duration_s": 1}]))
+    sched.arm(time.time_ns())
+    sched.begin_step(None, time.time_ns())
+    assert sched.records() == []
+
+
+def test_nothing_happens_before_arm(tiny_config):
+    eng = LLMEngine(tiny_config(), faults=[{"kind": "memory.gc_storm", "start_s": 0, "duration_s": 10}])
+    eng.add_request("r", [1, 2], SamplingParams(temperature=0.0, max_tokens=3, ignore_eos=True))
+    while eng.has_unfinished():
+        eng.step()
+    eng.close()
+    assert eng.faults.records() == []
+
+
+def test_gc_storm_pauses_land_inside_its_window_only(tmp_path, tiny_config):
+    params = {"objects_per_step": 3000, "live_steps": 4, "ballast_objects": 50_000}
+    eng = LLMEngine(tiny_config(), run_dir=tmp_path,
+                    faults=[{"kind": "memory.gc_storm", "start_s": 0.4, "duration_s": 0.6, "params": params}])
+    gc.collect()  # start from a settled heap
+    t0 = time.time_ns()
+    eng.arm_faults(t0)
+    i = 0
+    while time.time_ns() - t0 < 1.5e9:
+        if not eng.has_unfinished():
+            eng.add_request(f"r{i}", [3, 4, 5], SamplingParams(temperature=1.0, max_tokens=40, ignore_eos=True, seed=i))
+            i += 1
+        eng.step()
+    eng.close()
+    faults = pq.read_table(tmp_path / "faults.parquet").to_pylist()
+    assert len(faults) == 1
+    f = faults[0]
+    assert (f["kind"], f["cause"], json.loads(f["params"])) == ("memory.gc_storm", "memory", params)
+    assert t0 + 0.4e9 <= f["start_ns"] < f["end_ns"] and f["end_ns"] - f["start_ns"] >= 0.5e9
+    pauses = pq.read_table(tmp_path / "gc.parquet").to_pylist()
+    inside = [p for p in pauses if f["start_ns"] <= p["start_ns"] <= f["end_ns"]]
+    outside = [p for p in pauses if p not in inside and p["start_ns"] >= t0]
+    assert sum(p["generation"] == 2 for p in inside) >= 2
+    assert not [p for p in outside if p["generation"] == 2]
+    assert len(inside) > 5 * len(outside)

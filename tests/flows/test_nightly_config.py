@@ -1,0 +1,40 @@
+"""Nightly config: defaults, thresholds per metric, and errors that name the key."""
+from pathlib import Path
+
+import pytest
+
+from flows.nightly_config import NightlyConfig, NightlyConfigError
+
+
+def make(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "a.yaml").write_text("name: a\n")
+    (tmp_path / "config.yaml").write_text(text)
+    return tmp_path
+
+
+def test_builtin_nightly_config_loads():
+    from flows.nightly import default_config_dir
+
+    cfg = NightlyConfig.load(default_config_dir())
+    assert cfg.baseline == "rolling" and cfg.last_n == 5
+    assert all(p.is_file() for p in cfg.scenarios)
+
+
+def test_thresholds_per_metric(tmp_path):
+    cfg = NightlyConfig.load(make(tmp_path, "scenarios: [a.yaml]\nthresholds: {latency_rel: 0.2}\n"))
+    assert cfg.thresholds.for_metric("itl_p99") == (0.2, False)
+    assert cfg.thresholds.for_metric("error_rate") == (0.01, True)
+    assert cfg.thresholds.for_metric("throughput") == (0.10, False)
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("scenarios: [a.yaml]\nbaseline: weekly\n", "baseline"),
+    ("scenarios: [a.yaml]\nlast_nn: 3\n", "last_nn: unknown key"),
+    ("scenarios: [a.yaml]\nmetrics: [itl_p95]\n", "unknown metric 'itl_p95'"),
+    ("scenarios: [missing.yaml]\n", "does not exist"),
+    ("scenarios: [a.yaml]\nbaseline: pinned\n", "pinned_run_id"),
+    ("scenarios: [a.yaml]\nthresholds: {latency: 0.1}\n", "thresholds.latency"),
+])
+def test_bad_config_names_the_key(tmp_path, text, needle):
+    with pytest.raises(NightlyConfigError, match=needle):
+        NightlyConfig.load(make(tmp_path, text))

@@ -1,0 +1,135 @@
+"""run_locust end to end against the no-op streaming server (real Locust subprocess).
+
+Assertions are causal, never timing budgets: the client cannot see a chunk before the server
+wrote it, and a request whose server waits `ttft_s` cannot have a shorter TTFT.
+"""
+
+import socket
+from collections import defaultdict
+
+import psutil
+import pyarrow.parquet as pq
+import pytest
+
+from loadgen.runner import run_locust
+from loadgen.sse_server import SSEServer, SSEServerConfig
+
+FIXED = {"prompt_tokens": {"mean": 8, "min": 8, "max": 8},
+         "output_tokens": {"mean": 5, "min": 5, "max": 5},
+         "sampling": {"temperature": [0.5, 1.0]}}
+
+
+def read(run_dir):
+    requests = pq.read_table(run_dir / "requests.parquet").to_pylist()
+    tokens = pq.read_table(run_dir / "tokens.parquet").to_pylist()
+    return requests, tokens
+
+
+def test_every_request_and_chunk_is_recorded_with_ttft_from_the_first_content_chunk(tmp_path):
+    ttft_s, itl_s = 0.15, 0.05
+    calls = []
+    with SSEServer(SSEServerConfig(ttft_s=ttft_s, itl_s=itl_s)) as server:
+        result = run_locust(server.url, tmp_path, FIXED, {"shape": "constant", "users": 3},
+                            duration_s=1.5, warmup_s=0.5, seed=3, on_load_start=calls.append)
+    requests, tokens = read(tmp_path)
+    assert result.returncode == 0
+    assert calls == [result.load_started_ns]
+    assert result.requests_sent == len(requests) == result.requests_recorded > 0
+    assert len({r["request_id"] for r in requests}) == len(requests)
+    served = {s.request_id: s for s in server.served}
+    assert set(served) == {r["request_id"] for r in requests}  # nothing sent went unrecorded
+
+    chunks = defaultdict(list)
+    for t in tokens:
+        chunks[t["request_id"]].append(t)
+    for r in requests:
+        assert r["phase"] == ("warmup" if r["intended_send_ns"] < result.load_started_ns else "measure")
+        assert r["status"] in ("ok", "cancelled")
+        assert r["temperature"] in (0.5, 1.0) and r["max_tokens"] == 5
+        mine = chunks[r["request_id"]]
+        assert [c["index"] for c in mine] == list(range(len(mine))) == list(range(r["n_chunks"]))
+        arrivals = [c["arrival_ns"] for c in mine]
+        assert arrivals == sorted(arrivals)
+        if r["status"] == "ok":
+            s = served[r["request_id"]]
+            assert r["output_tokens"] == 5 and r["token_count_source"] == "usage"
+            assert r["prompt_tokens"] == 8 and r["finish_reason"] == "length"
+            assert r["first_token_ns"] == arrivals[0] >= s.first_chunk_ns  # not the role chunk
+            assert r["first_token_ns"] - r["sent_ns"] >= ttft_s * 1e9
+            # TTFT is not the whole stream: the first token was seen before the server, 4 ITLs
+            # (200 ms) later, wrote the end of the stream
+            assert r["first_token_ns"] < s.done_ns <= r["done_ns"]
+            assert r["sent_ns"] <= s.arrival_ns
+    assert {r["phase"] for r in requests} == {"warmup", "measure"}
+    assert sum(r["status"] == "ok" for r in requests) >= len(requests) - 3  # at most one per user cut
+
+
+def test_requests_in_flight_at_the_stop_are_recorded_as_cancelled(tmp_path):
+    with SSEServer(SSEServerConfig(ttft_s=0.05, itl_s=0.5)) as server:  # 5 chunks take >= 2 s
+        result = run_locust(server.url, tmp_path, FIXED, {"shape": "constant", "users": 2},
+                            duration_s=1.0, warmup_s=0.0)
+    requests, tokens = read(tmp_path)
+    assert result.requests_sent == len(requests) == 2 == result.requests_failed
+    assert [r["status"] for r in requests] == ["cancelled", "cancelled"]
+    assert all(r["done_ns"] >= r["sent_ns"] and r["output_tokens"] == r["n_chunks"] for r in requests)
+    assert len(tokens) == sum(r["n_chunks"] for r in requests)
+    assert len(server.served) == 2
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_connection_errors_are_recorded_as_errors(tmp_path):
+    result = run_locust(f"http://127.0.0.1:{free_port()}", tmp_path, FIXED,
+                        {"shape": "constant", "users": 1, "think_time_s": 0.2}, duration_s=1.0)
+    requests, _ = read(tmp_path)
+    assert result.requests_sent == result.requests_failed == len(requests) > 0
+    assert {r["status"] for r in requests} == {"error"}
+    assert all(r["error"].startswith("connection:") and r["http_status"] == 0 for r in requests)
+
+
+def test_an_exception_in_the_caller_kills_the_locust_process_group(tmp_path):
+    def explode(t0_ns):
+        raise RuntimeError("flow failed while arming faults")
+
+    with SSEServer(SSEServerConfig(itl_s=0.01)) as server:
+        with pytest.raises(RuntimeError, match="arming faults"):
+            run_locust(server.url, tmp_path, FIXED, {"shape": "constant", "users": 1},
+                       duration_s=30, on_load_start=explode)
+    assert psutil.Process().children(recursive=True) == []
+
+
+def test_the_runner_never_imports_locust_or_gevent():
+    import subprocess
+    import sys
+
+    code = ("import sys, loadgen.runner, loadgen.spec, loadgen.recorder\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'locust', 'gevent'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_loadgen_faults_burst_users_and_switch_sampling_in_their_windows(tmp_path):
+    workload = {**FIXED, "output_tokens": {"mean": 3, "min": 2, "max": 6}}
+    faults = [{"kind": "memory.gc_storm", "start_s": 0, "duration_s": 1, "params": {}},  # engine's: skipped
+              {"kind": "load.burst", "start_s": 0.5, "duration_s": 1.0, "params": {"factor": 3}},
+              {"kind": "penalty.repetition", "start_s": 1.0, "duration_s": 5.0}]
+    with SSEServer(SSEServerConfig(ttft_s=0.01, itl_s=0.01)) as server:
+        result = run_locust(server.url, tmp_path, workload, {"shape": "constant", "users": 1},
+                            duration_s=2.0, faults=faults)
+    requests, _ = read(tmp_path)
+    t0 = result.load_started_ns
+    windows = pq.read_table(tmp_path / "faults.loadgen.parquet").to_pylist()
+    assert [(w["kind"], w["start_ns"] - t0, w["end_ns"] - t0) for w in windows] == [
+        ("load.burst", 500_000_000, 1_500_000_000), ("penalty.repetition", 1_000_000_000, 2_000_000_000)]
+    users_in_burst = {r["user"] for r in requests if t0 + 0.5e9 <= r["intended_send_ns"] < t0 + 1.5e9}
+    users_before = {r["user"] for r in requests if r["intended_send_ns"] < t0 + 0.5e9}
+    assert users_before == {"w0-u0"} and len(users_in_burst) == 3
+    for r in requests:
+        looped = r["intended_send_ns"] >= t0 + 1e9
+        assert r["fault"] == ("penalty.repetition" if looped else None)
+        if looped:
+            assert r["max_tokens"] == 6 and r["temperature"] == 0.0 and r["repetition_penalty"] == 1.0

@@ -1,0 +1,73 @@
+"""Loadgen-owned faults: selection, validation, windows and the faults.loadgen.parquet rows."""
+
+import json
+import random
+
+import pyarrow.parquet as pq
+import pytest
+
+from loadgen.errors import SpecError
+from loadgen.prompts import PromptBuilder
+from loadgen.request_plan import RequestFactory
+from loadgen.spec import WorkloadSpec
+from loadgen.traffic_faults import (RepetitionParams, burst_edges, burst_factor, from_dicts,
+                                    repetition_at, traffic_faults, write_faults)
+
+SCENARIO_FAULTS = [
+    {"kind": "memory.gc_storm", "start_s": 1, "duration_s": 2, "params": {"whatever": 1}},
+    {"kind": "load.burst", "start_s": 2, "duration_s": 3, "params": {"factor": 4}},
+    {"kind": "penalty.repetition", "start_s": 6, "duration_s": 2},
+]
+
+
+def test_engine_kinds_are_skipped_and_defaults_filled():
+    faults = traffic_faults(SCENARIO_FAULTS)
+    assert [f.kind for f in faults] == ["load.burst", "penalty.repetition"]
+    assert faults[1].params == RepetitionParams()
+    assert from_dicts([f.to_dict() for f in faults]) == faults
+
+
+@pytest.mark.parametrize("fault, message", [
+    ({"kind": "load.burst", "start_s": 0, "duration_s": 1, "params": {"factr": 2}}, "faults[0].params: unknown key 'factr'"),
+    ({"kind": "load.burst", "start_s": 0, "duration_s": 1, "params": {"factor": 0}}, "faults[0].params.factor must be a number in (0, 1000]"),
+    ({"kind": "load.burst", "start_s": -1, "duration_s": 1}, "faults[0].start_s"),
+    ({"kind": "penalty.repetition", "start_s": 0, "duration_s": 1, "params": {"temperature": -0.5}},
+     "faults[0].params.temperature"),
+    ({"kind": "penalty.repetition", "start_s": 0, "duration_s": 1, "params": {"max_tokens": 0}},
+     "faults[0].params.max_tokens"),
+])
+def test_bad_params_name_the_field(fault, message):
+    with pytest.raises(SpecError) as err:
+        traffic_faults([fault])
+    assert message in str(err.value)
+
+
+def test_windows():
+    faults = traffic_faults(SCENARIO_FAULTS)
+    assert [burst_factor(faults, t) for t in (1.9, 2, 4.9, 5)] == [1.0, 4.0, 4.0, 1.0]
+    assert burst_edges(faults) == [2.0, 5.0]
+    assert repetition_at(faults, 5.9) is None and repetition_at(faults, 6) == RepetitionParams()
+
+
+def test_repetition_overrides_sampling_and_asks_for_the_longest_output_without_shifting_draws():
+    workload = WorkloadSpec.from_dict({"output_tokens": {"mean": 10, "min": 5, "max": 40},
+                                       "sampling": {"temperature": [0.7, 1.0], "frequency_penalty": 0.5}})
+    factory = RequestFactory(workload, PromptBuilder(), model_name="m", seed=0, id_prefix="r")
+    normal = factory.plan(random.Random(1), "a")
+    looped = factory.plan(random.Random(1), "a", RepetitionParams())
+    assert looped.max_tokens == 40 and looped.body["max_tokens"] == 40
+    assert looped.sampling["temperature"] == 0.0 and looped.sampling["frequency_penalty"] == 0.0
+    assert looped.body["messages"] == normal.body["messages"]  # same prompt: rng advanced alike
+    assert factory.plan(random.Random(1), "a", RepetitionParams(max_tokens=12)).max_tokens == 12
+
+
+def test_write_faults_clips_to_the_run_and_drops_windows_after_it(tmp_path):
+    faults = traffic_faults(SCENARIO_FAULTS)
+    path = tmp_path / "faults.loadgen.parquet"
+    assert write_faults(faults, load_started_ns=10**9, duration_s=7, path=path) == 2
+    rows = pq.read_table(path).to_pylist()
+    assert rows[0] == {"kind": "load.burst", "cause": "load", "start_ns": 3 * 10**9, "end_ns": 6 * 10**9,
+                       "params": json.dumps({"factor": 4})}
+    assert rows[1]["kind"] == "penalty.repetition" and rows[1]["cause"] == "penalty"
+    assert rows[1]["end_ns"] == 8 * 10**9  # clipped at the end of the run
+    assert write_faults(faults, 0, duration_s=1.5, path=path) == 0

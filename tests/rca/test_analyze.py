@@ -1,0 +1,51 @@
+"""rca.analyze: results stored in the warehouse, replaced on re-analysis."""
+import json
+
+import pytest
+
+from rca.analyze import analyze_run
+from warehouse.db import connect
+
+
+def _stored(db, run_id):
+    conn = connect(db)
+    try:
+        return {t: conn.execute(f"SELECT count(*) FROM {t} WHERE run_id = ?", [run_id]).fetchone()[0]
+                for t in ("analyses", "spikes", "attributions", "evidence")}
+    finally:
+        conn.close()
+
+
+def test_results_are_stored_and_replaced(warehouse_with):
+    db, run_id = warehouse_with(incident="gc")
+    first = analyze_run(db, run_id)
+    counts = _stored(db, run_id)
+    assert counts["analyses"] == 1 and counts["spikes"] == len(first.spikes) == 1
+    assert counts["attributions"] == len(first.attributions[1].causes)
+    assert counts["evidence"] == sum(len(c.evidence) for c in first.attributions[1].causes)
+    analyze_run(db, run_id)
+    assert _stored(db, run_id) == counts
+    conn = connect(db)
+    spike = conn.execute("SELECT metric, top_cause, start_s, end_s, metrics FROM spikes WHERE run_id = ?",
+                         [run_id]).fetchone()
+    shares = conn.execute("SELECT sum(share) FROM attributions WHERE run_id = ?", [run_id]).fetchone()[0]
+    window_s, baselines = conn.execute("SELECT window_s, baselines FROM analyses WHERE run_id = ?",
+                                       [run_id]).fetchone()
+    conn.close()
+    assert spike[1] == "memory" and spike[2] == first.spikes[0].start_s and "itl_p99" in spike[4]
+    assert shares <= 1.0 + 1e-9
+    assert window_s == 1.0 and json.loads(baselines)["itl_p99"]["median_ms"] > 0
+
+
+def test_a_run_without_spikes_clears_old_results(warehouse_with):
+    db, run_id = warehouse_with(incident=None)
+    assert analyze_run(db, run_id).spikes == []
+    assert _stored(db, run_id) == {"analyses": 1, "spikes": 0, "attributions": 0, "evidence": 0}
+
+
+def test_unknown_run_and_bad_window_are_clear(warehouse_with):
+    db, run_id = warehouse_with(incident=None)
+    with pytest.raises(KeyError, match="'nope' is not in the warehouse"):
+        analyze_run(db, "nope")
+    with pytest.raises(ValueError, match="window_s must be > 0"):
+        analyze_run(db, run_id, window_s=0)

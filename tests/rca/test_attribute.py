@@ -1,0 +1,118 @@
+"""rca.attribute: cause shares on simulated incidents and on hand-built step arrays."""
+import numpy as np
+import pytest
+
+from rca.analyze import analyze
+from rca.attribute import StepCostModel, decompose_step_excess, pearson
+from rca.config import AttributeConfig
+from warehouse.db import connect
+
+
+def _analysis(warehouse_with, **spec):
+    db, run_id = warehouse_with(**spec)
+    conn = connect(db)
+    try:
+        return analyze(conn, run_id)
+    finally:
+        conn.close()
+
+
+def _only_spike(analysis):
+    assert len(analysis.spikes) == 1, analysis.spikes
+    s = analysis.spikes[0]
+    return s, analysis.attributions[s.spike_id]
+
+
+def _shares(attribution):
+    return {c.cause: c.share for c in attribution.causes}
+
+
+def test_gc_storm_is_memory(warehouse_with):
+    spike, attr = _only_spike(_analysis(warehouse_with, incident="gc"))
+    assert 18.0 <= spike.start_s <= 21.0 and 27.0 <= spike.end_s <= 30.0
+    assert attr.top_cause == "memory" and _shares(attr)["memory"] >= 0.5
+    assert sum(_shares(attr).values()) <= 1.0 + 1e-9
+    assert attr.summary.startswith("GC gen-2 pauses")
+    memory = next(c for c in attr.causes if c.cause == "memory")
+    gc_ev = next(e for e in memory.evidence if e.signal == "gc_overlap_ms_per_step")
+    assert gc_ev.value > 10 * max(gc_ev.baseline, 0.01) and gc_ev.pearson_r > 0.8
+
+
+def test_penalty_slow_path_is_penalty(warehouse_with):
+    _, attr = _only_spike(_analysis(warehouse_with, incident="penalty"))
+    assert attr.top_cause == "penalty" and _shares(attr)["penalty"] >= 0.5
+
+
+def test_more_users_is_load(warehouse_with):
+    _, attr = _only_spike(_analysis(warehouse_with, incident="load"))
+    assert attr.top_cause == "load" and _shares(attr)["load"] >= 0.5
+
+
+def test_control_run_has_no_spike(warehouse_with):
+    for seed in (0, 1, 2):
+        assert _analysis(warehouse_with, seed=seed).spikes == []
+
+
+def _steps(n, **cols):
+    base = {c: np.zeros(n) for c in ("t_s", "dur_ms", "schedule_ms", "forward_ms", "penalty_ms", "sample_ms",
+                                     "comm_ms", "other_ms", "gc_ms", "batch_size", "prefill_tokens",
+                                     "decode_tokens", "waiting", "kv_usage", "preempted")}
+    base.update({k: np.asarray(v, dtype=np.float64) for k, v in cols.items()})
+    return base
+
+
+def test_gc_time_is_taken_out_of_the_stage_it_landed_in():
+    # Spike steps: 100 ms of GC inside forward, and 5 ms more penalty time.
+    n = 20
+    spike = np.arange(n) >= 10
+    forward = np.where(spike, 110.0, 10.0)
+    penalty = np.where(spike, 6.0, 1.0)
+    gc = np.where(spike, 100.0, 0.0)
+    steps = _steps(n, forward_ms=forward, penalty_ms=penalty, gc_ms=gc, decode_tokens=np.full(n, 8.0))
+    dec = decompose_step_excess(steps, spike, ~spike, StepCostModel(2.0, 1.0, 0.0), AttributeConfig())
+    assert dec.components_ms["memory"] == pytest.approx(100.0)
+    assert dec.components_ms["penalty"] == pytest.approx(5.0)
+    assert dec.components_ms["unexplained"] == pytest.approx(0.0)
+    assert dec.components_ms["load"] == pytest.approx(0.0)
+
+
+def test_forward_growth_from_batch_is_load_and_the_rest_unexplained():
+    n = 20
+    spike = np.arange(n) >= 10
+    decode = np.where(spike, 20.0, 8.0)
+    forward = 2.0 + 1.0 * decode + np.where(spike, 3.0, 0.0)   # 12 ms from the batch, 3 ms unexplained
+    steps = _steps(n, forward_ms=forward, decode_tokens=decode)
+    model = StepCostModel.fit(steps, np.ones(n, dtype=bool) & ~spike | (np.arange(n) == 19))
+    dec = decompose_step_excess(steps, spike, ~spike, StepCostModel(2.0, 1.0, 0.0), AttributeConfig())
+    assert dec.components_ms["load"] == pytest.approx(12.0)
+    assert dec.components_ms["unexplained"] == pytest.approx(3.0)
+    assert model.per_decode >= 0
+
+
+def test_cost_model_recovers_coefficients():
+    rng = np.random.default_rng(0)
+    decode = rng.integers(1, 30, 200).astype(float)
+    prefill = rng.integers(0, 500, 200).astype(float)
+    batch = decode + (prefill > 0)
+    steps = _steps(200, decode_tokens=decode, prefill_tokens=prefill, batch_size=batch,
+                   forward_ms=3.0 + 0.5 * decode + 0.02 * prefill, penalty_ms=0.2 + 0.05 * batch)
+    model = StepCostModel.fit(steps, np.ones(200, dtype=bool))
+    assert (model.intercept, model.per_decode, model.per_prefill, model.penalty_per_seq) == pytest.approx(
+        (3.0, 0.5, 0.02, 0.05))
+
+
+def test_penalty_growth_from_batch_is_load():
+    n = 20
+    spike = np.arange(n) >= 10
+    batch = np.where(spike, 24.0, 6.0)
+    steps = _steps(n, batch_size=batch, decode_tokens=batch, penalty_ms=0.4 + 0.05 * batch)
+    dec = decompose_step_excess(steps, spike, ~spike, StepCostModel(0.0, 0.0, 0.0, 0.05), AttributeConfig())
+    assert dec.components_ms["load"] == pytest.approx(0.9)
+    assert dec.components_ms["penalty"] == pytest.approx(0.0)
+
+
+def test_pearson_handles_gaps_and_constants():
+    a = np.array([1.0, 2.0, np.nan, 4.0, 5.0])
+    assert pearson(a, 2 * a) == pytest.approx(1.0)
+    assert pearson(a, np.ones(5)) is None
+    assert pearson(a[:2], a[:2]) is None

@@ -1,0 +1,76 @@
+"""rca.detect on window series built directly (and on a simulated run)."""
+import numpy as np
+import pytest
+
+from rca.config import DetectConfig, detect_config
+from rca.detect import baseline, detect_spikes, series
+
+
+def _windows(itl, ttft=None, e2e=None, n_samples=100):
+    ttft = ttft if ttft is not None else [15.0] * len(itl)
+    e2e = e2e if e2e is not None else [500.0] * len(itl)
+    return [{"itl_p99_ms": a, "itl_n": n_samples, "ttft_p99_ms": b, "ttft_n": 10, "e2e_p99_ms": c, "e2e_n": 10}
+            for a, b, c in zip(itl, ttft, e2e)]
+
+
+def _noisy(n, level, rel_noise, seed):
+    return list(level * (1 + rel_noise * np.random.default_rng(seed).standard_normal(n)))
+
+
+def test_injected_window_is_found_and_nothing_else():
+    itl = _noisy(60, 20.0, 0.1, 0)
+    for i in range(30, 36):
+        itl[i] = 180.0
+    spikes, baselines = detect_spikes(_windows(itl), 1.0)
+    assert len(spikes) == 1
+    s = spikes[0]
+    assert (s.start_s, s.end_s, s.metric, s.metrics) == (30.0, 36.0, "itl_p99", ["itl_p99"])
+    assert s.peak_ms == 180.0 and s.baseline_ms == pytest.approx(baselines["itl_p99"].median_ms)
+    assert s.severity == "critical"
+
+
+def test_noise_and_single_window_blips_do_not_spike():
+    itl = _noisy(120, 20.0, 0.2, 1)
+    itl[40] = 150.0            # one gen-2 pause in one window
+    itl[90] = 29.0             # 45% up: under the relative floor
+    itl[91] = 29.0
+    spikes, _ = detect_spikes(_windows(itl), 1.0)
+    assert spikes == []
+
+
+def test_close_stretches_merge_and_series_join_into_one_incident():
+    itl = [20.0] * 50
+    ttft = [15.0] * 50
+    for i in (20, 21, 24, 25):           # a gap of 2 windows: one spike
+        itl[i] = 90.0
+    for i in (22, 23, 24, 25, 26, 27):   # TTFT rises over the same incident, a bit later
+        ttft[i] = 120.0
+    spikes, _ = detect_spikes(_windows(itl, ttft), 1.0)
+    assert len(spikes) == 1
+    s = spikes[0]
+    assert s.metrics == ["itl_p99", "ttft_p99"]
+    assert (s.first_window, s.last_window) == (20, 27)
+    assert s.metric == "ttft_p99"         # larger relative peak: 120/15 > 90/20
+
+
+def test_windows_with_too_few_samples_are_ignored():
+    itl = [20.0] * 40
+    wins = _windows(itl)
+    for i in (10, 11, 12):
+        wins[i]["itl_p99_ms"] = 500.0
+        wins[i]["itl_n"] = 3
+    assert detect_spikes(wins, 1.0)[0] == []
+    assert np.isnan(series(wins, "itl_p99", DetectConfig())[10])
+
+
+def test_short_run_has_no_baseline():
+    assert baseline(np.array([1.0, 2.0, np.nan]), "itl_p99", DetectConfig()) is None
+
+
+def test_config_errors_name_the_key():
+    with pytest.raises(ValueError, match="unknown key 'madk'"):
+        detect_config(madk=3)
+    with pytest.raises(ValueError, match="min_windows must be >= 1"):
+        DetectConfig(min_windows=0)
+    with pytest.raises(ValueError, match="unknown series"):
+        DetectConfig(min_samples={"itl_p98": 3})

@@ -1,0 +1,63 @@
+"""rca.report: the incident context in the shape of docs/INTERFACES.md."""
+import json
+
+import pytest
+
+from rca.analyze import analyze_run
+from rca.report import MAX_STEPS, downsample_steps, incident_context
+
+try:   # the consumer's own check of the shape, when the templates package is present
+    from templates.incident_context import check_incident_context
+except ImportError:  # pragma: no cover
+    check_incident_context = None
+
+TOP_KEYS = {"run", "headline", "totals", "windows", "steps", "gc_pauses", "spikes", "comparison", "faults"}
+
+
+def _context(warehouse_with, **spec):
+    db, run_id = warehouse_with(**spec)
+    analyze_run(db, run_id)
+    return incident_context(db, run_id)
+
+
+def test_gc_incident_context(warehouse_with):
+    ctx = _context(warehouse_with, incident="gc")
+    assert TOP_KEYS <= set(ctx)
+    json.dumps(ctx)                                     # plain JSON-able values only
+    assert ctx["headline"].startswith("ITL p99 rose from ")
+    assert "memory: GC gen-2 pauses" in ctx["headline"]
+    assert len(ctx["windows"]) == 40 and ctx["windows"][0]["t_s"] == 0.0
+    assert 0 < len(ctx["steps"]) <= MAX_STEPS
+    (spike,) = ctx["spikes"]
+    assert spike["top_cause"] == "memory" and spike["attributions"][0]["cause"] == "memory"
+    assert spike["attributions"][0]["evidence"][0]["signal"] == "gc_overlap_ms_per_step"
+    (fault,) = ctx["faults"]
+    assert fault["detected"] and fault["attributed_cause"] == "memory"
+    assert (fault["start_s"], fault["end_s"]) == (20.0, 28.0)
+    comparison = {c["signal"]: c for c in ctx["comparison"]}
+    assert comparison["mean GC pause"]["spike"] > 50 * comparison["mean GC pause"]["normal"]
+    assert comparison["ITL p99"]["spike"] > 3 * comparison["ITL p99"]["normal"]
+    assert ctx["run"]["scenario_name"] == "sim-gc" and ctx["run"]["started_at"].endswith("+00:00")
+    if check_incident_context is not None:
+        check_incident_context(ctx)
+
+
+def test_quiet_run_context(warehouse_with):
+    ctx = _context(warehouse_with, incident=None)
+    assert ctx["spikes"] == [] and ctx["faults"] == [] and ctx["comparison"] == []
+    assert ctx["headline"].startswith("No latency spike in 40 s of measured load")
+    assert ctx["totals"]["requests"] > 0 and ctx["totals"]["errors"] == 0
+
+
+def test_unanalysed_run_is_clear(warehouse_with):
+    db, run_id = warehouse_with(incident="penalty")
+    with pytest.raises(KeyError, match="has not been analysed"):
+        incident_context(db, run_id)
+
+
+def test_downsample_keeps_the_slowest_step_of_each_chunk():
+    steps = [{"t_s": i * 0.01, "dur_ms": 10.0 + (500.0 if i == 4321 else 0.0)} for i in range(10_000)]
+    out = downsample_steps(steps, 2000)
+    assert len(out) == 2000
+    assert max(s["dur_ms"] for s in out) == 510.0
+    assert downsample_steps(steps[:10], 2000) == steps[:10]

@@ -1,0 +1,195 @@
+"""The reports in a real headless Chromium: from file:// and through templates/serve.py.
+
+Checks what a reader would hit: console errors (CSP violations included), charts that did not
+draw, links that lead nowhere, markup from a hostile run that executes. Saves screenshots under
+the test's tmp dir and prints their paths. Skips, saying why, when Debian's chromium or
+chromedriver is missing (scripts/setup-browser.sh installs them).
+"""
+from __future__ import annotations
+
+import shutil
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from templates.render import render_evaluation, render_incident, render_index, render_nightly, render_sweep
+from templates.serve import make_server
+
+pytestmark = pytest.mark.e2e
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+CHROME_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-dev-shm-usage", "--window-size=1366,900")
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+        pytest.skip(f"needs {CHROMIUM} and {CHROMEDRIVER} (Debian chromium, chromium-driver; "
+                    "scripts/setup-browser.sh installs them)")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in CHROME_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chrome-profile')}")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(str(CHROMEDRIVER)))
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory, all_contexts):
+    """A reports folder as the flows lay it out: index.html + one folder per run."""
+    root = tmp_path_factory.mktemp("reports")
+    incident = all_contexts["incident"]
+    hostile = all_contexts["hostile"]
+    runs = {"gc-storm": (render_incident, incident, "incident"), "evil": (render_incident, hostile, "incident"),
+            "nightly": (render_nightly, all_contexts["nightly"], "nightly"),
+            "sweep": (render_sweep, all_contexts["sweep"], "sweep"),
+            "evaluation": (render_evaluation, all_contexts["evaluation"], "evaluation")}
+    all_contexts["nightly"]["incident_href"] = "../gc-storm/index.html"
+    all_contexts["evaluation"]["cases"][0]["href"] = "../gc-storm/index.html"
+    index_runs = []
+    for folder, (render, ctx, kind) in runs.items():
+        render(ctx, root / folder, index_href="../index.html")
+        index_runs.append({"run_id": ctx["run"]["run_id"], "kind": kind, "href": f"{folder}/index.html",
+                           "started_at": ctx["run"].get("started_at") or "2026-11-30T00:00:00Z",
+                           "scenario_name": ctx["run"]["scenario_name"],
+                           "verdict": ctx.get("verdict"), "top_cause": None})
+    render_index({"runs": index_runs}, root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def server_url(reports):
+    server = make_server(reports, port=0, quiet=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+PAGES = ["index.html", "gc-storm/index.html", "nightly/index.html", "sweep/index.html",
+         "evaluation/index.html", "evil/index.html"]
+
+WAIT_FOR_CHARTS = """
+const plots = Array.from(document.querySelectorAll('.plot'));
+return plots.every(p => p.querySelector('svg.main-svg') !== null);
+"""
+CHART_STATE = """
+const out = [];
+document.querySelectorAll('.plot').forEach(p => {
+  const svg = p.querySelector('svg.main-svg');
+  const r = p.getBoundingClientRect();
+  out.push({id: p.id, kind: 'plotly', height: r.height,
+            marks: p.querySelectorAll('g.trace, g.hm, image, path.point, g.heatmaplayer > *').length});
+});
+document.querySelectorAll('svg.timeline').forEach(s => {
+  const r = s.getBoundingClientRect();
+  out.push({id: 'svg-timeline', kind: 'svg', height: r.height,
+            marks: Array.from(s.querySelectorAll('path.line')).filter(p => p.getTotalLength() > 0).length});
+});
+return out;
+"""
+
+
+def _page_url(base: str, page: str) -> str:
+    return urllib.parse.urljoin(base, page)
+
+
+def _open(browser, url: str) -> list[dict]:
+    """Load url, wait for every chart, return the console messages of the load."""
+    from selenium.webdriver.support.ui import WebDriverWait  # noqa: PLC0415
+
+    browser.get_log("browser")  # drop messages of the previous page
+    browser.get(url)
+    WebDriverWait(browser, 60).until(lambda d: d.execute_script(WAIT_FOR_CHARTS))
+    return browser.get_log("browser")
+
+
+def _link_resolves(page_url: str, href: str, ids: set[str]) -> bool:
+    target = urllib.parse.urljoin(page_url, href)
+    parts = urllib.parse.urlsplit(target)
+    if parts.fragment and target.split("#")[0] == page_url.split("#")[0]:
+        return parts.fragment in ids
+    if parts.scheme == "file":
+        return Path(urllib.parse.unquote(parts.path)).is_file()
+    try:
+        with urllib.request.urlopen(urllib.request.Request(target, method="HEAD"), timeout=10) as resp:
+            return resp.status == 200
+    except urllib.error.URLError:
+        return False
+
+
+def _check_page(browser, url: str) -> None:
+    logs = _open(browser, url)
+    errors = [e for e in logs if e["level"] in ("SEVERE", "ERROR")]
+    assert not errors, f"console errors on {url}: {errors}"
+    charts = browser.execute_script(CHART_STATE)
+    expected = browser.execute_script("return document.querySelectorAll('.plot, svg.timeline').length")
+    assert len(charts) == expected
+    for chart in charts:
+        assert chart["height"] > 50 and chart["marks"] > 0, f"{url}: chart not drawn: {chart}"
+    ids = set(browser.execute_script("return Array.from(document.querySelectorAll('[id]')).map(e => e.id)"))
+    hrefs = browser.execute_script("return Array.from(document.querySelectorAll('a[href]')).map(a => a.getAttribute('href'))")
+    dead = [h for h in hrefs if not _link_resolves(browser.current_url, h, ids)]
+    assert not dead, f"{url}: links that do not resolve: {dead}"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_pages_from_file_urls(browser, reports, page):
+    _check_page(browser, (reports / page).as_uri())
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_pages_through_the_server(browser, server_url, page):
+    _check_page(browser, _page_url(server_url, page))
+
+
+def test_hostile_run_executes_nothing(browser, reports):
+    from selenium.common.exceptions import NoAlertPresentException  # noqa: PLC0415
+
+    _open(browser, (reports / "evil" / "index.html").as_uri())
+    with pytest.raises(NoAlertPresentException):
+        browser.switch_to.alert.text  # noqa: B018  (reading it is the check)
+    assert browser.execute_script("return document.images.length") == 0
+    headline = browser.execute_script("return document.getElementById('headline').textContent")
+    assert "<script>alert(1)</script>" in headline
+
+
+def test_index_sorts_and_filters(browser, reports):
+    from selenium.webdriver.common.by import By  # noqa: PLC0415
+
+    _open(browser, (reports / "index.html").as_uri())
+    visible = "return Array.from(document.querySelectorAll('tr.run-row')).filter(r => !r.hidden).map(r => r.dataset.kind)"
+    browser.find_element(By.CSS_SELECTOR, "th[data-key=kind] button").click()
+    assert browser.execute_script(visible) == sorted(browser.execute_script(visible))
+    browser.find_element(By.ID, "filter-text").send_keys("sweep")
+    assert browser.execute_script(visible) == ["sweep"]
+
+
+def test_first_screen_screenshots(browser, reports, tmp_path):
+    """Screenshots of the incident report and the index (1366×900), for a person to look at."""
+    for page, name in (("gc-storm/index.html", "incident.png"), ("index.html", "index.png"),
+                       ("nightly/index.html", "nightly.png"), ("sweep/index.html", "sweep.png"),
+                       ("evaluation/index.html", "evaluation.png")):
+        _open(browser, (reports / page).as_uri())
+        path = tmp_path / name
+        assert browser.save_screenshot(str(path)) and path.stat().st_size > 10_000
+        print(f"screenshot: {path}")
+        shutil.copyfile(path, reports / name)  # beside the pages, for the full-page look

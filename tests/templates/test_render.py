@@ -1,0 +1,155 @@
+"""render_incident on a fixture context: the page's structure, its chart, offline assets, escaping."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from templates.incident_context import ContextError
+from templates.render import headline_from_spikes, render_incident
+
+
+@pytest.fixture
+def page(incident_context, tmp_path, parse):
+    path = render_incident(incident_context, tmp_path / "run")
+    return parse(path.read_text(encoding="utf-8"))
+
+
+def test_writes_index_and_its_stylesheet(incident_context, tmp_path):
+    path = render_incident(incident_context, tmp_path / "out")
+    assert path == tmp_path / "out" / "index.html"
+    assert (tmp_path / "out" / "static" / "report.css").stat().st_size > 0
+
+
+def test_headline_is_at_the_top(page, incident_context):
+    headline = page.find("p", id="headline")
+    assert headline.text == incident_context["headline"]
+    # The first section holds what / when / why / reproduce before any detail table.
+    summary = page.find("section", id="summary")
+    assert [f.attrs["id"] for f in summary.find_all(cls="fact")] == [
+        "fact-what", "fact-when", "fact-why", "fact-reproduce"]
+    assert summary.find("code", id="command").text == incident_context["run"]["command"]
+    assert "00:20–00:32" in summary.find(id="fact-when").text
+    assert "78%" in summary.find(id="fact-why").text
+
+
+def test_spike_table_has_a_row_per_spike(page):
+    rows = page.find("table", cls="spike-table").find_all("tr", cls="spike-row")
+    assert len(rows) == 1
+    cells = [td.text for td in rows[0].find_all("td")]
+    assert cells[1:7] == ["itl_p99", "00:20–00:32", "12 s", "261 ms", "45 ms", "5.8×"]
+    assert cells[7] == "9.4"
+    assert cells[8] == "memory 78%"
+
+
+def test_share_bars_are_sorted_and_sized_by_share(page):
+    rows = page.find("section", id="spike-1").find_all("tr", cls="share-row")
+    assert [r.attrs["data-cause"] for r in rows] == ["memory", "unexplained", "load"]
+    widths = [r.find("div", cls="fill").attrs["style"] for r in rows]
+    assert widths == ["width: 78.0%", "width: 15.0%", "width: 7.0%"]
+    evidence = page.find("section", id="spike-1").find("table", cls="evidence")
+    signals = [c.text for c in evidence.find_all("code")]
+    assert signals == ["gc_pause_ms_mean", "gc_pauses_per_min", "arrivals_per_s"]
+
+
+def test_svg_timeline_has_series_spike_band_and_gc_marks(page, incident_context):
+    svg = page.find("svg", cls="timeline")
+    series = {p.attrs["data-series"]: p.attrs["d"] for p in svg.find_all("path", cls="line")}
+    assert set(series) == {"itl_p50_ms", "itl_p99_ms", "ttft_p99_ms", "e2e_p99_ms"}
+    assert series["itl_p99_ms"].count("M") == 1 and series["itl_p99_ms"].count("L") == 59
+    assert series["ttft_p99_ms"].count("M") == 2  # the empty window breaks the line
+    bands = svg.find_all("rect", cls="band")
+    assert len(bands) == 1 and float(bands[0].attrs["width"]) > 0
+    assert len(svg.find_all("line", cls="gc-mark")) == len(incident_context["gc_pauses"])
+
+
+def test_band_covers_the_spike_seconds(page):
+    svg = page.find("svg", cls="timeline")
+    frame = svg.find("rect", cls="frame")
+    left, width = float(frame.attrs["x"]), float(frame.attrs["width"])
+    band = svg.find("rect", cls="band")
+    start_s = (float(band.attrs["x"]) - left) / width * 60
+    end_s = start_s + float(band.attrs["width"]) / width * 60
+    assert start_s == pytest.approx(20, abs=0.1) and end_s == pytest.approx(32, abs=0.1)
+
+
+def test_ground_truth_comparison_and_config(page, incident_context):
+    fault = page.find("section", id="ground-truth").find("tr", cls="fault-row")
+    assert [td.text for td in fault.find_all("td")] == [
+        "memory.gc_storm", "memory", "00:20–00:32", "yes", "memory", "matched"]
+    comparison = page.find("table", cls="comparison").find_all("tr")[1:]
+    assert [td.text for td in comparison[1].find_all("td")] == [
+        "GC pauses per minute", "8.60 /min", "66 /min", "7.7×"]
+    assert page.find("pre", cls="yaml").text.startswith("name: gc-storm")
+
+
+ALLOWED_SCRIPTS = [{"type": "application/json", "id": "chart-data"}, {"src": "static/plotly.min.js"},
+                   {"src": "static/charts.js"}]
+
+
+def test_page_needs_no_network(page, tmp_path):
+    for el in page.iter():
+        for attr in ("src", "href"):
+            value = el.attrs.get(attr) or ""
+            assert not value.startswith(("http:", "https:", "//")), (el.tag, value)
+    assert [s.attrs for s in page.find_all("script")] == ALLOWED_SCRIPTS
+    for name in ("plotly.min.js", "charts.js", "report.css"):
+        assert (tmp_path / "run" / "static" / name).stat().st_size > 0
+
+
+def test_without_interactive_charts_there_is_no_script(incident_context, tmp_path, parse):
+    path = render_incident(incident_context, tmp_path / "plain", interactive=False)
+    tree = parse(path.read_text(encoding="utf-8"))
+    assert not tree.find_all("script") and not tree.find_all(cls="plot")
+    assert tree.find("svg", cls="timeline")
+    assert not (tmp_path / "plain" / "static" / "plotly.min.js").exists()
+
+
+def test_interactive_charts_have_data_and_a_noscript_summary(page):
+    charts = json.loads(page.find("script", id="chart-data").text)
+    assert [c["id"] for c in charts] == ["chart-latency", "chart-stages", "chart-load"]
+    latency = charts[0]["figure"]
+    assert [t["name"] for t in latency["data"]] == ["ITL p50", "ITL p99", "TTFT p99", "E2E p99", "GC pause"]
+    assert [(s["x0"], s["x1"]) for s in latency["layout"]["shapes"]] == [(20.0, 32.0)]
+    for c in charts:
+        assert page.find("div", id=c["id"], cls="plot")
+    summary = page.find("table", cls="chart-summary")
+    assert summary.find_all("td")[0].text == "ITL p50"
+
+
+def test_hostile_strings_render_as_text(hostile_context, xss_strings, tmp_path, parse):
+    html = render_incident(hostile_context, tmp_path / "evil").read_text(encoding="utf-8")
+    tree = parse(html)
+    assert [s.attrs for s in tree.find_all("script")] == ALLOWED_SCRIPTS
+    assert "</" not in tree.find("script", id="chart-data").text  # JSON cannot close its element
+    assert not tree.find_all("img")
+    assert not [(e.tag, k) for e in tree.iter() for k in e.attrs if k.startswith("on")]
+    script, img = xss_strings
+    assert script not in html and img not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    # The strings come through intact as text, where a reader can see them.
+    assert script in tree.find("p", id="headline").text
+    assert img in tree.find("code", id="command").text
+    assert any(script in li.text for li in tree.find("ul", cls="errors").find_all("li"))
+
+
+def test_missing_key_is_named(incident_context, tmp_path):
+    del incident_context["spikes"][0]["peak_ms"]
+    with pytest.raises(ContextError, match=r"spikes\[0\]: missing key 'peak_ms'"):
+        render_incident(incident_context, tmp_path / "x")
+    assert not (tmp_path / "x" / "index.html").exists()
+
+
+def test_empty_run_still_renders(incident_context, tmp_path, parse):
+    for key in ("windows", "spikes", "gc_pauses", "faults", "comparison"):
+        incident_context[key] = []
+    incident_context["headline"] = ""
+    tree = parse(render_incident(incident_context, tmp_path / "quiet").read_text(encoding="utf-8"))
+    assert tree.find("p", id="headline").text == "No latency spike was found in this run."
+    assert not tree.find_all("svg")
+    assert tree.find("p", cls="empty")
+
+
+def test_fallback_headline_names_the_worst_spike(incident_context):
+    text = headline_from_spikes(incident_context["spikes"])
+    assert text == "itl_p99 rose from 45 ms to 261 ms for 12 s from 00:20; top cause: memory."

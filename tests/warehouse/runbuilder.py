@@ -1,0 +1,197 @@
+"""Build run directories for warehouse and rca tests, in the file formats of DESIGN.md.
+
+A small discrete-event simulation of a continuous-batching engine under closed-loop load: each
+user sends a request as soon as its previous one finishes; every engine step serves each running
+sequence one token; stage times follow a simple cost model with seeded noise (including rare
+outliers, as on a busy 2-core box). An incident changes the model during [start_s, end_s):
+  gc       GC pauses (recorded in gc.parquet) land inside the forward stage of steps
+  penalty  penalty_ms per step grows by `magnitude` ms
+  load     extra users join (batch and queue grow; the per-token cost of forward is unchanged)
+The ground truth is written to faults.parquet, like the engine does.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+CAUSE_OF_INCIDENT = {"gc": ("memory.gc_storm", "memory"),
+                     "penalty": ("penalty.slow_path", "penalty"),
+                     "load": ("load.burst", "load")}
+
+
+@dataclass
+class SimSpec:
+    run_id: str = "20261201T000000Z-test-0001"
+    duration_s: float = 40.0          # measured load
+    warmup_s: float = 3.0
+    users: int = 6                    # closed-loop concurrency outside the incident
+    max_num_seqs: int = 32
+    output_tokens: tuple[int, int] = (20, 40)
+    forward_base_ms: float = 8.0      # forward = base + per_seq * decode + per_prefill * prefill
+    forward_per_seq_ms: float = 0.6
+    forward_per_prefill_ms: float = 0.02
+    incident: str | None = None       # gc | penalty | load | None
+    incident_start_s: float = 20.0
+    incident_duration_s: float = 8.0
+    magnitude: float = 0.0            # gc: pause ms; penalty: extra ms; load: extra users
+    seed: int = 0
+    t0_ns: int = 1_800_000_000_000_000_000
+    extra_files: dict = field(default_factory=dict)
+
+
+def _defaults(spec: SimSpec) -> float:
+    return spec.magnitude or {"gc": 150.0, "penalty": 40.0, "load": 18.0}.get(spec.incident, 0.0)
+
+
+def simulate(spec: SimSpec) -> dict[str, pa.Table]:
+    """Run the simulation; returns the tables of a run directory keyed by file stem."""
+    rng = np.random.default_rng(spec.seed)
+    magnitude = _defaults(spec)
+    load_start = spec.t0_ns
+    begin = load_start - int(spec.warmup_s * 1e9)
+    end = load_start + int(spec.duration_s * 1e9)
+    inc_lo = load_start + int(spec.incident_start_s * 1e9)
+    inc_hi = inc_lo + int(spec.incident_duration_s * 1e9)
+
+    def in_incident(t: int) -> bool:
+        return spec.incident is not None and inc_lo <= t < inc_hi
+
+    requests, tokens, steps, gcs = [], [], [], []
+    queue: list[dict] = []      # sent, not admitted
+    running: list[dict] = []
+    users_busy: dict[int, bool] = {}
+    next_req = 0
+    t = begin
+    step = 0
+    next_gc_ns = inc_lo
+
+    def send(user: int, now: int) -> None:
+        nonlocal next_req
+        req = {"request_id": f"r{next_req:06d}", "user": f"u{user}", "sent_ns": now,
+               "intended_send_ns": now, "phase": "measure" if now >= load_start else "warmup",
+               "prompt_tokens": int(rng.integers(16, 64)),
+               "output_tokens": int(rng.integers(*spec.output_tokens)),
+               "first_token_ns": None, "done_ns": None, "emitted": 0, "u": user}
+        next_req += 1
+        queue.append(req)
+        users_busy[user] = True
+
+    while t < end:
+        users = spec.users + (int(magnitude) if spec.incident == "load" and in_incident(t) else 0)
+        for u in range(users):
+            if not users_busy.get(u):
+                send(u, t)
+        # schedule: admit from the queue up to max_num_seqs
+        admitted = []
+        while queue and len(running) < spec.max_num_seqs:
+            admitted.append(queue.pop(0))
+        prefill = sum(r["prompt_tokens"] for r in admitted)
+        running.extend(admitted)
+        batch = len(running)
+        if batch == 0:
+            t += 1_000_000
+            continue
+        noise = float(rng.lognormal(0.0, 0.08))
+        outlier = 6.0 if rng.random() < 0.01 else 0.0      # scheduler hiccup on a shared box
+        schedule_ms = 0.3 + 0.01 * batch
+        forward_ms = (spec.forward_base_ms + spec.forward_per_seq_ms * batch
+                      + spec.forward_per_prefill_ms * prefill) * noise + outlier
+        penalty_ms = 0.4 + 0.05 * batch
+        if spec.incident == "penalty" and in_incident(t):
+            penalty_ms += magnitude * float(rng.uniform(0.8, 1.2))
+        sample_ms = 0.5 + 0.03 * batch
+        start = t
+        fwd_start = start + int(schedule_ms * 1e6)
+        gc_in_step = 0.0
+        if spec.incident == "gc" and in_incident(t) and t >= next_gc_ns:
+            pause = magnitude * float(rng.uniform(0.8, 1.2))
+            g_start = fwd_start + int(1e6)
+            gcs.append({"pid": 100, "rank": 0, "start_ns": g_start, "end_ns": g_start + int(pause * 1e6),
+                        "generation": 2, "collected": int(rng.integers(1000, 5000))})
+            gc_in_step = pause
+            next_gc_ns = t + int(0.4e9)
+        elif rng.random() < 0.02:     # routine young-generation collections, everywhere
+            pause = float(rng.uniform(0.2, 1.0))
+            g_start = fwd_start + int(0.5e6)
+            gcs.append({"pid": 100, "rank": 0, "start_ns": g_start, "end_ns": g_start + int(pause * 1e6),
+                        "generation": 0, "collected": int(rng.integers(10, 200))})
+            gc_in_step = pause
+        forward_ms += gc_in_step       # the pause lands inside the running stage
+        total_ms = schedule_ms + forward_ms + penalty_ms + sample_ms + 0.2
+        t_end = start + int(total_ms * 1e6)
+        steps.append({"step": step, "rank": 0, "start_ns": start, "end_ns": t_end, "batch_size": batch,
+                      "prefill_tokens": prefill, "decode_tokens": batch - len(admitted),
+                      "schedule_ms": schedule_ms, "forward_ms": forward_ms, "penalty_ms": penalty_ms,
+                      "sample_ms": sample_ms, "comm_ms": 0.0, "kv_blocks_used": 4 * batch,
+                      "kv_blocks_total": 512, "preempted": 0, "waiting": len(queue)})
+        step += 1
+        still = []
+        for r in running:
+            arrival = t_end + int(rng.integers(50_000, 400_000))    # network + client
+            tokens.append({"request_id": r["request_id"], "index": r["emitted"], "arrival_ns": arrival,
+                           "n_tokens": 1})
+            if r["emitted"] == 0:
+                r["first_token_ns"] = arrival
+            r["emitted"] += 1
+            if r["emitted"] >= r["output_tokens"]:
+                r["done_ns"] = arrival + 100_000
+                users_busy[r["u"]] = False
+                requests.append(r)
+            else:
+                still.append(r)
+        running = still
+        t = t_end
+
+    req_rows = [{k: v for k, v in r.items() if k not in ("emitted", "u")} for r in requests]
+    for r in req_rows:
+        r.update(status="ok", error=None, temperature=0.8, top_p=1.0, top_k=0,
+                 frequency_penalty=0.0, presence_penalty=0.0, repetition_penalty=1.0, max_tokens=64)
+    tables = {
+        "requests": pa.Table.from_pylist(req_rows),
+        "tokens": pa.Table.from_pylist(tokens),
+        "steps": pa.Table.from_pylist(steps),
+        "gc": pa.Table.from_pylist(gcs, schema=pa.schema([
+            ("pid", pa.int32()), ("rank", pa.int32()), ("start_ns", pa.int64()), ("end_ns", pa.int64()),
+            ("generation", pa.int32()), ("collected", pa.int64())])),
+        "engine_requests": pa.Table.from_pylist([
+            {"request_id": r["request_id"], "arrival_ns": r["sent_ns"] + 200_000,
+             "first_token_ns": r["first_token_ns"], "done_ns": r["done_ns"],
+             "prompt_tokens": r["prompt_tokens"], "output_tokens": r["output_tokens"],
+             "finish_reason": "length"} for r in req_rows]),
+    }
+    if spec.incident:
+        kind, cause = CAUSE_OF_INCIDENT[spec.incident]
+        tables["faults"] = pa.Table.from_pylist([{"kind": kind, "cause": cause, "start_ns": inc_lo,
+                                                  "end_ns": inc_hi, "params": json.dumps({"magnitude": magnitude})}])
+    return tables
+
+
+def run_json(spec: SimSpec) -> dict:
+    faults = []
+    if spec.incident:
+        faults = [{"kind": CAUSE_OF_INCIDENT[spec.incident][0], "start_s": spec.incident_start_s,
+                   "duration_s": spec.incident_duration_s, "params": {}}]
+    return {"run_id": spec.run_id, "scenario": {"name": f"sim-{spec.incident or 'control'}"},
+            "scenario_name": f"sim-{spec.incident or 'control'}", "scenario_path": "scenarios/sim.yaml",
+            "engine": {"model": "sim", "tp": 1}, "faults": faults, "git_commit": "0" * 40, "host": "test",
+            "started_ns": spec.t0_ns - int(spec.warmup_s * 1e9) - int(1e9),
+            "ended_ns": spec.t0_ns + int(spec.duration_s * 1e9) + int(1e9),
+            "load_started_ns": spec.t0_ns, "warmup_s": spec.warmup_s, "duration_s": spec.duration_s,
+            "command": "spikelens run scenarios/sim.yaml", "status": "ok", "errors": []}
+
+
+def write_run(root: Path, spec: SimSpec) -> Path:
+    """Write the simulated run into root/<run_id>/ and return that directory."""
+    run_dir = Path(root) / spec.run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "run.json").write_text(json.dumps(run_json(spec)))
+    for stem, table in simulate(spec).items():
+        pq.write_table(table, run_dir / f"{stem}.parquet")
+    for name, table in spec.extra_files.items():
+        pq.write_table(table, run_dir / name)
+    return run_dir

@@ -1,0 +1,120 @@
+"""warehouse.queries: the .sql queries checked against numpy on the same files."""
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from warehouse.db import connect
+from warehouse.ingest import ingest_run
+from warehouse.queries import parameters, query
+
+T0 = 1_800_000_000_000_000_000
+RUN_ID = "20261201T000000Z-test-0001"
+
+
+@pytest.fixture
+def gc_run(tmp_path, make_run):
+    run_dir = make_run(incident="gc", duration_s=10.0, incident_start_s=4.0, incident_duration_s=3.0)
+    db_path = tmp_path / "w.duckdb"
+    ingest_run(db_path, run_dir)
+    conn = connect(db_path)
+    yield conn, run_dir
+    conn.close()
+
+
+def _by_window(ts_ns: np.ndarray, values: np.ndarray, window_s: float, n: int) -> list[np.ndarray]:
+    w = np.floor((ts_ns - T0) / (window_s * 1e9)).astype(np.int64)
+    return [values[(w == i)] for i in range(n)]
+
+
+@pytest.mark.parametrize("window_s", [1.0, 0.5])
+def test_windows_match_numpy(gc_run, window_s):
+    conn, run_dir = gc_run
+    rows = query(conn, "windows", run_id=RUN_ID, window_s=window_s)
+    n = int(np.ceil(10.0 / window_s))
+    assert [r["window"] for r in rows] == list(range(n))
+
+    req = pq.read_table(run_dir / "requests.parquet").to_pydict()
+    measured = {rid for rid, ph in zip(req["request_id"], req["phase"]) if ph == "measure"}
+    tok = pq.read_table(run_dir / "tokens.parquet").to_pydict()
+    chunks: dict = {}
+    for rid, idx, t in zip(tok["request_id"], tok["index"], tok["arrival_ns"]):
+        if rid in measured:
+            chunks.setdefault(rid, []).append((idx, t))
+    gap_t, gap_v = [], []
+    for seq in chunks.values():
+        seq.sort()
+        for (_, a), (_, b) in zip(seq, seq[1:]):
+            gap_t.append(b)
+            gap_v.append((b - a) / 1e6)
+    gap_t, gap_v = np.array(gap_t), np.array(gap_v)
+    keep = gap_t >= T0
+    itl = _by_window(gap_t[keep], gap_v[keep], window_s, n)
+
+    sent = np.array(req["sent_ns"], dtype=np.int64)
+    first = np.array(req["first_token_ns"], dtype=np.int64)
+    phase = np.array(req["phase"])
+    m = (phase == "measure") & (first >= T0)
+    ttft = _by_window(first[m], (first[m] - sent[m]) / 1e6, window_s, n)
+
+    for i, row in enumerate(rows):
+        assert row["itl_n"] == len(itl[i])
+        assert row["itl_p99_ms"] == pytest.approx(np.quantile(itl[i], 0.99), rel=1e-9)
+        assert row["itl_p50_ms"] == pytest.approx(np.quantile(itl[i], 0.5), rel=1e-9)
+        assert row["ttft_n"] == len(ttft[i])
+        if len(ttft[i]):
+            assert row["ttft_p99_ms"] == pytest.approx(np.quantile(ttft[i], 0.99), rel=1e-9)
+        else:
+            assert row["ttft_p99_ms"] is None
+
+
+def test_step_stages_gc_overlap_matches_files(gc_run):
+    conn, run_dir = gc_run
+    steps = pq.read_table(run_dir / "steps.parquet").to_pydict()
+    gcs = pq.read_table(run_dir / "gc.parquet").to_pydict()
+    starts, ends = np.array(steps["start_ns"]), np.array(steps["end_ns"])
+    overlap = np.zeros(len(starts))
+    for gs, ge in zip(gcs["start_ns"], gcs["end_ns"]):
+        overlap += np.clip(np.minimum(ends, ge) - np.maximum(starts, gs), 0, None) / 1e6
+    w = np.floor((ends - T0) / 1e9).astype(np.int64)
+    rows = query(conn, "step_stages", run_id=RUN_ID, window_s=1.0)
+    for row in rows:
+        sel = w == row["window"]
+        assert row["steps"] == int(sel.sum())
+        assert row["gc_ms_total"] == pytest.approx(overlap[sel].sum(), abs=1e-6)
+        assert row["step_mean_ms"] == pytest.approx(((ends - starts)[sel] / 1e6).mean(), rel=1e-9)
+    in_storm = [r for r in rows if 4 <= r["window"] < 7]
+    assert all(r["gc_ms_total"] > 100 for r in in_storm)   # pauses of ~150 ms landed in steps
+
+
+def test_gc_windows_count_pauses_by_generation(gc_run):
+    conn, run_dir = gc_run
+    gcs = pq.read_table(run_dir / "gc.parquet").to_pydict()
+    rows = query(conn, "gc_windows", run_id=RUN_ID, window_s=1.0)
+    expected: dict = {}
+    for s, e, g in zip(gcs["start_ns"], gcs["end_ns"], gcs["generation"]):
+        if s >= T0:
+            key = (int((s - T0) // 1_000_000_000), g)
+            expected.setdefault(key, []).append((e - s) / 1e6)
+    got = {(r["window"], r["generation"]): r for r in rows}
+    assert set(got) == set(expected)
+    for key, pauses in expected.items():
+        assert got[key]["pauses"] == len(pauses)
+        assert got[key]["max_ms"] == pytest.approx(max(pauses))
+
+
+def test_faults_in_seconds_from_load_start(gc_run):
+    conn, _ = gc_run
+    assert query(conn, "faults", run_id=RUN_ID)[0] | {"params": None} == {
+        "kind": "memory.gc_storm", "cause": "memory", "start_s": 4.0, "end_s": 7.0, "params": None,
+        "source_file": "faults.parquet"}
+
+
+def test_query_parameter_errors_name_the_query(gc_run):
+    conn, _ = gc_run
+    assert parameters("windows") == {"run_id", "window_s"}
+    with pytest.raises(TypeError, match=r"'windows'.*missing \['window_s'\]"):
+        query(conn, "windows", run_id=RUN_ID)
+    with pytest.raises(TypeError, match=r"unexpected \['bogus'\]"):
+        query(conn, "totals", run_id=RUN_ID, bogus=1)
+    with pytest.raises(KeyError, match="unknown query 'nope'"):
+        query(conn, "nope")

@@ -1,0 +1,63 @@
+-- Engine step statistics per window of $window_s seconds from load_started_ns (rank 0's steps,
+-- each in the window of its end). Stage columns are means per step in ms and still include any
+-- GC pause that landed in them; gc_ms is the mean GC overlap per step (subtract it to attribute).
+WITH run AS (
+    SELECT
+        r.run_id,
+        coalesce(r.load_started_ns,
+                 (SELECT min(q.sent_ns) FROM requests q
+                  WHERE q.run_id = r.run_id AND coalesce(q.phase, 'measure') = 'measure')) AS t0_ns,
+        CAST(round($window_s * 1e9) AS BIGINT) AS window_ns,
+        r.duration_s
+    FROM runs r
+    WHERE r.run_id = $run_id
+),
+primary_steps AS (
+    SELECT sg.*, CAST(floor((sg.end_ns - run.t0_ns) / run.window_ns) AS BIGINT) AS w
+    FROM step_gc sg, run
+    WHERE sg.run_id = run.run_id AND sg.rank = 0 AND sg.end_ns >= run.t0_ns
+),
+n_windows AS (
+    SELECT CASE WHEN run.duration_s IS NOT NULL
+                THEN CAST(ceil(run.duration_s * 1e9 / run.window_ns) AS BIGINT)
+                ELSE coalesce((SELECT max(w) + 1 FROM primary_steps), 0) END AS n
+    FROM run
+),
+grid AS (
+    SELECT range AS w FROM n_windows, range(n_windows.n)
+),
+per_window AS (
+    SELECT
+        w,
+        count(*)                         AS steps,
+        avg(dur_ms)                      AS step_mean_ms,
+        quantile_cont(dur_ms, 0.99)      AS step_p99_ms,
+        max(dur_ms)                      AS step_max_ms,
+        avg(coalesce(schedule_ms, 0))    AS schedule_ms,
+        avg(coalesce(forward_ms, 0))     AS forward_ms,
+        avg(coalesce(penalty_ms, 0))     AS penalty_ms,
+        avg(coalesce(sample_ms, 0))      AS sample_ms,
+        avg(coalesce(comm_ms, 0))        AS comm_ms,
+        avg(other_ms)                    AS other_ms,
+        avg(gc_ms)                       AS gc_ms,
+        sum(gc_ms)                       AS gc_ms_total,
+        avg(batch_size)                  AS batch_size,
+        avg(prefill_tokens)              AS prefill_tokens,
+        avg(decode_tokens)               AS decode_tokens,
+        avg(waiting)                     AS waiting,
+        max(waiting)                     AS waiting_max,
+        avg(kv_usage)                    AS kv_usage,
+        max(kv_usage)                    AS kv_usage_max,
+        coalesce(sum(preempted), 0)      AS preemptions
+    FROM primary_steps
+    GROUP BY w
+)
+SELECT
+    g.w AS "window",
+    g.w * run.window_ns / 1e9 AS t_s,
+    coalesce(p.steps, 0) AS steps,
+    p.* EXCLUDE (w, steps)
+FROM grid g
+CROSS JOIN run
+LEFT JOIN per_window p ON p.w = g.w
+ORDER BY g.w
