@@ -49,6 +49,7 @@ class ModelArgs:
     norm_eps: float = 1e-5  # RMSNorm epsilon
     max_position: int = 4096  # longest position RoPE tables are built for
     tie_embeddings: bool = False  # some small HF checkpoints share embedding and lm_head
+    head_size: int | None = None  # per-head size when a checkpoint sets it; None = dim // n_heads
     # RoPE scaling of HF checkpoints (e.g. Llama 3 "llama3"); None = plain RoPE.
     rope_scaling: dict | None = None
     # Synthetic weights only: target std of the logits, so temperature-1 sampling gives varied
@@ -59,16 +60,16 @@ class ModelArgs:
         where = "model"
         for name in ("dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim", "vocab_size", "max_position"):
             _check_int(name, getattr(self, name), 1, None, where)
-        if self.dim % self.n_heads:
+        if self.head_size is None and self.dim % self.n_heads:
             raise ValueError(f"model.n_heads: must divide dim={self.dim}, got {self.n_heads}")
         if self.n_heads % self.n_kv_heads:
             raise ValueError(f"model.n_kv_heads: must divide n_heads={self.n_heads}, got {self.n_kv_heads}")
-        if (self.dim // self.n_heads) % 2:
-            raise ValueError(f"model: head_dim={self.dim // self.n_heads} must be even for RoPE")
+        if self.head_dim % 2:
+            raise ValueError(f"model: head_dim={self.head_dim} must be even for RoPE")
 
     @property
     def head_dim(self) -> int:
-        return self.dim // self.n_heads
+        return self.head_size if self.head_size is not None else self.dim // self.n_heads
 
     @classmethod
     def from_name(cls, name: str) -> "ModelArgs":

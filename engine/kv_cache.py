@@ -51,8 +51,10 @@ class BlockAllocator:
     def can_allocate(self, n: int) -> bool:
         return n <= self.num_available
 
-    def allocate(self, n: int) -> list[int]:
-        if not self.can_allocate(n):
+    def allocate(self, n: int, ignore_budget: bool = False) -> list[int]:
+        """Take ``n`` blocks; ``ignore_budget`` lets the scheduler keep one sequence alive under a
+        budget smaller than that sequence (only the physical free list then limits it)."""
+        if not (self.can_allocate(n) or (ignore_budget and n <= len(self._free))):
             raise OutOfBlocks(f"need {n} KV blocks, {self.num_available} available (budget {self._budget})")
         return [self._free.pop() for _ in range(n)]
 

@@ -7,12 +7,15 @@ that steps (the server's ``AsyncEngine`` queues its commands and runs them betwe
 
 Stage times (``schedule_ms``, ``forward_ms``, ``penalty_ms``, ``sample_ms``) come from
 ``StageClock``: ``perf_counter_ns`` on the CPU, CUDA events on a GPU (read after the step's single
-sync, the read-back of the sampled ids). ``comm_ms`` is 0 without tensor parallelism.
+sync, the read-back of the sampled ids). ``comm_ms`` is 0 without tensor parallelism; with ``tp > 1``
+it is the time in collectives (input broadcast + all-reduces) and ``forward_ms`` includes the
+all-reduces. Worker ranks (engine.parallel.worker) write their own rows with their own comm_ms.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import resource
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +28,8 @@ from engine.faults import FaultScheduler, FaultSpec, parse_fault_specs
 from engine.kv_cache import KVCache
 from engine.model import AttentionBatch
 from engine.model_loader import load_model, resolve_device
+from engine.parallel import TPComm, TPGroup
+from engine.parallel.protocol import StepHeader
 from engine.sampling import PenaltyState, Sampler, SamplingMetadata
 from engine.sampling.sampler import reference_penalties
 from engine.sampling_params import SamplingParams
@@ -33,6 +38,15 @@ from engine.sequence import Sequence as Seq
 from engine.sequence import SequenceStatus
 from engine.stage_clock import StageClock
 from engine.telemetry import StepRecord, Telemetry
+
+
+def _page_faults() -> int:
+    """Page faults (minor + major) of the calling thread so far (Linux RUSAGE_THREAD, ~1 µs)."""
+    ru = resource.getrusage(_RUSAGE)
+    return ru.ru_minflt + ru.ru_majflt
+
+
+_RUSAGE = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)
 
 
 @dataclass
@@ -53,8 +67,16 @@ class LLMEngine:
         self.config = config
         torch.set_num_threads(config.threads)
         torch.manual_seed(config.seed)  # unseeded requests draw from the global stream: reproducible runs
-        self.device = resolve_device(config)
-        self.model, self.tokenizer = load_model(config, self.device)
+        fault_specs = [f for f in faults if isinstance(f, FaultSpec)] + parse_fault_specs([f for f in faults if not isinstance(f, FaultSpec)])
+        self.tp: TPGroup | None = None
+        self.comm: TPComm | None = None  # timed all-reduce of tensor parallelism (None with tp: 1)
+        if config.tp > 1:
+            self.tp = TPGroup(config, run_dir, [dataclasses.asdict(f) for f in fault_specs])
+            self.comm = self.tp.comm
+            self.device = self.tp.device
+        else:
+            self.device = resolve_device(config)
+        self.model, self.tokenizer = load_model(config, self.device, 0, config.tp)
         args = self.model.args
         if config.max_model_len > args.max_position:
             raise ValueError(f"engine.max_model_len: must be <= the model's max_position={args.max_position}, got {config.max_model_len}")
@@ -66,14 +88,11 @@ class LLMEngine:
         self.sampler = Sampler()
         self.clock = StageClock(self.device)
         self.telemetry = Telemetry(run_dir)
-        specs = [f if isinstance(f, FaultSpec) else None for f in faults]
-        specs = [s for s in specs if s is not None] + parse_fault_specs([f for f in faults if not isinstance(f, FaultSpec)])
-        self.faults = FaultScheduler(specs)
-        self.comm = None  # tensor parallelism sets an all-reduce group here
+        self.faults = FaultScheduler(fault_specs)
         self._seqs: dict[str, Seq] = {}
         self._step = 0
-        # Hooks faults switch on (read once per step).
-        self.penalty_slow_path = False
+        # Hooks faults switch on (read once per step): penalty.slow_path installs a recount function.
+        self.penalty_slow_path = None
 
     # ---- requests -----------------------------------------------------------------------------
     def add_request(self, request_id: str, prompt_ids: Sequence[int], params: SamplingParams,
@@ -109,18 +128,27 @@ class LLMEngine:
     def arm_faults(self, t0_ns: int) -> None:
         """Start the fault clock (``POST /spikelens/arm``)."""
         self.faults.arm(t0_ns)
+        if self.tp is not None:
+            self.tp.arm(t0_ns)
 
     def flush(self) -> list[Path]:
-        """Write steps/gc/engine_requests/faults Parquet files now (repeatable, atomic per file)."""
+        """Write steps/gc/engine_requests/faults Parquet files now (repeatable, atomic per file).
+        With tensor parallelism the workers write first and rank 0 merges their rows."""
+        if self.tp is not None and self.telemetry.run_dir is not None:
+            self.tp.flush()
         written = self.telemetry.flush()
         if self.telemetry.run_dir is not None:
             written.append(self.faults.write(self.telemetry.run_dir / "faults.parquet"))
         return written
 
     def close(self) -> None:
-        """End active faults, write the files, remove the GC probe."""
+        """End active faults, stop the worker ranks, write the files, remove the GC probe. Idempotent."""
         self.faults.shutdown(self)
-        self.flush()
+        if self.tp is not None:
+            self.tp.close()  # workers write their final files before they exit
+        self.telemetry.flush()
+        if self.telemetry.run_dir is not None:
+            self.faults.write(self.telemetry.run_dir / "faults.parquet")
         self.telemetry.close()
 
     # ---- the step -----------------------------------------------------------------------------
@@ -129,9 +157,12 @@ class LLMEngine:
         if not self.scheduler.has_unfinished():
             return []
         clock = self.clock
+        faults0 = _page_faults()
         start_ns = time.time_ns()
         m0 = clock.mark()
         self.faults.begin_step(self, start_ns)
+        if self.comm is not None:
+            self.comm.begin_step()
         batch = self.scheduler.schedule()
         if not batch:
             self.faults.end_step(time.time_ns())
@@ -142,23 +173,29 @@ class LLMEngine:
         params_list = [s.params for s in seqs]
         slots = [s.slot for s in seqs]
         m1 = clock.mark()
+        if self.tp is not None:  # workers run the same forward on their slices
+            self.tp.broadcast_step(StepHeader(
+                step=self._step, num_tokens=int(input_ids.numel()), num_decode=attn.num_decode,
+                max_blocks=int(attn.decode_block_tables.shape[1]), num_prefill=len(attn.prefill_lens),
+                batch_size=len(seqs), kv_used=kv_used, kv_total=self.kv.allocator.budget,
+                preempted=batch.preempted, waiting=len(self.scheduler.waiting)), input_ids, positions, attn)
 
         logits = self.model(input_ids, positions, attn, self.kv.layers, self.comm)  # [B, V] fp32
         m2 = clock.mark()
 
-        meta = SamplingMetadata.build(params_list, slots, self.penalty_state)
-        m3 = clock.mark()
         for s in batch.prefill:  # new or recomputed: rebuild counts from its tokens (survives preemption)
             self.penalty_state.assign(s.slot, s.prompt_ids, s.output_ids)
-        if self.penalty_slow_path:  # penalty.slow_path fault: recount every history from scratch
-            for s in batch.decode:
-                self.penalty_state.assign(s.slot, s.prompt_ids, s.output_ids)
-        penalized = reference_penalties(logits, meta)
+        if self.penalty_slow_path is not None:  # penalty.slow_path fault: recount every history
+            self.penalty_slow_path(self, batch.decode)
+        m3 = clock.mark()
+        meta = SamplingMetadata.build(params_list, slots, self.penalty_state)  # after assign: seeds use output counts
         m4 = clock.mark()
+        penalized = reference_penalties(logits, meta)
+        m5 = clock.mark()
         next_ids = self.sampler.sample(penalized, dataclasses.replace(meta, no_penalties=True))
         self.penalty_state.update(slots, next_ids)
         token_ids = next_ids.tolist()  # the step's one host-device sync
-        m5 = clock.mark()
+        m6 = clock.mark()
 
         outputs = self._process_outputs(seqs, token_ids)
         end_ns = time.time_ns()
@@ -168,10 +205,12 @@ class LLMEngine:
             step=self._step, start_ns=start_ns, end_ns=end_ns, batch_size=len(seqs),
             prefill_tokens=sum(attn.prefill_lens), decode_tokens=len(batch.decode),
             schedule_ms=clock.ms(m0, m1), forward_ms=clock.ms(m1, m2),
-            penalty_ms=clock.ms(m3, m4), sample_ms=clock.ms(m2, m3) + clock.ms(m4, m5),
+            penalty_ms=clock.ms(m2, m3) + clock.ms(m4, m5), sample_ms=clock.ms(m3, m4) + clock.ms(m5, m6),
             comm_ms=self.comm.take_ms() if self.comm is not None else 0.0,
             kv_blocks_used=kv_used, kv_blocks_total=alloc.budget,
-            preempted=batch.preempted, waiting=len(self.scheduler.waiting)))
+            preempted=batch.preempted, waiting=len(self.scheduler.waiting),
+            page_faults=_page_faults() - faults0,
+            alloc_retries=torch.cuda.memory_stats(self.device).get("num_alloc_retries", 0) if self.device.type == "cuda" else None))
         self._step += 1
         return outputs
 
@@ -233,4 +272,4 @@ class LLMEngine:
     def _log_finished(self, seq: Seq) -> None:
         self._seqs.pop(seq.request_id, None)
         self.telemetry.requests.record(seq.request_id, seq.arrival_ns, seq.first_token_ns, seq.done_ns,
-                                       len(seq.prompt_ids), len(seq.output_ids), seq.finish_reason)
+                                       len(seq.prompt_ids), len(seq.output_ids), seq.finish_reason, seq.output_ids)

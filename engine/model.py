@@ -219,15 +219,19 @@ class DecoderModel(nn.Module):
 
     @torch.inference_mode()
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, batch: AttentionBatch,
-                kv_caches: list[tuple[torch.Tensor, torch.Tensor]], comm: AllReduce | None = None) -> torch.Tensor:
+                kv_caches: list[tuple[torch.Tensor, torch.Tensor]], comm: AllReduce | None = None,
+                compute_logits: bool = True) -> torch.Tensor | None:
         """input_ids, positions [T] → logits [B, V] fp32 at ``batch.logits_indices``.
 
-        Mutates ``kv_caches`` (writes this step's K/V); no host-device sync.
+        Mutates ``kv_caches`` (writes this step's K/V); no host-device sync. Worker ranks of tensor
+        parallelism pass ``compute_logits=False`` (only rank 0 samples) and get None.
         """
         cos, sin = self.rope_cos[positions], self.rope_sin[positions]  # [T, D] each
         x = self.model.embed_tokens(input_ids)  # [T, dim]
         for layer, (kc, vc) in zip(self.model.layers, kv_caches):
             x = layer(x, cos, sin, batch, kc, vc, comm)
+        if not compute_logits:
+            return None
         h = self.model.norm(x[batch.logits_indices])  # [B, dim]: only rows that sample
         return self.lm_head(h).float()  # [B, V] fp32 whatever the model dtype
 

@@ -6,6 +6,8 @@ steps (their whole context is prefilled in the same forward as the others' decod
 new block and none is left, the most recently admitted sequence is preempted *by recompute*: its
 blocks and slot are freed and it goes back to the front of the queue with its prompt and output so
 far, to be prefilled again later (its penalty counts are rebuilt from those tokens on re-admission).
+When the KV budget is shrunk (``memory.kv_pressure``) below what one sequence needs, a sequence
+running alone may exceed it, so the engine always makes progress.
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ class Scheduler:
         """Pick this step's sequences; mutates queue, running set, block tables and slots."""
         batch = ScheduledBatch()
         # A shrunk budget (memory.kv_pressure) may leave more blocks in use than allowed.
-        while self.allocator.num_used > self.allocator.budget and self.running:
+        while self.allocator.num_used > self.allocator.budget and len(self.running) > 1:
             self._preempt(self.running[-1], batch)
         # Decode: each running sequence needs room for the token it feeds this step.
         i = 0
@@ -83,11 +85,12 @@ class Scheduler:
             need = blocks_needed(seq.num_tokens, self.block_size) - len(seq.block_ids)
             while need > 0 and not self.allocator.can_allocate(need) and self.running[-1] is not seq:
                 self._preempt(self.running[-1], batch)
-            if need > 0 and not self.allocator.can_allocate(need):
+            alone = len(self.running) == 1  # liveness: the last sequence may exceed a shrunk budget
+            if need > 0 and not self.allocator.can_allocate(need) and not alone:
                 self._preempt(seq, batch)  # nothing younger left to evict: recompute this one later
                 continue
             if need > 0:
-                seq.block_ids += self.allocator.allocate(need)
+                seq.block_ids += self.allocator.allocate(need, ignore_budget=alone)
             i += 1
         batch.decode = list(self.running)
         if batch.preempted:
@@ -97,10 +100,12 @@ class Scheduler:
         while self.waiting and len(self.running) < self.max_num_seqs:
             seq = self.waiting[0]
             need = blocks_needed(seq.num_tokens, self.block_size)
-            if tokens + seq.num_tokens > self.token_budget or not self.allocator.can_allocate(need):
+            alone = not self.running  # liveness: with nothing running, admit even over a shrunk budget
+            fits = self.allocator.can_allocate(need) or (alone and need <= self.allocator.num_blocks - self.allocator.num_used)
+            if tokens + seq.num_tokens > self.token_budget or not fits:
                 break
             self.waiting.popleft()
-            seq.block_ids = self.allocator.allocate(need)
+            seq.block_ids = self.allocator.allocate(need, ignore_budget=alone)
             seq.slot = self._free_slots.pop()
             seq.status = SequenceStatus.RUNNING
             self.running.append(seq)

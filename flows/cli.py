@@ -40,6 +40,16 @@ class _ProgressHandler(logging.Handler):
         self.status.update(f"[bold]{msg}[/bold]")
 
 
+def _supervise() -> None:
+    """Re-run this command in a supervised child (see flows/supervisor.py): no orphans, ever."""
+    from flows.supervisor import run_supervised, supervised
+
+    if not supervised():
+        code = run_supervised(sys.argv[1:])
+        if code != -1:
+            raise typer.Exit(code)
+
+
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -53,8 +63,12 @@ def _with_progress(title: str, fn, *args, **kwargs):
     with console.status(title) as status:
         handler = _ProgressHandler(status)
         logger.addHandler(handler)
+        from prefect.exceptions import ExternalSignal   # SIGTERM inside a Prefect flow
+
         try:
             return fn(*args, **kwargs)
+        except ExternalSignal as e:
+            raise KeyboardInterrupt(type(e).__name__) from e
         finally:
             logger.removeHandler(handler)
 
@@ -85,6 +99,7 @@ def _run_incident(scenario: Path, overrides: dict | None = None) -> None:
         load_scenario(scenario, overrides)   # fail fast, before Prefect starts, on a bad file
     except ScenarioError as e:
         _fail(str(e))
+    _supervise()
     from flows.incident import incident_replay
 
     try:
@@ -130,6 +145,7 @@ def nightly(config_dir: Optional[Path] = typer.Option(
         NightlyConfig.load(config_dir or default_config_dir())
     except NightlyConfigError as e:
         _fail(str(e))
+    _supervise()
     try:
         result = _with_progress("nightly regression", nightly_regression,
                                 str(config_dir) if config_dir else None, None, pinned)
@@ -158,6 +174,7 @@ def sweep(scenario: Optional[Path] = typer.Option(None, help="Base scenario (def
         validate_grid(temps, pens)
     except ValueError as e:
         _fail(f"--temperatures/--penalties: {e}")
+    _supervise()
     try:
         result = _with_progress("penalty sweep", penalty_sweep,
                                 str(scenario) if scenario else None, temps, pens)
@@ -176,6 +193,7 @@ def replay(run_id: str = typer.Argument(..., help="A recorded run to replay."),
     """Replay a recorded run: same arrival times, request mix and sampling parameters."""
     from flows.replay import replay_run
 
+    _supervise()
     try:
         result = _with_progress(f"replaying {run_id}", replay_run, run_id,
                                 _json_option("--engine", engine_overrides), target)
@@ -223,6 +241,70 @@ def engine(config: Optional[Path] = typer.Option(None, help="Engine config JSON 
     cmd = [sys.executable, "-m", "engine", "serve", "--config", str(config), "--run-dir",
            str(run_dir), "--host", host, "--port", str(port)]
     raise typer.Exit(subprocess.call(cmd))
+
+
+@app.command()
+def deploy(cron: str = typer.Option("0 2 * * *", help="Five-field cron of the nightly."),
+           timezone: str = typer.Option("UTC", help="IANA time zone the cron is read in."),
+           pool: Optional[str] = typer.Option(
+               None, help="Register with this process work pool and return, instead of "
+                          "serving from this process."),
+           config_dir: Optional[Path] = typer.Option(
+               None, file_okay=False, help="Nightly config folder (default: scenarios/nightly)."),
+           name: str = typer.Option("nightly", help="Deployment name.")) -> None:
+    """Schedule the nightly regression on a Prefect server (serves until Ctrl-C unless --pool)."""
+    from flows.deploy import DeployError, deploy as deploy_nightly
+
+    try:
+        deployment_id = deploy_nightly(cron=cron, timezone=timezone, pool=pool,
+                                       config_dir=str(config_dir) if config_dir else None,
+                                       name=name)
+    except DeployError as e:
+        _fail(str(e))
+    except KeyboardInterrupt:
+        console.print("stopped serving; Prefect paused the schedule")
+        return
+    if deployment_id is not None:
+        console.print(f"deployment [bold]nightly-regression/{name}[/bold] ({deployment_id}) "
+                      f"in pool {pool}: start a worker with `prefect worker start --pool {pool}`")
+
+
+@app.command()
+def serve(host: str = typer.Option("127.0.0.1", help="Address to bind (loopback by default)."),
+          port: int = typer.Option(8080, help="Port."),
+          root: Optional[Path] = typer.Option(None, file_okay=False,
+                                              help="Reports folder (default: the state's reports/).")
+          ) -> None:
+    """Serve the reports read-only over HTTP (GET/HEAD, nothing outside the reports folder)."""
+    from templates.serve import serve as serve_reports
+
+    root = root or StatePaths.from_env().ensure().reports
+    console.print(f"serving {root} on http://{host}:{port}/ (Ctrl-C to stop)")
+    try:
+        serve_reports(root, host=host, port=port)
+    except KeyboardInterrupt:
+        pass
+    except OSError as e:
+        _fail(f"--port {port}: {e.strerror}")
+
+
+@app.command()
+def export(out_dir: Path = typer.Argument(..., file_okay=False, help="Destination folder."),
+           run: Optional[list[str]] = typer.Option(None, "--run", help="Run id (repeatable; default all).")
+           ) -> None:
+    """Export runs as hive-partitioned Parquet (table/date=…/run_id=…/data.parquet)."""
+    from warehouse.export import export_runs
+
+    paths = StatePaths.from_env()
+    if not paths.warehouse.exists():
+        _fail(f"no warehouse at {paths.warehouse}: run a scenario first")
+    try:
+        files = export_runs(paths.warehouse, out_dir, run or None)
+    except (KeyError, ValueError) as e:
+        _fail(str(e).strip("'\""))
+    console.print(f"{len(files)} file(s) written; read back with DuckDB: "
+                  f"SELECT * FROM read_parquet('{out_dir}/requests/*/*/*.parquet', hive_partitioning=true)")
+    print(out_dir)
 
 
 if __name__ == "__main__":

@@ -103,6 +103,8 @@ def require_server() -> str:
 def nightly_parameters(config_dir: str | None, base: Path | None) -> dict[str, Any]:
     """The nightly's parameters: `config_dir` made absolute, or relative to `base` when inside it.
 
+    A relative `config_dir` is looked up in the working directory first, then in the repo.
+
     None keeps the flow's own default. A missing directory or a broken `config.yaml` is an error
     here rather than a failed run at 02:00.
     """
@@ -175,9 +177,9 @@ def deploy_to_pool(pool: str, cron: str = "0 2 * * *", timezone: str = "UTC",
     machine running the worker needs this checkout at the same path.
     """
     schedule = CronSchedule(cron, timezone)
-    require_server()
     if not pool:
         raise DeployError("pool: a work pool name is required")
+    require_server()
     ensure_process_pool(pool)
     params = {**nightly_parameters(config_dir, base=source.resolve()), **(parameters or {})}
     from prefect import Flow

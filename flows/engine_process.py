@@ -19,6 +19,8 @@ from typing import Any
 
 import httpx
 
+from flows.supervisor import die_with_parent
+
 
 class EngineStartError(RuntimeError):
     """The engine process exited or never became healthy; the message holds its log tail."""
@@ -59,7 +61,8 @@ class EngineProcess:
         cmd = [sys.executable, "-m", "engine", "serve", "--config", str(config_path),
                "--run-dir", str(run_dir), "--host", "127.0.0.1", "--port", str(port)]
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                start_new_session=True, preexec_fn=die_with_parent,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
         log.close()
         handle = cls(proc, f"http://127.0.0.1:{port}", log_path)
         try:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from prefect import flow
+from prefect.exceptions import TerminationSignal
 
 from flows.manifest import RunManifest, new_run_id
 from flows.paths import StatePaths
@@ -94,7 +95,7 @@ def incident_replay(scenario_path: str, state_home: str | None = None,
             manifest.errors.append(f"locust exited with code {result.returncode}")
     except BaseException as e:   # noqa: BLE001 — recorded, reported, then re-raised
         failure = e
-        manifest.errors.append(f"{type(e).__name__}: {e}"[:2000])
+        manifest.errors.append(_describe_failure(e))
     finally:
         if engine is not None:
             code = stop_engine(engine)
@@ -120,6 +121,14 @@ def incident_replay(scenario_path: str, state_home: str | None = None,
         status=manifest.status, errors=manifest.errors, spikes=len(analysis.spikes),
         causes=[analysis.attributions[s.spike_id].top_cause for s in analysis.spikes
                 if s.spike_id in analysis.attributions])
+
+
+def _describe_failure(e: BaseException) -> str:
+    """One line for run.json and the report. Ctrl-C arrives as KeyboardInterrupt, SIGTERM as
+    Prefect's TerminationSignal (Prefect installs its own SIGTERM handler in the flow engine)."""
+    if isinstance(e, (KeyboardInterrupt, TerminationSignal)):
+        return f"interrupted ({type(e).__name__}{': ' + str(e) if str(e) else ''}); collected data kept"
+    return f"{type(e).__name__}: {e}"[:2000]
 
 
 def _finish(paths: StatePaths, run_id: str, run_dir: Path):

@@ -1,12 +1,18 @@
-"""Locust user for OpenAI-compatible streaming chat completions (run only as a subprocess).
+"""Locust users for OpenAI-compatible streaming chat completions (run only as a subprocess).
 
-What: `ChatStreamUser` (closed loop) sends the workload's requests back to back, reads each SSE
-stream a line at a time, and records every request and content chunk with loadgen's own
-recorder; each request fires one Locust request event named "chat-stream" whose response time
-is the whole stream (Locust's own sample with stream=True would stop at the headers).
-A controller greenlet on the master (or the only process) moves the user count along the
-load shape and quits at warm-up + duration; requests still streaming then are recorded as
-'cancelled'. Settings come from the JSON file named by $SPIKELENS_LOADGEN_CONFIG.
+What:
+- `ChatStreamUser` (closed loop: constant, ramp, step, spike) sends the workload's requests back
+  to back; a controller greenlet on the master (or the only process) moves the user count along
+  the shape and any load.burst window.
+- `OpenLoopUser` (open, poisson, replay; one per process) sends each request at its scheduled
+  time in its own greenlet, whether or not earlier ones finished; with N workers, arrival i goes
+  to worker i mod N. `intended_send_ns` is the schedule, `sent_ns` the actual send.
+Every stream is read a line at a time; every request and content chunk is recorded with
+loadgen's recorder, and each request fires one Locust event named "chat-stream" whose response
+time is the whole stream (Locust's own sample with stream=True stops at the headers). The run
+quits exactly at warm-up + duration; streams still open are recorded as 'cancelled'. Each process
+also probes its own health (CPU, event-loop lag) every second. Settings come from the JSON file
+named by $SPIKELENS_LOADGEN_CONFIG.
 
 Never import this module (or locust) into the Prefect/torch process: see STACK-NOTES.
 """
@@ -17,15 +23,19 @@ import os
 import sys
 import time
 from itertools import count
-from pathlib import Path
 
 import gevent
+import gevent.pool
+import psutil
 from gevent import GreenletExit
 from locust import FastHttpUser, events, task
 from locust.runners import MasterRunner, WorkerRunner
 
+from loadgen.arrivals import arrival_times, for_worker
+from loadgen.client_health import PROBE_INTERVAL_S, HealthMonitor
 from loadgen.prompts import PromptBuilder
 from loadgen.recorder import Recorder
+from loadgen.replay import read_normalised
 from loadgen.request_plan import RequestFactory, RequestPlan
 from loadgen.run_config import API_KEY_ENV, CONFIG_ENV, START_MARKER, RunConfig
 from loadgen.shapes import change_times, spawn_rate, target_users
@@ -43,6 +53,7 @@ LOAD = CONFIG.load_spec()
 FAULTS = from_dicts(CONFIG.faults)  # load.burst / penalty.repetition windows
 FACTORY = RequestFactory(WORKLOAD, PromptBuilder(CONFIG.tokenizer_path), model_name=CONFIG.model_name,
                          seed=CONFIG.seed, id_prefix=CONFIG.run_tag, endpoint=CONFIG.endpoint)
+N_WORKERS = max(CONFIG.workers, 1)
 
 
 class Clock:
@@ -57,19 +68,33 @@ class Clock:
         self.load_start_ns = start_ns + int(CONFIG.warmup_s * 1e9)
         self.end_ns = self.load_start_ns + int(CONFIG.duration_s * 1e9)
 
+    def phase(self, t_ns: int) -> str:
+        return "warmup" if t_ns < self.load_start_ns else ("measure" if t_ns < self.end_ns else "after")
+
 
 CLOCK = Clock()
 USER_INDEX = count()
-STATE: dict = {}  # per process: 'recorder' (set at init)
+STATE: dict = {}  # per process: 'recorder', 'health' (set at init / first start)
 
 
 @events.init.add_listener
 def _on_init(environment, **_):
     runner = environment.runner
     # the pid keeps part names unique: a worker learns its index only once the master acks it
-    STATE["recorder"] = Recorder(CONFIG.parts_dir, tag=f"p{os.getpid()}")
+    tag = f"p{os.getpid()}"
+    STATE["recorder"] = Recorder(CONFIG.parts_dir, tag=tag)
+    STATE["health"] = HealthMonitor(tag)
     if isinstance(runner, WorkerRunner):
-        runner.register_message("spikelens_clock", lambda environment, msg, **kw: CLOCK.set(msg.data))
+        runner.register_message("spikelens_clock", lambda environment, msg, **kw: _start_clock(msg.data))
+
+
+def _start_clock(start_ns: int) -> None:
+    """Set this process's clock and start its health probes (users' processes only)."""
+    if CLOCK.start_ns is not None:
+        return
+    CLOCK.set(start_ns)
+    gevent.spawn(_probe_lag)
+    gevent.spawn(_sample_health)
 
 
 @events.test_start.add_listener
@@ -77,29 +102,74 @@ def _on_test_start(environment, **_):
     runner = environment.runner
     if isinstance(runner, WorkerRunner):
         return  # workers take the master's clock (message 'spikelens_clock')
-    CLOCK.set(time.time_ns())
-    print(f"{START_MARKER} {CLOCK.start_ns}", flush=True)
+    start_ns = time.time_ns()
+    print(f"{START_MARKER} {start_ns}", flush=True)
     if isinstance(runner, MasterRunner):
-        runner.send_message("spikelens_clock", CLOCK.start_ns)
+        CLOCK.set(start_ns)  # the master runs no users: no health probes
+        runner.send_message("spikelens_clock", start_ns)
+    else:
+        _start_clock(start_ns)
     gevent.spawn(_drive_shape, runner)
 
 
 def closed_loop_users(t_s: float) -> int:
-    """Users the shape wants at t_s, multiplied by any active load.burst."""
+    """Users the closed-loop shape wants at t_s, multiplied by any active load.burst."""
     return round(target_users(LOAD, t_s, CONFIG.duration_s) * burst_factor(FAULTS, t_s))
 
 
 def _drive_shape(runner) -> None:
-    """Move the user count at each change of the shape or of a burst, then quit exactly at the
-    end (the streams still in flight are cancelled and recorded)."""
-    for t_s in sorted(set(change_times(LOAD, CONFIG.duration_s)) | set(burst_edges(FAULTS))):
-        at_ns = CLOCK.load_start_ns + int(t_s * 1e9)
-        if at_ns >= CLOCK.end_ns:
-            break
-        gevent.sleep(max(0.0, (at_ns - time.time_ns()) / 1e9))
-        runner.start(closed_loop_users(t_s), spawn_rate(LOAD) * burst_factor(FAULTS, t_s))
-    gevent.sleep(max(0.0, (CLOCK.end_ns - time.time_ns()) / 1e9))
+    """Closed loop: move the user count at each change of the shape or of a burst. Then quit
+    exactly at the end (the streams still in flight are cancelled and recorded)."""
+    if not LOAD.open_loop:
+        for t_s in sorted(set(change_times(LOAD, CONFIG.duration_s)) | set(burst_edges(FAULTS))):
+            at_ns = CLOCK.load_start_ns + int(t_s * 1e9)
+            if at_ns >= CLOCK.end_ns:
+                break
+            _sleep_until(at_ns)
+            runner.start(closed_loop_users(t_s), spawn_rate(LOAD) * burst_factor(FAULTS, t_s))
+    _sleep_until(CLOCK.end_ns)
     runner.quit()
+
+
+def _sleep_until(t_ns: int) -> None:
+    gevent.sleep(max(0.0, (t_ns - time.time_ns()) / 1e9))
+
+
+def _probe_lag() -> None:
+    """Event-loop lag: how late a PROBE_INTERVAL_S timer fires (every chunk timestamp taken in
+    this process is late by as much)."""
+    health: HealthMonitor = STATE["health"]
+    while True:
+        due = time.perf_counter() + PROBE_INTERVAL_S
+        gevent.sleep(PROBE_INTERVAL_S)
+        lag_ms = max(0.0, (time.perf_counter() - due) * 1e3)
+        health.add_lag(lag_ms, CLOCK.phase(time.time_ns()) == "measure")
+
+
+def _sample_health() -> None:
+    """One health row per second; CPU over the measured phase from this process's CPU times."""
+    health: HealthMonitor = STATE["health"]
+    recorder: Recorder = STATE["recorder"]
+    proc = psutil.Process()
+    proc.cpu_percent(None)  # starts the interval
+    next_ns = CLOCK.start_ns + 10**9
+    while True:
+        _sleep_until(next_ns)
+        now = time.time_ns()
+        if CLOCK.phase(now) == "measure" and "cpu_at_load_start" not in STATE:
+            STATE["cpu_at_load_start"] = (sum(proc.cpu_times()[:2]), now)
+        health.close_second(now, CLOCK.phase(now - 1), proc.cpu_percent(None), len(recorder.in_flight))
+        next_ns += 10**9
+
+
+def _measured_cpu_percent() -> float | None:
+    """This process's CPU use (% of one core) from load start to now (the stop)."""
+    start = STATE.get("cpu_at_load_start")
+    if start is None:
+        return None
+    cpu_s, t_ns = start
+    elapsed = (time.time_ns() - t_ns) / 1e9
+    return 100.0 * (sum(psutil.Process().cpu_times()[:2]) - cpu_s) / elapsed if elapsed > 0 else None
 
 
 @events.test_stop.add_listener
@@ -108,11 +178,13 @@ def _on_test_stop(environment, **_):
         return  # the master runs no users; workers write their own parts
     recorder: Recorder = STATE["recorder"]
     cancelled = recorder.cancel_in_flight("in flight when the test stopped")
-    for _ in range(cancelled):
+    for _ in range(cancelled):  # killed before their stream began: still one event each
         environment.events.request.fire(request_type="POST", name=EVENT_NAME, response_time=0,
                                         response_length=0, exception=RuntimeError("cancelled"),
                                         context={})
     recorder.flush()
+    if CLOCK.start_ns is not None:
+        STATE["health"].write(CONFIG.parts_dir, _measured_cpu_percent())
 
 
 def _sse_lines(response, read_mode: str):
@@ -202,6 +274,11 @@ def _finish(recorder: Recorder, plan: RequestPlan, state: StreamState, *, status
     )
 
 
+def _repetition(t_ns: int):
+    """The penalty.repetition params for a request due at t_ns (None outside its window)."""
+    return repetition_at(FAULTS, (t_ns - CLOCK.load_start_ns) / 1e9) if t_ns >= CLOCK.load_start_ns else None
+
+
 class ChatStreamUser(FastHttpUser):
     """Closed loop: one request at a time, the next as soon as the stream ends (+ think time)."""
 
@@ -225,10 +302,67 @@ class ChatStreamUser(FastHttpUser):
         if CLOCK.end_ns is None or now >= CLOCK.end_ns:
             gevent.sleep(0.05)  # the clock is not set yet (worker) or the run is ending
             return
-        repetition = repetition_at(FAULTS, (now - CLOCK.load_start_ns) / 1e9) if now >= CLOCK.load_start_ns else None
+        repetition = _repetition(now)
         plan = FACTORY.plan(self.rng, f"{CONFIG.run_tag}-{self.user_name}-{next(self.seq)}", repetition)
         stream_request(self, plan, now, self.user_name, self.worker,
                        "penalty.repetition" if repetition else None)
+
+
+class OpenLoopUser(FastHttpUser):
+    """Open loop: the process's share of the arrival schedule, each request in its own greenlet.
+    At most load.max_in_flight streams are open at once; an arrival that finds no free slot
+    waits for one (counted in client_health.slot_waits; its intended time stays the schedule's,
+    so the wait shows as send lag, never hidden)."""
+
+    network_timeout = CONFIG.request_timeout_s
+    connection_timeout = CONFIG.request_timeout_s
+    concurrency = LOAD.max_in_flight  # connections in this user's pool
+
+    def on_start(self):
+        self.worker = self.environment.runner.worker_index
+        self.user_name = f"w{self.worker}-open"
+
+    def _schedule(self):
+        """(global index, seconds after the clock start, plan maker) of this worker's arrivals."""
+        if LOAD.shape == "replay":
+            entries = read_normalised(CONFIG.replay_path)
+            times = ((e.t_s, e) for e in entries)
+        else:
+            times = ((t, None) for t in arrival_times(LOAD, CONFIG.warmup_s, CONFIG.duration_s,
+                                                      FACTORY.seed, FAULTS))
+        for i, (t_s, entry) in for_worker(times, self.worker, N_WORKERS):
+            yield i, t_s, entry
+
+    @task
+    def run_schedule(self):
+        while CLOCK.end_ns is None:
+            gevent.sleep(0.01)  # a worker waits for the master's clock
+        pool = gevent.pool.Pool(LOAD.max_in_flight)
+        health: HealthMonitor = STATE["health"]
+        try:
+            for i, t_s, entry in self._schedule():
+                due_ns = CLOCK.start_ns + int(t_s * 1e9)
+                if due_ns >= CLOCK.end_ns:
+                    break
+                # the plan is built before the due time, so building it never delays the send
+                rng = FACTORY.user_rng(0, i)  # per arrival: the same request whatever the split
+                request_id = f"{CONFIG.run_tag}-open-{i}"
+                if entry is not None:
+                    plan, fault = FACTORY.from_replay(entry, rng, request_id), None
+                else:
+                    repetition = _repetition(due_ns)
+                    plan = FACTORY.plan(rng, request_id, repetition)
+                    fault = "penalty.repetition" if repetition else None
+                _sleep_until(due_ns)
+                if pool.full():
+                    health.slot_waits += 1
+                    pool.wait_available()
+                pool.spawn(stream_request, self, plan, due_ns, self.user_name, self.worker, fault)
+            _sleep_until(CLOCK.end_ns + 10**9)  # the controller quits at the end
+            while True:
+                gevent.sleep(1)
+        finally:
+            pool.kill(block=True)  # each open stream records itself as 'cancelled'
 
 
 if __name__ == "__main__":

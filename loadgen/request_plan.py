@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass
 
 from loadgen.prompts import PromptBuilder
-from loadgen.spec import WorkloadSpec
+from loadgen.spec import SAMPLING_RANGES, WorkloadSpec
 
 CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"
@@ -51,7 +51,7 @@ class RequestFactory:
     """Builds RequestPlans for one workload (pure apart from the rng passed in)."""
 
     def __init__(self, workload: WorkloadSpec, prompts: PromptBuilder, *, model_name: str,
-                 seed: int, id_prefix: str, endpoint: str = "chat"):
+                 seed: int, id_prefix: str, endpoint: str = "chat", pool=None):
         if endpoint not in ("chat", "completions"):
             raise ValueError(f"endpoint must be 'chat' or 'completions', got {endpoint!r}")
         self.workload = workload
@@ -60,6 +60,12 @@ class RequestFactory:
         self.seed = workload.seed if workload.seed is not None else seed
         self.id_prefix = id_prefix
         self.endpoint = endpoint
+        # prompts from a JSONL/ShareGPT file (sources.PromptEntry list); None: the corpus
+        self.pool = pool
+        if workload.source != "builtin" and pool is None:
+            from loadgen.sources import load_prompt_file
+
+            self.pool = load_prompt_file(workload.path, workload.source)
 
     def user_rng(self, worker: int, user: int) -> random.Random:
         """The rng of one simulated user; string seeds hash deterministically across processes."""
@@ -73,7 +79,16 @@ class RequestFactory:
         prompt_len = self.workload.prompt_tokens.draw(rng)
         max_tokens = self.workload.output_tokens.draw(rng)
         sampling = self.workload.draw_sampling(rng)
-        text = self.prompts.prompt(prompt_len, rng)
+        if self.pool is None:
+            text = self.prompts.prompt(prompt_len, rng)
+        else:  # a file's prompt: its own length; its output length when the file gives one
+            entry = rng.choice(self.pool)
+            text = entry.text
+            prompt_len = self.prompts.count_tokens(text)
+            if entry.output_tokens is not None:
+                max_tokens = entry.output_tokens
+            elif entry.reply is not None:
+                max_tokens = max(self.prompts.count_tokens(entry.reply), 1)
         if repetition is not None:
             sampling = {**sampling, "temperature": repetition.temperature,
                         "frequency_penalty": repetition.frequency_penalty,
@@ -81,6 +96,27 @@ class RequestFactory:
                         "repetition_penalty": repetition.repetition_penalty}
             max_tokens = repetition.max_tokens or self.workload.output_tokens.max
         return self.build(request_id, text, prompt_len, max_tokens, sampling)
+
+    def from_replay(self, entry, rng: random.Random, request_id: str) -> RequestPlan:
+        """A plan for a replay.ReplayEntry: its body as given (always streamed with usage), its
+        text, or a corpus prompt of its recorded length; max_tokens drawn when it has none."""
+        max_tokens = entry.max_tokens or self.workload.output_tokens.draw(rng)
+        if entry.body is None:
+            text = entry.prompt if entry.prompt is not None else self.prompts.prompt(entry.prompt_tokens, rng)
+            prompt_len = entry.prompt_tokens or self.prompts.count_tokens(text)
+            return self.build(request_id, text, prompt_len, max_tokens, dict(entry.sampling))
+        body = {"model": self.model_name, **entry.body, "max_tokens": max_tokens, "stream": True,
+                "stream_options": {"include_usage": True}, **entry.sampling}
+        body.pop("max_completion_tokens", None)  # max_tokens above carries the length
+        if "messages" in body:
+            text = " ".join(str(m.get("content", "")) for m in body["messages"] if isinstance(m, dict))
+            path = CHAT_PATH
+        else:
+            text, path = str(body["prompt"]), COMPLETIONS_PATH
+        sampling = {k: body[k] for k in SAMPLING_RANGES if k in body}
+        return RequestPlan(request_id=request_id, path=path, body=body,
+                           prompt_tokens_target=self.prompts.count_tokens(text), max_tokens=max_tokens,
+                           sampling=sampling)
 
     def build(self, request_id: str, text: str, prompt_len: int, max_tokens: int,
               sampling: dict) -> RequestPlan:

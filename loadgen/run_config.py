@@ -38,6 +38,8 @@ class RunConfig:
     # 'byte': Locust's iter_content(chunk_size=1) (the documented way; one recv per byte)
     read_mode: str = "line"
     faults: list = field(default_factory=list)  # loadgen-owned faults, TrafficFault.to_dict()
+    workers: int = 0  # Locust worker processes (0: one process, no master)
+    replay_path: str | None = None  # replay shape: the normalised trace (replay.write_normalised)
 
     def __post_init__(self) -> None:
         if self.read_mode not in ("line", "byte"):

@@ -24,12 +24,15 @@ import sys
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from loadgen.client_health import merge_health
 from loadgen.errors import SpecError
+from loadgen.metrics_scraper import MetricsScraper
 from loadgen.recorder import merge_parts
+from loadgen.replay import load_trace, write_normalised
 from loadgen.run_config import API_KEY_ENV, CONFIG_ENV, START_MARKER, RunConfig
 from loadgen.shapes import spawn_rate, target_users
 from loadgen.spec import LoadSpec, WorkloadSpec, load_from, workload_from
@@ -56,6 +59,12 @@ class LocustResult:
     requests_recorded: int = 0  # rows written to requests.parquet (should equal requests_sent)
     chunks_recorded: int = 0  # rows written to tokens.parquet
     started_ns: int = 0  # when Locust's clock started (start of warm-up)
+    # False when a Locust process saturated (CPU > 90 % of a core or event-loop lag p99 > 10 ms
+    # in the measured phase): the latencies are then the client's, not the server's
+    client_valid: bool = True
+    client_health: dict = field(default_factory=dict)  # verdict: valid, reasons, per-process summaries
+    metrics_rows: int = 0  # rows scraped into metrics.parquet (0: no scraping)
+    metrics_scrape_errors: int = 0
 
 
 def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | str,
@@ -64,30 +73,44 @@ def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | s
                on_load_start: Callable[[int], None] | None = None, *, timeout_s: float | None = None,
                api_key: str | None = None, endpoint: str = "chat", read_mode: str = "line",
                request_timeout_s: float = 600.0, log_lines: int = 60,
-               faults: list[dict] | None = None) -> LocustResult:
+               faults: list[dict] | None = None, workers: int = 0,
+               metrics_url: str | None = None, metrics_interval_s: float = 1.0) -> LocustResult:
     """Drive `host` with `workload` under `load` for warmup_s + duration_s; see module doc.
     Blocks until Locust exits; raises LoadgenError (after killing the group) if it does not
     within timeout_s (default warm-up + duration + startup and shutdown allowances).
     `faults`: the scenario's whole fault list ({kind, start_s, duration_s, params}); loadgen
     applies load.burst and penalty.repetition, records them in faults.loadgen.parquet, and skips
-    the engine's kinds."""
+    the engine's kinds.
+    `workers`: N > 0 runs a Locust master and N worker processes (`--processes N`); every
+    worker's samples are merged. `metrics_url`: scrape that Prometheus endpoint every
+    `metrics_interval_s` into metrics.parquet while Locust runs."""
     workload, load = workload_from(workload), load_from(load)
     mine = traffic_faults([_fault_dict(f) for f in faults or []])
     if duration_s <= 0:
         raise SpecError(f"duration_s must be > 0, got {duration_s!r}")
     if warmup_s < 0:
         raise SpecError(f"warmup_s must be >= 0, got {warmup_s!r}")
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 0 <= workers <= 256:
+        raise SpecError(f"workers must be an integer in [0, 256], got {workers!r}")
+    if workload.source != "builtin":
+        from loadgen.sources import load_prompt_file
+
+        load_prompt_file(workload.path, workload.source)  # bad files fail here, naming the line
     run_dir = Path(run_dir)
     parts_dir = run_dir / "loadgen"
     parts_dir.mkdir(parents=True, exist_ok=True)
-    for stale in list(parts_dir.glob("requests.*.parquet")) + list(parts_dir.glob("tokens.*.parquet")):
-        stale.unlink()  # parts of an earlier attempt in the same run dir must not be merged
+    for pattern in ("requests.*.parquet", "tokens.*.parquet", "client_health.*"):
+        for stale in parts_dir.glob(pattern):
+            stale.unlink()  # parts of an earlier attempt in the same run dir must not be merged
+    replay_path = None
+    if load.shape == "replay":
+        replay_path = str(write_normalised(load_trace(load.trace, load.speed), parts_dir / "replay.jsonl"))
     config = RunConfig(parts_dir=str(parts_dir), run_tag=run_dir.name or "run", warmup_s=warmup_s,
                        duration_s=duration_s, seed=seed, workload=workload.to_dict(),
                        load=load.to_dict(), model_name=model_name,
                        tokenizer_path=str(tokenizer_path) if tokenizer_path else None,
                        endpoint=endpoint, request_timeout_s=request_timeout_s, read_mode=read_mode,
-                       faults=[f.to_dict() for f in mine])
+                       faults=[f.to_dict() for f in mine], workers=workers, replay_path=replay_path)
     config_path = config.write(parts_dir / "config.json")
     stats_base = parts_dir / "locust_stats"  # Locust appends ".json"
     stats_path = stats_base.with_suffix(".json")
@@ -101,9 +124,13 @@ def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | s
 
     deadline = time.monotonic() + timeout_s
     output = _OutputReader(parts_dir / "locust.log", log_lines)
+    scraper = MetricsScraper(metrics_url, run_dir / "metrics.parquet", metrics_interval_s,
+                             api_key=api_key) if metrics_url else None
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
                             start_new_session=True)  # own process group: killed as one
     try:
+        if scraper is not None:
+            scraper.start()
         output.follow(proc)
         started_ns = output.wait_for_start(proc, min(deadline, time.monotonic() + STARTUP_TIMEOUT_S))
         load_started_ns = started_ns + int(warmup_s * 1e9)
@@ -119,7 +146,9 @@ def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | s
         raise
     finally:
         output.close()
+        metrics_rows = scraper.stop() if scraper is not None else 0
     recorded, chunks = merge_parts(parts_dir, run_dir)
+    health = merge_health(parts_dir, run_dir)
     for part in list(parts_dir.glob("requests.*.parquet")) + list(parts_dir.glob("tokens.*.parquet")):
         part.unlink()
     if not stats_path.exists():
@@ -129,22 +158,31 @@ def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | s
         write_faults(mine, load_started_ns, duration_s, run_dir / "faults.loadgen.parquet")
     return LocustResult(requests_sent=sent, requests_failed=failed, returncode=returncode,
                         load_started_ns=load_started_ns, stdout_tail=output.tail(),
-                        requests_recorded=recorded, chunks_recorded=chunks, started_ns=started_ns)
+                        requests_recorded=recorded, chunks_recorded=chunks, started_ns=started_ns,
+                        client_valid=health["valid"], client_health=health, metrics_rows=metrics_rows,
+                        metrics_scrape_errors=scraper.errors if scraper is not None else 0)
 
 
 def locust_command(host: str, load: LoadSpec, config: RunConfig, stats_base: Path) -> list[str]:
-    """The Locust command line: headless, our user class, the shape's initial users; run time
-    and later user counts are driven from inside the locustfile (exact to the gevent loop)."""
-    return [
+    """The Locust command line: headless, our user class, the shape's initial users (open loop:
+    one scheduling user per process); run time and later user counts are driven from inside the
+    locustfile (exact to the gevent loop)."""
+    n_procs = max(config.workers, 1)
+    if load.open_loop:
+        users, rate, user_class = n_procs, float(n_procs), "OpenLoopUser"
+    else:
+        users, rate, user_class = target_users(load, 0.0, config.duration_s), spawn_rate(load), "ChatStreamUser"
+    cmd = [
         sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
         "--host", host.rstrip("/"),
-        "--users", str(target_users(load, 0.0, config.duration_s)),
-        "--spawn-rate", str(spawn_rate(load)),
+        "--users", str(users), "--spawn-rate", str(rate),
         "--only-summary", "--json-file", str(stats_base),
         "--stop-timeout", "0",  # at the end, streams in flight are cancelled (and recorded)
         "--exit-code-on-error", "0",  # failed requests are data, not a crash: see requests_failed
-        "ChatStreamUser",
     ]
+    if config.workers:
+        cmd += ["--processes", str(config.workers)]  # master + N forked workers
+    return cmd + [user_class]
 
 
 def _fault_dict(fault) -> dict:

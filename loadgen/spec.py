@@ -60,6 +60,24 @@ def _check_number(where: str, value: Any, low: float, high: float, *, low_inclus
         raise SpecError(f"{where} must be {kind} in {rng}, got {value!r}")
 
 
+def check_sampling(sampling: Any, where: str) -> None:
+    """Raise SpecError unless `sampling` maps known parameter names to a valid value or a
+    non-empty list of valid values."""
+    if not isinstance(sampling, dict):
+        raise SpecError(f"{where}: expected a mapping, got {type(sampling).__name__}")
+    for name, value in sampling.items():
+        if name not in SAMPLING_RANGES:
+            raise SpecError(f"{where}: unknown key '{name}' (valid keys: {', '.join(sorted(SAMPLING_RANGES))})")
+        low, high, lo_inc, hi_inc, integer = SAMPLING_RANGES[name]
+        choices = value if isinstance(value, list) else [value]
+        if not choices:
+            raise SpecError(f"{where}.{name}: the list of choices is empty")
+        for i, choice in enumerate(choices):
+            label = f"{where}.{name}" + (f"[{i}]" if isinstance(value, list) else "")
+            _check_number(label, choice, low, high, low_inclusive=lo_inc, high_inclusive=hi_inc,
+                          integer=integer)
+
+
 @dataclass(frozen=True)
 class LengthDist:
     """A token-length distribution: normal(mean, std) rounded and clamped to [min, max]."""
@@ -122,20 +140,7 @@ class WorkloadSpec:
     def validate(self, where: str = "workload") -> None:
         self.prompt_tokens.validate(f"{where}.prompt_tokens")
         self.output_tokens.validate(f"{where}.output_tokens")
-        if not isinstance(self.sampling, dict):
-            raise SpecError(f"{where}.sampling: expected a mapping, got {type(self.sampling).__name__}")
-        for name, value in self.sampling.items():
-            if name not in SAMPLING_RANGES:
-                raise SpecError(f"{where}.sampling: unknown key '{name}' "
-                                f"(valid keys: {', '.join(sorted(SAMPLING_RANGES))})")
-            low, high, lo_inc, hi_inc, integer = SAMPLING_RANGES[name]
-            choices = value if isinstance(value, list) else [value]
-            if not choices:
-                raise SpecError(f"{where}.sampling.{name}: the list of choices is empty")
-            for i, choice in enumerate(choices):
-                label = f"{where}.sampling.{name}" + (f"[{i}]" if isinstance(value, list) else "")
-                _check_number(label, choice, low, high, low_inclusive=lo_inc, high_inclusive=hi_inc,
-                              integer=integer)
+        check_sampling(self.sampling, f"{where}.sampling")
         if self.seed is not None:
             _check_number(f"{where}.seed", self.seed, 0, 2**63 - 1, integer=True)
         if self.source not in ("builtin", "jsonl", "sharegpt"):

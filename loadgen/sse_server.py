@@ -8,7 +8,8 @@ with `max_tokens` < 1 or malformed JSON gets vLLM's 400 error body.
 It records, per request, when it sent the first content chunk and the last byte (server side),
 so tests can compare loadgen's client-side TTFT/E2E with them.
 Why: to calibrate and test the load generator (and bench/loadgen.py) without an engine; it does
-no inference, so the client is the only thing measured.
+no inference, so the client is the only thing measured. GET /metrics exposes two vLLM-named series
+(requests finished, streams open) for the scraper's tests.
 
 Run standalone: python -m loadgen.sse_server --port 8123 --ttft-s 0.05 --itl-s 0.01
 """
@@ -108,7 +109,9 @@ class SSEServer:
                            (line.split(":", 1) for line in lines[1:] if ":" in line)}
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
                 arrival_ns = time.time_ns()
-                if method == "GET" and path in ("/health", "/v1/models"):
+                if method == "GET" and path == "/metrics":
+                    await self._send_metrics(writer)
+                elif method == "GET" and path in ("/health", "/v1/models"):
                     await self._send_json(writer, 200, {"status": "ok"} if path == "/health" else
                                           {"object": "list", "data": [{"id": "noop", "object": "model"}]})
                 elif method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
@@ -119,6 +122,19 @@ class SSEServer:
             pass
         finally:
             writer.close()
+
+    async def _send_metrics(self, writer: asyncio.StreamWriter) -> None:
+        """Prometheus text: requests served and streams open (vLLM's metric names)."""
+        running = sum(1 for r in self.served if r.done_ns is None and not r.cancelled)
+        data = ("# HELP vllm:request_success_total Finished requests.\n"
+                "# TYPE vllm:request_success_total counter\n"
+                f'vllm:request_success_total{{model_name="noop"}} {len(self.served) - running}\n'
+                "# HELP vllm:num_requests_running Requests streaming now.\n"
+                "# TYPE vllm:num_requests_running gauge\n"
+                f'vllm:num_requests_running{{model_name="noop"}} {running}\n').encode()
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
+                     + f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
+        await writer.drain()
 
     async def _send_json(self, writer: asyncio.StreamWriter, status: int, payload: dict) -> None:
         data = json.dumps(payload).encode()

@@ -12,7 +12,8 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from rca.attribute import Attribution, RunSignals, attribute_spike, step_arrays
+from rca.attribute import Attribution, RunSignals, attribute_spike
+from rca.stepcost import step_arrays
 from rca.config import AttributeConfig, DetectConfig
 from rca.detect import Baseline, Spike, detect_spikes
 from warehouse.db import connect
@@ -44,6 +45,8 @@ def load_signals(conn: duckdb.DuckDBPyConnection, run_id: str, window_s: float) 
         step_windows=query(conn, "step_stages", run_id=run_id, window_s=window_s),
         steps=step_arrays(query(conn, "step_timeline", run_id=run_id)),
         gc_pauses=query(conn, "gc_pauses", run_id=run_id),
+        request_outputs=query(conn, "request_outputs", run_id=run_id, window_s=window_s),
+        nvml_windows=query(conn, "nvml_windows", run_id=run_id, window_s=window_s),
     )
 
 

@@ -33,6 +33,11 @@ class DetectConfig:
     # peak / baseline at or above which a spike is 'major', resp. 'critical' (below: 'minor').
     major_ratio: float = 2.0
     critical_ratio: float = 5.0
+    # Detectors to run: 'mad' (robust threshold per window) and/or 'changepoint' (ruptures PELT
+    # segments whose mean beats the same threshold; needs the optional `ruptures` package).
+    detectors: tuple = ("mad",)
+    # PELT penalty per change point, in units of log(n_windows) on the series scaled to robust z.
+    changepoint_penalty: float = 10.0
 
     def __post_init__(self) -> None:
         _positive(self, "mad_k", "min_abs_excess_ms", "major_ratio", "critical_ratio")
@@ -43,6 +48,10 @@ class DetectConfig:
                 raise ValueError(f"DetectConfig.{name} must be >= 1, got {getattr(self, name)}")
         if self.merge_gap_windows < 0:
             raise ValueError(f"DetectConfig.merge_gap_windows must be >= 0, got {self.merge_gap_windows}")
+        bad = [d for d in self.detectors if d not in ("mad", "changepoint")]
+        if bad or not self.detectors:
+            raise ValueError(f"DetectConfig.detectors: {bad or 'empty'}; valid: 'mad', 'changepoint'")
+        _positive(self, "changepoint_penalty")
         unknown = set(self.min_samples) - set(METRICS)
         if unknown:
             raise ValueError(f"DetectConfig.min_samples: unknown series {sorted(unknown)}; valid: {METRICS}")

@@ -104,6 +104,37 @@ def flagged_intervals(values: np.ndarray, base: Baseline, config: DetectConfig) 
     return intervals
 
 
+def changepoint_intervals(values: np.ndarray, base: Baseline, config: DetectConfig) -> list[Interval]:
+    """Second detector: PELT (ruptures, l2 cost) segments of the series whose mean beats the threshold.
+
+    The series is scaled to robust z (spread floored at 5 % of the median so a flat series is not
+    all change points); missing windows take the median. A segment of at least min_windows
+    windows whose mean exceeds the baseline threshold becomes an interval. Catches a sustained
+    shift whose single windows hover around the threshold.
+    """
+    try:
+        import ruptures
+    except ImportError as exc:  # optional: the 'eval' extra
+        raise ImportError("detector 'changepoint' needs the ruptures package (pip install ruptures)") from exc
+    filled = np.where(np.isnan(values), base.median_ms, values)
+    if len(filled) < 2 * config.min_windows:
+        return []
+    scale = max(base.spread_ms, 0.05 * base.median_ms, 1e-9)
+    z = ((filled - base.median_ms) / scale).reshape(-1, 1)          # [n_windows, 1]: ruptures wants 2-D
+    ends = ruptures.Pelt(model="l2", min_size=config.min_windows, jump=1).fit(z).predict(
+        pen=config.changepoint_penalty * np.log(len(z)))
+    intervals, start = [], 0
+    for end in ends:
+        idx = [i for i in range(start, end) if not np.isnan(values[i])]
+        start = end
+        if len(idx) < config.min_windows or float(np.mean(values[idx])) <= base.threshold_ms:
+            continue
+        peak = float(max(values[i] for i in idx))
+        area = float(sum((values[i] - base.median_ms) / base.median_ms for i in idx)) if base.median_ms > 0 else 0.0
+        intervals.append(Interval(base.metric, idx[0], idx[-1], peak, base.median_ms, idx, area))
+    return intervals
+
+
 def severity_label(peak_ms: float, baseline_ms: float, config: DetectConfig) -> str:
     ratio = peak_ms / baseline_ms if baseline_ms > 0 else float("inf")
     if ratio >= config.critical_ratio:
@@ -149,5 +180,9 @@ def detect_spikes(windows: list[dict], window_s: float, config: DetectConfig | N
         if base is None:
             continue
         baselines[metric] = base
-        intervals.extend(flagged_intervals(values, base, config))
-    return merge_incidents(intervals, window_s, config), baselines
+        if "mad" in config.detectors:
+            intervals.extend(flagged_intervals(values, base, config))
+        if "changepoint" in config.detectors:
+            intervals.extend(changepoint_intervals(values, base, config))
+    detector = "+".join(config.detectors)
+    return merge_incidents(intervals, window_s, config, detector), baselines

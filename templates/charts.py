@@ -39,9 +39,10 @@ def _base_layout(title: str, height: int = 300, **extra) -> dict:
     layout = {
         "title": {"text": html.escape(title), "font": {"size": 14}, "x": 0, "xanchor": "left"},
         "height": height, "margin": {"l": 60, "r": 60, "t": 36, "b": 40}, "font": _FONT,
-        "hovermode": "x unified", "legend": {"orientation": "h", "y": -0.18},
+        "hovermode": "x unified", "legend": {"orientation": "h", "y": -0.12},
         "plot_bgcolor": "#ffffff", "paper_bgcolor": "#ffffff",
-        "xaxis": {"title": {"text": "seconds from load start"}, "gridcolor": "#eaeef2", "zeroline": False},
+        # No x title: every time axis is seconds from load start, said once above the charts.
+        "xaxis": {"gridcolor": "#eaeef2", "zeroline": False},
         "yaxis": {"gridcolor": "#eaeef2", "zeroline": False},
     }
     layout.update(extra)
@@ -244,24 +245,26 @@ def incident_figures(ctx: dict) -> list[dict]:
 
 
 def nightly_trend_figures(trend: list[dict], metrics: list[dict], current_run_id: str) -> list[dict]:
-    """One line per metric across past nightlies, the current run's point ringed: [{id, figure, summary}]."""
+    """One chart per (scenario, metric) across past nightlies, this run's point ringed."""
     out = []
-    for i, m in enumerate(metrics):
-        rows = sorted((t for t in trend if t["metric"] == m["metric"]), key=lambda t: t["started_at"])
+    keys = list(dict.fromkeys((m["scenario"], m["metric"]) for m in metrics))
+    for i, (scenario, metric) in enumerate(keys):
+        rows = sorted((t for t in trend if t["metric"] == metric and t.get("scenario") == scenario),
+                      key=lambda t: t["started_at"])
         if not rows:
             continue
-        current = [t for t in rows if t["run_id"] == current_run_id]
-        data = [{"type": "scatter", "mode": "lines+markers", "name": html.escape(str(m["metric"])),
+        current = [t for t in rows if t["run_id"] == current_run_id or t.get("current")]
+        data = [{"type": "scatter", "mode": "lines+markers", "name": html.escape(str(metric)),
                  "x": [t["started_at"] for t in rows], "y": _column(rows, "value"),
                  "text": [html.escape(str(t["run_id"])) for t in rows], "hovertemplate": "%{y:.3g} (%{text})",
                  "line": {"color": "#0f766e"}}]
         if current:
-            data.append({"type": "scatter", "mode": "markers", "name": "this run", "x": [current[0]["started_at"]],
-                         "y": [current[0]["value"]], "marker": {"size": 12, "color": "rgba(0,0,0,0)",
-                                                                 "line": {"width": 2, "color": "#cf222e"}}})
-        unit = f" ({m['unit']})" if m.get("unit") else ""
-        layout = _base_layout(f"{m['metric']}{unit} across nightlies", height=240, hovermode="closest",
-                              showlegend=False)
+            data.append({"type": "scatter", "mode": "markers", "name": "this run", "x": [current[-1]["started_at"]],
+                         "y": [current[-1]["value"]], "marker": {"size": 12, "color": "rgba(0,0,0,0)",
+                                                                  "line": {"width": 2, "color": "#cf222e"}}})
+        unit = next((m["unit"] for m in metrics if m["metric"] == metric and m["unit"]), "")
+        title = f"{metric}{f' ({unit})' if unit else ''}{f' · {scenario}' if scenario else ''}"
+        layout = _base_layout(title, height=240, hovermode="closest", showlegend=False)
         layout["xaxis"] = {"type": "date", "gridcolor": "#eaeef2"}
         fig = {"data": data, "layout": layout}
         out.append(chart_entry(f"chart-trend-{i}", fig, summarize(fig)[:1]))
@@ -281,7 +284,9 @@ def sweep_heatmap_figures(ctx: dict) -> list[dict]:
                  "colorbar": {"title": {"text": html.escape(str(m.get("unit") or ""))}}}]
         layout = _base_layout(str(m["label"]), height=300, hovermode="closest")
         layout["xaxis"] = {"title": {"text": html.escape(str(ctx["x"]["name"]))}, "type": "category"}
-        layout["yaxis"] = {"title": {"text": html.escape(str(ctx["y"]["name"]))}, "type": "category"}
+        # Rows top-down in the order of y.values, as in the HTML table above the chart.
+        layout["yaxis"] = {"title": {"text": html.escape(str(ctx["y"]["name"]))}, "type": "category",
+                           "autorange": "reversed"}
         out.append(chart_entry(f"chart-heat-{i}", {"data": data, "layout": layout}))
     return out
 

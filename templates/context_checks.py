@@ -6,6 +6,7 @@ Why: the contexts come from other folders (rca, flows); a gap should fail at the
 from __future__ import annotations
 
 import copy
+import math
 import numbers
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -68,3 +69,20 @@ def relative_href(value: Any, where: str) -> str:
     if parts.scheme or parts.netloc or value.startswith(("/", "\\")) or "\\" in value:
         raise ContextError(f"{where}: must be a relative link such as 'run_id/index.html', got {value!r}")
     return quote(parts.path, safe="/") + (f"#{quote(parts.fragment)}" if parts.fragment else "")
+
+
+def clean_floats(value: Any) -> Any:
+    """A copy of `value` with NaN and ±inf replaced by None, through dicts, lists and tuples.
+
+    Producers use NaN for "no sample" (numpy); pages show None as "—", and a NaN would make the
+    embedded chart JSON invalid (JSON has no NaN).
+    """
+    if isinstance(value, float):
+        return None if math.isnan(value) or math.isinf(value) else value
+    if isinstance(value, dict):
+        return {k: clean_floats(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean_floats(v) for v in value]
+    if hasattr(value, "item") and callable(value.item) and getattr(value, "shape", None) == ():
+        return clean_floats(value.item())  # numpy scalar → Python scalar
+    return value

@@ -26,6 +26,17 @@ def fmt_num(value: Any, digits: int = 1) -> str:
     return f"{value:,.{digits}f}"
 
 
+def fmt_sig(value: Any, digits: int = 3) -> str:
+    """`digits` significant figures, trailing zeros dropped (heatmap cells): 0.04, 2.9, 89.2, 161, 1,840."""
+    if _is_missing(value):
+        return MISSING
+    if not isinstance(value, (int, float)):
+        return str(value)
+    if abs(value) >= 10 ** digits:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}g}"
+
+
 def fmt_ms(value: Any) -> str:
     """Milliseconds with a unit: '0.42 ms', '45.3 ms', '255 ms', '1,840 ms'."""
     if _is_missing(value):
@@ -75,11 +86,23 @@ def fmt_ratio(peak: Any, baseline: Any) -> str:
     return f"{peak / baseline:.1f}×"
 
 
+# Display names of rca's metric keys (DESIGN.md spelling); other names show as given.
+METRIC_LABELS = {"itl_p50": "ITL p50", "itl_p99": "ITL p99", "ttft_p50": "TTFT p50", "ttft_p99": "TTFT p99",
+                 "e2e_p50": "E2E p50", "e2e_p99": "E2E p99"}
+
+
+def fmt_metric(name: Any) -> str:
+    """'itl_p99' → 'ITL p99'; an unknown metric name is shown unchanged."""
+    return METRIC_LABELS.get(str(name).removesuffix("_ms"), str(name))
+
+
 FILTERS = {
     "num": fmt_num,
+    "sig": fmt_sig,
     "ms": fmt_ms,
     "pct": fmt_pct,
     "clock": fmt_clock,
     "value": fmt_value,
     "ratio": fmt_ratio,
+    "metric": fmt_metric,
 }

@@ -25,17 +25,18 @@ def ramp_color(value: float | None, lo: float, hi: float, reverse: bool = False)
 
 
 def grid_rows(xs: list, ys: list, cells: list[dict], key: str, higher_is_worse: bool = True) -> list[dict]:
-    """Rows of a heatmap table, one per y value: {y, cells: [{x, value, bg, fg}]}."""
-    by_cell = {(c["x"], c["y"]): c.get(key) for c in cells}
-    values = [v for v in by_cell.values() if v is not None]
+    """Rows of a heatmap table, one per y value: {y, cells: [{x, value, requests, bg, fg}]}."""
+    by_cell = {(c["x"], c["y"]): c for c in cells}
+    values = [c.get(key) for c in cells if c.get(key) is not None]
     lo, hi = (min(values), max(values)) if values else (0.0, 0.0)
     rows = []
     for y in ys:
         row = []
         for x in xs:
-            value = by_cell.get((x, y))
+            cell = by_cell.get((x, y), {})
+            value = cell.get(key)
             bg, fg = ramp_color(value, lo, hi, reverse=not higher_is_worse)
-            row.append({"x": x, "value": value, "bg": bg, "fg": fg})
+            row.append({"x": x, "value": value, "requests": cell.get("requests"), "bg": bg, "fg": fg})
         rows.append({"y": y, "cells": row})
     return rows
 

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import copy
 
-from templates.context_checks import (ContextError, complete, need_list, need_mapping, need_number,
-                                     need_share)
+from templates.context_checks import (ContextError, clean_floats, complete, need_list, need_mapping,
+                                     need_number, need_share)
 
-CAUSES = ("penalty", "memory", "communication", "load", "unexplained")
 
 # Keys a producer must provide (the page has no honest fallback for them).
 _REQUIRED_RUN = ("run_id", "scenario_name", "command")
@@ -53,8 +52,11 @@ _TOTALS_KEYS = ("requests", "errors", "output_tokens", "ttft_p50_ms", "ttft_p99_
 
 
 def check_incident_context(context: dict) -> dict:
-    """Return a completed deep copy of `context`; raise ContextError naming the first bad key."""
-    ctx = copy.deepcopy(need_mapping(context, "context"))
+    """Return a completed deep copy of `context`; raise ContextError naming the first bad key.
+
+    NaN and ±inf become None (shown as "—").
+    """
+    ctx = clean_floats(need_mapping(context, "context"))
     if "run" not in ctx:
         raise ContextError("context: missing key 'run'")
     for key, default in _OPTIONAL_TOP.items():

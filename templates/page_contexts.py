@@ -5,21 +5,22 @@ naming the first bad key, keep extra keys. Pure.
 """
 from __future__ import annotations
 
-import copy
+from templates.context_checks import (ContextError, clean_floats, complete, need_list, need_mapping,
+                                      need_number, need_share, need_str, relative_href)
 
-from templates.context_checks import (ContextError, complete, need_list, need_mapping, need_number,
-                                      need_share, need_str, relative_href)
-
-RUN_KINDS = ("incident", "nightly", "sweep", "evaluation")
-NIGHTLY_VERDICTS = ("pass", "regression", "improvement", "inconclusive")
-METRIC_VERDICTS = ("regression", "improvement", "no change", "inconclusive")
+RUN_KINDS = ("incident", "nightly", "replay", "sweep", "evaluation")
+# rca.compare.MetricVerdict's words, used for each metric and for the page as a whole.
+VERDICTS = ("regressed", "improved", "unchanged", "insufficient")
 
 _OPTIONAL_RUN = {"started_at": None, "git_commit": None, "host": None, "scenario_yaml": "", "status": None}
 
 
 def _run(ctx: dict) -> dict:
+    """Check the `run` section and the optional `headline` every page has."""
     if "run" not in ctx:
         raise ContextError("context: missing key 'run'")
+    ctx.setdefault("headline", "")
+    need_str(ctx["headline"], "headline")
     return complete(ctx["run"], "run", ("run_id", "command"), {"scenario_name": "", **_OPTIONAL_RUN})
 
 
@@ -36,7 +37,7 @@ def _optional_href(item: dict, key: str, where: str) -> None:
 
 def check_index_context(context: dict) -> dict:
     """{title?, generated_at?, runs: [{run_id, kind, started_at, href, scenario_name?, verdict?, top_cause?, headline?}]}"""
-    ctx = copy.deepcopy(need_mapping(context, "context"))
+    ctx = clean_floats(need_mapping(context, "context"))
     ctx.setdefault("title", "spikelens reports")
     ctx.setdefault("generated_at", None)
     if "runs" not in ctx:
@@ -47,50 +48,68 @@ def check_index_context(context: dict) -> dict:
         complete(r, where, ("run_id", "kind", "started_at", "href"),
                  {"scenario_name": "", "verdict": None, "top_cause": None, "headline": ""})
         _one_of(r["kind"], RUN_KINDS, f"{where}.kind")
-        need_str(r["started_at"], f"{where}.started_at")
+        need_str(r["started_at"], f"{where}.started_at", allow_none=True)
+        r["started_at"] = r["started_at"] or ""
         r["href"] = relative_href(r["href"], f"{where}.href")
     # Newest first: ISO-8601 UTC strings sort as times.
     ctx["runs"].sort(key=lambda r: r["started_at"], reverse=True)
     return ctx
 
 
+def overall_verdict(metrics: list[dict]) -> str:
+    """The page's verdict from its metrics: any regressed → regressed; else any improved → improved;
+    else unchanged when at least one metric could be judged; else insufficient."""
+    verdicts = {m["verdict"] for m in metrics}
+    for verdict in ("regressed", "improved", "unchanged"):
+        if verdict in verdicts:
+            return verdict
+    return "insufficient"
+
+
 def check_nightly_context(context: dict) -> dict:
-    """{run, verdict, headline?, baseline_label?, metrics: [...], trend: [...], incident_href?}"""
-    ctx = copy.deepcopy(need_mapping(context, "context"))
+    """{run, metrics: [...], title?, verdict?, headline?, baseline_label?, trend?, incident_href?}
+
+    A metric row is rca.compare.MetricVerdict.to_dict() (+ optional unit, scenario, higher_is_better).
+    """
+    ctx = clean_floats(need_mapping(context, "context"))
     _run(ctx)
-    for key in ("verdict", "metrics"):
-        if key not in ctx:
-            raise ContextError(f"context: missing key {key!r}")
-    _one_of(ctx["verdict"], NIGHTLY_VERDICTS, "verdict")
-    ctx.setdefault("headline", "")
+    if "metrics" not in ctx:
+        raise ContextError("context: missing key 'metrics'")
+    ctx.setdefault("title", "Nightly regression")
+    need_str(ctx["title"], "title")
+    ctx.setdefault("kind", "nightly")  # "replay" for a replay-vs-original page (the index shows it)
+    _one_of(ctx["kind"], ("nightly", "replay"), "kind")
     ctx.setdefault("baseline_label", "baseline")
     ctx.setdefault("trend", [])
     _optional_href(ctx, "incident_href", "context")
     ctx["metrics"] = need_list(ctx["metrics"], "metrics")
     for i, m in enumerate(ctx["metrics"]):
         where = f"metrics[{i}]"
-        complete(m, where, ("metric", "baseline", "current", "delta", "ci_low", "ci_high", "verdict"),
-                 {"unit": "", "higher_is_better": False})
-        for key in ("baseline", "current", "delta", "ci_low", "ci_high"):
+        complete(m, where, ("metric", "baseline", "candidate", "delta", "ci_low", "ci_high", "verdict"),
+                 {"unit": "", "scenario": None, "rel_delta": None, "n_baseline": None, "n_candidate": None})
+        for key in ("baseline", "candidate", "delta", "ci_low", "ci_high", "rel_delta"):
             need_number(m[key], f"{where}.{key}")
-        _one_of(m["verdict"], METRIC_VERDICTS, f"{where}.verdict")
+        _one_of(m["verdict"], VERDICTS, f"{where}.verdict")
         if None not in (m["ci_low"], m["ci_high"]) and m["ci_low"] > m["ci_high"]:
             raise ContextError(f"{where}.ci_low: {m['ci_low']!r} is above ci_high {m['ci_high']!r}")
+        if m["rel_delta"] is None and m["delta"] is not None and m["baseline"]:
+            m["rel_delta"] = m["delta"] / m["baseline"]
+    ctx.setdefault("verdict", overall_verdict(ctx["metrics"]))
+    _one_of(ctx["verdict"], VERDICTS, "verdict")
     ctx["trend"] = need_list(ctx["trend"], "trend")
     for i, t in enumerate(ctx["trend"]):
-        complete(t, f"trend[{i}]", ("run_id", "started_at", "metric", "value"), {})
+        complete(t, f"trend[{i}]", ("run_id", "started_at", "metric", "value"), {"scenario": None})
         need_number(t["value"], f"trend[{i}].value")
     return ctx
 
 
 def check_sweep_context(context: dict) -> dict:
     """{run, headline?, x: {name, values}, y: {name, values}, metrics: [{key, label, unit?}], cells: [...]}"""
-    ctx = copy.deepcopy(need_mapping(context, "context"))
+    ctx = clean_floats(need_mapping(context, "context"))
     _run(ctx)
     for key in ("x", "y", "metrics", "cells"):
         if key not in ctx:
             raise ContextError(f"context: missing key {key!r}")
-    ctx.setdefault("headline", "")
     for axis in ("x", "y"):
         complete(ctx[axis], axis, ("name", "values"), {})
         values = need_list(ctx[axis]["values"], f"{axis}.values")
@@ -105,7 +124,11 @@ def check_sweep_context(context: dict) -> dict:
     xs, ys = set(ctx["x"]["values"]), set(ctx["y"]["values"])
     for i, c in enumerate(ctx["cells"]):
         where = f"cells[{i}]"
-        complete(c, where, ("x", "y"), {"n": None})
+        # A cell may carry its coordinates under the axis names (rca.sweep.SweepCell.to_dict()).
+        for axis in ("x", "y"):
+            if axis not in c and ctx[axis]["name"] in c:
+                c[axis] = c[ctx[axis]["name"]]
+        complete(c, where, ("x", "y"), {"requests": None})
         if c["x"] not in xs:
             raise ContextError(f"{where}.x: {c['x']!r} is not one of x.values")
         if c["y"] not in ys:
@@ -118,12 +141,11 @@ def check_sweep_context(context: dict) -> dict:
 
 def check_evaluation_context(context: dict) -> dict:
     """{run, headline?, labels, confusion, per_cause, method_columns, methods, cases?}"""
-    ctx = copy.deepcopy(need_mapping(context, "context"))
+    ctx = clean_floats(need_mapping(context, "context"))
     _run(ctx)
     for key in ("labels", "confusion", "per_cause", "method_columns", "methods"):
         if key not in ctx:
             raise ContextError(f"context: missing key {key!r}")
-    ctx.setdefault("headline", "")
     ctx.setdefault("cases", [])
     labels = need_list(ctx["labels"], "labels")
     matrix = need_list(ctx["confusion"], "confusion")

@@ -6,6 +6,7 @@ self-contained and can be zipped, mailed or served by templates/serve.py.
 """
 from __future__ import annotations
 
+import functools
 import importlib.resources
 import shutil
 from pathlib import Path
@@ -17,10 +18,11 @@ from templates.charts import (PLOTLY_JS, confusion_figure, incident_figures, nig
 from templates.ci_bars import ci_bar
 from templates.formatting import FILTERS
 from templates.heatmap_table import grid_rows, matrix_rows
-from templates.incident_context import CAUSES, check_incident_context
+from templates.incident_context import check_incident_context
 from templates.page_contexts import (RUN_KINDS, check_evaluation_context, check_index_context,
                                      check_nightly_context, check_sweep_context)
-from templates.timeline_svg import LATENCY_SERIES, latency_timeline
+from templates.report_index import write_manifest
+from templates.timeline_svg import latency_timeline
 
 TEMPLATE_DIR = Path(__file__).resolve().parent
 STATIC_DIR = TEMPLATE_DIR / "static"
@@ -50,8 +52,10 @@ def _want_charts(interactive: bool | None) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=1)
 def make_environment() -> jinja2.Environment:
-    """The one Jinja environment: autoescape always, and an unknown variable is an error, not ''."""
+    """The one Jinja environment (cached: templates compile once per process): autoescape always,
+    and an unknown variable is an error, not ''."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
         autoescape=True,  # not select_autoescape: our files end in .j2, which it would skip
@@ -61,7 +65,6 @@ def make_environment() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters.update(FILTERS)
-    env.globals.update(causes=CAUSES, latency_series=LATENCY_SERIES)
     return env
 
 
@@ -79,9 +82,16 @@ def copy_static(out_dir: Path, names: tuple[str, ...] = STATIC_FILES, with_plotl
             shutil.copyfile(plotly_js, dest)
 
 
+def _manifest(run: dict, kind: str, **row) -> dict:
+    """The index row of a page (templates/report_index.py reads it back)."""
+    return {"run_id": run["run_id"], "kind": kind, "started_at": run.get("started_at"),
+            "scenario_name": run.get("scenario_name") or "", **row}
+
+
 def _write_page(out_dir: Path, template: str, charts: list[dict] | None = None,
-                scripts: tuple[str, ...] = (), **values) -> Path:
-    """Render `template` into out_dir/index.html; copy the CSS, plus Plotly and charts.js if charted."""
+                scripts: tuple[str, ...] = (), manifest: dict | None = None, **values) -> Path:
+    """Render `template` into out_dir/index.html (+ report.json when `manifest` is given); copy the
+    CSS, plus Plotly and charts.js when the page has charts."""
     out_dir.mkdir(parents=True, exist_ok=True)
     charts = charts or []
     html = make_environment().get_template(template).render(charts=charts, **values)
@@ -92,6 +102,8 @@ def _write_page(out_dir: Path, template: str, charts: list[dict] | None = None,
     tmp = path.with_suffix(".html.tmp")
     tmp.write_text(html, encoding="utf-8")
     tmp.replace(path)
+    if manifest is not None:
+        write_manifest(out_dir, manifest)
     return path
 
 
@@ -107,7 +119,7 @@ def headline_from_spikes(spikes: list[dict]) -> str:
     worst = worst_spike(spikes)
     if worst is None:
         return "No latency spike was found in this run."
-    return (f"{worst['metric']} rose from {FILTERS['ms'](worst['baseline_ms'])} to "
+    return (f"{FILTERS['metric'](worst['metric'])} rose from {FILTERS['ms'](worst['baseline_ms'])} to "
             f"{FILTERS['ms'](worst['peak_ms'])} for {worst['end_s'] - worst['start_s']:.0f} s from "
             f"{FILTERS['clock'](worst['start_s'])}; top cause: {worst['top_cause']}.")
 
@@ -127,8 +139,20 @@ def render_incident(context: dict, out_dir: str | Path, index_href: str | None =
         ctx["headline"] = headline_from_spikes(ctx["spikes"])
     timeline = latency_timeline(ctx["windows"], ctx["spikes"], ctx["gc_pauses"])
     charts = incident_figures(ctx) if _want_charts(interactive) else []
+    top = worst_spike(ctx["spikes"])
+    manifest = _manifest(ctx["run"], "incident", verdict=_fault_verdict(ctx["faults"]),
+                         top_cause=top["top_cause"] if top else None, headline=ctx["headline"])
     return _write_page(Path(out_dir), "incident.html.j2", charts=charts, ctx=ctx, timeline=timeline,
-                       top=worst_spike(ctx["spikes"]), index_href=index_href)
+                       top=top, index_href=index_href, manifest=manifest)
+
+
+def _fault_verdict(faults: list[dict]) -> str | None:
+    """The index's verdict of a run with injected faults: matched / wrong cause / missed."""
+    if not faults:
+        return None
+    if all(f["matched"] for f in faults):
+        return "matched"
+    return "wrong cause" if all(f["detected"] for f in faults) else "missed"
 
 
 def render_index(context: dict, out_dir: str | Path) -> Path:
@@ -139,13 +163,14 @@ def render_index(context: dict, out_dir: str | Path) -> Path:
 
 
 def _nightly_headline(ctx: dict) -> str:
-    changed = [m for m in ctx["metrics"] if m["verdict"] in ("regression", "improvement")]
+    changed = [m for m in ctx["metrics"] if m["verdict"] in ("regressed", "improved")]
     if not changed:
         return f"No metric moved beyond its confidence interval against {ctx['baseline_label']}."
     parts = []
     for m in changed:
-        rel = f" ({100 * m['delta'] / m['baseline']:+.1f}%)" if m["baseline"] else ""
-        parts.append(f"{m['metric']} {m['verdict']}{rel}")
+        rel = f" {100 * m['rel_delta']:+.1f}%" if m["rel_delta"] is not None else ""
+        where = f" ({m['scenario']})" if m["scenario"] else ""
+        parts.append(f"{m['metric']}{where} {m['verdict']}{rel}")
     return f"Against {ctx['baseline_label']}: " + "; ".join(parts) + "."
 
 
@@ -158,8 +183,10 @@ def render_nightly(context: dict, out_dir: str | Path, index_href: str | None = 
     rows = [{"metric": m, "bar": ci_bar(m["delta"], m["ci_low"], m["ci_high"])} for m in ctx["metrics"]]
     charts = (nightly_trend_figures(ctx["trend"], ctx["metrics"], ctx["run"]["run_id"])
               if _want_charts(interactive) else [])
+    manifest = _manifest(ctx["run"], ctx["kind"], verdict=ctx["verdict"], top_cause=None, headline=ctx["headline"])
     return _write_page(Path(out_dir), "nightly.html.j2", charts=charts, ctx=ctx, metric_rows=rows,
-                       index_href=index_href)
+                       with_scenario=any(m["scenario"] for m in ctx["metrics"]), index_href=index_href,
+                       manifest=manifest)
 
 
 def render_sweep(context: dict, out_dir: str | Path, index_href: str | None = None,
@@ -174,8 +201,9 @@ def render_sweep(context: dict, out_dir: str | Path, index_href: str | None = No
                  "rows": grid_rows(ctx["x"]["values"], ctx["y"]["values"], ctx["cells"], m["key"], m["higher_is_worse"]),
                  "chart": charts[i] if charts else None}
                 for i, m in enumerate(ctx["metrics"])]
+    manifest = _manifest(ctx["run"], "sweep", verdict=None, top_cause=None, headline=ctx["headline"])
     return _write_page(Path(out_dir), "sweep.html.j2", charts=charts, ctx=ctx, heatmaps=heatmaps,
-                       index_href=index_href)
+                       index_href=index_href, manifest=manifest)
 
 
 def render_evaluation(context: dict, out_dir: str | Path, index_href: str | None = None,
@@ -193,6 +221,7 @@ def render_evaluation(context: dict, out_dir: str | Path, index_href: str | None
         values = [m[col["key"]] for m in ctx["methods"] if m[col["key"]] is not None]
         best[col["key"]] = (max(values) if col["better"] == "higher" else min(values)) if values else None
     charts = [confusion_figure(ctx["labels"], ctx["confusion"])] if _want_charts(interactive) and total else []
+    manifest = _manifest(ctx["run"], "evaluation", verdict=None, top_cause=None, headline=ctx["headline"])
     return _write_page(Path(out_dir), "evaluation.html.j2", charts=charts, ctx=ctx, total=total,
                        accuracy=accuracy, best=best, confusion_rows=matrix_rows(ctx["labels"], ctx["confusion"]),
-                       index_href=index_href)
+                       index_href=index_href, manifest=manifest)

@@ -140,10 +140,8 @@ def make_server(root: str | Path, host: str = "127.0.0.1", port: int = 8080,
 
 
 def serve(root: str | Path, host: str = "127.0.0.1", port: int = 8080) -> None:
-    """Serve `root` read-only until interrupted (Ctrl-C)."""
+    """Serve `root` read-only until interrupted (Ctrl-C); the caller prints where."""
     server = make_server(root, host, port)
-    bound_host, bound_port = server.server_address[:2]
-    print(f"serving {Path(root).resolve()} read-only on http://{bound_host}:{bound_port}/ (Ctrl-C stops)")
     try:
         server.serve_forever()
     except KeyboardInterrupt:

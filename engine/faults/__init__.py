@@ -5,6 +5,6 @@ from engine.faults.scheduler import FaultScheduler
 from engine.faults.spec import FaultSpec, parse_fault_specs
 
 # Importing the kind modules registers them.
-from engine.faults import gc_storm  # noqa: E402,F401  (registers memory.gc_storm)
+from engine.faults import alloc_churn, comm_faults, gc_storm, kv_pressure, penalty_slow_path  # noqa: E402,F401
 
 __all__ = ["ENGINE_KINDS", "FAULT_CAUSES", "FaultKind", "FaultScheduler", "FaultSpec", "parse_fault_specs", "register"]

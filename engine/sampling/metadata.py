@@ -40,6 +40,8 @@ class SamplingMetadata:
     generators: dict[int, torch.Generator] = field(default_factory=dict)  # batch row -> its seeded generator
     seeds: torch.Tensor | None = None   # [B] int64 this step's seed of seeded rows (0 elsewhere); Triton's Philox key
     seeded: torch.Tensor | None = None  # [B] bool rows with a seed (non-greedy)
+    history_ids: torch.Tensor | None = None  # [B, L] prompt+output ids per row (None when no penalties)
+    params: tuple[SamplingParams, ...] = ()  # the rows' params, host side (for host-side decisions)
     all_greedy: bool = False
     all_random: bool = True
     no_penalties: bool = True
@@ -51,6 +53,25 @@ class SamplingMetadata:
     def batch_size(self) -> int:
         return int(self.temperature.shape[0])
 
+    def select(self, batch_rows: Sequence[int]) -> "SamplingMetadata":
+        """The metadata of a subset of rows (host-given), flags recomputed for that subset. No sync."""
+        index = torch.tensor(list(batch_rows), dtype=torch.long).to(self.temperature.device, non_blocking=True)
+        params = [self.params[row] for row in batch_rows]
+        position = {row: new for new, row in enumerate(batch_rows)}
+        return SamplingMetadata(
+            temperature=self.temperature[index], greedy=self.greedy[index], top_k=self.top_k[index],
+            top_p=self.top_p[index], min_p=self.min_p[index], frequency_penalty=self.frequency_penalty[index],
+            presence_penalty=self.presence_penalty[index], repetition_penalty=self.repetition_penalty[index],
+            rows=self.rows[index], counts_storage=self.counts_storage, prompt_storage=self.prompt_storage,
+            vocab_size=self.vocab_size,
+            generators={position[row]: g for row, g in self.generators.items() if row in position},
+            seeds=None if self.seeds is None else self.seeds[index],
+            seeded=None if self.seeded is None else self.seeded[index],
+            history_ids=None if self.history_ids is None else self.history_ids[index],
+            params=tuple(params),
+            **host_flags(params, self.vocab_size),
+        )
+
     def output_counts(self) -> torch.Tensor:
         """The batch's output counts [B, V] int32 (a gathered copy; no sync)."""
         return self.counts_storage.index_select(0, self.rows)[:, : self.vocab_size]
@@ -58,6 +79,14 @@ class SamplingMetadata:
     def prompt_mask(self) -> torch.Tensor:
         """The batch's prompt masks [B, V] bool (a gathered copy; no sync)."""
         return self.prompt_storage.index_select(0, self.rows)[:, : self.vocab_size]
+
+    def output_counts_at(self, token_ids: torch.Tensor) -> torch.Tensor:
+        """Output counts at `token_ids` [B, L] (ids in [0, V)), int32 [B, L]. No sync."""
+        return self.counts_storage[self.rows.unsqueeze(1), token_ids]
+
+    def prompt_mask_at(self, token_ids: torch.Tensor) -> torch.Tensor:
+        """Prompt mask at `token_ids` [B, L], bool [B, L]. No sync."""
+        return self.prompt_storage[self.rows.unsqueeze(1), token_ids]
 
     @classmethod
     def build(cls, params_list: Sequence[SamplingParams], slots: Sequence[int], state: PenaltyState,
@@ -108,7 +137,7 @@ class SamplingMetadata:
                 generator.manual_seed(seed)
                 generators[row] = generator
 
-        sampled = [p for p, g in zip(params_list, greedy) if not g]
+        no_penalties = not any(p.needs_penalties for p in params_list)
         return cls(
             temperature=floats[0], top_p=floats[1], min_p=floats[2],
             frequency_penalty=floats[3], presence_penalty=floats[4], repetition_penalty=floats[5],
@@ -116,10 +145,20 @@ class SamplingMetadata:
             rows=state.rows_tensor(slots),
             counts_storage=state.counts_storage, prompt_storage=state.prompt_storage,
             vocab_size=vocab, generators=generators,
-            all_greedy=all(greedy), all_random=not any(greedy),
-            no_penalties=not any(p.needs_penalties for p in params_list),
-            # Filters only matter for rows that sample; greedy rows ignore them.
-            no_min_p=all(p.min_p == 0.0 for p in sampled),
-            no_top_k=all(not p.top_k_enabled or p.top_k >= vocab for p in sampled),
-            no_top_p=all(p.top_p == 1.0 for p in sampled),
+            history_ids=None if no_penalties else state.history_ids(slots),
+            params=tuple(params_list),
+            **host_flags(params_list, vocab),
         )
+
+
+def host_flags(params: Sequence[SamplingParams], vocab_size: int) -> dict[str, bool]:
+    """Stage switches of a batch, from its params (host only): which stages any row needs."""
+    sampled = [p for p in params if not p.is_greedy]  # filters only matter for rows that sample
+    return dict(
+        all_greedy=not sampled,
+        all_random=len(sampled) == len(params),
+        no_penalties=not any(p.needs_penalties for p in params),
+        no_min_p=all(p.min_p == 0.0 for p in sampled),
+        no_top_k=all(not p.top_k_enabled or p.top_k >= vocab_size for p in sampled),
+        no_top_p=all(p.top_p == 1.0 for p in sampled),
+    )

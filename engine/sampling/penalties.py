@@ -41,3 +41,18 @@ def apply_penalties(logits: torch.Tensor, prompt_mask: torch.Tensor, output_coun
     seen = prompt_mask | (output_counts > 0)
     logits = apply_repetition_penalty(logits, seen, repetition)
     return apply_frequency_presence_penalties(logits, output_counts, frequency, presence)
+
+
+def apply_penalties_at(logits: torch.Tensor, token_ids: torch.Tensor, prompt_mask_at: torch.Tensor,
+                       output_counts_at: torch.Tensor, repetition: torch.Tensor, frequency: torch.Tensor,
+                       presence: torch.Tensor) -> torch.Tensor:
+    """`apply_penalties`, evaluated only at `token_ids` [B, L] (each row's history: prompt ∪ output ids).
+
+    prompt_mask_at / output_counts_at [B, L] are the mask and counts at those ids. Same formula on
+    the gathered values, so the result is bitwise that of the dense version whenever every seen token
+    of a row is among its ids; a duplicate id writes the same value twice. O(B·L) instead of O(B·V)
+    plus one copy of the logits. Pure (returns a new tensor); no sync.
+    """
+    penalized_at = apply_penalties(logits.gather(1, token_ids), prompt_mask_at, output_counts_at,
+                                   repetition, frequency, presence)
+    return logits.clone().scatter_(1, token_ids, penalized_at)

@@ -3,7 +3,9 @@
 What: `Sampler().sample(logits, meta)` returns the next token id of every row, following the
 decode-step order of DESIGN.md exactly. Why sync-free: the draw is an exponential race,
 argmax(probs / E) with E ~ Exp(1) i.i.d. (equivalent to sampling from probs; vLLM does the same), so
-nothing is read back to the host and the step loop can run ahead of the device.
+nothing is read back to the host and the step loop can run ahead of the device. On the CPU (where
+there is no device to run ahead of) the filters and the draw run on each row's top-K candidates
+(engine/sampling/candidates.py), which gives the reference's kept sets without sorting the vocabulary.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ from __future__ import annotations
 import torch
 
 from engine.sampling.backend import BACKENDS, select_backend
+from engine.sampling.candidates import candidate_sample
 from engine.sampling.metadata import SamplingMetadata
-from engine.sampling.penalties import apply_penalties
+from engine.sampling.penalties import apply_penalties_at
 from engine.sampling.topk_topp import apply_min_p, apply_top_k_top_p
 
 
@@ -43,7 +46,10 @@ class Sampler:
             if penalized:
                 return triton_sample_after_penalties(logits, meta, self.generator)
             return triton_sample(logits, meta, self.generator)
-        return reference_sample(logits if penalized else reference_penalties(logits, meta), meta, self.generator)
+        penalized_logits = logits.float() if penalized else reference_penalties(logits, meta)
+        if logits.device.type == "cpu":
+            return candidate_sample(penalized_logits, meta, reference_sample, self.generator)
+        return reference_sample(penalized_logits, meta, self.generator)
 
     def penalties(self, logits: torch.Tensor, meta: SamplingMetadata) -> torch.Tensor:
         """The penalty stage alone: a new fp32 [B, V] tensor (`logits` itself when fp32 and no penalties).
@@ -72,12 +78,16 @@ class Sampler:
 
 
 def reference_penalties(logits: torch.Tensor, meta: SamplingMetadata) -> torch.Tensor:
-    """Penalty stage (repetition, then frequency/presence) in fp32. Pure; no sync."""
+    """Penalty stage (repetition, then frequency/presence) in fp32, at each row's history ids only.
+
+    Pure (a new tensor, or `logits` itself when fp32 and the batch has no penalties); no sync.
+    """
     logits = logits.float()
     if meta.no_penalties:
         return logits
-    return apply_penalties(logits, meta.prompt_mask(), meta.output_counts(),
-                           meta.repetition_penalty, meta.frequency_penalty, meta.presence_penalty)
+    ids = meta.history_ids
+    return apply_penalties_at(logits, ids, meta.prompt_mask_at(ids), meta.output_counts_at(ids),
+                              meta.repetition_penalty, meta.frequency_penalty, meta.presence_penalty)
 
 
 def reference_filter(logits: torch.Tensor, meta: SamplingMetadata) -> torch.Tensor:
@@ -98,15 +108,22 @@ def exponential_noise(like: torch.Tensor, meta: SamplingMetadata, generator: tor
     return noise
 
 
-def reference_sample(penalized: torch.Tensor, meta: SamplingMetadata,
-                     generator: torch.Generator | None = None) -> torch.Tensor:
-    """Sampling after the penalty stage, torch reference: next ids [B] int64. Pure; no sync."""
+def reference_sample(penalized: torch.Tensor, meta: SamplingMetadata, generator: torch.Generator | None = None,
+                     noise: torch.Tensor | None = None) -> torch.Tensor:
+    """Sampling after the penalty stage, torch reference: next ids [B] int64. Pure; no sync.
+
+    The race is argmax over kept tokens of (logit / T - log E), the log of probs / E, so every path
+    (reference, CPU candidates, Triton with given noise) scores a token with the same float ops.
+    `noise` [B, V] Exp(1) replaces the draw (the candidate path passes its seeded rows' noise).
+    """
     penalized = penalized.float()
     greedy_ids = penalized.argmax(dim=-1)
     if meta.all_greedy:
         return greedy_ids
-    probs = reference_filter(penalized, meta).softmax(dim=-1)
-    sampled_ids = (probs / exponential_noise(probs, meta, generator)).argmax(dim=-1)
+    filtered = reference_filter(penalized, meta)
+    if noise is None:
+        noise = exponential_noise(filtered, meta, generator)
+    sampled_ids = (filtered - torch.log(noise)).argmax(dim=-1)
     if meta.all_random:
         return sampled_ids
     return torch.where(meta.greedy, greedy_ids, sampled_ids)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import logging
 import time
 import uuid
@@ -29,7 +30,8 @@ from engine.server.generation import TextGeneration
 from engine.server.metrics import ServerMetrics
 from engine.server.protocol import (ChatCompletionRequest, CompletionRequest, parse_request,
                                     to_sampling_params)
-from engine.server.responses import ResponseMeta, full_response, stream_chunk, usage_chunk
+from engine.server.responses import (ResponseMeta, StreamEncoder, full_response, usage,
+                                     usage_chunk)
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,8 @@ def create_app(engine: Any, config: ServerConfig | None = None) -> FastAPI:
     tokenizer = engine.tokenizer
     max_model_len = engine.config.max_model_len
     max_num_seqs = engine.config.max_num_seqs
+    # Token-id prompts are checked against the model's vocabulary (may exceed the tokenizer's: padded).
+    model_vocab_size = getattr(engine, "vocab_size", tokenizer.vocab_size)
     created = int(time.time())
 
     @contextlib.asynccontextmanager
@@ -71,6 +75,12 @@ def create_app(engine: Any, config: ServerConfig | None = None) -> FastAPI:
         err = APIError(HTTPStatus.SERVICE_UNAVAILABLE, str(e))
         return JSONResponse(err.body(), status_code=err.status)
 
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, e: Exception):
+        log.exception("unhandled error")
+        err = APIError(HTTPStatus.INTERNAL_SERVER_ERROR, f"{type(e).__name__}: {e}")
+        return JSONResponse(err.body(), status_code=err.status)
+
     # ---- plain routes -----------------------------------------------------------------------------
     @app.get("/health")
     async def health():
@@ -92,24 +102,28 @@ def create_app(engine: Any, config: ServerConfig | None = None) -> FastAPI:
     # ---- generation ---------------------------------------------------------------------------------
     @app.post("/v1/completions")
     async def completions(request: Request):
+        arrival_ns = time.time_ns()  # before body read and tokenization: the server-side TTFT start
         req = parse_request(await _read_body(request, config.max_body_bytes), CompletionRequest)
         prompt = req.single_prompt()
         if isinstance(prompt, str):
             prompt_ids = tokenizer.encode(prompt, add_bos=True)
         else:
-            prompt_ids = _checked_ids(prompt, tokenizer.vocab_size)
+            prompt_ids = _checked_ids(prompt, model_vocab_size)
+        if not prompt_ids:
+            raise invalid_request("prompt: must encode to at least one token", "prompt")
         params = _with_tokenizer_stops(to_sampling_params(req, len(prompt_ids), max_model_len, "prompt"))
-        return await _generate(request, req, prompt_ids, params, chat=False, id_prefix="cmpl-")
+        return await _generate(request, req, prompt_ids, params, arrival_ns, chat=False, id_prefix="cmpl-")
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
+        arrival_ns = time.time_ns()
         req = parse_request(await _read_body(request, config.max_body_bytes), ChatCompletionRequest)
         try:
             prompt_ids = tokenizer.apply_chat_template(req.message_dicts())
         except ValueError as e:
             raise invalid_request(str(e), "messages") from None
         params = _with_tokenizer_stops(to_sampling_params(req, len(prompt_ids), max_model_len, "messages"))
-        return await _generate(request, req, prompt_ids, params, chat=True, id_prefix="chatcmpl-")
+        return await _generate(request, req, prompt_ids, params, arrival_ns, chat=True, id_prefix="chatcmpl-")
 
     def _with_tokenizer_stops(params):
         """Add the tokenizer's end-of-turn ids to the stop ids (the engine checks EOS itself), as
@@ -119,9 +133,8 @@ def create_app(engine: Any, config: ServerConfig | None = None) -> FastAPI:
         extra = sorted(set(tokenizer.stop_token_ids) - set(params.stop_token_ids))
         return dataclasses.replace(params, stop_token_ids=(*params.stop_token_ids, *extra)) if extra else params
 
-    async def _generate(request: Request, req, prompt_ids: list[int], params, *, chat: bool,
-                        id_prefix: str) -> Response:
-        arrival_ns = time.time_ns()
+    async def _generate(request: Request, req, prompt_ids: list[int], params, arrival_ns: int, *,
+                        chat: bool, id_prefix: str) -> Response:
         eng = async_engine()
         request_id = request.headers.get(REQUEST_ID_HEADER) or uuid.uuid4().hex
         if eng.has_request(request_id):
@@ -134,7 +147,8 @@ def create_app(engine: Any, config: ServerConfig | None = None) -> FastAPI:
                             chat=chat)
         headers = {REQUEST_ID_HEADER: request_id}
         if req.stream:
-            return StreamingResponse(_sse_body(gen, meta, len(prompt_ids), req.include_usage),
+            return StreamingResponse(_sse_body(gen, meta, len(prompt_ids), req.include_usage,
+                                               req.continuous_usage),
                                      media_type=sse.SSE_MEDIA_TYPE, headers={**sse.SSE_HEADERS, **headers})
         return await _full_body(request, gen, meta, len(prompt_ids), headers)
 
@@ -151,16 +165,21 @@ def create_app(engine: Any, config: ServerConfig | None = None) -> FastAPI:
                            headers={"Retry-After": str(config.retry_after_s)})
 
     async def _sse_body(gen: TextGeneration, meta: ResponseMeta, prompt_tokens: int,
-                        include_usage: bool) -> AsyncIterator[bytes]:
+                        include_usage: bool, continuous_usage: bool) -> AsyncIterator[bytes]:
+        encoder = StreamEncoder(meta, include_usage)
         first = True
         try:
             async for step in gen.steps():
-                yield sse.sse_event(stream_chunk(meta, step.text, step.finish_reason, first, include_usage))
+                running = usage(prompt_tokens, gen.completion_tokens) if continuous_usage else None
+                yield encoder.chunk(step.text, step.finish_reason, first, running)
                 first = False
             if include_usage:
                 yield sse.sse_event(usage_chunk(meta, prompt_tokens, gen.completion_tokens))
         except EngineDeadError as e:  # headers are sent: report in-band, as vLLM does
             yield sse.sse_event(APIError(HTTPStatus.SERVICE_UNAVAILABLE, str(e)).body())
+        except Exception as e:  # e.g. the engine rejected the request: also in-band
+            log.exception("request %s failed mid-stream", gen.request_id)
+            yield sse.sse_event(APIError(HTTPStatus.INTERNAL_SERVER_ERROR, f"{type(e).__name__}: {e}").body())
         finally:
             gen.close()  # client gone or error: free the sequence and its KV blocks
         yield sse.DONE
@@ -233,8 +252,6 @@ def _checked_ids(ids: list[int], vocab_size: int) -> list[int]:
 
 
 def _parse_arm(body: bytes) -> int:
-    import json
-
     try:
         data = json.loads(body or b"{}")
     except json.JSONDecodeError as e:

@@ -106,6 +106,17 @@ class AsyncEngine:
         self._wake.set()
         if self._thread is not None:
             await asyncio.to_thread(self._thread.join, timeout_s)
+        if self._thread is None or not self._thread.is_alive():
+            # The engine is ours alone now: run commands queued after the thread's last drain
+            # (aborts of streams cut by the shutdown) and abort what is still open, so every request
+            # ends in engine_requests.parquet with finish_reason "abort".
+            while True:
+                try:
+                    self._commands.get_nowait()(self.engine)
+                except queue.Empty:
+                    break
+            for request_id in list(self._streams):
+                self.engine.abort_request(request_id)
         self._fail_all(EngineDeadError("the engine is shutting down"))
 
     # ---- requests (event-loop thread) --------------------------------------------------------------

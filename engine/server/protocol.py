@@ -27,6 +27,8 @@ SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "min_p", "frequency_penalty"
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="ignore")
     include_usage: bool = False
+    # vLLM extension: every chunk carries the running usage (exact tokens per chunk for clients).
+    continuous_usage_stats: bool = False
 
 
 class _SamplingRequest(BaseModel):
@@ -55,6 +57,10 @@ class _SamplingRequest(BaseModel):
     @property
     def include_usage(self) -> bool:
         return bool(self.stream and self.stream_options and self.stream_options.include_usage)
+
+    @property
+    def continuous_usage(self) -> bool:
+        return bool(self.include_usage and self.stream_options.continuous_usage_stats)
 
     def requested_max_tokens(self) -> tuple[int | None, str]:
         """The client's output-length limit and the field it came from (for error messages)."""

@@ -1,17 +1,25 @@
 """All of one engine rank's telemetry, and where it goes on ``flush``.
 
-Rank 0 writes ``steps.parquet``, ``gc.parquet``, ``engine_requests.parquet``; rank r > 0 writes
-``steps.rank{r}.parquet`` and ``gc.rank{r}.parquet`` (same columns, ``rank`` set), so ranks never
-race on one file. With ``run_dir=None`` everything is still recorded in memory but nothing is written.
+Rank 0 writes ``steps.parquet``, ``gc.parquet``, ``engine_requests.parquet``. A tensor-parallel
+worker rank r writes ``.tp_ranks/steps.rank{r}.parquet`` and ``.tp_ranks/gc.rank{r}.parquet`` (same
+columns, ``rank`` set), and rank 0's flush (after the workers') merges them into its own files, so
+the run directory keeps one ``steps.parquet`` / ``gc.parquet`` with a ``rank`` column. With
+``run_dir=None`` everything is still recorded in memory but nothing is written.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from engine.telemetry.gc_probe import GcProbe
 from engine.telemetry.request_log import RequestLog
 from engine.telemetry.step_trace import StepTrace
+from engine.telemetry.table_buffer import TableBuffer, write_table_atomic
+
+RANKS_DIR = ".tp_ranks"  # worker ranks' own files, merged by rank 0
 
 
 class Telemetry:
@@ -23,18 +31,22 @@ class Telemetry:
         self.requests = RequestLog()
         self.gc.install()
 
-    def _name(self, stem: str) -> str:
-        return f"{stem}.parquet" if self.rank == 0 else f"{stem}.rank{self.rank}.parquet"
-
     def flush(self) -> list[Path]:
         """Rewrite every file with everything recorded so far (atomic per file); safe to repeat."""
         if self.run_dir is None:
             return []
-        written = [self.steps.buffer.write(self.run_dir / self._name("steps")),
-                   self.gc.buffer.write(self.run_dir / self._name("gc"))]
-        if self.rank == 0:
-            written.append(self.requests.buffer.write(self.run_dir / "engine_requests.parquet"))
-        return written
+        if self.rank > 0:
+            ranks_dir = self.run_dir / RANKS_DIR
+            return [self.steps.buffer.write(ranks_dir / f"steps.rank{self.rank}.parquet"),
+                    self.gc.buffer.write(ranks_dir / f"gc.rank{self.rank}.parquet")]
+        return [self._write_merged(self.steps.buffer, "steps"), self._write_merged(self.gc.buffer, "gc"),
+                self.requests.buffer.write(self.run_dir / "engine_requests.parquet")]
+
+    def _write_merged(self, buffer: TableBuffer, stem: str) -> Path:
+        """Rank 0's rows plus every worker rank's file, as one table."""
+        parts = [buffer.to_table()]
+        parts += [pq.read_table(p).cast(buffer.schema) for p in sorted((self.run_dir / RANKS_DIR).glob(f"{stem}.rank*.parquet"))]
+        return write_table_atomic(pa.concat_tables(parts), self.run_dir / f"{stem}.parquet")
 
     def close(self) -> None:
         self.gc.uninstall()

@@ -16,6 +16,9 @@ STEP_SCHEMA = pa.schema([
     ("sample_ms", pa.float64()), ("comm_ms", pa.float64()),
     ("kv_blocks_used", pa.int32()), ("kv_blocks_total", pa.int32()),
     ("preempted", pa.int32()), ("waiting", pa.int32()),
+    # Additive columns (beyond DESIGN.md's list): memory-pressure evidence.
+    ("page_faults", pa.int64()),  # page faults (minor + major) of the stepping thread during the step
+    ("alloc_retries", pa.int64()),  # CUDA caching-allocator retries so far (cumulative); null on CPU
 ])
 
 
@@ -38,6 +41,8 @@ class StepRecord:
     kv_blocks_total: int  # the usable budget (shrinks under memory.kv_pressure)
     preempted: int  # sequences preempted while scheduling this step
     waiting: int  # queue length after scheduling
+    page_faults: int = 0
+    alloc_retries: int | None = None
 
 
 class StepTrace:
@@ -48,7 +53,8 @@ class StepTrace:
     def record(self, r: StepRecord) -> None:
         self.buffer.append(r.step, self.rank, r.start_ns, r.end_ns, r.batch_size, r.prefill_tokens,
                            r.decode_tokens, r.schedule_ms, r.forward_ms, r.penalty_ms, r.sample_ms,
-                           r.comm_ms, r.kv_blocks_used, r.kv_blocks_total, r.preempted, r.waiting)
+                           r.comm_ms, r.kv_blocks_used, r.kv_blocks_total, r.preempted, r.waiting,
+                           r.page_faults, r.alloc_retries)
 
     def __len__(self) -> int:
         return len(self.buffer)

@@ -35,9 +35,14 @@ class TableBuffer:
                          for name in self._names}, schema=self.schema)
 
     def write(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        pq.write_table(self.to_table(), tmp)
-        os.replace(tmp, path)
-        return path
+        return write_table_atomic(self.to_table(), path)
+
+
+def write_table_atomic(table: pa.Table, path: str | Path) -> Path:
+    """Write ``table`` to ``path`` via a temp file in the same folder and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+    return path

@@ -89,9 +89,20 @@ def test_completion_streaming_and_not(client):
     assert events[-2]["choices"][0]["finish_reason"] == "length"
 
 
-def test_completion_accepts_token_ids(client):
+def test_continuous_usage_stats_put_the_running_usage_on_every_chunk(client):
+    req = {"prompt": "count", **GREEDY, "max_tokens": 4, "stream": True,
+           "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+    events = _sse_events(client.post("/v1/completions", json=req))
+    chunks = [e for e in events[:-1] if e["choices"]]
+    assert [c["usage"]["completion_tokens"] for c in chunks] == [1, 2, 3, 4]
+    assert events[-2]["choices"] == [] and events[-2]["usage"]["completion_tokens"] == 4
+
+
+def test_completion_accepts_token_ids_and_rejects_ids_outside_the_vocabulary(client):
     body = client.post("/v1/completions", json={"prompt": [1, 50, 60, 70], "max_tokens": 2, **GREEDY}).json()
     assert body["usage"]["prompt_tokens"] == 4 and body["usage"]["completion_tokens"] == 2
+    bad = client.post("/v1/completions", json={"prompt": [1, 10**9], "max_tokens": 2})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "prompt"
 
 
 def test_stop_string_truncates_the_output(client):
@@ -160,3 +171,33 @@ def test_sigterm_flushes_telemetry_and_exits_zero(tmp_path):
     requests = pq.read_table(tmp_path / "engine_requests.parquet").to_pylist()
     assert steps.num_rows >= 3
     assert [r["request_id"] for r in requests] == ["before-sigterm"] and requests[0]["output_tokens"] == 3
+
+
+def test_sigterm_with_an_open_stream_cuts_it_and_logs_the_abort(tmp_path):
+    import threading
+
+    import pyarrow.parquet as pq
+
+    config = {"engine": {**ENGINE, "max_model_len": 2048, "kv_blocks": 256}, "server": {"graceful_shutdown_s": 0.5}}
+    proc = EngineProcess(config, tmp_path).start()
+    first_chunk = threading.Event()
+
+    def read_stream():
+        body = {"prompt": "go on", "max_tokens": 2000, **GREEDY, "stream": True}
+        try:
+            with httpx.stream("POST", proc.url + "/v1/completions", json=body, timeout=60,
+                              headers={"X-Request-Id": "open-at-sigterm"}) as r:
+                for _ in r.iter_lines():
+                    first_chunk.set()
+        except httpx.HTTPError:
+            pass  # the server cut the stream: expected
+
+    reader = threading.Thread(target=read_stream)
+    reader.start()
+    try:
+        assert first_chunk.wait(60)
+    finally:
+        assert proc.stop() == 0, proc.log_tail()
+        reader.join(60)
+    rows = pq.read_table(tmp_path / "engine_requests.parquet").to_pylist()
+    assert [(r["request_id"], r["finish_reason"]) for r in rows] == [("open-at-sigterm", "abort")]

@@ -54,3 +54,12 @@ def test_openai_client_sees_a_bad_request_error_naming_the_field(client):
         client.chat.completions.create(model="spikelens", messages=[{"role": "user", "content": "x"}],
                                        temperature=-1)
     assert info.value.param == "temperature" and "temperature" in info.value.message
+
+
+def test_openai_client_seeded_sampling_is_reproducible_streamed_or_not(client):
+    request = dict(model="spikelens", messages=[{"role": "user", "content": "Hello there"}], max_tokens=6,
+                   temperature=0.9, top_p=0.95, seed=11, frequency_penalty=0.5,
+                   extra_body={"ignore_eos": True, "top_k": 100, "min_p": 0.01, "repetition_penalty": 1.1})
+    streamed = "".join(c.choices[0].delta.content or "" for c in
+                       client.chat.completions.create(stream=True, **request) if c.choices)
+    assert client.chat.completions.create(**request).choices[0].message.content == streamed

@@ -24,15 +24,17 @@ def test_files_written_with_design_columns(tmp_path, tiny_config, run_to_complet
         eng.telemetry.close()
     assert written == {"steps.parquet", "gc.parquet", "engine_requests.parquet", "faults.parquet"}
     steps = pq.read_table(tmp_path / "steps.parquet")
-    assert steps.column_names == STEP_COLUMNS
+    assert steps.column_names == STEP_COLUMNS + ["page_faults", "alloc_retries"]  # DESIGN's, then additive ones
     rows = steps.to_pylist()
     assert [r["step"] for r in rows] == [0, 1, 2, 3]
     assert rows[0]["prefill_tokens"] == 5 and rows[0]["decode_tokens"] == 0 and rows[1]["decode_tokens"] == 2
     assert all(r["end_ns"] >= r["start_ns"] and r["forward_ms"] > 0 and r["comm_ms"] == 0 for r in rows)
+    assert all(r["page_faults"] >= 0 and r["alloc_retries"] is None for r in rows)  # CPU: no CUDA allocator
     assert rows[0]["kv_blocks_used"] == 2 and rows[0]["kv_blocks_total"] == 64
     assert pq.read_table(tmp_path / "gc.parquet").column_names == ["pid", "rank", "start_ns", "end_ns", "generation", "collected"]
     reqs = {r["request_id"]: r for r in pq.read_table(tmp_path / "engine_requests.parquet").to_pylist()}
     assert reqs["a"]["output_tokens"] == 4 and reqs["b"]["finish_reason"] == "length"
+    assert len(reqs["a"]["output_token_ids"]) == 4
     assert reqs["a"]["arrival_ns"] <= reqs["a"]["first_token_ns"] <= reqs["a"]["done_ns"]
     assert pq.read_table(tmp_path / "faults.parquet").column_names == ["kind", "cause", "start_ns", "end_ns", "params"]
 

@@ -21,7 +21,8 @@ from zoneinfo import ZoneInfo
 import httpx
 import pytest
 
-from flows.deploy import EPHEMERAL_MESSAGE, NIGHTLY, REPO_DIR, CronSchedule, DeployError
+from flows.deploy import (EPHEMERAL_MESSAGE, NIGHTLY, REPO_DIR, CronSchedule, DeployError,
+                          nightly_parameters)
 
 SERVER_STARTUP_S = 90      # ~16 s measured on 2 shared cores; generous for a loaded machine
 SCHEDULE_WAIT_S = 45       # serve: import + register (~4 s) + the scheduler's 5 s recent-deployments loop
@@ -173,8 +174,13 @@ def test_serve_schedules_the_nightly_at_0200_utc(prefect_server, tmp_path):
         first = runs[0]
         assert first["state"]["type"] == "SCHEDULED" and first["state"]["name"] == "Scheduled"
         assert _utc(first["expected_start_time"]) == _next_local(2, "UTC", before)
-        # The process is still serving (it is the worker for this deployment).
+        # The process is still serving (it is the worker for this deployment)...
         assert proc.poll() is None
+        # ...and Ctrl-C stops it and pauses the schedule, so no runs pile up unserved.
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)
+        assert httpx.get(f"{prefect_server}/deployments/{deployment['id']}",
+                         timeout=10).json()["paused"] is True
     finally:
         _kill_group(proc)
         log.close()
@@ -236,14 +242,16 @@ def test_prefect_yaml_deploys_with_prefect_deploy_all(prefect_server, tmp_path):
 
 @pytest.mark.e2e
 def test_ephemeral_prefect_refuses_to_schedule(tmp_path):
-    """No PREFECT_API_URL: say what to do instead of serving a schedule that never fires."""
+    """`spikelens deploy` without PREFECT_API_URL says what to do, instead of serving a schedule
+    that never fires (Prefect itself only warns and serves)."""
     state = tmp_path / "state"
-    proc = subprocess.run(_python("from flows.deploy import serve_nightly; serve_nightly()"),
-                          cwd=REPO_DIR, capture_output=True, text=True, timeout=60,
+    proc = subprocess.run([sys.executable, "-m", "flows.cli", "deploy"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60,
                           env=_clean_env(SPIKELENS_HOME=str(state),
                                          PREFECT_HOME=str(state / "prefect")))
-    assert proc.returncode != 0
-    assert EPHEMERAL_MESSAGE in proc.stderr
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    said = " ".join(proc.stderr.split())          # rich wraps long lines
+    assert f"error: {' '.join(EPHEMERAL_MESSAGE.split())}" in said
     assert "Cannot schedule flows on an ephemeral server" not in proc.stdout + proc.stderr
 
 
@@ -255,3 +263,19 @@ def test_schedule_rejects_a_bad_cron_naming_the_field():
 def test_schedule_rejects_an_unknown_timezone_naming_the_field():
     with pytest.raises(DeployError, match=r"^timezone: 'Mars/Olympus' is not an IANA"):
         CronSchedule("0 2 * * *", "Mars/Olympus")
+
+
+def test_config_dir_is_checked_at_deploy_time(tmp_path):
+    (tmp_path / "config.yaml").write_text("scenarios: [missing.yaml]\n")
+    with pytest.raises(DeployError, match=r"^config_dir: .*missing\.yaml does not exist"):
+        nightly_parameters(str(tmp_path), base=None)
+    with pytest.raises(DeployError, match=r"^config_dir: .* is not a directory"):
+        nightly_parameters(str(tmp_path / "nope"), base=None)
+
+
+def test_config_dir_inside_the_checkout_is_passed_relative_to_it():
+    """Workers chdir into their own checkout, so a path inside the repo must stay relative."""
+    inside = REPO_DIR / "scenarios" / "nightly"
+    assert nightly_parameters(str(inside), base=REPO_DIR) == {"config_dir": "scenarios/nightly"}
+    assert nightly_parameters(str(inside), base=None) == {"config_dir": str(inside)}
+    assert nightly_parameters(None, base=REPO_DIR) == {}

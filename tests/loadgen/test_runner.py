@@ -133,3 +133,44 @@ def test_loadgen_faults_burst_users_and_switch_sampling_in_their_windows(tmp_pat
         assert r["fault"] == ("penalty.repetition" if looped else None)
         if looped:
             assert r["max_tokens"] == 6 and r["temperature"] == 0.0 and r["repetition_penalty"] == 1.0
+
+
+def test_open_loop_sends_on_its_schedule_and_replay_repeats_the_run(tmp_path):
+    from loadgen.arrivals import arrival_times
+    from loadgen.spec import LoadSpec
+
+    load = {"shape": "open", "rate": 20.0}
+    with SSEServer(SSEServerConfig(ttft_s=0.01, itl_s=0.005)) as server:
+        first = run_locust(server.url, tmp_path / "a", "smoke", load, duration_s=2.0, warmup_s=0.5)
+        replayed = run_locust(server.url, tmp_path / "b", "smoke",
+                              {"shape": "replay", "trace": str(tmp_path / "a"), "speed": 2.0}, duration_s=2.0)
+    a, _ = read(tmp_path / "a")
+    schedule = list(arrival_times(LoadSpec(**load), 0.5, 2.0, seed=0))
+    assert first.requests_sent == len(a) == len(schedule) == 50
+    offsets = [r["intended_send_ns"] - first.started_ns for r in a]
+    assert offsets == [int(t * 1e9) for t in schedule]  # intended = the schedule, not the sends
+    assert all(r["sent_ns"] >= r["intended_send_ns"] for r in a)
+    measured = [r for r in a if r["phase"] == "measure"]
+    assert len(measured) / 2.0 == 20.0  # the target rate, exactly, for evenly spaced arrivals
+
+    b, _ = read(tmp_path / "b")
+    assert replayed.requests_sent == len(b) == len(a)
+    assert [r["intended_send_ns"] - replayed.started_ns for r in b] == [o // 2 for o in offsets]
+    assert [(r["prompt_tokens_target"], r["max_tokens"]) for r in b] == [
+        (r["prompt_tokens_target"], r["max_tokens"]) for r in a]
+
+
+def test_distributed_workers_merge_every_sample_and_metrics_are_scraped(tmp_path):
+    with SSEServer(SSEServerConfig(ttft_s=0.01, itl_s=0.005)) as server:
+        result = run_locust(server.url, tmp_path, "smoke", {"shape": "poisson", "rate": 30.0},
+                            duration_s=1.5, warmup_s=0.5, workers=2,
+                            metrics_url=server.url + "/metrics", metrics_interval_s=0.25)
+    requests, tokens = read(tmp_path)
+    assert result.requests_sent == len(requests) == len(server.served) > 0
+    assert {r["worker"] for r in requests} == {"0", "1"}
+    assert len(tokens) == sum(r["n_chunks"] for r in requests)
+    assert result.metrics_rows > 0 and result.metrics_scrape_errors == 0
+    assert pq.read_table(tmp_path / "metrics.parquet").num_rows == result.metrics_rows
+    health = pq.read_table(tmp_path / "client_health.parquet").to_pylist()
+    assert len({h["worker"] for h in health}) == 2 == len(result.client_health["workers"])
+    assert result.client_valid == result.client_health["valid"]

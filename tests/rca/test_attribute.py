@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 from rca.analyze import analyze
-from rca.attribute import StepCostModel, decompose_step_excess, pearson
+from rca.evidence import pearson
+from rca.stepcost import StepCostModel, decompose_step_excess
 from rca.config import AttributeConfig
 from warehouse.db import connect
 
@@ -48,9 +49,32 @@ def test_more_users_is_load(warehouse_with):
     assert attr.top_cause == "load" and _shares(attr)["load"] >= 0.5
 
 
+def test_straggler_rank_is_communication(warehouse_with):
+    _, attr = _only_spike(_analysis(warehouse_with, incident="comm", tp=2))
+    assert attr.top_cause == "communication" and _shares(attr)["communication"] >= 0.5
+    assert attr.summary.endswith("rank 1 arrives last")
+    comm = next(c for c in attr.causes if c.cause == "communication")
+    assert next(e for e in comm.evidence if e.signal == "straggler_rank").value == 1.0
+
+
+def test_kv_preemption_is_memory(warehouse_with):
+    _, attr = _only_spike(_analysis(warehouse_with, incident="kv"))
+    assert attr.top_cause == "memory" and _shares(attr)["memory"] >= 0.5
+    assert attr.summary.startswith("KV cache exhausted")
+
+
+def test_repetition_loops_are_penalty(warehouse_with):
+    spike, attr = _only_spike(_analysis(warehouse_with, incident="repetition"))
+    assert spike.metric == "e2e_p99"
+    assert attr.top_cause == "penalty" and _shares(attr)["penalty"] >= 0.5
+    penalty = {e.signal: e for e in next(c for c in attr.causes if c.cause == "penalty").evidence}
+    assert penalty["repeated_3gram_rate"].value > 0.5 > penalty["repeated_3gram_rate"].baseline
+    assert penalty["hit_max_tokens"].value > penalty["hit_max_tokens"].baseline
+
+
 def test_control_run_has_no_spike(warehouse_with):
-    for seed in (0, 1, 2):
-        assert _analysis(warehouse_with, seed=seed).spikes == []
+    for seed, tp in ((0, 1), (1, 1), (2, 2)):
+        assert _analysis(warehouse_with, seed=seed, tp=tp).spikes == []
 
 
 def _steps(n, **cols):

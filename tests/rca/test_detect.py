@@ -74,3 +74,26 @@ def test_config_errors_name_the_key():
         DetectConfig(min_windows=0)
     with pytest.raises(ValueError, match="unknown series"):
         DetectConfig(min_samples={"itl_p98": 3})
+
+
+def test_changepoint_detector_finds_a_sustained_shift():
+    pytest.importorskip("ruptures")
+    itl = _noisy(80, 20.0, 0.1, 4)
+    for i in range(40, 52):          # a level shift whose windows cross the threshold only now and then
+        itl[i] = 40.0 if i % 4 == 0 else 33.0
+    assert detect_spikes(_windows(itl), 1.0)[0] == []      # the per-window detector misses it
+    config = DetectConfig(detectors=("changepoint",))
+    spikes, _ = detect_spikes(_windows(itl), 1.0, config)
+    assert [(s.first_window, s.last_window, s.detector) for s in spikes] == [(40, 51, "changepoint")]
+    quiet, _ = detect_spikes(_windows(_noisy(80, 20.0, 0.2, 5)), 1.0, config)
+    assert quiet == []
+
+
+def test_both_detectors_merge_into_one_incident():
+    pytest.importorskip("ruptures")
+    itl = _noisy(60, 20.0, 0.1, 6)
+    for i in range(30, 36):
+        itl[i] = 150.0
+    spikes, _ = detect_spikes(_windows(itl), 1.0, DetectConfig(detectors=("mad", "changepoint")))
+    assert len(spikes) == 1 and (spikes[0].first_window, spikes[0].last_window) == (30, 35)
+    assert spikes[0].detector == "mad+changepoint"

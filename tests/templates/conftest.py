@@ -242,25 +242,30 @@ def make_index_context() -> dict:
 
 
 def make_nightly_context() -> dict:
+    """Metric rows in rca.compare.MetricVerdict.to_dict() shape, plus unit and scenario."""
     days = ["2026-11-24", "2026-11-25", "2026-11-26", "2026-11-27", "2026-11-28", "2026-11-29", "2026-11-30"]
     itl = [44.1, 45.3, 43.8, 44.9, 45.6, 44.4, 52.7]
     tput = [1510.0, 1498.0, 1522.0, 1505.0, 1490.0, 1512.0, 1507.0]
     trend = []
     for day, a, b in zip(days, itl, tput):
         run_id = f"{day.replace('-', '')}T030000Z-nightly"
-        trend.append({"run_id": run_id, "started_at": f"{day}T03:00:00Z", "metric": "itl_p99_ms", "value": a})
-        trend.append({"run_id": run_id, "started_at": f"{day}T03:00:00Z", "metric": "output_tokens_per_s", "value": b})
+        for metric, value in (("itl_p99", a), ("output_tokens_per_s", b)):
+            trend.append({"run_id": run_id, "started_at": f"{day}T03:00:00Z", "metric": metric,
+                          "value": value, "scenario": "nightly-small"})
     return {
         "run": {"run_id": "20261130T030000Z-nightly", "scenario_name": "nightly-small",
                 "started_at": "2026-11-30T03:00:00Z", "command": "spikelens nightly scenarios/nightly.yaml",
                 "git_commit": "b6708c4"},
-        "verdict": "regression",
         "baseline_label": "median of the last 6 nightlies",
         "metrics": [
-            {"metric": "itl_p99_ms", "unit": "ms", "baseline": 44.6, "current": 52.7, "delta": 8.1,
-             "ci_low": 4.2, "ci_high": 11.9, "verdict": "regression"},
-            {"metric": "output_tokens_per_s", "unit": "tok/s", "baseline": 1506.5, "current": 1507.0,
-             "delta": 0.5, "ci_low": -14.0, "ci_high": 15.2, "verdict": "no change", "higher_is_better": True},
+            {"metric": "itl_p99", "unit": "ms", "scenario": "nightly-small", "baseline": 44.6, "candidate": 52.7,
+             "delta": 8.1, "ci_low": 4.2, "ci_high": 11.9, "rel_delta": 0.1816, "verdict": "regressed",
+             "n_baseline": 6, "n_candidate": 1},
+            {"metric": "output_tokens_per_s", "unit": "tok/s", "scenario": "nightly-small", "baseline": 1506.5,
+             "candidate": 1507.0, "delta": 0.5, "ci_low": -14.0, "ci_high": 15.2, "verdict": "unchanged"},
+            {"metric": "ttft_p99", "unit": "ms", "scenario": "nightly-small", "baseline": 180.0,
+             "candidate": float("nan"), "delta": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"),
+             "verdict": "insufficient"},
         ],
         "trend": trend,
         "incident_href": "incident/index.html",
@@ -269,14 +274,14 @@ def make_nightly_context() -> dict:
 
 def make_sweep_context() -> dict:
     temps, pens = [0.2, 0.7, 1.0, 1.3], [0.0, 0.5, 1.0]
-    cells = []
+    cells = []  # rca.sweep.SweepCell.to_dict() shape: coordinates under the axis names
     for t in temps:
         for p in pens:
             loop = max(0.0, 0.6 - 0.5 * p - 0.3 * t)  # near-greedy, unpenalised decoding loops most
-            cells.append({"x": t, "y": p, "n": 32, "repeated_3gram_rate": round(loop, 3),
-                          "entropy": round(1.2 + 1.8 * t - 0.2 * p, 2),
+            cells.append({"temperature": t, "frequency_penalty": p, "requests": 32,
+                          "repeated_3gram_rate": round(loop, 3), "entropy_bits": round(1.2 + 1.8 * t - 0.2 * p, 2),
                           "output_tokens": round(64 + 180 * loop, 1), "itl_p99_ms": round(44 + 20 * loop + 3 * p, 1)})
-    cells[-1]["itl_p99_ms"] = None  # a cell whose runs produced no ITL sample
+    cells[-1]["itl_p99_ms"] = float("nan")  # a cell whose requests produced no ITL sample (rca: NaN)
     return {
         "run": {"run_id": "20261129T030000Z-sweep-77aa", "scenario_name": "penalty sweep",
                 "started_at": "2026-11-29T03:00:00Z", "command": "spikelens sweep scenarios/sweep.yaml"},
@@ -284,7 +289,7 @@ def make_sweep_context() -> dict:
         "y": {"name": "frequency_penalty", "values": pens},
         "metrics": [
             {"key": "repeated_3gram_rate", "label": "repeated 3-gram rate", "unit": ""},
-            {"key": "entropy", "label": "token entropy", "unit": "nats", "higher_is_worse": False},
+            {"key": "entropy_bits", "label": "token entropy", "unit": "bits", "higher_is_worse": False},
             {"key": "output_tokens", "label": "output length", "unit": "tokens"},
             {"key": "itl_p99_ms", "label": "ITL p99", "unit": "ms"},
         ],

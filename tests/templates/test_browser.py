@@ -7,6 +7,7 @@ chromedriver is missing (scripts/setup-browser.sh installs them).
 """
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 import urllib.error
@@ -16,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from templates.render import render_evaluation, render_incident, render_index, render_nightly, render_sweep
+from templates.render import render_evaluation, render_incident, render_nightly, render_sweep
+from templates.report_index import rebuild_index
 from templates.serve import make_server
 
 pytestmark = pytest.mark.e2e
@@ -52,22 +54,14 @@ def browser(tmp_path_factory):
 def reports(tmp_path_factory, all_contexts):
     """A reports folder as the flows lay it out: index.html + one folder per run."""
     root = tmp_path_factory.mktemp("reports")
-    incident = all_contexts["incident"]
-    hostile = all_contexts["hostile"]
-    runs = {"gc-storm": (render_incident, incident, "incident"), "evil": (render_incident, hostile, "incident"),
-            "nightly": (render_nightly, all_contexts["nightly"], "nightly"),
-            "sweep": (render_sweep, all_contexts["sweep"], "sweep"),
-            "evaluation": (render_evaluation, all_contexts["evaluation"], "evaluation")}
     all_contexts["nightly"]["incident_href"] = "../gc-storm/index.html"
     all_contexts["evaluation"]["cases"][0]["href"] = "../gc-storm/index.html"
-    index_runs = []
-    for folder, (render, ctx, kind) in runs.items():
-        render(ctx, root / folder, index_href="../index.html")
-        index_runs.append({"run_id": ctx["run"]["run_id"], "kind": kind, "href": f"{folder}/index.html",
-                           "started_at": ctx["run"].get("started_at") or "2026-11-30T00:00:00Z",
-                           "scenario_name": ctx["run"]["scenario_name"],
-                           "verdict": ctx.get("verdict"), "top_cause": None})
-    render_index({"runs": index_runs}, root)
+    pages = {"gc-storm": (render_incident, "incident"), "evil": (render_incident, "hostile"),
+             "nightly": (render_nightly, "nightly"), "sweep": (render_sweep, "sweep"),
+             "evaluation": (render_evaluation, "evaluation")}
+    for folder, (render, context) in pages.items():
+        render(all_contexts[context], root / folder, index_href="../index.html")
+    rebuild_index(root)  # the index from the report.json each render left
     return root
 
 
@@ -161,6 +155,27 @@ def test_pages_through_the_server(browser, server_url, page):
     _check_page(browser, _page_url(server_url, page))
 
 
+def test_a_real_reports_folder(browser):
+    """SPIKELENS_REPORTS_DIR=<reports folder> (e.g. after `spikelens demo`): check every page in it."""
+    folder = os.environ.get("SPIKELENS_REPORTS_DIR")
+    if not folder:
+        pytest.skip("set SPIKELENS_REPORTS_DIR to a reports folder (e.g. .spikelens/reports after the demo)")
+    pages = sorted(Path(folder).resolve().rglob("index.html"))
+    assert pages, f"no index.html under {folder}"
+    server = make_server(folder, port=0, quiet=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}/"
+        for page in pages:
+            _check_page(browser, page.as_uri())
+            _check_page(browser, _page_url(base, page.relative_to(Path(folder).resolve()).as_posix()))
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
 def test_hostile_run_executes_nothing(browser, reports):
     from selenium.common.exceptions import NoAlertPresentException  # noqa: PLC0415
 
@@ -174,6 +189,7 @@ def test_hostile_run_executes_nothing(browser, reports):
 
 def test_index_sorts_and_filters(browser, reports):
     from selenium.webdriver.common.by import By  # noqa: PLC0415
+    from selenium.webdriver.support.ui import Select  # noqa: PLC0415
 
     _open(browser, (reports / "index.html").as_uri())
     visible = "return Array.from(document.querySelectorAll('tr.run-row')).filter(r => !r.hidden).map(r => r.dataset.kind)"
@@ -181,6 +197,10 @@ def test_index_sorts_and_filters(browser, reports):
     assert browser.execute_script(visible) == sorted(browser.execute_script(visible))
     browser.find_element(By.ID, "filter-text").send_keys("sweep")
     assert browser.execute_script(visible) == ["sweep"]
+    browser.find_element(By.ID, "filter-text").clear()
+    Select(browser.find_element(By.ID, "filter-kind")).select_by_value("incident")
+    browser.find_element(By.ID, "filter-text").send_keys(" ")  # clear() fires no input event
+    assert browser.execute_script(visible) == ["incident", "incident"]
 
 
 def test_first_screen_screenshots(browser, reports, tmp_path):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from templates.formatting import fmt_clock, fmt_ms, fmt_num, fmt_pct, fmt_ratio, fmt_value
+from templates.formatting import fmt_clock, fmt_ms, fmt_num, fmt_pct, fmt_metric, fmt_ratio, fmt_sig, fmt_value
 
 
 def test_missing_values_read_as_a_dash():
@@ -27,3 +27,13 @@ def test_shares_units_and_ratios():
     assert fmt_value(66.0, "/min") == "66 /min" and fmt_value(44.0, "%") == "44%"
     assert fmt_value(187.0, "ms") == "187 ms" and fmt_value("n/a") == "n/a"
     assert fmt_ratio(255.0, 45.0) == "5.7×"
+
+
+def test_significant_figures_for_heatmap_cells():
+    assert [fmt_sig(v) for v in (0.04, 2.9, 3.0, 89.2, 161.0, 1840.0, None)] == [
+        "0.04", "2.9", "3", "89.2", "161", "1,840", "—"]
+
+
+def test_metric_names_get_their_display_label():
+    assert [fmt_metric(m) for m in ("itl_p99", "ttft_p99_ms", "e2e_p50", "kv_usage")] == [
+        "ITL p99", "TTFT p99", "E2E p50", "kv_usage"]

@@ -37,33 +37,45 @@ def test_index_encodes_odd_run_ids_and_checks_kind(index_context, tmp_path, pars
     assert not tree.find_all("img")
     assert any(a.attrs["href"] == "a%20b#%22%3E%3Cimg%20src%3Dx%3E/index.html" for a in tree.find_all("a"))
     index_context["runs"][1]["kind"] = "weekly"
-    with pytest.raises(ContextError, match=r"runs\[1\]\.kind: must be one of incident, nightly, sweep, evaluation"):
+    with pytest.raises(ContextError, match=r"runs\[1\]\.kind: must be one of incident, nightly, replay, sweep, evaluation"):
         render_index(index_context, tmp_path)
 
 
 def test_nightly_shows_delta_ci_and_verdict(nightly_context, tmp_path, parse):
     tree = _page(render_nightly(nightly_context, tmp_path), parse)
     assert tree.find("p", id="headline").text == (
-        "regression Against median of the last 6 nightlies: itl_p99_ms regression (+18.2%).")
+        "regressed Against median of the last 6 nightlies: itl_p99 (nightly-small) regressed +18.2%.")
     rows = tree.find("table", cls="nightly-metrics").find_all("tr", cls="metric-row")
     cells = [td.text for td in rows[0].find_all("td")]
-    assert cells[:5] == ["itl_p99_ms", "44.6 ms", "52.7 ms", "8.1 ms (+18.2%)", "[4.2 ms, 11.9 ms]"]
-    assert cells[6] == "regression"
+    assert cells[:6] == ["nightly-small", "itl_p99", "44.6 ms", "52.7 ms", "8.1 ms (+18.2%)", "[4.2 ms, 11.9 ms]"]
+    assert cells[7] == "regressed"
     bar = rows[0].find("svg", cls="ci")
     zero = float(bar.find("line", cls="zero").attrs["x1"])
     interval = bar.find("line", cls="interval")
     assert zero < float(interval.attrs["x1"]) < float(interval.attrs["x2"])  # CI entirely above zero
+    # NaN from rca reads as a dash; no bar is drawn for an unknown interval.
+    missing = [td.text for td in rows[2].find_all("td")]
+    assert missing[3:8] == ["—", "—", "[—, —]", "—", "insufficient"]
     charts = json.loads(tree.find("script", id="chart-data").text)
     assert [c["id"] for c in charts] == ["chart-trend-0", "chart-trend-1"]
     assert len(charts[0]["figure"]["data"][0]["y"]) == 7 and charts[0]["figure"]["data"][1]["y"] == [52.7]
+
+
+def test_nightly_verdict_is_derived_from_the_metrics(nightly_context, tmp_path, parse):
+    nightly_context["metrics"][0]["verdict"] = "improved"
+    nightly_context["title"] = "Replay vs original"
+    tree = _page(render_nightly(nightly_context, tmp_path), parse)
+    assert tree.find("span", cls="verdict").text == "improved"
+    assert tree.find("title").text.startswith("Replay vs original: improved")
 
 
 def test_nightly_rejects_unknown_verdicts_and_inverted_intervals(nightly_context, tmp_path):
     nightly_context["metrics"][1]["ci_low"] = 20.0
     with pytest.raises(ContextError, match=r"metrics\[1\]\.ci_low: 20.0 is above ci_high 15.2"):
         render_nightly(nightly_context, tmp_path)
-    nightly_context["verdict"] = "meh"
-    with pytest.raises(ContextError, match="verdict: must be one of pass, regression"):
+    nightly_context["metrics"][1]["ci_low"] = -14.0
+    nightly_context["metrics"][0]["verdict"] = "regression"
+    with pytest.raises(ContextError, match=r"metrics\[0\]\.verdict: must be one of regressed, improved"):
         render_nightly(nightly_context, tmp_path)
 
 
@@ -74,7 +86,7 @@ def test_sweep_draws_a_heatmap_table_and_chart_per_metric(sweep_context, tmp_pat
     loops = tables[0].find_all("tr")[1:]
     assert [r.find("th").text for r in loops] == ["0.0", "0.5", "1.0"]
     first = loops[0].find_all("td")
-    assert [c.text for c in first] == ["0.54", "0.39", "0.30", "0.21"]
+    assert [c.text for c in first] == ["0.54", "0.39", "0.3", "0.21"]
     # Highest repeated-n-gram rate gets the darkest colour; the missing ITL cell reads as a dash.
     assert first[0].attrs["style"] == "background: rgb(128, 0, 38); color: #ffffff"
     assert tables[3].find_all("tr")[-1].find_all("td")[-1].text == "—"
@@ -84,7 +96,7 @@ def test_sweep_draws_a_heatmap_table_and_chart_per_metric(sweep_context, tmp_pat
 
 
 def test_sweep_cells_must_lie_on_the_grid(sweep_context, tmp_path):
-    sweep_context["cells"][2]["x"] = 9.9
+    sweep_context["cells"][2]["temperature"] = 9.9
     with pytest.raises(ContextError, match=r"cells\[2\]\.x: 9.9 is not one of x.values"):
         render_sweep(sweep_context, tmp_path)
 
@@ -113,7 +125,9 @@ def test_pages_escape_untrusted_text(nightly_context, sweep_context, xss_strings
     nightly_context["run"]["scenario_name"] = script
     nightly_context["metrics"][0]["metric"] = img
     for t in nightly_context["trend"]:
-        t["metric"] = img if t["metric"] == "itl_p99_ms" else t["metric"]
+        t["metric"] = img if t["metric"] == "itl_p99" else t["metric"]
+    for cell in sweep_context["cells"]:
+        cell["x"] = cell["temperature"]
     sweep_context["x"]["name"] = img
     sweep_context["metrics"][0]["label"] = script
     for render, ctx, name in ((render_nightly, nightly_context, "n"), (render_sweep, sweep_context, "s")):

@@ -37,7 +37,7 @@ def test_spike_table_has_a_row_per_spike(page):
     rows = page.find("table", cls="spike-table").find_all("tr", cls="spike-row")
     assert len(rows) == 1
     cells = [td.text for td in rows[0].find_all("td")]
-    assert cells[1:7] == ["itl_p99", "00:20–00:32", "12 s", "261 ms", "45 ms", "5.8×"]
+    assert cells[1:7] == ["ITL p99", "00:20–00:32", "12 s", "261 ms", "45 ms", "5.8×"]
     assert cells[7] == "9.4"
     assert cells[8] == "memory 78%"
 
@@ -152,4 +152,18 @@ def test_empty_run_still_renders(incident_context, tmp_path, parse):
 
 def test_fallback_headline_names_the_worst_spike(incident_context):
     text = headline_from_spikes(incident_context["spikes"])
-    assert text == "itl_p99 rose from 45 ms to 261 ms for 12 s from 00:20; top cause: memory."
+    assert text == "ITL p99 rose from 45 ms to 261 ms for 12 s from 00:20; top cause: memory."
+
+
+def test_nan_from_the_producer_reads_as_a_dash(incident_context, tmp_path, parse):
+    incident_context["windows"][10]["itl_p99_ms"] = float("nan")
+    incident_context["totals"]["ttft_p99_ms"] = float("inf")
+    incident_context["comparison"][0]["normal"] = float("nan")
+    path = render_incident(incident_context, tmp_path / "nan")
+    html = path.read_text(encoding="utf-8")
+    tree = parse(html)
+    assert "NaN" not in html and "Infinity" not in html  # the chart JSON stays valid JSON
+    json.loads(tree.find("script", id="chart-data").text)
+    assert [td.text for td in tree.find("table", cls="comparison").find_all("tr")[1].find_all("td")][1] == "—"
+    d = [p for p in tree.find_all("path", cls="line") if p.attrs["data-series"] == "itl_p99_ms"][0].attrs["d"]
+    assert d.count("M") == 2  # the NaN window breaks the line

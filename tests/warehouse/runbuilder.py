@@ -4,9 +4,12 @@ A small discrete-event simulation of a continuous-batching engine under closed-l
 user sends a request as soon as its previous one finishes; every engine step serves each running
 sequence one token; stage times follow a simple cost model with seeded noise (including rare
 outliers, as on a busy 2-core box). An incident changes the model during [start_s, end_s):
-  gc       GC pauses (recorded in gc.parquet) land inside the forward stage of steps
-  penalty  penalty_ms per step grows by `magnitude` ms
-  load     extra users join (batch and queue grow; the per-token cost of forward is unchanged)
+  gc          GC pauses (recorded in gc.parquet) land inside the forward stage of steps
+  penalty     penalty_ms per step grows by `magnitude` ms
+  load        extra users join (batch and queue grow; the per-token cost of forward is unchanged)
+  comm        (tp=2) rank 1 arrives `magnitude` ms late at each all-reduce; rank 0 waits in comm_ms
+  kv          the KV budget shrinks: sequences are preempted and recomputed (prefill again)
+  repetition  new requests loop until max_tokens (256): long outputs of repeated token ids
 The ground truth is written to faults.parquet, like the engine does.
 """
 from __future__ import annotations
@@ -21,7 +24,11 @@ import pyarrow.parquet as pq
 
 CAUSE_OF_INCIDENT = {"gc": ("memory.gc_storm", "memory"),
                      "penalty": ("penalty.slow_path", "penalty"),
-                     "load": ("load.burst", "load")}
+                     "load": ("load.burst", "load"),
+                     "comm": ("comm.straggler", "communication"),
+                     "kv": ("memory.kv_pressure", "memory"),
+                     "repetition": ("penalty.repetition", "penalty")}
+DEFAULT_MAGNITUDE = {"gc": 150.0, "penalty": 40.0, "load": 18.0, "comm": 30.0, "kv": 0.3, "repetition": 256.0}
 
 
 @dataclass
@@ -35,17 +42,19 @@ class SimSpec:
     forward_base_ms: float = 8.0      # forward = base + per_seq * decode + per_prefill * prefill
     forward_per_seq_ms: float = 0.6
     forward_per_prefill_ms: float = 0.02
-    incident: str | None = None       # gc | penalty | load | None
+    incident: str | None = None       # gc | penalty | load | comm | kv | repetition | None
+    tp: int = 1                       # ranks writing steps (comm needs 2)
     incident_start_s: float = 20.0
     incident_duration_s: float = 8.0
-    magnitude: float = 0.0            # gc: pause ms; penalty: extra ms; load: extra users
+    magnitude: float = 0.0            # gc: pause ms; penalty: extra ms; load: extra users; comm: delay
+                                      # ms; kv: preemption probability per step; repetition: max_tokens
     seed: int = 0
     t0_ns: int = 1_800_000_000_000_000_000
     extra_files: dict = field(default_factory=dict)
 
 
 def _defaults(spec: SimSpec) -> float:
-    return spec.magnitude or {"gc": 150.0, "penalty": 40.0, "load": 18.0}.get(spec.incident, 0.0)
+    return spec.magnitude or DEFAULT_MAGNITUDE.get(spec.incident, 0.0)
 
 
 def simulate(spec: SimSpec) -> dict[str, pa.Table]:
@@ -72,11 +81,14 @@ def simulate(spec: SimSpec) -> dict[str, pa.Table]:
 
     def send(user: int, now: int) -> None:
         nonlocal next_req
+        looping = spec.incident == "repetition" and in_incident(now)
+        max_tokens = int(magnitude) if looping else 64
         req = {"request_id": f"r{next_req:06d}", "user": f"u{user}", "sent_ns": now,
                "intended_send_ns": now, "phase": "measure" if now >= load_start else "warmup",
                "prompt_tokens": int(rng.integers(16, 64)),
-               "output_tokens": int(rng.integers(*spec.output_tokens)),
-               "first_token_ns": None, "done_ns": None, "emitted": 0, "u": user}
+               "output_tokens": max_tokens if looping else int(rng.integers(*spec.output_tokens)),
+               "max_tokens": max_tokens, "looping": looping,
+               "first_token_ns": None, "done_ns": None, "emitted": 0, "recompute": False, "u": user}
         next_req += 1
         queue.append(req)
         users_busy[user] = True
@@ -90,8 +102,17 @@ def simulate(spec: SimSpec) -> dict[str, pa.Table]:
         admitted = []
         while queue and len(running) < spec.max_num_seqs:
             admitted.append(queue.pop(0))
-        prefill = sum(r["prompt_tokens"] for r in admitted)
+        # a recomputed sequence prefills its prompt and everything it had generated
+        prefill = sum(r["prompt_tokens"] + (r["emitted"] if r["recompute"] else 0) for r in admitted)
+        for r in admitted:
+            r["recompute"] = False
         running.extend(admitted)
+        preempted = 0
+        if spec.incident == "kv" and in_incident(t) and len(running) > 1 and rng.random() < magnitude:
+            victim = running.pop()              # the newest sequence gives its blocks back
+            victim["recompute"] = True
+            queue.insert(0, victim)
+            preempted = 1
         batch = len(running)
         if batch == 0:
             t += 1_000_000
@@ -105,6 +126,8 @@ def simulate(spec: SimSpec) -> dict[str, pa.Table]:
         if spec.incident == "penalty" and in_incident(t):
             penalty_ms += magnitude * float(rng.uniform(0.8, 1.2))
         sample_ms = 0.5 + 0.03 * batch
+        comm_ms = 0.3 * float(rng.uniform(0.5, 1.5)) if spec.tp > 1 else 0.0
+        late_ms = magnitude * float(rng.uniform(0.9, 1.1)) if spec.incident == "comm" and in_incident(t) else 0.0
         start = t
         fwd_start = start + int(schedule_ms * 1e6)
         gc_in_step = 0.0
@@ -122,13 +145,18 @@ def simulate(spec: SimSpec) -> dict[str, pa.Table]:
                         "generation": 0, "collected": int(rng.integers(10, 200))})
             gc_in_step = pause
         forward_ms += gc_in_step       # the pause lands inside the running stage
-        total_ms = schedule_ms + forward_ms + penalty_ms + sample_ms + 0.2
+        total_ms = schedule_ms + forward_ms + penalty_ms + sample_ms + comm_ms + late_ms + 0.2
         t_end = start + int(total_ms * 1e6)
-        steps.append({"step": step, "rank": 0, "start_ns": start, "end_ns": t_end, "batch_size": batch,
-                      "prefill_tokens": prefill, "decode_tokens": batch - len(admitted),
-                      "schedule_ms": schedule_ms, "forward_ms": forward_ms, "penalty_ms": penalty_ms,
-                      "sample_ms": sample_ms, "comm_ms": 0.0, "kv_blocks_used": 4 * batch,
-                      "kv_blocks_total": 512, "preempted": 0, "waiting": len(queue)})
+        kv_total = 64 if spec.incident == "kv" and in_incident(t) else 512
+        common = {"step": step, "start_ns": start, "end_ns": t_end, "batch_size": batch,
+                  "prefill_tokens": prefill, "decode_tokens": batch - len(admitted),
+                  "schedule_ms": schedule_ms, "forward_ms": forward_ms, "penalty_ms": penalty_ms,
+                  "sample_ms": sample_ms, "kv_blocks_used": min(kv_total, 4 * batch),
+                  "kv_blocks_total": kv_total, "preempted": preempted, "waiting": len(queue)}
+        # rank 0 waits for the late rank inside the all-reduce; rank 1 was late before it
+        steps.append({**common, "rank": 0, "comm_ms": comm_ms + late_ms})
+        if spec.tp > 1:
+            steps.append({**common, "rank": 1, "comm_ms": comm_ms})
         step += 1
         still = []
         for r in running:
@@ -147,10 +175,16 @@ def simulate(spec: SimSpec) -> dict[str, pa.Table]:
         running = still
         t = t_end
 
-    req_rows = [{k: v for k, v in r.items() if k not in ("emitted", "u")} for r in requests]
+    req_rows = [{k: v for k, v in r.items() if k not in ("emitted", "u", "recompute", "looping")} for r in requests]
     for r in req_rows:
         r.update(status="ok", error=None, temperature=0.8, top_p=1.0, top_k=0,
-                 frequency_penalty=0.0, presence_penalty=0.0, repetition_penalty=1.0, max_tokens=64)
+                 frequency_penalty=0.0, presence_penalty=0.0, repetition_penalty=1.0)
+
+    def output_ids(r: dict) -> list[int]:
+        if r["looping"]:                # a short cycle repeated until max_tokens
+            cycle = [int(x) for x in rng.integers(100, 30000, 4)]
+            return (cycle * (r["output_tokens"] // 4 + 1))[:r["output_tokens"]]
+        return [int(x) for x in rng.integers(100, 30000, r["output_tokens"])]
     tables = {
         "requests": pa.Table.from_pylist(req_rows),
         "tokens": pa.Table.from_pylist(tokens),
@@ -162,7 +196,8 @@ def simulate(spec: SimSpec) -> dict[str, pa.Table]:
             {"request_id": r["request_id"], "arrival_ns": r["sent_ns"] + 200_000,
              "first_token_ns": r["first_token_ns"], "done_ns": r["done_ns"],
              "prompt_tokens": r["prompt_tokens"], "output_tokens": r["output_tokens"],
-             "finish_reason": "length"} for r in req_rows]),
+             "finish_reason": "length" if r["looping"] else "stop", "output_token_ids": output_ids(r)}
+            for r in requests]),
     }
     if spec.incident:
         kind, cause = CAUSE_OF_INCIDENT[spec.incident]

@@ -118,3 +118,42 @@ def test_query_parameter_errors_name_the_query(gc_run):
         query(conn, "totals", run_id=RUN_ID, bogus=1)
     with pytest.raises(KeyError, match="unknown query 'nope'"):
         query(conn, "nope")
+
+
+def test_nvml_windows_take_the_latest_sample_before_each_window_end(tmp_path, make_run):
+    import pyarrow as pa
+    # GPU 0 samples every 0.4 s from t=-1 s; GPU 1 only once, at t=2.5 s.
+    ts0 = T0 + np.arange(-1_000_000_000, 6_000_000_000, 400_000_000)
+    nvml = pa.table({"ts_ns": np.concatenate([ts0, [T0 + 2_500_000_000]]),
+                     "gpu": np.array([0] * len(ts0) + [1], dtype=np.int32),
+                     "util_gpu": np.concatenate([np.arange(len(ts0), dtype=float), [99.0]]),
+                     "mem_used": np.full(len(ts0) + 1, 2), "mem_total": np.full(len(ts0) + 1, 8)})
+    run_dir = make_run(duration_s=5.0)
+    pq.write_table(nvml, run_dir / "nvml.parquet")
+    db_path = tmp_path / "w.duckdb"
+    ingest_run(db_path, run_dir)
+    conn = connect(db_path)
+    rows = query(conn, "nvml_windows", run_id=RUN_ID, window_s=1.0)
+    conn.close()
+    assert len(rows) == 10                          # 5 windows x 2 GPUs
+    for r in rows:
+        end = T0 + (r["window"] + 1) * 1_000_000_000
+        if r["gpu"] == 0:
+            i = int(np.searchsorted(ts0, end, side="right")) - 1
+            assert r["util_gpu"] == float(i) and r["sample_age_ms"] == (end - ts0[i]) / 1e6
+            assert r["mem_fraction"] == 0.25
+        else:
+            assert r["util_gpu"] == (99.0 if r["window"] >= 2 else None)
+
+
+def test_window_correlations_match_numpy(gc_run):
+    conn, _ = gc_run
+    corr = {(r["signal"], r["metric"]): r for r in query(conn, "window_correlations", run_id=RUN_ID, window_s=1.0)}
+    windows = query(conn, "windows", run_id=RUN_ID, window_s=1.0)
+    stages = query(conn, "step_stages", run_id=RUN_ID, window_s=1.0)
+    itl = np.array([w["itl_p99_ms"] for w in windows], dtype=float)
+    gc_ms = np.array([s["gc_ms"] for s in stages], dtype=float)
+    assert corr[("gc_overlap_ms", "itl_p99")]["pearson_r"] == pytest.approx(np.corrcoef(gc_ms, itl)[0, 1], rel=1e-6)
+    assert corr[("gc_overlap_ms", "itl_p99")]["pearson_r"] > 0.9
+    assert corr[("comm_ms", "itl_p99")]["pearson_r"] is None          # constant 0: no correlation
+    assert corr[("gc_overlap_ms", "itl_p99")]["windows"] == 10

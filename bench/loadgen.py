@@ -1,0 +1,174 @@
+"""Benchmark: how much load one Locust worker can generate, next to a plain asyncio + httpx
+client doing the same work, against a no-op streaming server. Prints one JSON object.
+
+Both clients run in their own process against `python -m loadgen.sse_server` (a third process,
+zero delays, so the server answers as fast as it can); both keep `--users` streams open back to
+back (closed loop), read every SSE line, and parse it with the same `loadgen.sse.StreamState`.
+Figures per client, over the measured phase (after `--warmup-s`):
+- requests_per_s: completed streamed requests per second;
+- cpu_ms_per_request: the client process's CPU time (user + system) per completed request;
+- cpu_percent: the client process's CPU use (100 = one core).
+`ratio` = locust / httpx for each. The Locust figures come from run_locust's own recording
+(requests.parquet) and client health (CPU over the measured phase); `locust_byte` repeats the
+Locust run reading the stream with iter_content(chunk_size=1) instead of whole lines.
+
+Run: .venv/bin/python bench/loadgen.py [--users 32] [--duration-s 10] [--warmup-s 2]
+     [--output-tokens 16] [--prompt-tokens 16] [--skip-byte]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# This file is bench/loadgen.py: run as a script, its folder comes first on sys.path and
+# `import loadgen` would find this file instead of the package. Drop that entry.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+
+import httpx  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(port: int) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-m", "loadgen.sse_server", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                return proc
+        except httpx.TransportError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("no-op server did not start")
+
+
+def workload(args) -> dict:
+    return {"prompt_tokens": {"mean": args.prompt_tokens, "min": args.prompt_tokens, "max": args.prompt_tokens},
+            "output_tokens": {"mean": args.output_tokens, "min": args.output_tokens, "max": args.output_tokens}}
+
+
+def run_locust_client(url: str, args, read_mode: str) -> dict:
+    from loadgen.runner import run_locust
+
+    with tempfile.TemporaryDirectory(prefix="bench-loadgen-") as run_dir:
+        result = run_locust(url, run_dir, workload(args), {"shape": "constant", "users": args.users},
+                            duration_s=args.duration_s, warmup_s=args.warmup_s, read_mode=read_mode)
+        rows = pq.read_table(Path(run_dir) / "requests.parquet").to_pylist()
+    ok = [r for r in rows if r["phase"] == "measure" and r["status"] == "ok"]
+    worker = result.client_health["workers"][0]
+    cpu_s = worker["cpu_percent"] / 100 * args.duration_s
+    return {"requests_per_s": len(ok) / args.duration_s, "cpu_ms_per_request": 1e3 * cpu_s / max(len(ok), 1),
+            "cpu_percent": worker["cpu_percent"], "completed": len(ok),
+            "requests_sent": result.requests_sent, "client_valid": result.client_valid,
+            "lag_p99_ms": worker["lag_p99_ms"]}
+
+
+async def _httpx_main(url: str, args) -> dict:
+    """The plain client: `users` tasks, each streaming one request after another."""
+    from loadgen.prompts import PromptBuilder
+    from loadgen.request_plan import RequestFactory
+    from loadgen.spec import WorkloadSpec
+    from loadgen.sse import StreamState
+
+    factory = RequestFactory(WorkloadSpec.from_dict(workload(args)), PromptBuilder(), model_name="noop",
+                             seed=0, id_prefix="httpx")
+    start = time.monotonic()
+    measure_from, end = start + args.warmup_s, start + args.warmup_s + args.duration_s
+    completed = 0
+    cpu_at_measure = None
+    limits = httpx.Limits(max_connections=args.users, max_keepalive_connections=args.users)
+
+    async def user(index: int, client: httpx.AsyncClient) -> None:
+        nonlocal completed, cpu_at_measure
+        rng = factory.user_rng(0, index)
+        seq = 0
+        while (now := time.monotonic()) < end:
+            if now >= measure_from and cpu_at_measure is None:
+                cpu_at_measure = time.process_time()
+            plan = factory.plan(rng, f"httpx-{index}-{seq}")
+            seq += 1
+            state = StreamState()
+            sent = time.time_ns()
+            async with client.stream("POST", plan.path, content=plan.body_bytes(), headers=plan.headers()) as resp:
+                async for line in resp.aiter_lines():
+                    state.feed_line(line, time.time_ns())
+            if state.done and time.monotonic() <= end and now >= measure_from:
+                completed += 1
+
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
+        await asyncio.gather(*(user(i, client) for i in range(args.users)))
+    cpu_s = time.process_time() - (cpu_at_measure or 0.0)
+    return {"requests_per_s": completed / args.duration_s, "cpu_ms_per_request": 1e3 * cpu_s / max(completed, 1),
+            "cpu_percent": 100 * cpu_s / args.duration_s, "completed": completed}
+
+
+def run_httpx_client(url: str, args) -> dict:
+    """The plain client in its own process (as Locust is), so CPU figures are comparable."""
+    cmd = [sys.executable, __file__, "--httpx-child", url, "--users", str(args.users),
+           "--duration-s", str(args.duration_s), "--warmup-s", str(args.warmup_s),
+           "--output-tokens", str(args.output_tokens), "--prompt-tokens", str(args.prompt_tokens)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True,
+                         timeout=args.warmup_s + args.duration_s + 120)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--users", type=int, default=32)
+    parser.add_argument("--duration-s", type=float, default=10.0)
+    parser.add_argument("--warmup-s", type=float, default=2.0)
+    parser.add_argument("--output-tokens", type=int, default=16)
+    parser.add_argument("--prompt-tokens", type=int, default=16)
+    parser.add_argument("--skip-byte", action="store_true", help="skip the chunk_size=1 Locust run")
+    parser.add_argument("--httpx-child", metavar="URL", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.httpx_child:
+        print(json.dumps(asyncio.run(_httpx_main(args.httpx_child, args))))
+        return
+
+    port = free_port()
+    server = start_server(port)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        locust = run_locust_client(url, args, "line")
+        plain = run_httpx_client(url, args)
+        byte = None if args.skip_byte else run_locust_client(url, args, "byte")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    result = {
+        "bench": "loadgen",
+        "settings": {"users": args.users, "duration_s": args.duration_s, "warmup_s": args.warmup_s,
+                     "prompt_tokens": args.prompt_tokens, "output_tokens": args.output_tokens,
+                     "server": "loadgen.sse_server (no-op, zero delays, own process)",
+                     "host": platform.node(), "cpus": os.cpu_count()},
+        "locust": locust,
+        "httpx": plain,
+        "ratio": {"requests_per_s": locust["requests_per_s"] / plain["requests_per_s"] if plain["requests_per_s"] else None,
+                  "cpu_ms_per_request": locust["cpu_ms_per_request"] / plain["cpu_ms_per_request"]
+                  if plain["cpu_ms_per_request"] else None},
+    }
+    if byte is not None:
+        result["locust_byte"] = byte
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

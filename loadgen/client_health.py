@@ -1,0 +1,117 @@
+"""Client health: is the load generator itself the bottleneck?
+
+What: each Locust process measures, per second, its CPU use and its scheduling lag (how late a
+10 ms timer fires in its event loop: a busy loop delays every chunk's timestamp by as much);
+`HealthMonitor` keeps the per-second rows and a summary of the measured phase, written as parts
+and merged into `client_health.parquet`. `verdict` marks the run invalid when any process
+saturated: CPU > 90 % of a core or scheduling-lag p99 > 10 ms over the measured phase
+(issue 5's thresholds) — its latencies are then the client's, not the server's.
+Pure Python + pyarrow (the gevent probe lives in the locustfile).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+CPU_LIMIT_PERCENT = 90.0  # of one core: a Locust process is one gevent thread
+LAG_P99_LIMIT_MS = 10.0
+PROBE_INTERVAL_S = 0.010  # the lag probe's timer
+
+HEALTH_SCHEMA = pa.schema([
+    ("ts_ns", pa.int64()),  # end of the one-second sample
+    ("worker", pa.string()),  # the process (pid tag)
+    ("phase", pa.string()),  # 'warmup' | 'measure' | 'after' (shutdown)
+    ("cpu_percent", pa.float64()),  # this process, over the second (100 = one core)
+    ("lag_p50_ms", pa.float64()),
+    ("lag_p99_ms", pa.float64()),
+    ("lag_max_ms", pa.float64()),
+    ("lag_samples", pa.int32()),
+    ("in_flight", pa.int32()),  # streams open at the end of the second
+    ("slot_waits", pa.int32()),  # open loop: arrivals that waited for a free slot (max_in_flight)
+])
+
+
+def percentile(sorted_values: list[float], p: float) -> float | None:
+    """Linear-interpolated percentile of an ascending list (numpy's default); None if empty."""
+    if not sorted_values:
+        return None
+    rank = p / 100 * (len(sorted_values) - 1)
+    low = math.floor(rank)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (rank - low) * (sorted_values[high] - sorted_values[low])
+
+
+class HealthMonitor:
+    """Accumulates lag samples and closes one row per second (not thread-safe; one per process)."""
+
+    def __init__(self, worker: str):
+        self.worker = worker
+        self.rows = {name: [] for name in HEALTH_SCHEMA.names}
+        self._second: list[float] = []
+        self._measured_lags: list[float] = []
+        self.slot_waits = 0
+
+    def add_lag(self, lag_ms: float, measured: bool) -> None:
+        self._second.append(lag_ms)
+        if measured:
+            self._measured_lags.append(lag_ms)
+
+    def close_second(self, ts_ns: int, phase: str, cpu_percent: float, in_flight: int) -> None:
+        lags = sorted(self._second)
+        self._second = []
+        for name, value in (("ts_ns", ts_ns), ("worker", self.worker), ("phase", phase),
+                            ("cpu_percent", cpu_percent), ("lag_p50_ms", percentile(lags, 50)),
+                            ("lag_p99_ms", percentile(lags, 99)), ("lag_max_ms", lags[-1] if lags else None),
+                            ("lag_samples", len(lags)), ("in_flight", in_flight),
+                            ("slot_waits", self.slot_waits)):
+            self.rows[name].append(value)
+        self.slot_waits = 0
+
+    def summary(self, measured_cpu_percent: float | None) -> dict:
+        """This process over the measured phase: CPU (from its CPU times over the phase) and
+        the lag percentiles of every probe sample in it."""
+        lags = sorted(self._measured_lags)
+        return {"worker": self.worker, "cpu_percent": measured_cpu_percent,
+                "lag_p50_ms": percentile(lags, 50), "lag_p99_ms": percentile(lags, 99),
+                "lag_max_ms": lags[-1] if lags else None, "lag_samples": len(lags)}
+
+    def write(self, parts_dir: str | Path, measured_cpu_percent: float | None) -> None:
+        parts_dir = Path(parts_dir)
+        parts_dir.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_pydict(self.rows, schema=HEALTH_SCHEMA),
+                       parts_dir / f"client_health.{self.worker}.parquet")
+        (parts_dir / f"client_health.{self.worker}.json").write_text(
+            json.dumps(self.summary(measured_cpu_percent)))
+
+
+def verdict(summaries: list[dict]) -> dict:
+    """{'valid': bool, 'reasons': [...], 'workers': summaries}: invalid when any process ran
+    above CPU_LIMIT_PERCENT or had lag p99 above LAG_P99_LIMIT_MS in the measured phase."""
+    reasons = []
+    for s in summaries:
+        if s.get("cpu_percent") is not None and s["cpu_percent"] > CPU_LIMIT_PERCENT:
+            reasons.append(f"client {s['worker']} CPU {s['cpu_percent']:.0f}% > {CPU_LIMIT_PERCENT:.0f}% of a core")
+        if s.get("lag_p99_ms") is not None and s["lag_p99_ms"] > LAG_P99_LIMIT_MS:
+            reasons.append(f"client {s['worker']} scheduling lag p99 {s['lag_p99_ms']:.1f} ms > {LAG_P99_LIMIT_MS:.0f} ms")
+    return {"valid": not reasons, "reasons": reasons, "workers": summaries}
+
+
+def merge_health(parts_dir: str | Path, run_dir: str | Path) -> dict:
+    """Merge the processes' health parts into run_dir/client_health.parquet and return the
+    verdict (also written to run_dir/loadgen/client_health.json)."""
+    parts_dir, run_dir = Path(parts_dir), Path(run_dir)
+    tables = [pq.read_table(p, schema=HEALTH_SCHEMA) for p in sorted(parts_dir.glob("client_health.*.parquet"))]
+    table = pa.concat_tables(tables) if tables else HEALTH_SCHEMA.empty_table()
+    pq.write_table(table.sort_by([("ts_ns", "ascending"), ("worker", "ascending")]),
+                   run_dir / "client_health.parquet")
+    summaries = [json.loads(p.read_text()) for p in sorted(parts_dir.glob("client_health.*.json"))]
+    result = verdict(summaries)
+    for part in list(parts_dir.glob("client_health.*.parquet")) + list(parts_dir.glob("client_health.*.json")):
+        part.unlink()
+    (parts_dir / "client_health.json").write_text(json.dumps(result, indent=2))
+    return result

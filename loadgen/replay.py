@@ -1,0 +1,115 @@
+"""Replay traces: a recorded run's arrivals and request mix, or a JSONL trace of timestamps and
+request bodies.
+
+What: `load_trace(path, speed)` returns `ReplayEntry`s sorted by send time (seconds from the
+trace's first request, divided by `speed`):
+- a run directory (or its requests.parquet): every recorded request's intended send time,
+  prompt length (prompt_tokens_target), max_tokens and sampling parameters; prompts are cut
+  again from the corpus at the recorded lengths (the recorder keeps lengths, not texts).
+- a JSONL trace: one object per line with `t_s` (seconds, non-decreasing) and one of
+  `body` (an OpenAI request body, sent as given but always streamed with usage), `prompt`
+  (text) or `prompt_tokens` (a length); optional `max_tokens` and `sampling` ({name: value}).
+Errors name the file, line and field. The runner validates and normalises the trace into the
+run's loadgen/replay.jsonl, which the Locust processes read (`read_normalised`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from loadgen.errors import InputFileError, SpecError
+from loadgen.recorder import SAMPLING_COLUMNS
+from loadgen.sources import iter_json_objects
+from loadgen.spec import check_sampling
+
+TRACE_KEYS = {"t_s", "body", "prompt", "prompt_tokens", "max_tokens", "sampling"}
+
+
+@dataclass(frozen=True)
+class ReplayEntry:
+    t_s: float  # send time, seconds after the start of the replay (speed applied)
+    prompt_tokens: int | None = None  # cut a corpus prompt of this length
+    prompt: str | None = None  # or send this text
+    body: dict | None = None  # or send this body
+    max_tokens: int | None = None  # None: drawn from the workload
+    sampling: dict = field(default_factory=dict)
+
+
+def load_trace(path: str | Path, speed: float = 1.0) -> list[ReplayEntry]:
+    """Entries of a recorded run or a JSONL trace, sorted by t_s; raises InputFileError."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "requests.parquet"
+    if not path.exists():
+        raise InputFileError(str(path), None, None, "no such file or run directory")
+    entries = _from_run(path) if path.suffix == ".parquet" else _from_jsonl(path)
+    if not entries:
+        raise InputFileError(str(path), None, None, "the trace has no requests")
+    return [ReplayEntry(e.t_s / speed, e.prompt_tokens, e.prompt, e.body, e.max_tokens, e.sampling)
+            for e in sorted(entries, key=lambda e: e.t_s)]
+
+
+def _from_run(path: Path) -> list[ReplayEntry]:
+    rows = pq.read_table(path).to_pylist()
+    if not rows:
+        return []
+    first = min(r["intended_send_ns"] for r in rows)
+    return [ReplayEntry(t_s=(r["intended_send_ns"] - first) / 1e9, prompt_tokens=r["prompt_tokens_target"],
+                        max_tokens=r["max_tokens"],
+                        sampling={k: r[k] for k in SAMPLING_COLUMNS if r.get(k) is not None})
+            for r in rows]
+
+
+def _from_jsonl(path: Path) -> list[ReplayEntry]:
+    entries = []
+    previous = 0.0
+    for line, obj in iter_json_objects(path, path.read_text(encoding="utf-8")):
+        for key in obj:
+            if key not in TRACE_KEYS:
+                raise InputFileError(str(path), line, key, f"unknown field (valid: {', '.join(sorted(TRACE_KEYS))})")
+        t_s = obj.get("t_s")
+        if isinstance(t_s, bool) or not isinstance(t_s, (int, float)) or t_s < 0:
+            raise InputFileError(str(path), line, "t_s", f"must be a number of seconds >= 0, got {t_s!r}")
+        if t_s < previous:
+            raise InputFileError(str(path), line, "t_s", f"goes back in time ({t_s} < {previous})")
+        previous = t_s
+        given = [k for k in ("body", "prompt", "prompt_tokens") if k in obj]
+        if len(given) != 1:
+            raise InputFileError(str(path), line, "body", "give exactly one of body, prompt or prompt_tokens")
+        body = obj.get("body")
+        if body is not None and (not isinstance(body, dict) or not ("messages" in body or "prompt" in body)):
+            raise InputFileError(str(path), line, "body", "must be an object with 'messages' or 'prompt'")
+        prompt = obj.get("prompt")
+        if prompt is not None and (not isinstance(prompt, str) or not prompt.strip()):
+            raise InputFileError(str(path), line, "prompt", "must be a non-empty string")
+        for key in ("prompt_tokens", "max_tokens"):
+            value = obj.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise InputFileError(str(path), line, key, f"must be an integer >= 1, got {value!r}")
+        sampling = obj.get("sampling") or {}
+        try:
+            check_sampling(sampling, "sampling")
+        except SpecError as exc:
+            raise InputFileError(str(path), line, "sampling", str(exc)) from None
+        max_tokens = obj.get("max_tokens") or (body or {}).get("max_tokens") or (body or {}).get("max_completion_tokens")
+        entries.append(ReplayEntry(float(t_s), obj.get("prompt_tokens"), prompt, body, max_tokens, sampling))
+    return entries
+
+
+def write_normalised(entries: list[ReplayEntry], path: str | Path) -> Path:
+    path = Path(path)
+    with open(path, "w") as f:
+        for e in entries:
+            f.write(json.dumps(asdict(e)) + "\n")
+    return path
+
+
+def read_normalised(path: str | Path):
+    """Yield the entries written by write_normalised, one at a time (long traces stay small)."""
+    with open(path) as f:
+        for line in f:
+            yield ReplayEntry(**json.loads(line))

@@ -1,0 +1,83 @@
+"""Operations: a flow killed mid-run leaves no orphan process, and what it collected is still
+ingested and reported, with the failure written down (issue 7).
+
+Real CLI, Prefect, engine and Locust; the flow process gets SIGTERM (what `kill` and most
+supervisors send) while Locust is driving the engine.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import psutil
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+HERE = Path(__file__).parent
+
+
+def _wait_for(predicate, timeout_s, what):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _collected_and_reported(tmp_path: Path, run_dir: Path) -> None:
+    manifest = json.loads((run_dir / "run.json").read_text())
+    assert manifest["status"] == "failed" and any("interrupted" in e for e in manifest["errors"])
+    db = duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True)
+    rows = db.execute("SELECT count(*) FROM requests WHERE run_id = ?", [run_dir.name]).fetchone()[0]
+    status = db.execute("SELECT status FROM runs WHERE run_id = ?", [run_dir.name]).fetchone()[0]
+    db.close()
+    assert rows > 0 and status == "failed"
+    report = tmp_path / "reports" / run_dir.name / "index.html"
+    assert report.exists() and "interrupted" in report.read_text()
+
+
+# who: the CLI process the user started, or the supervised child that runs the flow.
+@pytest.mark.parametrize("who,sig", [("cli", signal.SIGTERM), ("flow", signal.SIGKILL),
+                                     ("cli", signal.SIGKILL)],
+                         ids=["sigterm-cli", "sigkill-flow", "sigkill-cli"])
+def test_killed_flow_leaves_no_orphans(tmp_path, who, sig):
+    env = {**os.environ, "SPIKELENS_HOME": str(tmp_path),
+           "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect")}
+    proc = subprocess.Popen([sys.executable, "-m", "flows.cli", "run",
+                             str(HERE / "scenarios" / "steady-long.yaml")], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        run_dir = _wait_for(lambda: next((p for p in (tmp_path / "runs").glob("*")
+                                          if (p / "loadgen" / "config.json").exists()), None),
+                            180, "Locust to start")
+        time.sleep(8)   # past the 2 s warm-up: measured requests are in flight
+        cli = psutil.Process(proc.pid)
+        everyone = cli.children(recursive=True)
+        names = " ".join(" ".join(c.cmdline()) for c in everyone)
+        assert "engine" in names and "locust" in names, names
+        flow = next(c for c in cli.children() if "flows.cli" in " ".join(c.cmdline()))
+        (cli if who == "cli" else flow).send_signal(sig)
+        if who == "cli" and sig == signal.SIGKILL:
+            proc.wait(30)
+            psutil.wait_procs([flow], timeout=120)   # the orphaned flow tears down by itself
+        else:
+            proc.wait(120)
+        _, alive = psutil.wait_procs(everyone, timeout=60)
+        alive = [c for c in alive if c.status() != psutil.STATUS_ZOMBIE]
+        assert not alive, [c.cmdline() for c in alive]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    if who == "flow":
+        assert proc.returncode == 128 + signal.SIGKILL
+        return   # nothing runs in a SIGKILLed process: no orphans is the promise
+    if who == "cli" and sig == signal.SIGTERM:
+        assert proc.returncode == 130, proc.stderr.read()[-3000:]
+    _collected_and_reported(tmp_path, run_dir)

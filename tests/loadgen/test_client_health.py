@@ -1,0 +1,41 @@
+"""Client health rows, the saturation verdict, and the merge of per-process parts."""
+
+import pyarrow.parquet as pq
+
+from loadgen.client_health import HealthMonitor, merge_health, percentile, verdict
+
+
+def test_rows_per_second_and_measured_summary(tmp_path):
+    h = HealthMonitor("p1")
+    for lag in (0.1, 0.2, 0.3):
+        h.add_lag(lag, measured=False)  # warm-up: not in the summary
+    h.close_second(1_000, "warmup", cpu_percent=12.0, in_flight=2)
+    for lag in [0.5] * 95 + [20.0] * 5:
+        h.add_lag(lag, measured=True)
+    h.slot_waits = 3
+    h.close_second(2_000, "measure", cpu_percent=50.0, in_flight=4)
+    assert h.rows["lag_samples"] == [3, 100] and h.rows["slot_waits"] == [0, 3]
+    assert h.rows["lag_max_ms"] == [0.3, 20.0]
+    s = h.summary(measured_cpu_percent=48.0)
+    assert s["lag_samples"] == 100 and s["lag_p50_ms"] == 0.5
+    assert s["lag_p99_ms"] == 20.0
+
+    h.write(tmp_path, 48.0)
+    HealthMonitor("p2").write(tmp_path, None)
+    result = merge_health(tmp_path, tmp_path)
+    assert pq.read_table(tmp_path / "client_health.parquet").num_rows == 2
+    assert [w["worker"] for w in result["workers"]] == ["p1", "p2"]
+    assert result["valid"] is False and "scheduling lag p99" in result["reasons"][0]  # p99 = 20 ms
+    assert (tmp_path / "client_health.json").exists()
+
+
+def test_verdict_thresholds():
+    assert verdict([{"worker": "a", "cpu_percent": 90.0, "lag_p99_ms": 10.0}])["valid"]
+    bad = verdict([{"worker": "a", "cpu_percent": 95.0, "lag_p99_ms": 1.0}])
+    assert not bad["valid"] and bad["reasons"] == ["client a CPU 95% > 90% of a core"]
+    assert verdict([])["valid"]
+
+
+def test_percentile_interpolates():
+    assert percentile([], 99) is None
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
