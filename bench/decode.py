@@ -31,6 +31,7 @@ import asyncio
 import gc
 import importlib.util
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -193,10 +194,12 @@ def main() -> None:
             results.append(row)
         engine.telemetry.close()
         gc.unfreeze()  # let interpreter shutdown release them normally
-    print(json.dumps({"bench": "decode", "weights": weights, "preset_or_checkpoint": config.model
-                      if a.checkpoint else a.preset, "prompt_tokens": a.prompt_tokens,
-                      "output_tokens_per_request": a.output_tokens, "threads": a.threads, "repeats": a.repeats,
-                      "device": "cpu", "results": results}))
+    print(json.dumps({"bench": "decode", "weights": weights,
+                      "preset_or_checkpoint": config.model if a.checkpoint else a.preset,
+                      "prompt_tokens": a.prompt_tokens, "output_tokens_per_request": a.output_tokens,
+                      "threads": a.threads, "repeats": a.repeats, "device": "cpu",
+                      "loadavg_1m": round(os.getloadavg()[0], 2),  # the box is shared: judge the noise
+                      "results": results}))
 
 
 if __name__ == "__main__":

@@ -7,8 +7,11 @@ back (closed loop), read every SSE line, and parse it with the same `loadgen.sse
 Figures per client, over the measured phase (after `--warmup-s`):
 - requests_per_s: completed streamed requests per second;
 - cpu_ms_per_request: the client process's CPU time (user + system) per completed request;
-- cpu_percent: the client process's CPU use (100 = one core).
-`ratio` = locust / httpx for each. The Locust figures come from run_locust's own recording
+- cpu_percent: the client process's CPU use (100 = one core);
+- server_cpu_percent: the no-op server's CPU over the client's whole run (startup included):
+  near 100 % the server, not the client, set the request rate.
+`ratio` = locust / httpx for each. `accuracy` measures loadgen's own timing error: 64 streams
+against a no-op server that stamps each chunk just before writing it. The Locust figures come from run_locust's own recording
 (requests.parquet) and client health (CPU over the measured phase); `locust_byte` repeats the
 Locust run reading the stream with iter_content(chunk_size=1) instead of whole lines.
 
@@ -36,6 +39,7 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
 import httpx  # noqa: E402
+import psutil  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 
@@ -129,6 +133,32 @@ def run_httpx_client(url: str, args) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def run_accuracy(args) -> dict:
+    """Loadgen's own timing error: 64 streams against the no-op server (in a thread of this
+    otherwise idle process, 50 ms TTFT, 20 ms ITL) that stamps each chunk just before writing it;
+    |client arrival − server write| for the first chunk and for the end of the stream."""
+    from loadgen.runner import run_locust
+    from loadgen.sse_server import SSEServer, SSEServerConfig
+
+    with tempfile.TemporaryDirectory(prefix="bench-accuracy-") as run_dir:
+        with SSEServer(SSEServerConfig(ttft_s=0.05, itl_s=0.02)) as server:
+            result = run_locust(server.url, run_dir, workload(args), {"shape": "constant", "users": 64},
+                                duration_s=args.duration_s, warmup_s=args.warmup_s)
+        rows = pq.read_table(Path(run_dir) / "requests.parquet").to_pylist()
+    served = {s.request_id: s for s in server.served}
+    pairs = [(r, served[r["request_id"]]) for r in rows if r["status"] == "ok" and r["phase"] == "measure"]
+    first = sorted(abs(r["first_token_ns"] - s.first_chunk_ns) / 1e6 for r, s in pairs)
+    done = sorted(abs(r["done_ns"] - s.done_ns) / 1e6 for r, s in pairs)
+
+    def pct(values, p):
+        return values[min(len(values) - 1, int(p / 100 * len(values)))] if values else None
+
+    return {"streams": 64, "requests": len(pairs),
+            "first_chunk_abs_diff_ms": {"p50": pct(first, 50), "p99": pct(first, 99), "max": first[-1] if first else None},
+            "done_abs_diff_ms": {"p50": pct(done, 50), "p99": pct(done, 99), "max": done[-1] if done else None},
+            "client_valid": result.client_valid, "client_reasons": result.client_health["reasons"]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--users", type=int, default=32)
@@ -137,6 +167,7 @@ def main() -> None:
     parser.add_argument("--output-tokens", type=int, default=16)
     parser.add_argument("--prompt-tokens", type=int, default=16)
     parser.add_argument("--skip-byte", action="store_true", help="skip the chunk_size=1 Locust run")
+    parser.add_argument("--skip-accuracy", action="store_true", help="skip the 64-stream accuracy run")
     parser.add_argument("--httpx-child", metavar="URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.httpx_child:
@@ -146,10 +177,20 @@ def main() -> None:
     port = free_port()
     server = start_server(port)
     url = f"http://127.0.0.1:{port}"
+    server_proc = psutil.Process(server.pid)
+
+    def with_server_cpu(run):
+        """Run one client and add the server's CPU use over its whole run (100 = one core): a
+        server near 100 % means the figure is the server's limit, not the client's."""
+        cpu0, t0 = sum(server_proc.cpu_times()[:2]), time.monotonic()
+        figures = run()
+        figures["server_cpu_percent"] = 100 * (sum(server_proc.cpu_times()[:2]) - cpu0) / (time.monotonic() - t0)
+        return figures
+
     try:
-        locust = run_locust_client(url, args, "line")
-        plain = run_httpx_client(url, args)
-        byte = None if args.skip_byte else run_locust_client(url, args, "byte")
+        locust = with_server_cpu(lambda: run_locust_client(url, args, "line"))
+        plain = with_server_cpu(lambda: run_httpx_client(url, args))
+        byte = None if args.skip_byte else with_server_cpu(lambda: run_locust_client(url, args, "byte"))
     finally:
         server.terminate()
         server.wait(timeout=10)
@@ -167,6 +208,8 @@ def main() -> None:
     }
     if byte is not None:
         result["locust_byte"] = byte
+    if not args.skip_accuracy:
+        result["accuracy"] = run_accuracy(args)
     print(json.dumps(result, indent=2))
 
 

@@ -32,14 +32,19 @@ def model_args_from_hf(cfg: dict, where: str = "config.json") -> ModelArgs:
         raise ValueError(f"{where}: hidden_act {cfg['hidden_act']!r} is not supported (only silu)")
     heads = cfg["num_attention_heads"]
     head_dim = cfg.get("head_dim")
+    # transformers >= 5 writes RoPE settings as "rope_parameters" (theta + type + scaling fields);
+    # older configs use top-level "rope_theta" and "rope_scaling".
+    rope = cfg.get("rope_parameters") or {}
+    rope_theta = cfg.get("rope_theta", rope.get("rope_theta", 10000.0))
+    rope_scaling = cfg.get("rope_scaling") or (rope if rope.get("rope_type", "default") != "default" else None)
     return ModelArgs(
         dim=cfg["hidden_size"], n_layers=cfg["num_hidden_layers"], n_heads=heads,
         n_kv_heads=cfg.get("num_key_value_heads") or heads, ffn_dim=cfg["intermediate_size"],
-        vocab_size=cfg["vocab_size"], rope_theta=float(cfg.get("rope_theta", 10000.0)),
+        vocab_size=cfg["vocab_size"], rope_theta=float(rope_theta),
         norm_eps=float(cfg.get("rms_norm_eps", 1e-6)), max_position=cfg.get("max_position_embeddings", 2048),
         tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
         head_size=head_dim if head_dim and head_dim != cfg["hidden_size"] // heads else None,
-        rope_scaling=cfg.get("rope_scaling"),
+        rope_scaling=rope_scaling,
     )
 
 

@@ -15,7 +15,6 @@ all-reduces. Worker ranks (engine.parallel.worker) write their own rows with the
 from __future__ import annotations
 
 import dataclasses
-import resource
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,22 +30,13 @@ from engine.model_loader import load_model, resolve_device
 from engine.parallel import TPComm, TPGroup
 from engine.parallel.protocol import StepHeader
 from engine.sampling import PenaltyState, Sampler, SamplingMetadata
-from engine.sampling.sampler import reference_penalties
 from engine.sampling_params import SamplingParams
 from engine.scheduler import ScheduledBatch, Scheduler
 from engine.sequence import Sequence as Seq
 from engine.sequence import SequenceStatus
 from engine.stage_clock import StageClock
 from engine.telemetry import StepRecord, Telemetry
-
-
-def _page_faults() -> int:
-    """Page faults (minor + major) of the calling thread so far (Linux RUSAGE_THREAD, ~1 µs)."""
-    ru = resource.getrusage(_RUSAGE)
-    return ru.ru_minflt + ru.ru_majflt
-
-
-_RUSAGE = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)
+from engine.telemetry.thread_stats import page_faults
 
 
 @dataclass
@@ -68,6 +58,10 @@ class LLMEngine:
         torch.set_num_threads(config.threads)
         torch.manual_seed(config.seed)  # unseeded requests draw from the global stream: reproducible runs
         fault_specs = [f for f in faults if isinstance(f, FaultSpec)] + parse_fault_specs([f for f in faults if not isinstance(f, FaultSpec)])
+        for i, f in enumerate(fault_specs):
+            if f.kind.startswith("comm.") and config.tp < 2:  # no collectives: the fault could not act
+                raise ValueError(f"faults[{i}].kind: {f.kind} needs engine.tp >= 2 (collectives between ranks), got tp={config.tp}")
+        self.faults = FaultScheduler(fault_specs)  # validates params before anything starts
         self.tp: TPGroup | None = None
         self.comm: TPComm | None = None  # timed all-reduce of tensor parallelism (None with tp: 1)
         if config.tp > 1:
@@ -76,10 +70,15 @@ class LLMEngine:
             self.device = self.tp.device
         else:
             self.device = resolve_device(config)
-        self.model, self.tokenizer = load_model(config, self.device, 0, config.tp)
+        try:
+            self.model, self.tokenizer = load_model(config, self.device, 0, config.tp)
+            if config.max_model_len > self.model.args.max_position:
+                raise ValueError(f"engine.max_model_len: must be <= the model's max_position={self.model.args.max_position}, got {config.max_model_len}")
+        except BaseException:
+            if self.tp is not None:
+                self.tp.abort()  # workers would otherwise wait for rank 0 forever
+            raise
         args = self.model.args
-        if config.max_model_len > args.max_position:
-            raise ValueError(f"engine.max_model_len: must be <= the model's max_position={args.max_position}, got {config.max_model_len}")
         self.vocab_size = args.vocab_size
         self.kv = KVCache(args.n_layers, config.kv_blocks, config.block_size, self.model.model.layers[0].self_attn.n_kv_heads,
                           args.head_dim, self.model.lm_head.weight.dtype, self.device)
@@ -88,7 +87,6 @@ class LLMEngine:
         self.sampler = Sampler()
         self.clock = StageClock(self.device)
         self.telemetry = Telemetry(run_dir)
-        self.faults = FaultScheduler(fault_specs)
         self._seqs: dict[str, Seq] = {}
         self._step = 0
         # Hooks faults switch on (read once per step): penalty.slow_path installs a recount function.
@@ -157,7 +155,7 @@ class LLMEngine:
         if not self.scheduler.has_unfinished():
             return []
         clock = self.clock
-        faults0 = _page_faults()
+        faults0 = page_faults()
         start_ns = time.time_ns()
         m0 = clock.mark()
         self.faults.begin_step(self, start_ns)
@@ -190,9 +188,9 @@ class LLMEngine:
         m3 = clock.mark()
         meta = SamplingMetadata.build(params_list, slots, self.penalty_state)  # after assign: seeds use output counts
         m4 = clock.mark()
-        penalized = reference_penalties(logits, meta)
+        penalized = self.sampler.penalties(logits, meta)  # fp32 [B, V]
         m5 = clock.mark()
-        next_ids = self.sampler.sample(penalized, dataclasses.replace(meta, no_penalties=True))
+        next_ids = self.sampler.sample(penalized, meta, penalized=True)
         self.penalty_state.update(slots, next_ids)
         token_ids = next_ids.tolist()  # the step's one host-device sync
         m6 = clock.mark()
@@ -209,7 +207,7 @@ class LLMEngine:
             comm_ms=self.comm.take_ms() if self.comm is not None else 0.0,
             kv_blocks_used=kv_used, kv_blocks_total=alloc.budget,
             preempted=batch.preempted, waiting=len(self.scheduler.waiting),
-            page_faults=_page_faults() - faults0,
+            page_faults=page_faults() - faults0,
             alloc_retries=torch.cuda.memory_stats(self.device).get("num_alloc_retries", 0) if self.device.type == "cuda" else None))
         self._step += 1
         return outputs

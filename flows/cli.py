@@ -267,6 +267,8 @@ def deploy(cron: str = typer.Option("0 2 * * *", help="Five-field cron of the ni
     if deployment_id is not None:
         console.print(f"deployment [bold]nightly-regression/{name}[/bold] ({deployment_id}) "
                       f"in pool {pool}: start a worker with `prefect worker start --pool {pool}`")
+    else:   # Prefect catches Ctrl-C inside serve and returns normally
+        console.print("stopped serving; the schedule is paused")
 
 
 @app.command()
@@ -305,6 +307,34 @@ def export(out_dir: Path = typer.Argument(..., file_okay=False, help="Destinatio
     console.print(f"{len(files)} file(s) written; read back with DuckDB: "
                   f"SELECT * FROM read_parquet('{out_dir}/requests/*/*/*.parquet', hive_partitioning=true)")
     print(out_dir)
+
+
+@app.command()
+def evaluate(suite_dir: Optional[Path] = typer.Argument(
+                 None, file_okay=False, help="Folder of fault scenarios (default: scenarios/eval)."),
+             peers: bool = typer.Option(True, help="Also score BARO and NSigma (RCAEval).")) -> None:
+    """Run a suite of fault scenarios; score detection and attribution vs ground truth and peers."""
+    from flows.evaluate import default_suite_dir, evaluation, suite_scenarios
+    from flows.scenario import ScenarioError, load_scenario
+
+    folder = suite_dir or default_suite_dir()
+    try:
+        for scenario in suite_scenarios(folder):
+            load_scenario(scenario)
+    except (ScenarioError, FileNotFoundError) as e:
+        _fail(str(e))
+    _supervise()
+    try:
+        result = _with_progress("evaluation suite", evaluation, str(folder), None,
+                                ("baro", "nsigma") if peers else ())
+    except KeyboardInterrupt:
+        _fail("interrupted; the engine and Locust were stopped", 130)
+    det, att = result.scores["detection"], result.scores["attribution"]
+    console.print(f"{len(result.run_ids)} runs: spike F1 {det['f1']}, attribution accuracy "
+                  f"{att['accuracy']}, false alarms/h on controls "
+                  f"{result.scores['controls']['false_alarms_per_hour']}")
+    console.print(f"JSON: {result.json_path}")
+    print(result.report)
 
 
 if __name__ == "__main__":

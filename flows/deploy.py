@@ -133,17 +133,37 @@ def serve_nightly(cron: str = "0 2 * * *", timezone: str = "UTC", config_dir: st
     """Serve the nightly regression on a cron schedule until interrupted (blocks).
 
     This process polls the server and runs each due nightly in a subprocess. At most one runs at
-    a time: two load tests on the same host would measure each other. When it stops, Prefect
-    pauses the schedule (no runs pile up for a server-side client that is gone).
-    `parameters` are extra flow parameters (used to serve another flow the same way).
+    a time: two load tests on the same host would measure each other. Ctrl-C or SIGTERM stops it
+    and it returns normally, with the schedule paused (no runs pile up while nobody serves them;
+    serving again resumes it). `parameters` are extra flow parameters (to serve another flow).
     """
     from prefect.flows import EntrypointType
 
     schedule = CronSchedule(cron, timezone)
     require_server()
     params = {**nightly_parameters(config_dir, base=None), **(parameters or {})}
-    flow.load().serve(name=name, schedules=[schedule.to_prefect()], parameters=params, limit=1,
-                      entrypoint_type=EntrypointType.MODULE_PATH)
+    served = flow.load()
+    try:
+        served.serve(name=name, schedules=[schedule.to_prefect()], parameters=params, limit=1,
+                     entrypoint_type=EntrypointType.MODULE_PATH)
+    finally:
+        # Prefect's own pause-on-shutdown runs while asyncio cancels its tasks after Ctrl-C and
+        # was cancelled itself in 1 of 4 tries here (schedule left active): pause it again, sync.
+        _pause_deployment(f"{served.name}/{name}")
+
+
+def _pause_deployment(full_name: str) -> None:
+    """Pause `flow-name/deployment-name`; warn instead of raising (we may be unwinding already)."""
+    import sys
+
+    from prefect.client.orchestration import get_client
+
+    try:
+        with get_client(sync_client=True) as client:
+            client.pause_deployment(client.read_deployment_by_name(full_name).id)
+    except Exception as e:   # noqa: BLE001 — must not mask the error that stopped serving
+        print(f"warning: could not pause deployment {full_name!r} ({e}); its schedule stays "
+              "active until you run `prefect deployment pause` or serve it again", file=sys.stderr)
 
 
 def ensure_process_pool(pool: str) -> None:

@@ -18,8 +18,8 @@ from prefect.exceptions import TerminationSignal
 from flows.manifest import RunManifest, new_run_id
 from flows.paths import StatePaths
 from flows.scenario import Scenario, load_scenario
-from flows.tasks import (analyze, drive_load, ingest, progress, render_report, start_engine,
-                         stop_engine, write_manifest)
+from flows.tasks import (analyze, drive_load, ingest, progress, refresh_index, render_report,
+                         start_engine, stop_engine, write_manifest)
 
 
 @dataclass
@@ -135,4 +135,6 @@ def _finish(paths: StatePaths, run_id: str, run_dir: Path):
     """Ingest → analyse → render; returns (analysis, report path). Idempotent."""
     ingest(paths.warehouse, run_dir)
     analysis = analyze(paths.warehouse, run_id)
-    return analysis, render_report(paths.warehouse, run_id, paths.reports / run_id)
+    report = render_report(paths.warehouse, run_id, paths.reports / run_id)
+    refresh_index(paths.reports)
+    return analysis, report

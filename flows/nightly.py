@@ -19,7 +19,7 @@ from prefect.cache_policies import NONE
 from flows.incident import incident_replay
 from flows.nightly_config import METRICS, NightlyConfig
 from flows.paths import StatePaths
-from flows.tasks import progress
+from flows.tasks import progress, refresh_index
 
 
 def default_config_dir() -> Path:
@@ -76,7 +76,7 @@ def compare(db_path: Path, scenario_name: str, run_id: str, baseline_runs: list[
                                 reps=config.bootstrap_reps)
     else:   # the first nightly of a scenario becomes the baseline of the next
         nan = float("nan")
-        verdicts = [MetricVerdict(m, nan, nan, nan, nan, nan, nan, "no-baseline", 0, 0)
+        verdicts = [MetricVerdict(m, nan, nan, nan, nan, nan, nan, "insufficient", 0, 0)
                     for m in metrics]
     store_verdicts(db_path, run_id, scenario_name, verdicts, baseline_runs)
     return [v.to_dict() for v in verdicts]
@@ -108,11 +108,12 @@ def publish(result: NightlyResult) -> None:
 
 
 @task(name="render-nightly-report", cache_policy=NONE)
-def render_nightly_report(db_path: Path, result: NightlyResult, out_dir: Path) -> Path | None:
-    from rca.nightly_report import nightly_context
+def render_nightly_report(db_path: Path, run_id: str, out_dir: Path) -> Path:
+    """The nightly page of one scenario's run: verdict per metric with its CI, and trends."""
+    from rca.page_contexts import nightly_context
     from templates.render import render_nightly
 
-    return render_nightly(nightly_context(db_path, [s.run_id for s in result.scenarios]), out_dir)
+    return render_nightly(nightly_context(db_path, run_id), out_dir, index_href="../../index.html")
 
 
 @flow(name="nightly-regression")
@@ -132,14 +133,11 @@ def nightly_regression(config_dir: str | None = None, state_home: str | None = N
         baseline = find_baseline(paths.warehouse, scenario_name, started_ns, config)
         progress.info("comparing %s with %d baseline run(s)", scenario_name, len(baseline))
         verdicts = compare(paths.warehouse, scenario_name, run.run_id, baseline, config)
-        result.scenarios.append(ScenarioVerdict(scenario_name, run.run_id,
-                                                str(run.report) if run.report else None,
+        page = render_nightly_report(paths.warehouse, run.run_id,
+                                     paths.reports / run.run_id / "nightly")
+        result.scenarios.append(ScenarioVerdict(scenario_name, run.run_id, str(page),
                                                 baseline, verdicts))
-    try:
-        report = render_nightly_report(paths.warehouse, result,
-                                       paths.reports / f"nightly-{result.scenarios[0].run_id}")
-        result.report = str(report) if report else None
-    except ImportError as e:   # the nightly page is optional; the verdicts are not
-        progress.warning("nightly report not rendered: %s", e)
+    result.report = result.scenarios[-1].report if result.scenarios else None
+    refresh_index(paths.reports)
     publish(result)
     return result

@@ -21,7 +21,7 @@ from flows.manifest import RunManifest
 from flows.nightly_config import METRICS, Thresholds
 from flows.paths import StatePaths
 from flows.scenario import deep_merge
-from flows.tasks import progress
+from flows.tasks import progress, refresh_index
 
 _TRAFFIC_FAULTS = ("penalty.repetition", "load.burst")
 
@@ -61,11 +61,11 @@ def compare_with_original(db_path: Path, replay_run_id: str, original_run_id: st
 @task(name="render-replay-comparison", cache_policy=NONE)
 def render_comparison(db_path: Path, replay_run_id: str, original_run_id: str,
                       verdicts: list[dict], out_dir: Path) -> Path:
-    from rca.nightly_report import comparison_context
+    from rca.page_contexts import comparison_context
     from templates.render import render_nightly
 
-    return render_nightly(comparison_context(db_path, replay_run_id, [original_run_id], verdicts,
-                                             title="Replay vs original"), out_dir)
+    return render_nightly(comparison_context(db_path, replay_run_id, original_run_id, verdicts),
+                          out_dir, index_href="../../index.html")
 
 
 @flow(name="replay-run")
@@ -86,6 +86,7 @@ def replay_run(run_id: str, engine_overrides: dict | None = None, target: str | 
     verdicts = compare_with_original(paths.warehouse, run.run_id, run_id)
     comparison = render_comparison(paths.warehouse, run.run_id, run_id, verdicts,
                                    paths.reports / run.run_id / "vs-original")
+    refresh_index(paths.reports)
     (paths.run_dir(run.run_id) / "replay_of.json").write_text(
         json.dumps({"original_run_id": run_id, "engine_overrides": engine_overrides,
                     "target": target}, indent=2))

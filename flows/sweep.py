@@ -15,7 +15,7 @@ from prefect.cache_policies import NONE
 
 from flows.incident import incident_replay
 from flows.paths import StatePaths
-from flows.tasks import progress
+from flows.tasks import progress, refresh_index
 
 DEFAULT_TEMPERATURES = (0.1, 0.45, 0.8, 1.15, 1.5)
 DEFAULT_PENALTIES = (0.0, 0.5, 1.0, 1.5, 2.0)
@@ -52,12 +52,13 @@ def summarise_cells(db_path: Path, run_id: str) -> list[dict]:
 
 
 @task(name="render-sweep-report", cache_policy=NONE)
-def render_sweep_report(run_id: str, cells: list[dict], temperatures: list[float],
+def render_sweep_report(db_path: Path, run_id: str, cells: list[dict], temperatures: list[float],
                         penalties: list[float], out_dir: Path) -> Path:
+    from rca.page_contexts import sweep_context
     from templates.render import render_sweep
 
-    return render_sweep({"run_id": run_id, "temperatures": list(temperatures),
-                         "penalties": list(penalties), "cells": cells}, out_dir)
+    return render_sweep(sweep_context(db_path, run_id, temperatures, penalties, cells), out_dir,
+                        index_href="../../index.html")
 
 
 @flow(name="penalty-sweep")
@@ -74,6 +75,7 @@ def penalty_sweep(scenario_path: str | None = None,
                           state_home=str(paths.home), kind="sweep", overrides=overrides)
     progress.info("summarising %d × %d cells", len(temperatures), len(penalties))
     cells = summarise_cells(paths.warehouse, run.run_id)
-    report = render_sweep_report(run.run_id, cells, temperatures, penalties,
+    report = render_sweep_report(paths.warehouse, run.run_id, cells, temperatures, penalties,
                                  paths.reports / run.run_id / "sweep")
+    refresh_index(paths.reports)
     return SweepResult(run.run_id, str(report), cells)

@@ -83,4 +83,12 @@ def render_report(db_path: Path, run_id: str, out_dir: Path) -> Path:
     from templates.render import render_incident
 
     progress.info("rendering report")
-    return render_incident(incident_context(db_path, run_id), out_dir)
+    return render_incident(incident_context(db_path, run_id), out_dir, index_href="../index.html")
+
+
+@task(name="refresh-index", cache_policy=NONE)
+def refresh_index(reports_root: Path) -> Path:
+    """Rebuild reports/index.html from the report.json every page leaves beside itself."""
+    from templates.report_index import rebuild_index
+
+    return rebuild_index(reports_root)

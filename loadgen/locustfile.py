@@ -29,7 +29,7 @@ import gevent.pool
 import psutil
 from gevent import GreenletExit
 from locust import FastHttpUser, events, task
-from locust.runners import MasterRunner, WorkerRunner
+from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner, WorkerRunner
 
 from loadgen.arrivals import arrival_times, for_worker
 from loadgen.client_health import PROBE_INTERVAL_S, HealthMonitor
@@ -128,7 +128,30 @@ def _drive_shape(runner) -> None:
             _sleep_until(at_ns)
             runner.start(closed_loop_users(t_s), spawn_rate(LOAD) * burst_factor(FAULTS, t_s))
     _sleep_until(CLOCK.end_ns)
+    if isinstance(runner, MasterRunner):
+        _stop_workers_and_collect_stats(runner)
     runner.quit()
+
+
+def _stop_workers_and_collect_stats(runner: MasterRunner) -> None:
+    """Stop every worker, then wait for one stats report from each sent after it stopped.
+    Locust's own quit waits only 0.5 s for the workers' final reports; a busy worker that is
+    still writing its parts misses that, and its requests would be missing from the final
+    stats (seen: requests_sent 0 with 50 rows recorded)."""
+    reported: set[str] = set()
+    collecting = False
+
+    def on_report(client_id, data, **_):
+        if collecting:
+            reported.add(client_id)
+
+    runner.environment.events.worker_report.add_listener(on_report)
+    runner.stop()  # sends "stop" and returns once no worker runs users (parts written)
+    collecting = True  # reports are ordered after each worker's client_stopped message
+    workers = {client.id for client in runner.clients.all}
+    deadline = time.monotonic() + 4 * WORKER_REPORT_INTERVAL
+    while not workers <= reported and time.monotonic() < deadline:
+        gevent.sleep(0.05)
 
 
 def _sleep_until(t_ns: int) -> None:
@@ -223,11 +246,11 @@ def stream_request(user: FastHttpUser, plan: RequestPlan, intended_ns: int, user
     })
     state = StreamState()
     n_bytes = 0
+    body, headers = plan.body_bytes(), plan.headers(API_KEY)  # built before the send time is taken
     sent_ns = time.time_ns()
     recorder.in_flight[plan.request_id]["sent_ns"] = sent_ns
-    with user.client.request("POST", plan.path, name=EVENT_NAME, data=plan.body_bytes(),
-                             headers=plan.headers(API_KEY), stream=True,
-                             catch_response=True) as response:
+    with user.client.request("POST", plan.path, name=EVENT_NAME, data=body, headers=headers,
+                             stream=True, catch_response=True) as response:
         http_status = response.status_code or 0
         recorder.in_flight[plan.request_id]["http_status"] = http_status
         error = None

@@ -6,7 +6,8 @@ waits (hard timeout), merges every Locust process's parts into `requests.parquet
 `tokens.parquet` in the run directory, and returns a LocustResult.
 Why a subprocess: importing locust (gevent monkey-patching) into the Prefect or torch process
 hangs them (STACK-NOTES). This module imports neither locust nor gevent.
-On any exception or KeyboardInterrupt the whole process group is terminated, then killed.
+On any exception or KeyboardInterrupt the whole process group is terminated (SIGTERM: Locust
+writes its parts), then killed, and what was recorded is still merged into the run directory.
 
 requests_sent is Locust's own count: `num_requests` of the "chat-stream" entry in Locust's final
 stats (--json-file, written at exit). Every request the recorder writes fires exactly one such
@@ -31,6 +32,7 @@ from typing import Callable
 from loadgen.client_health import merge_health
 from loadgen.errors import SpecError
 from loadgen.metrics_scraper import MetricsScraper
+from loadgen.prompts import PromptBuilder
 from loadgen.recorder import merge_parts
 from loadgen.replay import load_trace, write_normalised
 from loadgen.run_config import API_KEY_ENV, CONFIG_ENV, START_MARKER, RunConfig
@@ -92,6 +94,13 @@ def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | s
         raise SpecError(f"warmup_s must be >= 0, got {warmup_s!r}")
     if isinstance(workers, bool) or not isinstance(workers, int) or not 0 <= workers <= 256:
         raise SpecError(f"workers must be an integer in [0, 256], got {workers!r}")
+    if not host.startswith(("http://", "https://")):
+        raise SpecError(f"host must be an http(s):// URL, got {host!r}")
+    if tokenizer_path is not None:
+        try:
+            PromptBuilder(tokenizer_path)  # a missing or broken tokenizer fails here, not in Locust
+        except Exception as exc:
+            raise SpecError(f"tokenizer_path {tokenizer_path}: {exc}") from None
     if workload.source != "builtin":
         from loadgen.sources import load_prompt_file
 
@@ -126,8 +135,12 @@ def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | s
     output = _OutputReader(parts_dir / "locust.log", log_lines)
     scraper = MetricsScraper(metrics_url, run_dir / "metrics.parquet", metrics_interval_s,
                              api_key=api_key) if metrics_url else None
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                            start_new_session=True)  # own process group: killed as one
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)  # own process group: killed as one
+    except BaseException:
+        output.close()
+        raise
     try:
         if scraper is not None:
             scraper.start()
@@ -141,16 +154,19 @@ def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | s
             returncode = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             raise LoadgenError(f"locust overran its {timeout_s:.0f} s timeout\n{output.tail()}") from None
-    except BaseException:
-        _terminate_group(proc)
-        raise
-    finally:
+    except BaseException as failure:
+        _terminate_group(proc)  # SIGTERM first: Locust writes its parts, in-flight rows 'cancelled'
         output.close()
-        metrics_rows = scraper.stop() if scraper is not None else 0
-    recorded, chunks = merge_parts(parts_dir, run_dir)
-    health = merge_health(parts_dir, run_dir)
-    for part in list(parts_dir.glob("requests.*.parquet")) + list(parts_dir.glob("tokens.*.parquet")):
-        part.unlink()
+        if scraper is not None:
+            scraper.stop()
+        try:  # keep what was measured: the caller may still analyse a failed run
+            _merge(parts_dir, run_dir)
+        except Exception as merge_error:  # noqa: BLE001 — reported on the original failure
+            failure.add_note(f"merging loadgen's parts also failed: {merge_error!r}")
+        raise
+    output.close()
+    metrics_rows = scraper.stop() if scraper is not None else 0
+    recorded, chunks, health = _merge(parts_dir, run_dir)
     if not stats_path.exists():
         raise LoadgenError(f"locust exited ({returncode}) without final stats\n{output.tail()}")
     sent, failed = _event_counts(stats_path)
@@ -161,6 +177,15 @@ def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | s
                         requests_recorded=recorded, chunks_recorded=chunks, started_ns=started_ns,
                         client_valid=health["valid"], client_health=health, metrics_rows=metrics_rows,
                         metrics_scrape_errors=scraper.errors if scraper is not None else 0)
+
+
+def _merge(parts_dir: Path, run_dir: Path) -> tuple[int, int, dict]:
+    """Merge the processes' parts into the run directory, then delete the parts."""
+    recorded, chunks = merge_parts(parts_dir, run_dir)
+    health = merge_health(parts_dir, run_dir)
+    for part in list(parts_dir.glob("requests.*.parquet")) + list(parts_dir.glob("tokens.*.parquet")):
+        part.unlink()
+    return recorded, chunks, health
 
 
 def locust_command(host: str, load: LoadSpec, config: RunConfig, stats_base: Path) -> list[str]:

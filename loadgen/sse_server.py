@@ -34,6 +34,7 @@ class ServedRequest:
     done_ns: int | None = None  # just before [DONE] was written
     completion_tokens: int = 0
     cancelled: bool = False  # the client went away mid-stream
+    authorization: str | None = None  # the Authorization header, to test API-key passing
 
 
 @dataclass
@@ -42,6 +43,7 @@ class SSEServerConfig:
     itl_s: float = 0.0  # delay between content chunks
     role_chunk: bool = True  # send vLLM's leading {"role": "assistant", "content": ""} chunk
     token_text: str = "tok "  # content of each chunk (one token each)
+    reject_model: str | None = None  # answer 400 (param "model") to requests for this model
 
 
 @dataclass
@@ -153,8 +155,14 @@ class SSEServer:
             await self._send_json(writer, 400, {"error": {"message": str(exc), "type": "invalid_request_error",
                                                           "param": "max_tokens", "code": 400}})
             return
+        if self.config.reject_model is not None and request.get("model") == self.config.reject_model:
+            await self._send_json(writer, 400, {"error": {"message": f"model {request.get('model')!r} is not served",
+                                                          "type": "invalid_request_error", "param": "model",
+                                                          "code": 400}})
+            return
         request_id = headers.get("x-request-id", f"noop-{arrival_ns}")
-        served = ServedRequest(request_id=request_id, arrival_ns=arrival_ns)
+        served = ServedRequest(request_id=request_id, arrival_ns=arrival_ns,
+                               authorization=headers.get("authorization"))
         self.served.append(served)
         chat = path.endswith("chat/completions")
         cfg = self.config

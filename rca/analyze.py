@@ -1,7 +1,9 @@
 """Analyse one ingested run: detect spikes, attribute each, store the results in the warehouse.
 
-Results go to the tables `spikes`, `attributions` and `evidence` (warehouse migration 0002),
-replacing any earlier analysis of the run in one transaction.
+Results go to the tables `analyses`, `spikes`, `attributions` and `evidence` (warehouse migration
+0002), replacing any earlier analysis of the run in one transaction. Runs with step traces are
+attributed by stage decomposition (rca.attribute); runs without (external targets) by ranking their
+/metrics and NVML series (rca.metric_rank).
 """
 from __future__ import annotations
 
@@ -13,9 +15,10 @@ import duckdb
 import pyarrow as pa
 
 from rca.attribute import Attribution, RunSignals, attribute_spike
-from rca.stepcost import step_arrays
 from rca.config import AttributeConfig, DetectConfig
 from rca.detect import Baseline, Spike, detect_spikes
+from rca.metric_rank import attribute_by_metrics
+from rca.stepcost import step_arrays
 from warehouse.db import connect
 from warehouse.queries import query
 from warehouse.store import replace_run_rows
@@ -30,7 +33,7 @@ class Analysis:
     baselines: dict[str, Baseline]                  # by metric
     detect: DetectConfig
     attribute: AttributeConfig
-    signals: RunSignals = field(repr=False, default=None)
+    signals: RunSignals | None = field(repr=False, default=None)   # what was read, for callers that plot
 
 
 def load_signals(conn: duckdb.DuckDBPyConnection, run_id: str, window_s: float) -> RunSignals:
@@ -47,6 +50,9 @@ def load_signals(conn: duckdb.DuckDBPyConnection, run_id: str, window_s: float) 
         gc_pauses=query(conn, "gc_pauses", run_id=run_id),
         request_outputs=query(conn, "request_outputs", run_id=run_id, window_s=window_s),
         nvml_windows=query(conn, "nvml_windows", run_id=run_id, window_s=window_s),
+        metric_windows=query(conn, "metric_windows", run_id=run_id, window_s=window_s),
+        client_windows=query(conn, "client_windows", run_id=run_id, window_s=window_s),
+        history_windows=query(conn, "history_windows", run_id=run_id, window_s=window_s),
     )
 
 
@@ -56,7 +62,11 @@ def analyze(conn: duckdb.DuckDBPyConnection, run_id: str, window_s: float = 1.0,
     detect, attribute = detect or DetectConfig(), attribute or AttributeConfig()
     signals = load_signals(conn, run_id, window_s)
     spikes, baselines = detect_spikes(signals.windows, window_s, detect)
-    attributions = {s.spike_id: attribute_spike(s, spikes, signals, attribute) for s in spikes}
+    # Step traces give the stage decomposition; a target without them (an external engine) is
+    # attributed by ranking its /metrics and NVML series instead.
+    by_metrics = len(signals.steps["t_s"]) == 0 and bool(signals.metric_windows or signals.nvml_windows)
+    attributions = {s.spike_id: (attribute_by_metrics(s, spikes, signals, attribute) if by_metrics
+                                 else attribute_spike(s, spikes, signals, attribute)) for s in spikes}
     return Analysis(run_id, window_s, spikes, attributions, baselines, detect, attribute, signals)
 
 
@@ -70,7 +80,7 @@ def result_tables(analysis: Analysis) -> dict[str, pa.Table]:
                        "detector": s.detector, "start_s": s.start_s, "end_s": s.end_s, "peak_ms": s.peak_ms,
                        "baseline_ms": s.baseline_ms, "severity": s.severity,
                        "severity_score": s.severity_score, "top_cause": a.top_cause,
-                       "summary": a.summary, "coverage": a.coverage})
+                       "summary": a.summary, "coverage": a.coverage, "attribution_method": a.method})
         for c in a.causes:
             attrs.append({"run_id": rid, "spike_id": s.spike_id, "cause": c.cause, "share": c.share,
                           "confidence": c.confidence, "excess_ms": c.excess_ms})
@@ -84,7 +94,8 @@ def result_tables(analysis: Analysis) -> dict[str, pa.Table]:
                              ("start_s", pa.float64()), ("end_s", pa.float64()), ("peak_ms", pa.float64()),
                              ("baseline_ms", pa.float64()), ("severity", pa.string()),
                              ("severity_score", pa.float64()), ("top_cause", pa.string()),
-                             ("summary", pa.string()), ("coverage", pa.float64())]),
+                             ("summary", pa.string()), ("coverage", pa.float64()),
+                             ("attribution_method", pa.string())]),
         "attributions": pa.schema([("run_id", pa.string()), ("spike_id", pa.int32()), ("cause", pa.string()),
                                    ("share", pa.float64()), ("confidence", pa.float64()),
                                    ("excess_ms", pa.float64())]),

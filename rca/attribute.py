@@ -44,6 +44,7 @@ class Attribution:
     step_excess_ms: float     # mean step duration, spike − baseline
     components_ms: dict       # cause → excess ms per step (before normalising)
     summary: str              # e.g. "GC gen-2 pauses, 187 ms on average"
+    method: str = "stages"    # 'stages' (step traces) | 'metric_rank' (rca.metric_rank)
 
 
 @dataclass
@@ -56,6 +57,9 @@ class RunSignals:
     gc_pauses: list[dict]           # query `gc_pauses`
     request_outputs: list[dict] = field(default_factory=list)   # query `request_outputs`
     nvml_windows: list[dict] = field(default_factory=list)      # query `nvml_windows`
+    metric_windows: list[dict] = field(default_factory=list)    # query `metric_windows`
+    client_windows: list[dict] = field(default_factory=list)    # query `client_windows`
+    history_windows: list[dict] = field(default_factory=list)   # query `history_windows`
 
 
 def window_series(rows: list[dict], key: str, n: int | None = None) -> np.ndarray:
@@ -75,12 +79,21 @@ def _nvml_series(rows: list[dict], key: str, n: int) -> np.ndarray:
     return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
 
 
+def _by_window(rows: list[dict], key: str, n: int) -> np.ndarray:
+    """A column of rows keyed by 'window' as [n_windows] (windows without a row → NaN)."""
+    out = np.full(n, np.nan)
+    for r in rows:
+        if r.get(key) is not None and 0 <= r["window"] < n:
+            out[r["window"]] = float(r[key])
+    return out
+
+
 def _p99(x: np.ndarray) -> float:
     x = x[np.isfinite(x)]
     return float(np.quantile(x, 0.99)) if len(x) else 0.0
 
 
-def _window_masks(n: int, spike: Spike, spikes: list[Spike], guard: int) -> tuple[np.ndarray, np.ndarray]:
+def window_masks(n: int, spike: Spike, spikes: list[Spike], guard: int) -> tuple[np.ndarray, np.ndarray]:
     idx = np.arange(n)
     in_spike = (idx >= spike.first_window) & (idx <= spike.last_window)
     base = np.ones(n, dtype=bool)
@@ -89,7 +102,7 @@ def _window_masks(n: int, spike: Spike, spikes: list[Spike], guard: int) -> tupl
     return in_spike, base
 
 
-def _time_masks(t: np.ndarray, spike: Spike, spikes: list[Spike], window_s: float, guard: int
+def time_masks(t: np.ndarray, spike: Spike, spikes: list[Spike], window_s: float, guard: int
                 ) -> tuple[np.ndarray, np.ndarray]:
     in_spike = (t >= spike.start_s) & (t < spike.end_s)
     base = np.isfinite(t)
@@ -120,9 +133,9 @@ def attribute_spike(spike: Spike, spikes: list[Spike], signals: RunSignals,
     config = config or AttributeConfig()
     w = signals.window_s
     n = len(signals.windows)
-    win_spike, win_base = _window_masks(n, spike, spikes, config.guard_windows)
+    win_spike, win_base = window_masks(n, spike, spikes, config.guard_windows)
     steps = signals.steps
-    st_spike, st_base = _time_masks(steps["t_s"], spike, spikes, w, config.guard_windows)
+    st_spike, st_base = time_masks(steps["t_s"], spike, spikes, w, config.guard_windows)
 
     quiet = st_base & (np.nan_to_num(steps["gc_ms"]) == 0)
     if quiet.sum() < config.min_model_steps or np.nanstd(steps["decode_tokens"][quiet]) < 0.5:
@@ -159,13 +172,14 @@ def attribute_spike(spike: Spike, spikes: list[Spike], signals: RunSignals,
     sw = signals.step_windows
     ev = EvidenceBuilder(latency, win_spike, win_base)
     gc_ms, pen = window_series(sw, "gc_ms", n), window_series(sw, "penalty_ms", n) + np.nan_to_num(window_series(sw, "sample_ms", n))
-    comm, batch = window_series(sw, "comm_ms", n), window_series(sw, "batch_size", n)
+    comm, batch = window_series(sw, "comm_max_ms", n), window_series(sw, "batch_size", n)
     waiting, preempt = window_series(sw, "waiting", n), window_series(sw, "preemptions", n)
+    history = _by_window(signals.history_windows, "history_tokens", n)
+    history[history <= 0] = np.nan                         # no request in flight: no ratio
     spike_pauses = pause_stats(signals.gc_pauses, win_spike, w)
     base_pauses = pause_stats(signals.gc_pauses, win_base, w)
     gen_txt = f"gen-{spike_pauses.generation} " if spike_pauses.generation is not None else ""
     rank, rank_share = straggler(steps, st_spike)
-    comm_step = mean_or_zero(steps["comm_ms"][st_spike]), mean_or_zero(steps["comm_ms"][st_base])
     evidence = {
         "memory": [
             ev.series("gc_overlap_ms_per_step", gc_ms, "ms", "GC pause time inside engine steps"),
@@ -180,15 +194,16 @@ def attribute_spike(spike: Spike, spikes: list[Spike], signals: RunSignals,
         ],
         "penalty": [
             ev.series("penalty_sample_ms_per_step", pen, "ms", "penalty + sampling stage time per step"),
+            ev.series("penalty_ms_per_1k_history", window_series(sw, "penalty_ms", n) / (history / 1000.0),
+                      "ms", "penalty time per 1,000 tokens of history held (rises on a slow path)"),
+            ev.series("history_tokens", history, "tokens", "tokens of history held by running requests (estimated)"),
             ev.series("output_tokens_per_request", out_len, "tokens", "mean output length of finished requests"),
             ev.series("hit_max_tokens", outputs["hit_max_tokens"], "fraction", "outputs that ran to max_tokens"),
             ev.series("repeated_3gram_rate", outputs["repeated_3gram_rate"], "fraction",
                       "repeated 3-grams in outputs (repetition loops)"),
         ],
         "communication": [
-            ev.series("comm_ms_per_step", comm, "ms", "collective (all-reduce) time per step, rank 0"),
-            Evidence("comm_wait_ms_per_step", comm_step[0], comm_step[1], "ms",
-                     "longest collective wait across ranks per step", None),
+            ev.series("comm_wait_ms_per_step", comm, "ms", "longest collective (all-reduce) wait across ranks per step"),
             Evidence("straggler_rank", None if rank is None else float(rank), None, "rank",
                      f"waited least in {rank_share:.0%} of the spike's steps (arrives last)"
                      if rank is not None else "single rank", None),
@@ -206,6 +221,8 @@ def attribute_spike(spike: Spike, spikes: list[Spike], signals: RunSignals,
             ev.series("other_ms_per_step", window_series(sw, "other_ms", n), "ms", "step time outside every stage timer"),
             ev.series("nvml_sm_clock", _nvml_series(signals.nvml_windows, "sm_clock", n), "MHz",
                       "GPU SM clock (a drop means throttling)"),
+            ev.series("client_lag_p99_ms", _by_window(signals.client_windows, "lag_p99_ms", n), "ms",
+                      "load generator event-loop lag (a starved client delays chunks itself)"),
         ],
     }
     evidence = {c: [e for e in rows if e is not None] for c, rows in evidence.items()}

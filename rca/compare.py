@@ -75,17 +75,21 @@ def _bootstrap(s: Samples, q: float | None, reps: int, rng: np.random.Generator)
 
 def compare_metric(metric: str, baseline: Samples, candidate: Samples, q: float | None,
                    threshold: float = 0.10, absolute: bool = False, reps: int = 400,
-                   seed: int = 0, min_clusters: int = 5) -> MetricVerdict:
+                   seed: int = 0, min_clusters: int = 5, min_tail: int = 10) -> MetricVerdict:
     """Verdict for one metric. `q` is the quantile (0.99 for p99) or None for the mean.
 
     `threshold` is relative to the baseline (0.10 = 10 %), or in the metric's own unit when
-    `absolute` (error rates, whose baseline is often 0).
+    `absolute` (error rates, whose baseline is often 0). A percentile needs `min_tail` samples
+    beyond it on each side (p99 of 60 requests is just their maximum, and a bootstrap of a
+    maximum is overconfident), else the verdict is `insufficient`.
     """
     family = metric.split("_")[0] if not metric.startswith(("error_rate", "throughput")) else (
         "error_rate" if metric.startswith("error_rate") else "throughput")
     sign = WORSE_WHEN_HIGHER[family]
     nb, nc = baseline.n_clusters, candidate.n_clusters
-    if nb < min_clusters or nc < min_clusters:
+    tail = min(q, 1 - q) if q is not None else 1.0
+    too_few = min(len(baseline.values), len(candidate.values)) * tail < min_tail
+    if nb < min_clusters or nc < min_clusters or too_few:
         b = _stat(baseline, q) if len(baseline.values) else float("nan")
         c = _stat(candidate, q) if len(candidate.values) else float("nan")
         return MetricVerdict(metric, b, c, c - b, float("nan"), float("nan"), float("nan"),

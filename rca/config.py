@@ -27,7 +27,7 @@ class DetectConfig:
     # Flagged stretches at most this many windows apart are one spike (a GC storm has quiet gaps).
     merge_gap_windows: int = 2
     # Fewest samples for a window's percentile to count, per series (fewer → window ignored).
-    min_samples: dict = field(default_factory=lambda: {"itl_p99": 20, "ttft_p99": 3, "e2e_p99": 3})
+    min_samples: dict = field(default_factory=lambda: {"itl_p99": 5, "ttft_p99": 1, "e2e_p99": 1})
     # Fewest valid windows to estimate a baseline; shorter runs are not analysed.
     min_baseline_windows: int = 8
     # peak / baseline at or above which a spike is 'major', resp. 'critical' (below: 'minor').

@@ -6,7 +6,8 @@ three of: median + k·spread, median·(1 + min_rel_excess), median + min_abs_exc
 keep a steady series' tiny MAD from turning scheduler noise into spikes. Flagged windows at most
 `merge_gap_windows` apart form one interval; intervals shorter than `min_windows` flagged windows
 are dropped. Intervals of different series that overlap (or nearly) are one incident: one Spike
-with the list of series; its primary metric is the series with the largest relative peak.
+with the list of series; its primary metric is the series with the largest relative peak; its
+time span is that of its ITL/TTFT intervals (E2E lags: it is binned at completion).
 
 Pure functions over lists of window dicts (rows of warehouse query `windows`); nothing is mutated.
 """
@@ -156,8 +157,11 @@ def merge_incidents(intervals: list[Interval], window_s: float, config: DetectCo
     for n, group in enumerate(groups, start=1):
         primary = max(group, key=lambda iv: (iv.peak_ms / iv.baseline_ms if iv.baseline_ms > 0 else 0.0,
                                              -METRICS.index(iv.metric)))
-        first = min(iv.first for iv in group)
-        last = max(iv.last for iv in group)
+        # E2E is binned at completion, so it lags the incident by a request's duration: it joins
+        # series into one incident but sets the timing only when nothing else spiked.
+        timing = [iv for iv in group if iv.metric != "e2e_p99"] or group
+        first = min(iv.first for iv in timing)
+        last = max(iv.last for iv in timing)
         metrics = [m for m in METRICS if any(iv.metric == m for iv in group)]
         spikes.append(Spike(
             spike_id=n, metric=primary.metric, metrics=metrics, first_window=first, last_window=last,

@@ -4,8 +4,9 @@ Pearson r with the latency series across the run's windows, and how strongly it 
 Signals per cause (DESIGN.md's table):
   memory         GC overlap per step, GC pauses per minute and mean pause (dominant generation),
                  preemptions, KV occupancy, NVML memory use (where a GPU reported it)
-  penalty        penalty + sampling ms per step, output length per request, share of outputs that
-                 ran to max_tokens, repeated 3-gram rate of outputs (needs engine output token ids)
+  penalty        penalty + sampling ms per step, penalty ms per 1k tokens of history held (and the
+                 history itself), output length per request, share of outputs that ran to
+                 max_tokens, repeated 3-gram rate of outputs (needs engine output token ids)
   communication  collective wait per step (longest across ranks), the straggler rank
   load           arrivals per second, batch size, waiting sequences, batch-predicted forward growth
   unexplained    forward residual, time outside stage timers, GPU SM clock (throttling)

@@ -19,7 +19,7 @@ from warehouse.db import connect
 from warehouse.queries import query
 
 MAX_STEPS = 2000
-MAX_GC_PAUSES = 5000
+MAX_GC_PAUSES = 2000
 _METRIC_LABEL = {"itl_p99": "ITL p99", "ttft_p99": "TTFT p99", "e2e_p99": "E2E p99"}
 _STEP_KEYS = ("t_s", "forward_ms", "penalty_ms", "sample_ms", "schedule_ms", "comm_ms", "batch_size")
 
@@ -67,6 +67,8 @@ def _run_section(row: dict) -> dict:
 
 
 def _headline(spikes: list[dict], totals: dict, duration_s: float | None) -> str:
+    if not spikes and not totals.get("requests"):
+        return "No measured requests in this run: nothing to analyse (see the run's status and errors)."
     if not spikes:
         span = f"{duration_s:.0f} s of measured load" if duration_s else "the measured load"
         itl = totals.get("itl_p99_ms")
@@ -143,7 +145,7 @@ def _comparison(windows: list[dict], step_windows: list[dict], pauses: list[dict
         add("step duration (mean)", "ms", _col(step_windows, "step_mean_ms"))
         add("forward", "ms/step", _col(step_windows, "forward_ms"))
         add("penalty + sampling", "ms/step", _col(step_windows, "penalty_ms") + _col(step_windows, "sample_ms"))
-        add("collective (comm)", "ms/step", _col(step_windows, "comm_ms"))
+        add("collective wait (longest rank)", "ms/step", _col(step_windows, "comm_max_ms"))
         add("KV occupancy", "%", _col(step_windows, "kv_usage"), 100.0)
         add("preemptions", "1/s", _col(step_windows, "preemptions"), 1.0 / window_s)
         add("batch size", "seqs", _col(step_windows, "batch_size"))

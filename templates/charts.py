@@ -1,4 +1,5 @@
-"""Plotly figure specs (plain dicts) for the interactive timelines of the report pages.
+"""Plotly figure specs (plain dicts) for the incident page's interactive timelines, and the helpers
+every page's charts share (layout, spike bands, chart entries, <noscript> summaries).
 
 Why dicts and not plotly.graph_objects: the page embeds them as JSON and the locally shipped
 plotly.min.js draws them, so Python only needs the JSON shape (and rendering stays fast). Every
@@ -29,13 +30,9 @@ STAGE_COLORS = {"forward_ms": "#94a3b8", "penalty_ms": "#d97706", "sample_ms": "
 CAUSE_COLORS = {"penalty": "#d97706", "memory": "#dc2626", "communication": "#7c3aed",
                 "load": "#2563eb", "unexplained": "#6b7280"}
 _FONT = {"family": "system-ui, sans-serif", "size": 12}
-# Explicit colour scales: plotly.js's named "YlOrRd" and "Blues" run dark → light, the reverse of
-# the HTML heatmap tables; spelling them out keeps table and chart the same way round.
-HEAT_SCALE = [[0.0, "rgb(255,255,204)"], [1 / 3, "rgb(254,178,76)"], [2 / 3, "rgb(240,59,32)"], [1.0, "rgb(128,0,38)"]]
-COUNT_SCALE = [[0.0, "rgb(239,246,255)"], [1.0, "rgb(37,99,235)"]]
 
 
-def _base_layout(title: str, height: int = 300, **extra) -> dict:
+def base_layout(title: str, height: int = 300, **extra) -> dict:
     layout = {
         "title": {"text": html.escape(title), "font": {"size": 14}, "x": 0, "xanchor": "left"},
         "height": height, "margin": {"l": 60, "r": 60, "t": 36, "b": 40}, "font": _FONT,
@@ -68,7 +65,7 @@ def _window_width(windows: list[dict]) -> float:
     return float(median(gaps)) if gaps else 1.0
 
 
-def _column(rows: list[dict], key: str) -> list[float | None]:
+def column_values(rows: list[dict], key: str) -> list[float | None]:
     return [None if r.get(key) is None else float(r[key]) for r in rows]
 
 
@@ -76,14 +73,21 @@ def _has(rows: list[dict], key: str) -> bool:
     return any(r.get(key) is not None for r in rows)
 
 
-def latency_figure(windows: list[dict], spikes: list[dict], gc_pauses: list[dict]) -> dict | None:
-    """Latency percentiles per window (log axis) over a lane of GC pause durations."""
+def fault_shapes(faults: list[dict]) -> list[dict]:
+    """A dark strip above the plot per injected fault (the ground truth), as on the SVG timeline."""
+    return [{"type": "rect", "xref": "x", "yref": "paper", "x0": float(f["start_s"]), "x1": float(f["end_s"]),
+             "y0": 1.01, "y1": 1.04, "fillcolor": "rgba(31,35,40,0.75)", "line": {"width": 0}} for f in faults]
+
+
+def latency_figure(windows: list[dict], spikes: list[dict], gc_pauses: list[dict],
+                   faults: list[dict] = ()) -> dict | None:
+    """Latency percentiles per window (log axis) over a lane of GC pause durations; faults on top."""
     if not windows:
         return None
     rows = sorted(windows, key=lambda w: float(w["t_s"]))
     half = _window_width(rows) / 2
     x = [float(w["t_s"]) + half for w in rows]
-    data = [{"type": "scatter", "mode": "lines", "name": label, "x": x, "y": _column(rows, key),
+    data = [{"type": "scatter", "mode": "lines", "name": label, "x": x, "y": column_values(rows, key),
              "line": {"color": SERIES_COLORS[key], "width": 2}, "connectgaps": False,
              "hovertemplate": "%{y:.1f} ms"}
             for key, label, _ in LATENCY_SERIES if _has(rows, key)]
@@ -92,8 +96,8 @@ def latency_figure(windows: list[dict], spikes: list[dict], gc_pauses: list[dict
                      "y": [float(g["duration_ms"]) for g in gc_pauses], "yaxis": "y2",
                      "marker": {"color": CAUSE_COLORS["memory"]}, "width": 0.15,
                      "hovertemplate": "GC %{y:.1f} ms"})
-    layout = _base_layout("Latency percentiles per window, GC pauses below", height=380,
-                          shapes=spike_shapes(spikes), annotations=spike_labels(spikes))
+    layout = base_layout("Latency percentiles per window, GC pauses below, injected faults above", height=380,
+                          shapes=spike_shapes(spikes) + fault_shapes(faults), annotations=spike_labels(spikes))
     layout["yaxis"].update({"type": "log", "title": {"text": "ms"}, "domain": [0.3, 1]})
     values = [v for trace in data if trace["type"] == "scatter" for v in trace["y"] if v]
     if values and max(values) / min(values) > 30:
@@ -118,7 +122,7 @@ def stages_figure(steps: list[dict], spikes: list[dict]) -> dict | None:
     data = [{"type": "scatter", "mode": "lines", "stackgroup": "stages", "name": label, "x": x,
              "y": [r.get(key) or 0.0 for r in rows], "line": {"width": 0.5, "color": STAGE_COLORS[key]},
              "hovertemplate": "%{y:.2f} ms"} for key, label in stages]
-    layout = _base_layout("Step time by stage (stacked)", shapes=spike_shapes(spikes))
+    layout = base_layout("Step time by stage (stacked)", shapes=spike_shapes(spikes))
     layout["yaxis"]["title"] = {"text": "ms per step"}
     return {"data": data, "layout": layout}
 
@@ -134,12 +138,12 @@ def kv_figure(steps: list[dict], spikes: list[dict]) -> dict | None:
              "y": [100.0 * float(s["kv_blocks_used"] or 0) / float(s["kv_blocks_total"]) for s in rows],
              "line": {"color": CAUSE_COLORS["memory"]}, "hovertemplate": "%{y:.1f}%"}]
     if _has(rows, "preempted"):
-        data.append({"type": "bar", "name": "preempted", "x": x, "y": _column(rows, "preempted"),
+        data.append({"type": "bar", "name": "preempted", "x": x, "y": column_values(rows, "preempted"),
                      "yaxis": "y2", "marker": {"color": "#111827"}})
     if _has(rows, "waiting"):
         data.append({"type": "scatter", "mode": "lines", "name": "waiting", "x": x,
-                     "y": _column(rows, "waiting"), "yaxis": "y2", "line": {"color": "#2563eb", "dash": "dot"}})
-    layout = _base_layout("KV cache occupancy, preemptions and waiting sequences", shapes=spike_shapes(spikes))
+                     "y": column_values(rows, "waiting"), "yaxis": "y2", "line": {"color": "#2563eb", "dash": "dot"}})
+    layout = base_layout("KV cache occupancy, preemptions and waiting sequences", shapes=spike_shapes(spikes))
     layout["yaxis"].update({"title": {"text": "% of KV blocks"}, "range": [0, 100]})
     layout["yaxis2"] = {"overlaying": "y", "side": "right", "title": {"text": "sequences"}, "rangemode": "tozero",
                         "showgrid": False}
@@ -155,8 +159,8 @@ def comm_figure(steps: list[dict], spikes: list[dict]) -> dict | None:
     for rank in ranks:
         rows = sorted((s for s in steps if s.get("rank") == rank), key=lambda s: float(s["t_s"]))
         data.append({"type": "scatter", "mode": "lines", "name": f"rank {rank}", "x": [float(s["t_s"]) for s in rows],
-                     "y": _column(rows, "comm_ms"), "hovertemplate": "%{y:.2f} ms"})
-    layout = _base_layout("All-reduce wait per rank", shapes=spike_shapes(spikes))
+                     "y": column_values(rows, "comm_ms"), "hovertemplate": "%{y:.2f} ms"})
+    layout = base_layout("All-reduce wait per rank", shapes=spike_shapes(spikes))
     layout["yaxis"]["title"] = {"text": "comm ms per step"}
     return {"data": data, "layout": layout}
 
@@ -171,17 +175,17 @@ def nvml_figure(nvml: list[dict], spikes: list[dict]) -> dict | None:
         rows = sorted((r for r in nvml if r.get("gpu") == gpu), key=lambda r: float(r["t_s"]))
         x = [float(r["t_s"]) for r in rows]
         if _has(rows, "util_gpu"):
-            data.append({"type": "scatter", "mode": "lines", "name": f"GPU {gpu} util %", "x": x, "y": _column(rows, "util_gpu")})
+            data.append({"type": "scatter", "mode": "lines", "name": f"GPU {gpu} util %", "x": x, "y": column_values(rows, "util_gpu")})
         if _has(rows, "mem_used") and _has(rows, "mem_total"):
             data.append({"type": "scatter", "mode": "lines", "name": f"GPU {gpu} mem %", "x": x,
                          "y": [None if not r.get("mem_total") or r.get("mem_used") is None
                                else 100.0 * float(r["mem_used"]) / float(r["mem_total"]) for r in rows]})
         if _has(rows, "power_w"):
             data.append({"type": "scatter", "mode": "lines", "name": f"GPU {gpu} power W", "x": x,
-                         "y": _column(rows, "power_w"), "yaxis": "y2", "line": {"dash": "dot"}})
+                         "y": column_values(rows, "power_w"), "yaxis": "y2", "line": {"dash": "dot"}})
     if not data:
         return None
-    layout = _base_layout("GPU (NVML)", shapes=spike_shapes(spikes))
+    layout = base_layout("GPU (NVML)", shapes=spike_shapes(spikes))
     layout["yaxis"].update({"title": {"text": "%"}, "range": [0, 100]})
     layout["yaxis2"] = {"overlaying": "y", "side": "right", "title": {"text": "W"}, "showgrid": False}
     return {"data": data, "layout": layout}
@@ -200,9 +204,9 @@ def load_figure(windows: list[dict], spikes: list[dict]) -> dict | None:
                      "y": [None if w.get("requests") is None else float(w["requests"]) / width for w in rows]})
     for key, color in (("running", "#2563eb"), ("waiting", "#dc2626")):
         if _has(rows, key):
-            data.append({"type": "scatter", "mode": "lines", "name": key, "x": x, "y": _column(rows, key),
+            data.append({"type": "scatter", "mode": "lines", "name": key, "x": x, "y": column_values(rows, key),
                          "yaxis": "y2", "line": {"color": color}})
-    layout = _base_layout("Arrival rate and concurrency", shapes=spike_shapes(spikes))
+    layout = base_layout("Arrival rate and concurrency", shapes=spike_shapes(spikes))
     layout["yaxis"]["title"] = {"text": "requests / s"}
     layout["yaxis2"] = {"overlaying": "y", "side": "right", "title": {"text": "sequences"},
                         "rangemode": "tozero", "showgrid": False}
@@ -234,7 +238,7 @@ def chart_entry(chart_id: str, figure: dict, summary: list[dict] | None = None) 
 def incident_figures(ctx: dict) -> list[dict]:
     """The incident page's interactive charts, in page order: [{id, figure, summary}]."""
     candidates = [
-        ("chart-latency", latency_figure(ctx["windows"], ctx["spikes"], ctx["gc_pauses"])),
+        ("chart-latency", latency_figure(ctx["windows"], ctx["spikes"], ctx["gc_pauses"], ctx["faults"])),
         ("chart-stages", stages_figure(ctx["steps"], ctx["spikes"])),
         ("chart-kv", kv_figure(ctx["steps"], ctx["spikes"])),
         ("chart-comm", comm_figure(ctx["steps"], ctx["spikes"])),
@@ -242,63 +246,3 @@ def incident_figures(ctx: dict) -> list[dict]:
         ("chart-load", load_figure(ctx["windows"], ctx["spikes"])),
     ]
     return [chart_entry(cid, fig) for cid, fig in candidates if fig]
-
-
-def nightly_trend_figures(trend: list[dict], metrics: list[dict], current_run_id: str) -> list[dict]:
-    """One chart per (scenario, metric) across past nightlies, this run's point ringed."""
-    out = []
-    keys = list(dict.fromkeys((m["scenario"], m["metric"]) for m in metrics))
-    for i, (scenario, metric) in enumerate(keys):
-        rows = sorted((t for t in trend if t["metric"] == metric and t.get("scenario") == scenario),
-                      key=lambda t: t["started_at"])
-        if not rows:
-            continue
-        current = [t for t in rows if t["run_id"] == current_run_id or t.get("current")]
-        data = [{"type": "scatter", "mode": "lines+markers", "name": html.escape(str(metric)),
-                 "x": [t["started_at"] for t in rows], "y": _column(rows, "value"),
-                 "text": [html.escape(str(t["run_id"])) for t in rows], "hovertemplate": "%{y:.3g} (%{text})",
-                 "line": {"color": "#0f766e"}}]
-        if current:
-            data.append({"type": "scatter", "mode": "markers", "name": "this run", "x": [current[-1]["started_at"]],
-                         "y": [current[-1]["value"]], "marker": {"size": 12, "color": "rgba(0,0,0,0)",
-                                                                  "line": {"width": 2, "color": "#cf222e"}}})
-        unit = next((m["unit"] for m in metrics if m["metric"] == metric and m["unit"]), "")
-        title = f"{metric}{f' ({unit})' if unit else ''}{f' · {scenario}' if scenario else ''}"
-        layout = _base_layout(title, height=240, hovermode="closest", showlegend=False)
-        layout["xaxis"] = {"type": "date", "gridcolor": "#eaeef2"}
-        fig = {"data": data, "layout": layout}
-        out.append(chart_entry(f"chart-trend-{i}", fig, summarize(fig)[:1]))
-    return out
-
-
-def sweep_heatmap_figures(ctx: dict) -> list[dict]:
-    """A heatmap per sweep metric over the x × y grid (rows: y values, columns: x values)."""
-    xs, ys = ctx["x"]["values"], ctx["y"]["values"]
-    by_cell = {(c["x"], c["y"]): c for c in ctx["cells"]}
-    out = []
-    for i, m in enumerate(ctx["metrics"]):
-        z = [[by_cell.get((x, y), {}).get(m["key"]) for x in xs] for y in ys]
-        data = [{"type": "heatmap", "x": [str(x) for x in xs], "y": [str(y) for y in ys], "z": z,
-                 "colorscale": HEAT_SCALE, "reversescale": not m["higher_is_worse"],
-                 "name": html.escape(str(m["label"])), "texttemplate": "%{z:.3~g}", "hoverongaps": False,
-                 "colorbar": {"title": {"text": html.escape(str(m.get("unit") or ""))}}}]
-        layout = _base_layout(str(m["label"]), height=300, hovermode="closest")
-        layout["xaxis"] = {"title": {"text": html.escape(str(ctx["x"]["name"]))}, "type": "category"}
-        # Rows top-down in the order of y.values, as in the HTML table above the chart.
-        layout["yaxis"] = {"title": {"text": html.escape(str(ctx["y"]["name"]))}, "type": "category",
-                           "autorange": "reversed"}
-        out.append(chart_entry(f"chart-heat-{i}", {"data": data, "layout": layout}))
-    return out
-
-
-def confusion_figure(labels: list[str], matrix: list[list[float]]) -> dict:
-    """Truth (rows) × predicted (columns) counts as an annotated heatmap: [{id, figure, summary}]."""
-    names = [html.escape(str(label)) for label in labels]
-    data = [{"type": "heatmap", "x": names, "y": names, "z": matrix, "colorscale": COUNT_SCALE,
-             "texttemplate": "%{z}", "hovertemplate": "truth %{y}, predicted %{x}: %{z}<extra></extra>",
-             "showscale": False}]
-    layout = _base_layout("", height=380, hovermode="closest")
-    layout["margin"] = {"l": 20, "r": 20, "t": 20, "b": 60}
-    layout["xaxis"] = {"title": {"text": "predicted"}, "type": "category", "automargin": True}
-    layout["yaxis"] = {"title": {"text": "truth"}, "type": "category", "autorange": "reversed", "automargin": True}
-    return chart_entry("chart-confusion", {"data": data, "layout": layout}, summary=[])

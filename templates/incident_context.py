@@ -36,7 +36,9 @@ _OPTIONAL_TOP = {
     # Phase-2 additions (optional): NVML samples and the correlation table.
     "nvml": [], "correlations": [],
 }
-_OPTIONAL_SPIKE = {"severity": None}
+# metrics: every latency series the spike covers (rca merges ITL/TTFT/E2E intervals into one
+# incident); summary: one line of why, from the attribution.
+_OPTIONAL_SPIKE = {"severity": None, "metrics": [], "summary": ""}
 _OPTIONAL_ATTRIBUTION = {"confidence": None, "evidence": []}
 _OPTIONAL_EVIDENCE = {"signal": "", "value": None, "baseline": None, "unit": "", "note": ""}
 _OPTIONAL_WINDOW = {"itl_p50_ms": None, "itl_p99_ms": None, "ttft_p99_ms": None, "e2e_p99_ms": None,

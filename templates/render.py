@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
+import os
 import shutil
 from pathlib import Path
 
 import jinja2
 
-from templates.charts import (PLOTLY_JS, confusion_figure, incident_figures, nightly_trend_figures,
-                              sweep_heatmap_figures)
+from templates.charts import PLOTLY_JS, incident_figures
 from templates.ci_bars import ci_bar
 from templates.formatting import FILTERS
 from templates.heatmap_table import grid_rows, matrix_rows
 from templates.incident_context import check_incident_context
+from templates.page_charts import confusion_figure, nightly_trend_figures, sweep_heatmap_figures
 from templates.page_contexts import (RUN_KINDS, check_evaluation_context, check_index_context,
                                      check_nightly_context, check_sweep_context)
 from templates.report_index import write_manifest
@@ -77,8 +78,14 @@ def copy_static(out_dir: Path, names: tuple[str, ...] = STATIC_FILES, with_plotl
     if with_plotly:
         plotly_js = plotly_js_path()
         dest = target / PLOTLY_JS
-        # 4.8 MB: skip the copy when an identical file is already there (re-renders, shared folders).
-        if not (dest.is_file() and dest.stat().st_size == plotly_js.stat().st_size):
+        # 4.8 MB per report: hard-link the installed file when the filesystem allows (every report
+        # stays self-contained, the disk holds one copy), else copy; skip when already in place.
+        if dest.is_file() and dest.stat().st_size == plotly_js.stat().st_size:
+            return
+        dest.unlink(missing_ok=True)
+        try:
+            os.link(plotly_js, dest)
+        except OSError:
             shutil.copyfile(plotly_js, dest)
 
 
@@ -124,6 +131,15 @@ def headline_from_spikes(spikes: list[dict]) -> str:
             f"{FILTERS['clock'](worst['start_s'])}; top cause: {worst['top_cause']}.")
 
 
+def correlations_from_evidence(spikes: list[dict]) -> list[dict]:
+    """Correlation rows from evidence that carries a `pearson_r` (rca.report adds it per signal):
+    the fallback when the context has no `correlations` of its own. Strongest |r| first."""
+    rows = [{"signal": e["signal"], "metric": s["metric"], "r": e["pearson_r"], "lag_s": None, "n": None,
+             "note": f"{a['cause']}: {e['note']}" if e["note"] else a["cause"]}
+            for s in spikes for a in s["attributions"] for e in a["evidence"] if e.get("pearson_r") is not None]
+    return sorted(rows, key=lambda r: -abs(r["r"]))
+
+
 def render_incident(context: dict, out_dir: str | Path, index_href: str | None = None,
                     interactive: bool | None = None) -> Path:
     """Write out_dir/index.html (+ out_dir/static/) for one run; returns the page's path.
@@ -137,7 +153,9 @@ def render_incident(context: dict, out_dir: str | Path, index_href: str | None =
     ctx = check_incident_context(context)
     if not ctx["headline"].strip():
         ctx["headline"] = headline_from_spikes(ctx["spikes"])
-    timeline = latency_timeline(ctx["windows"], ctx["spikes"], ctx["gc_pauses"])
+    if not ctx["correlations"]:
+        ctx["correlations"] = correlations_from_evidence(ctx["spikes"])
+    timeline = latency_timeline(ctx["windows"], ctx["spikes"], ctx["gc_pauses"], faults=ctx["faults"])
     charts = incident_figures(ctx) if _want_charts(interactive) else []
     top = worst_spike(ctx["spikes"])
     manifest = _manifest(ctx["run"], "incident", verdict=_fault_verdict(ctx["faults"]),

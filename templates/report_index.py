@@ -8,6 +8,7 @@ folder copied from another machine indexes itself.
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 
 from templates.page_contexts import RUN_KINDS
@@ -49,7 +50,8 @@ def build_index_context(root: str | Path, title: str = "spikelens reports") -> d
             "headline": str(entry.get("headline") or ""),
             "href": page.relative_to(root).as_posix(),
         })
-    return {"title": title, "runs": runs}
+    generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return {"title": title, "generated_at": generated, "runs": runs}
 
 
 def rebuild_index(root: str | Path, title: str = "spikelens reports") -> Path:

@@ -32,7 +32,7 @@ class Layout:
     height: int = 260  # total height; the first screen must also hold the headline and the command
     left: int = 62  # room for y labels such as "1,000 ms"
     right: int = 12
-    top: int = 10
+    top: int = 16  # room for the strip that marks injected faults above the plot
     bottom: int = 48  # x labels plus the GC lane under the plot
     gc_lane: int = 18  # height of the strip under the plot where GC pauses are ticked
 
@@ -53,6 +53,7 @@ class Timeline:
     series: list[dict] = field(default_factory=list)  # {key, label, css, d}
     bands: list[dict] = field(default_factory=list)  # {x, w, label, title}
     gc_marks: list[dict] = field(default_factory=list)  # {x, y1, y2, title}
+    fault_marks: list[dict] = field(default_factory=list)  # {x, w, title}: injected faults (ground truth)
     x_ticks: list[dict] = field(default_factory=list)  # {x, label}
     y_ticks: list[dict] = field(default_factory=list)  # {y, label}
     empty: bool = True
@@ -85,8 +86,9 @@ def _x_step(span_s: float) -> int:
 
 
 def latency_timeline(windows: list[dict], spikes: list[dict], gc_pauses: list[dict],
-                     layout: Layout = Layout()) -> Timeline:
-    """Lay out window percentiles (lines), spikes (shaded bands) and GC pauses (ticks in a lane)."""
+                     layout: Layout = Layout(), faults: list[dict] = ()) -> Timeline:
+    """Lay out window percentiles (lines), spikes (shaded bands), GC pauses (ticks in a lane) and
+    injected faults (a strip above the plot), so detection can be checked against the truth."""
     out = Timeline(layout=layout)
     times = sorted(float(w["t_s"]) for w in windows)
     width_s = _window_width(times)
@@ -99,6 +101,7 @@ def latency_timeline(windows: list[dict], spikes: list[dict], gc_pauses: list[di
     t_end = max([times[-1] + width_s] + [float(s["end_s"]) for s in spikes]
                 + [float(g["t_s"]) for g in gc_pauses])
     t_start = min([times[0]] + [float(s["start_s"]) for s in spikes])
+    t_end = max([t_end] + [float(f["end_s"]) for f in faults])
     span = max(t_end - t_start, 1e-9)
     y_lo = 10 ** math.floor(math.log10(min(values)))
     y_hi = 10 ** math.ceil(math.log10(max(values)))
@@ -133,6 +136,11 @@ def latency_timeline(windows: list[dict], spikes: list[dict], gc_pauses: list[di
             "title": f"spike #{s['spike_id']}: {s['metric']} {fmt_clock(s['start_s'])}–{fmt_clock(s['end_s'])}, "
                      f"peak {fmt_ms(s['peak_ms'])} vs {fmt_ms(s['baseline_ms'])}, {s['top_cause']}",
         })
+
+    for f in faults:
+        x0, x1 = x_of(float(f["start_s"])), x_of(float(f["end_s"]))
+        out.fault_marks.append({"x": x0, "w": max(round(x1 - x0, 1), 1.0),
+                                "title": f"injected {f['kind']} ({f['cause']}) {fmt_clock(f['start_s'])}–{fmt_clock(f['end_s'])}"})
 
     longest = max((float(g["duration_ms"]) for g in gc_pauses), default=0.0)
     lane_bottom = layout.top + layout.plot_h + layout.gc_lane

@@ -55,10 +55,6 @@ class FaultScheduler:
         self._active: list[_Scheduled] = []
         self.buffer = TableBuffer(FAULT_SCHEMA)
 
-    @property
-    def armed(self) -> bool:
-        return self._next_change_ns != _NEVER or bool(self._active) or any(f.done for f in self._faults)
-
     def arm(self, t0_ns: int) -> None:
         """Start the fault clock at ``t0_ns`` (wall clock ns). Re-arming restarts faults not yet run."""
         for f in self._faults:

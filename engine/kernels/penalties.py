@@ -38,14 +38,17 @@ def _penalties_temperature_kernel(
         presence = tl.load(presence_ptr + batch_row)
         in_output = counts > 0
         seen = (in_prompt != 0) | in_output
-        x = tl.where(seen, tl.where(x > 0, x / repetition, x * repetition), x)
+        # div_rn: IEEE round-to-nearest division (Triton's `/` is approximate on GPUs), so the result is
+        # bitwise the torch reference's.
+        x = tl.where(seen, tl.where(x > 0, tl.div_rn(x, repetition), x * repetition), x)
         x = x - frequency * counts.to(tl.float32) - presence * in_output.to(tl.float32)
-    x = x / tl.load(temperature_ptr + batch_row)
+    x = tl.div_rn(x, tl.load(temperature_ptr + batch_row))
     tl.store(out_ptr + batch_row * out_row_stride + cols, x, mask=in_vocab)
 
 
 def fused_penalties_temperature(logits: torch.Tensor, meta: SamplingMetadata, apply_temperature: bool = True,
-                                apply_penalties: bool = True, compiled_block: int = 2048) -> torch.Tensor:
+                                apply_penalties: bool = True, compiled_block: int = 2048,
+                                block: int | None = None) -> torch.Tensor:
     """Penalties (unless off or the batch has none) then / temperature (unless off), as a new fp32 [B, V].
 
     Greedy rows carry temperature 1, so their argmax is the argmax after penalties. Pure (does not
@@ -56,7 +59,7 @@ def fused_penalties_temperature(logits: torch.Tensor, meta: SamplingMetadata, ap
         raise ValueError("logits rows must be contiguous (stride 1 along the vocabulary)")
     out = torch.empty(batch, vocab, dtype=torch.float32, device=logits.device)
     ones = torch.ones_like(meta.temperature)
-    block = block_size(vocab, compiled_block)
+    block = block_size(vocab, compiled_block, block)
     _penalties_temperature_kernel[(batch, triton.cdiv(vocab, block))](
         logits, logits.stride(0), out, out.stride(0),
         meta.counts_storage, meta.prompt_storage.view(torch.uint8), meta.counts_storage.stride(0), meta.rows,

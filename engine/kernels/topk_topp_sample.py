@@ -57,17 +57,18 @@ def _pivot_search(row_ptr, vocab_size, floor_key, row_max, limit, BY_MASS: tl.co
     for _ in tl.static_range(ROUNDS):
         step = (hi - lo + PIVOTS) // PIVOTS  # ceil((hi - lo + 1) / PIVOTS)
         pivots = tl.minimum(lo + (pivot_ids + 1).to(tl.int64) * step - 1, hi)  # [PIVOTS], last == hi
+        pivots32 = pivots.to(tl.int32)  # always inside the int32 key range; halves the compare registers
         measure = tl.zeros([PIVOTS], dtype=tl.float32)
         for start in range(0, vocab_size, BLOCK):
             cols = start + tl.arange(0, BLOCK)
             x = tl.load(row_ptr + cols, mask=cols < vocab_size, other=float("-inf"))
-            keys = _key(x).to(tl.int64)
+            keys = _key(x)
             counted = (keys >= floor_key) & (cols < vocab_size)
             if BY_MASS:
                 weight = tl.where(counted, tl.exp(x - row_max), 0.0)
             else:
                 weight = tl.where(counted, 1.0, 0.0)
-            above = keys[:, None] > pivots[None, :]  # [BLOCK, PIVOTS]
+            above = keys[:, None] > pivots32[None, :]  # [BLOCK, PIVOTS]
             measure += tl.sum(tl.where(above, weight[:, None], 0.0), axis=0)
         first_true = tl.min(tl.where(measure < limit, pivot_ids, PIVOTS - 1), axis=0)
         new_hi = tl.sum(tl.where(pivot_ids == first_true, pivots, 0), axis=0)
@@ -144,7 +145,8 @@ def _filtered_sample_kernel(
 
 
 def filtered_sample(scaled_logits: torch.Tensor, meta: SamplingMetadata, seeds: torch.Tensor,
-                    noise: torch.Tensor | None = None, compiled_block: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
+                    noise: torch.Tensor | None = None, compiled_block: int = 512,
+                    num_warps: int = 8, block: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Sample one id per row from penalized, temperature-scaled fp32 logits [B, V].
 
     Greedy rows take the argmax. `seeds` [B] int64: the Philox seed of each row's draw (ignored
@@ -163,6 +165,7 @@ def filtered_sample(scaled_logits: torch.Tensor, meta: SamplingMetadata, seeds: 
         noise if noise is not None else scaled_logits, noise.stride(0) if noise is not None else 0,
         meta.greedy.view(torch.uint8), meta.top_k, meta.top_p, meta.min_p, vocab,
         USE_MIN_P=not meta.no_min_p, USE_TOP_K=not meta.no_top_k, USE_TOP_P=not meta.no_top_p,
-        HAS_NOISE=noise is not None, BLOCK=block_size(vocab, compiled_block), PIVOTS=_PIVOTS, ROUNDS=_ROUNDS,
+        HAS_NOISE=noise is not None, BLOCK=block_size(vocab, compiled_block, block), PIVOTS=_PIVOTS, ROUNDS=_ROUNDS,
+        num_warps=num_warps,  # [BLOCK, PIVOTS] compares per step: more threads, fewer registers each
     )
     return ids, thresholds

@@ -56,6 +56,14 @@ class TPGroup:
         self._send(control_header(OP_FLUSH), timed=False)
         dist.barrier()
 
+    def abort(self) -> None:
+        """Tear down without the stop handshake (rank 0 failed during startup)."""
+        self._closed = True
+        for w in self.workers:
+            w.terminate()
+            w.join(5)
+        dist.destroy_process_group()
+
     def close(self, timeout_s: float = 30.0) -> None:
         if self._closed:
             return

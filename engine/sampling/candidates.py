@@ -46,9 +46,10 @@ def candidate_sample(penalized: torch.Tensor, meta: SamplingMetadata, reference,
     picked = torch.empty(len(sampled_rows), dtype=torch.long)
     pending = list(range(len(sampled_rows)))
     for pool in CANDIDATE_POOLS:
-        part = sub if len(pending) == len(sampled_rows) else sub.select(pending)
+        everything = len(pending) == len(sampled_rows)  # no row copies on the first pass
+        part = sub if everything else sub.select(pending)
         part_noise = {new: seeded_noise[row] for new, row in enumerate(pending) if row in seeded_noise}
-        part_ids, covered = _sample_candidates(x[pending], part, pool, part_noise, generator)
+        part_ids, covered = _sample_candidates(x if everything else x[pending], part, pool, part_noise, generator)
         decided = [new for new, ok in enumerate(covered) if ok]
         picked[[pending[new] for new in decided]] = part_ids[decided]
         pending = [row for row, ok in zip(pending, covered) if not ok]
@@ -110,7 +111,14 @@ def _kept_mass(x: torch.Tensor, sub: SamplingMetadata, floor: torch.Tensor, top:
     mass = weight.sum(dim=-1)
     open_rows = (~closed).nonzero().flatten().tolist()
     if open_rows:
-        full = x[open_rows] / sub.temperature[open_rows].unsqueeze(1)
-        kept = full >= floor[open_rows]
-        mass[open_rows] = torch.where(kept, torch.exp(full - top[open_rows]), 0.0).sum(dim=-1)
+        every = len(open_rows) == x.shape[0]  # index (copy) only a strict subset
+        rows_x = x if every else x[open_rows]
+        rows_floor = floor if every else floor[open_rows]
+        full = rows_x / (sub.temperature if every else sub.temperature[open_rows]).unsqueeze(1)  # [o, V]
+        floored = not (sub.no_min_p and sub.no_top_k)  # else every floor is -inf: nothing to drop
+        drop = full < rows_floor if floored else None  # before the in-place exp below
+        full.sub_(top if every else top[open_rows]).exp_()
+        if floored:
+            full.masked_fill_(drop, 0.0)
+        mass[open_rows] = full.sum(dim=-1)
     return mass

@@ -102,7 +102,6 @@ def create_app(engine: Any, config: ServerConfig | None = None) -> FastAPI:
     # ---- generation ---------------------------------------------------------------------------------
     @app.post("/v1/completions")
     async def completions(request: Request):
-        arrival_ns = time.time_ns()  # before body read and tokenization: the server-side TTFT start
         req = parse_request(await _read_body(request, config.max_body_bytes), CompletionRequest)
         prompt = req.single_prompt()
         if isinstance(prompt, str):
@@ -112,18 +111,17 @@ def create_app(engine: Any, config: ServerConfig | None = None) -> FastAPI:
         if not prompt_ids:
             raise invalid_request("prompt: must encode to at least one token", "prompt")
         params = _with_tokenizer_stops(to_sampling_params(req, len(prompt_ids), max_model_len, "prompt"))
-        return await _generate(request, req, prompt_ids, params, arrival_ns, chat=False, id_prefix="cmpl-")
+        return await _generate(request, req, prompt_ids, params, chat=False, id_prefix="cmpl-")
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
-        arrival_ns = time.time_ns()
         req = parse_request(await _read_body(request, config.max_body_bytes), ChatCompletionRequest)
         try:
             prompt_ids = tokenizer.apply_chat_template(req.message_dicts())
         except ValueError as e:
             raise invalid_request(str(e), "messages") from None
         params = _with_tokenizer_stops(to_sampling_params(req, len(prompt_ids), max_model_len, "messages"))
-        return await _generate(request, req, prompt_ids, params, arrival_ns, chat=True, id_prefix="chatcmpl-")
+        return await _generate(request, req, prompt_ids, params, chat=True, id_prefix="chatcmpl-")
 
     def _with_tokenizer_stops(params):
         """Add the tokenizer's end-of-turn ids to the stop ids (the engine checks EOS itself), as
@@ -133,8 +131,11 @@ def create_app(engine: Any, config: ServerConfig | None = None) -> FastAPI:
         extra = sorted(set(tokenizer.stop_token_ids) - set(params.stop_token_ids))
         return dataclasses.replace(params, stop_token_ids=(*params.stop_token_ids, *extra)) if extra else params
 
-    async def _generate(request: Request, req, prompt_ids: list[int], params, arrival_ns: int, *,
-                        chat: bool, id_prefix: str) -> Response:
+    async def _generate(request: Request, req, prompt_ids: list[int], params, *, chat: bool,
+                        id_prefix: str) -> Response:
+        # Arrival = admission, after parsing and tokenization (vLLM stamps arrival_time there too):
+        # what an admitted request waits for from here on is bounded by the admission limit.
+        arrival_ns = time.time_ns()
         eng = async_engine()
         request_id = request.headers.get(REQUEST_ID_HEADER) or uuid.uuid4().hex
         if eng.has_request(request_id):

@@ -27,6 +27,10 @@ class ServerConfig:
     retry_after_s: int = 1
     # On SIGTERM, seconds open streams get to finish before they are cut and telemetry is flushed.
     graceful_shutdown_s: float = 5.0
+    # gc.freeze() after start-up (vLLM does): full collections then skip the ~10^5 start-up objects,
+    # so every GC pause shrinks — including those memory.gc_storm injects, whose defaults were
+    # calibrated on the unfrozen heap. Off by default so fault magnitudes stay as measured.
+    gc_freeze: bool = False
 
     def __post_init__(self):
         if not isinstance(self.model_name, str) or not self.model_name:
@@ -35,6 +39,8 @@ class ServerConfig:
         if self.max_waiting is not None:
             _check_int("max_waiting", self.max_waiting, 0)
         _check_int("retry_after_s", self.retry_after_s, 0)
+        if not isinstance(self.gc_freeze, bool):
+            raise ValueError(f"server.gc_freeze: must be true or false, got {self.gc_freeze!r}")
         if isinstance(self.graceful_shutdown_s, bool) or not isinstance(self.graceful_shutdown_s, (int, float)) \
                 or self.graceful_shutdown_s < 0:
             raise ValueError(f"server.graceful_shutdown_s: must be a number >= 0, got {self.graceful_shutdown_s!r}")

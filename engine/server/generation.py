@@ -38,7 +38,6 @@ class TextGeneration:
         self._detok = IncrementalDetokenizer(tokenizer)
         self._stops = StopStrings(stop)
         self.completion_tokens = 0
-        self.first_token_ns: int | None = None
         self.finish_reason: str | None = None
 
     @property
@@ -48,8 +47,6 @@ class TextGeneration:
     async def steps(self) -> AsyncIterator[TextStep]:
         async for out in self._stream:
             self.completion_tokens += len(out.new_token_ids)
-            if self.first_token_ns is None and out.new_token_ids:
-                self.first_token_ns = out.step_end_ns
             text = self._stops.feed(self._detok.push(out.new_token_ids))
             if self._stops.stopped:
                 # The engine would keep decoding past the stop string.

@@ -3,13 +3,14 @@
 ``python -m engine serve --config CONFIG.json --run-dir DIR --host 127.0.0.1 --port N``.
 
 Shutdown: SIGTERM or SIGINT makes uvicorn stop accepting, give open streams
-``ServerConfig.graceful_shutdown_s`` to finish, then run the app's lifespan exit (which stops the
-engine thread). Only then are the telemetry files flushed, from this thread, so nothing steps while
+``ServerConfig.graceful_shutdown_s`` to finish (then they are ended in-band and aborted), then run
+the app's lifespan exit (which stops the engine thread). Only then are the telemetry files flushed, from this thread, so nothing steps while
 they are written. The process exits 0.
 """
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import logging
@@ -59,6 +60,28 @@ class RunConfig:
                    faults=faults, server=ServerConfig.from_dict(data.get("server")))
 
 
+class _EngineServer(uvicorn.Server):
+    """uvicorn, plus a clean end for streams still open when the graceful period runs out.
+
+    uvicorn would cancel their tasks (a traceback per stream, a truncated chunked body); instead,
+    at ``grace_s`` every open request is ended in-band (an error event, then ``data: [DONE]``) and
+    aborted in the engine, so the responses complete. uvicorn's own cancel stays as a backstop.
+    """
+
+    def __init__(self, config: uvicorn.Config, app, grace_s: float):
+        super().__init__(config)
+        self._app = app
+        self._grace_s = grace_s
+
+    async def shutdown(self, sockets=None) -> None:
+        timer = asyncio.get_running_loop().call_later(
+            self._grace_s, self._app.state.async_engine.abort_all, "the server is shutting down")
+        try:
+            await super().shutdown(sockets)
+        finally:
+            timer.cancel()
+
+
 def build_engine(run_config: RunConfig, run_dir: Path | None):
     """The ``LLMEngine`` for this run (model loaded, fault schedule handed over, not yet armed)."""
     from engine.llm_engine import LLMEngine
@@ -73,14 +96,15 @@ def serve(config_path: str | Path, run_dir: str | Path, host: str = "127.0.0.1",
     run_dir.mkdir(parents=True, exist_ok=True)
     engine = build_engine(run_config, run_dir)
     app = create_app(engine, run_config.server)
-    # Everything loaded so far (torch, the model's modules, fastapi…) lives until exit: move it out
-    # of the collector's reach, so a full GC during serving walks only serving-time objects (what
-    # vLLM does after startup). GC pauses injected by memory.gc_storm stay; baseline ones shrink.
-    gc.collect()
-    gc.freeze()
-    server = uvicorn.Server(uvicorn.Config(
+    if run_config.server.gc_freeze:
+        # Everything loaded so far lives until exit: out of the collector's reach, a full GC walks
+        # only serving-time objects (what vLLM does after startup).
+        gc.collect()
+        gc.freeze()
+    grace_s = run_config.server.graceful_shutdown_s
+    server = _EngineServer(uvicorn.Config(
         app, host=host, port=port, log_level="warning", access_log=False, lifespan="on",
-        timeout_graceful_shutdown=run_config.server.graceful_shutdown_s))
+        timeout_graceful_shutdown=grace_s + 5.0), app, grace_s)
     # uvicorn handles SIGTERM/SIGINT while it runs and re-raises the signal afterwards through the
     # handler that was installed before it; a no-op one lets us flush and exit 0 instead of dying.
     for sig in (signal.SIGTERM, signal.SIGINT):

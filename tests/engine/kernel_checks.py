@@ -1,9 +1,9 @@
-"""Equivalence checks of the Triton kernels against the torch reference, run under the interpreter.
+"""Equivalence checks of the Triton kernels against the torch reference.
 
-Run by tests/engine/test_kernels.py in a subprocess with TRITON_INTERPRET=1 set before Triton is
-imported, so the rest of the test session never sees the variable. Each `check_*` raises on a
-mismatch; `main` prints {name: null | error text} as JSON. Shapes stay small: the interpreter costs
-~2 ms per program instance.
+Run by tests/engine/test_kernels.py in a subprocess: on the CPU with TRITON_INTERPRET=1 set before
+Triton is imported (so the rest of the test session never sees the variable), and natively with
+`--device cuda` when a GPU is present. Each `check_*` raises on a mismatch; `main` prints
+{name: null | error text} as JSON. Shapes stay small: the interpreter costs ~2 ms per program instance.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ import os
 import sys
 import traceback
 
-os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton
+ON_GPU = "--device=cuda" in sys.argv
+if not ON_GPU:
+    os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton
 
 import torch  # noqa: E402
 
@@ -25,11 +27,12 @@ from engine.sampling.sampler import exponential_noise, reference_filter, referen
 from engine.sampling_params import SamplingParams  # noqa: E402
 
 V = 300
+DEVICE = torch.device("cuda" if ON_GPU else "cpu")
 
 
 def _state(seed: int, slots: int = 6) -> PenaltyState:
     gen = torch.Generator().manual_seed(seed)
-    state = PenaltyState(slots, V)
+    state = PenaltyState(slots, V, DEVICE)
     for slot in range(slots):
         state.assign(slot, torch.randint(0, V, (12,), generator=gen), torch.randint(0, V, (20,), generator=gen))
     return state
@@ -48,7 +51,7 @@ def _params() -> list[SamplingParams]:
 
 
 def _logits(seed: int, batch: int, dtype=torch.float32) -> torch.Tensor:
-    return (torch.randn(batch, V, generator=torch.Generator().manual_seed(seed)) * 3).to(dtype)
+    return (torch.randn(batch, V, generator=torch.Generator().manual_seed(seed)) * 3).to(DEVICE, dtype)
 
 
 def check_penalties_temperature_match_reference():
@@ -77,6 +80,24 @@ def check_kept_sets_match_reference():
         for row, p in enumerate(batch_params):
             if not p.is_greedy:
                 assert torch.equal(ours[row], reference[row]), (seed, row, p, ours[row].sum(), reference[row].sum())
+
+
+def check_multi_block_loops_match_reference():
+    """Blocks of 128 over V = 300 (three blocks, the last partial), as compiled GPU launches run."""
+    state = _state(3)
+    params = _params()
+    meta = SamplingMetadata.build(params, list(range(6)), state)
+    logits = _logits(30, 6)
+    scaled = fused_penalties_temperature(logits, meta, block=128)
+    torch.testing.assert_close(scaled, fused_penalties_temperature(logits, meta), rtol=0, atol=0)
+    noise = exponential_noise(scaled, meta)
+    ids, thresholds = filtered_sample(scaled, meta, meta.seeds, noise=noise, block=128)
+    whole_ids, whole_thresholds = filtered_sample(scaled, meta, meta.seeds, noise=noise)
+    assert torch.equal(ids, whole_ids) and torch.equal(thresholds, whole_thresholds)
+    reference = torch.isfinite(reference_filter(reference_penalties(logits, meta), meta))
+    for row, p in enumerate(params):
+        if not p.is_greedy:
+            assert torch.equal(scaled[row] >= thresholds[row], reference[row]), row
 
 
 def check_same_noise_same_ids_as_reference():
@@ -127,7 +148,7 @@ def check_philox_samples_inside_kept_set():
     rows = 6
     meta = SamplingMetadata.build(_params(), list(range(rows)), state)
     scaled = fused_penalties_temperature(_logits(8, rows), meta)
-    ids, thresholds = filtered_sample(scaled, meta, row_seeds(meta, torch.Generator().manual_seed(0)))
+    ids, thresholds = filtered_sample(scaled, meta, row_seeds(meta, torch.Generator(device=DEVICE).manual_seed(0)))
     assert bool((scaled.gather(1, ids.unsqueeze(1)).squeeze(1) >= thresholds).all())
 
 
@@ -137,13 +158,13 @@ def check_philox_race_follows_the_distribution():
     No filters here: a filtered row costs ~0.2 s in the interpreter (16 search passes), a plain one
     two passes; the filters' kept sets are checked exactly above.
     """
-    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0, -5.0]])
-    state = PenaltyState(1, 5)
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0, -5.0]], device=DEVICE)
+    state = PenaltyState(1, 5, DEVICE)
     state.assign(0, [], [])
     rows = 300
     meta = SamplingMetadata.build([SamplingParams(temperature=0.8)] * rows, [0] * rows, state)
     ids, _ = filtered_sample(fused_penalties_temperature(logits.expand(rows, 5), meta), meta,
-                             row_seeds(meta, torch.Generator().manual_seed(0)))
+                             row_seeds(meta, torch.Generator(device=DEVICE).manual_seed(0)))
     freq = torch.bincount(ids, minlength=5).float() / rows
     torch.testing.assert_close(freq, torch.softmax(logits[0] / 0.8, dim=-1), atol=0.07, rtol=0)  # 300 draws: std of a frequency <= 0.029
 

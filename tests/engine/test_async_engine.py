@@ -113,3 +113,22 @@ def test_duplicate_request_id_is_rejected(engine):
             await aeng.shutdown()
 
     _run(main())
+
+
+def test_abort_all_ends_open_streams_and_frees_the_engine(engine):
+    async def main():
+        aeng = AsyncEngine(engine)
+        aeng.start()
+        try:
+            streams = [aeng.add_request(f"all{i}", [1, 2, i + 3], _params(300)) for i in range(2)]
+            await streams[0].__anext__()
+            assert aeng.abort_all("closing") == 2 and aeng.num_open == 0
+            for stream in streams:
+                with pytest.raises(EngineDeadError, match="closing"):
+                    async for _ in stream:
+                        pass
+            return await aeng.run_in_engine(lambda e: e.has_unfinished())
+        finally:
+            await aeng.shutdown()
+
+    assert _run(main()) is False

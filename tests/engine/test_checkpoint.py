@@ -84,3 +84,28 @@ def test_unsupported_config_is_named():
         model_args_from_hf({"model_type": "gpt2"})
     with pytest.raises(ValueError, match="attention_bias"):
         model_args_from_hf({"model_type": "llama", "attention_bias": True})
+
+
+def test_tied_embeddings_explicit_head_dim_and_llama3_rope(tmp_path):
+    """Variants small real checkpoints use: tie_word_embeddings, head_dim != hidden/heads, llama3 RoPE scaling."""
+    cfg = transformers.LlamaConfig(vocab_size=32000, hidden_size=64, intermediate_size=96, num_hidden_layers=1,
+                                   num_attention_heads=4, num_key_value_heads=1, head_dim=32, max_position_embeddings=256,
+                                   tie_word_embeddings=True, rms_norm_eps=1e-5, bos_token_id=0, eos_token_id=1,
+                                   rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                                 "high_freq_factor": 4.0, "original_max_position_embeddings": 64})
+    torch.manual_seed(1)
+    hf = transformers.LlamaForCausalLM(cfg).eval()
+    hf.save_pretrained(tmp_path, safe_serialization=True)
+    shutil.copy(DEFAULT_TOKENIZER_PATH, tmp_path / "tokenizer.json")
+    eng = LLMEngine(EngineConfig(model=str(tmp_path), max_num_seqs=1, kv_blocks=16, block_size=4, max_model_len=64))
+    assert eng.model.args.head_dim == 32 and eng.model.args.tie_embeddings
+    ids = list(range(100, 140))  # 40 positions: reaches the scaled low frequencies
+    n = len(ids)
+    kv = KVCache(1, 16, 4, 1, 32, torch.float32, torch.device("cpu"))
+    attn = AttentionBatch(torch.arange(n), 0, torch.zeros(0, 0, dtype=torch.long), torch.zeros(0, dtype=torch.long),
+                          [n], torch.tensor([n - 1]))
+    got = eng.model(torch.tensor(ids), torch.arange(n), attn, kv.layers)[0]
+    with torch.no_grad():
+        ref = hf(torch.tensor([ids])).logits[0, -1].float()
+    torch.testing.assert_close(got, ref, rtol=0, atol=1e-4)
+    eng.telemetry.close()

@@ -68,3 +68,8 @@ def test_gc_storm_pauses_land_inside_its_window_only(tmp_path, tiny_config):
     assert sum(p["generation"] == 2 for p in inside) >= 2
     assert not [p for p in outside if p["generation"] == 2]
     assert len(inside) > 5 * len(outside)
+
+
+def test_comm_fault_without_tensor_parallelism_is_refused(tiny_config):
+    with pytest.raises(ValueError, match=r"faults\[0\].kind: comm.straggler needs engine.tp >= 2"):
+        LLMEngine(tiny_config(), faults=[{"kind": "comm.straggler", "start_s": 0, "duration_s": 1}])

@@ -3,7 +3,9 @@
 import pytest
 import torch
 
+from engine.kv_cache import KVCache
 from engine.llm_engine import LLMEngine
+from engine.model import AttentionBatch
 from engine.sampling_params import SamplingParams
 
 PROMPT = [101, 202, 303, 404, 505]
@@ -108,3 +110,16 @@ def test_chat_prompt_generates_text(tiny_config, run_to_completion):
     eng.add_request("c", ids, SamplingParams(temperature=0.8, max_tokens=8, seed=1))
     text = eng.tokenizer.decode(run_to_completion(eng)["c"])
     assert isinstance(text, str) and text
+
+
+def test_bfloat16_weights_still_give_fp32_logits(tiny_config, run_to_completion):
+    eng = LLMEngine(tiny_config(dtype="bfloat16"))
+    assert eng.model.lm_head.weight.dtype == torch.bfloat16 and eng.model.rope_cos.dtype == torch.float32
+    a = eng.model.args
+    kv = KVCache(a.n_layers, 4, 4, a.n_kv_heads, a.head_dim, torch.bfloat16, torch.device("cpu"))
+    n = len(PROMPT)
+    attn = AttentionBatch(torch.arange(n), 0, torch.zeros(0, 0, dtype=torch.long), torch.zeros(0, dtype=torch.long),
+                          [n], torch.tensor([n - 1]))
+    assert eng.model(torch.tensor(PROMPT), torch.arange(n), attn, kv.layers).dtype == torch.float32
+    eng.add_request("b", PROMPT, greedy(5))
+    assert len(run_to_completion(eng)["b"]) == 5

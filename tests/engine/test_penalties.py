@@ -58,3 +58,18 @@ def test_penalties_do_not_mutate_inputs_and_stay_fp32():
     assert out.dtype == torch.float32 and torch.equal(logits, before)
     out2 = apply_frequency_presence_penalties(out, torch.zeros(1, V, dtype=torch.int32), torch.ones(1), torch.ones(1))
     assert torch.equal(out2, out)
+
+
+def test_engine_penalty_path_does_not_drift_over_1000_tokens():
+    """int32 counts + fp32 recomputation from the fresh logit: the error never accumulates."""
+    logit = torch.tensor([[10.0]], dtype=torch.bfloat16).float()
+    counts = torch.arange(1, 1001, dtype=torch.int32).reshape(1000, 1)
+    out = apply_frequency_presence_penalties(logit.expand(1000, 1), counts, torch.full((1000,), 0.01),
+                                             torch.zeros(1000))
+    exact = 10.0 - 0.01 * torch.arange(1, 1001, dtype=torch.float64)
+    assert (out.double().squeeze(1) - exact).abs().max() < 1e-5
+    # The same decrement accumulated into a bf16 logit stalls at once (spacing 0.0625 at 10).
+    stored = torch.tensor(10.0, dtype=torch.bfloat16)
+    for _ in range(10):
+        stored = stored - torch.tensor(0.01, dtype=torch.bfloat16)
+    assert float(stored) == 10.0

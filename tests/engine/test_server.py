@@ -173,7 +173,7 @@ def test_sigterm_flushes_telemetry_and_exits_zero(tmp_path):
     assert [r["request_id"] for r in requests] == ["before-sigterm"] and requests[0]["output_tokens"] == 3
 
 
-def test_sigterm_with_an_open_stream_cuts_it_and_logs_the_abort(tmp_path):
+def test_sigterm_with_an_open_stream_ends_it_in_band_and_logs_the_abort(tmp_path):
     import threading
 
     import pyarrow.parquet as pq
@@ -181,16 +181,15 @@ def test_sigterm_with_an_open_stream_cuts_it_and_logs_the_abort(tmp_path):
     config = {"engine": {**ENGINE, "max_model_len": 2048, "kv_blocks": 256}, "server": {"graceful_shutdown_s": 0.5}}
     proc = EngineProcess(config, tmp_path).start()
     first_chunk = threading.Event()
+    lines: list[str] = []
 
     def read_stream():
         body = {"prompt": "go on", "max_tokens": 2000, **GREEDY, "stream": True}
-        try:
-            with httpx.stream("POST", proc.url + "/v1/completions", json=body, timeout=60,
-                              headers={"X-Request-Id": "open-at-sigterm"}) as r:
-                for _ in r.iter_lines():
-                    first_chunk.set()
-        except httpx.HTTPError:
-            pass  # the server cut the stream: expected
+        with httpx.stream("POST", proc.url + "/v1/completions", json=body, timeout=60,
+                          headers={"X-Request-Id": "open-at-sigterm"}) as r:
+            for line in r.iter_lines():
+                lines.append(line)
+                first_chunk.set()
 
     reader = threading.Thread(target=read_stream)
     reader.start()
@@ -199,5 +198,9 @@ def test_sigterm_with_an_open_stream_cuts_it_and_logs_the_abort(tmp_path):
     finally:
         assert proc.stop() == 0, proc.log_tail()
         reader.join(60)
+    events = [line for line in lines if line]
+    assert events[-1] == "data: [DONE]"  # a complete response, not a cut connection
+    assert json.loads(events[-2][len("data: "):])["error"]["code"] == 503
+    assert "Traceback" not in proc.log_tail()
     rows = pq.read_table(tmp_path / "engine_requests.parquet").to_pylist()
     assert [(r["request_id"], r["finish_reason"]) for r in rows] == [("open-at-sigterm", "abort")]

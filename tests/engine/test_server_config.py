@@ -23,3 +23,9 @@ def test_defaults_presets_and_overrides():
 def test_bad_values_name_the_key(data, needle):
     with pytest.raises(ValueError, match=needle.replace(".", r"\.")):
         ServerConfig.from_dict(data)
+
+
+def test_gc_freeze_must_be_a_boolean():
+    assert ServerConfig.from_dict({"gc_freeze": True}).gc_freeze is True
+    with pytest.raises(ValueError, match=r"server\.gc_freeze"):
+        ServerConfig.from_dict({"gc_freeze": "yes"})

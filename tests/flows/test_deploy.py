@@ -102,6 +102,7 @@ def prefect_server(tmp_path_factory):
 
 def _child_env(api_url: str, tmp_path: Path) -> dict[str, str]:
     state = tmp_path / "state"
+    (state / "prefect").mkdir(parents=True, exist_ok=True)   # Prefect makes only the last level
     return _clean_env(PREFECT_API_URL=api_url, SPIKELENS_HOME=str(state),
                       PREFECT_HOME=str(state / "prefect"))
 
@@ -176,9 +177,9 @@ def test_serve_schedules_the_nightly_at_0200_utc(prefect_server, tmp_path):
         assert _utc(first["expected_start_time"]) == _next_local(2, "UTC", before)
         # The process is still serving (it is the worker for this deployment)...
         assert proc.poll() is None
-        # ...and Ctrl-C stops it and pauses the schedule, so no runs pile up unserved.
+        # ...and Ctrl-C stops it cleanly and pauses the schedule, so no runs pile up unserved.
         proc.send_signal(signal.SIGINT)
-        proc.wait(30)
+        assert proc.wait(30) == 0, (tmp_path / "serve.log").read_text()[-3000:]
         assert httpx.get(f"{prefect_server}/deployments/{deployment['id']}",
                          timeout=10).json()["paused"] is True
     finally:

@@ -30,7 +30,8 @@ def test_every_request_and_chunk_is_recorded_with_ttft_from_the_first_content_ch
     calls = []
     with SSEServer(SSEServerConfig(ttft_s=ttft_s, itl_s=itl_s)) as server:
         result = run_locust(server.url, tmp_path, FIXED, {"shape": "constant", "users": 3},
-                            duration_s=1.5, warmup_s=0.5, seed=3, on_load_start=calls.append)
+                            duration_s=1.5, warmup_s=0.5, seed=3, on_load_start=calls.append,
+                            api_key="sk-test-123")
     requests, tokens = read(tmp_path)
     assert result.returncode == 0
     assert calls == [result.load_started_ns]
@@ -38,6 +39,8 @@ def test_every_request_and_chunk_is_recorded_with_ttft_from_the_first_content_ch
     assert len({r["request_id"] for r in requests}) == len(requests)
     served = {s.request_id: s for s in server.served}
     assert set(served) == {r["request_id"] for r in requests}  # nothing sent went unrecorded
+    assert {s.authorization for s in server.served} == {"Bearer sk-test-123"}
+    assert "sk-test-123" not in (tmp_path / "loadgen" / "config.json").read_text()  # never on disk
 
     chunks = defaultdict(list)
     for t in tokens:
@@ -89,6 +92,16 @@ def test_connection_errors_are_recorded_as_errors(tmp_path):
     assert result.requests_sent == result.requests_failed == len(requests) > 0
     assert {r["status"] for r in requests} == {"error"}
     assert all(r["error"].startswith("connection:") and r["http_status"] == 0 for r in requests)
+
+
+def test_http_errors_are_recorded_with_status_and_body(tmp_path):
+    with SSEServer(SSEServerConfig(reject_model="nope")) as server:
+        result = run_locust(server.url, tmp_path, FIXED, {"shape": "constant", "users": 1, "think_time_s": 0.2},
+                            duration_s=1.0, model_name="nope")
+    requests, tokens = read(tmp_path)
+    assert result.requests_sent == result.requests_failed == len(requests) > 0 and tokens == []
+    assert {(r["status"], r["http_status"]) for r in requests} == {("error", 400)}
+    assert all(r["error"].startswith("HTTP 400:") and "is not served" in r["error"] for r in requests)
 
 
 def test_an_exception_in_the_caller_kills_the_locust_process_group(tmp_path):
@@ -174,3 +187,25 @@ def test_distributed_workers_merge_every_sample_and_metrics_are_scraped(tmp_path
     health = pq.read_table(tmp_path / "client_health.parquet").to_pylist()
     assert len({h["worker"] for h in health}) == 2 == len(result.client_health["workers"])
     assert result.client_valid == result.client_health["valid"]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"host": "127.0.0.1:8000"}, "host must be an http(s):// URL"),
+    ({"duration_s": 0}, "duration_s must be > 0"),
+    ({"warmup_s": -1}, "warmup_s must be >= 0"),
+    ({"workers": -1}, "workers must be an integer in [0, 256]"),
+    ({"tokenizer_path": "/nonexistent/tokenizer.json"}, "tokenizer_path /nonexistent/tokenizer.json"),
+    ({"load": {"shape": "replay", "trace": "/nonexistent/run"}}, "/nonexistent/run"),
+    ({"workload": {"source": "jsonl", "path": "/nonexistent.jsonl"}}, "/nonexistent.jsonl: no such file"),
+    ({"faults": [{"kind": "load.burst", "start_s": 0, "duration_s": 1, "params": {"x": 1}}]},
+     "faults[0].params: unknown key 'x'"),
+])
+def test_bad_arguments_fail_before_locust_starts(tmp_path, kwargs, message):
+    from loadgen.errors import SpecError
+
+    args = {"host": "http://127.0.0.1:9", "run_dir": tmp_path, "workload": FIXED,
+            "load": {"shape": "constant", "users": 1}, "duration_s": 1.0, **kwargs}
+    with pytest.raises(SpecError) as err:
+        run_locust(**args)
+    assert message in str(err.value)
+    assert not (tmp_path / "loadgen" / "locust.log").exists()  # nothing was started

@@ -49,12 +49,13 @@ def test_more_users_is_load(warehouse_with):
     assert attr.top_cause == "load" and _shares(attr)["load"] >= 0.5
 
 
-def test_straggler_rank_is_communication(warehouse_with):
-    _, attr = _only_spike(_analysis(warehouse_with, incident="comm", tp=2))
+@pytest.mark.parametrize("late_rank", [1, 0])
+def test_straggler_rank_is_communication(warehouse_with, late_rank):
+    _, attr = _only_spike(_analysis(warehouse_with, incident="comm", tp=2, late_rank=late_rank))
     assert attr.top_cause == "communication" and _shares(attr)["communication"] >= 0.5
-    assert attr.summary.endswith("rank 1 arrives last")
+    assert attr.summary.endswith(f"rank {late_rank} arrives last")
     comm = next(c for c in attr.causes if c.cause == "communication")
-    assert next(e for e in comm.evidence if e.signal == "straggler_rank").value == 1.0
+    assert next(e for e in comm.evidence if e.signal == "straggler_rank").value == float(late_rank)
 
 
 def test_kv_preemption_is_memory(warehouse_with):

@@ -48,3 +48,11 @@ def test_too_few_samples_is_insufficient_not_a_verdict():
     rng = np.random.default_rng(5)
     v = compare_metric("ttft_p99", groups(rng, 3, 5.0), groups(rng, 200, 9.0), 0.99)
     assert v.verdict == "insufficient"
+
+
+def test_p99_of_a_few_requests_is_insufficient():
+    rng = np.random.default_rng(6)
+    base = Samples.from_groups([[x] for x in rng.gamma(4, 5, 60)])     # 60 requests, one E2E each
+    cand = Samples.from_groups([[x] for x in rng.gamma(4, 6, 60)])
+    assert compare_metric("e2e_p99", base, cand, 0.99).verdict == "insufficient"
+    assert compare_metric("e2e_p50", base, cand, 0.5).verdict != "insufficient"

@@ -61,3 +61,19 @@ def test_downsample_keeps_the_slowest_step_of_each_chunk():
     assert len(out) == 2000
     assert max(s["dur_ms"] for s in out) == 510.0
     assert downsample_steps(steps[:10], 2000) == steps[:10]
+
+
+def test_run_without_requests_says_so(tmp_path, warehouse_with):
+    import json as _json
+
+    from warehouse.ingest import ingest_run
+    run_dir = tmp_path / "failed-run"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text(_json.dumps({"run_id": "failed-run", "status": "error", "duration_s": 30,
+                                                    "errors": ["engine did not start"], "command": "spikelens run x"}))
+    db = tmp_path / "w.duckdb"
+    ingest_run(db, run_dir)
+    analyze_run(db, "failed-run")
+    ctx = incident_context(db, "failed-run")
+    assert ctx["headline"].startswith("No measured requests")
+    assert ctx["run"]["errors"] == ["engine did not start"] and ctx["spikes"] == [] and ctx["windows"] == []

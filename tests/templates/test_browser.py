@@ -30,20 +30,25 @@ CHROME_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                 "--disable-dev-shm-usage", "--window-size=1366,900")
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
+def _start_chrome(profile: Path, *extra_flags: str):
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
         pytest.skip(f"needs {CHROMIUM} and {CHROMEDRIVER} (Debian chromium, chromium-driver; "
                     "scripts/setup-browser.sh installs them)")
     webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    for flag in CHROME_FLAGS:
+    for flag in CHROME_FLAGS + extra_flags:
         options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chrome-profile')}")
+    options.add_argument(f"--user-data-dir={profile}")  # a fresh profile per browser
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(str(CHROMEDRIVER)))
     driver.set_page_load_timeout(60)
+    return driver
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    driver = _start_chrome(tmp_path_factory.mktemp("chrome-profile"))
     try:
         yield driver
     finally:
@@ -213,3 +218,22 @@ def test_first_screen_screenshots(browser, reports, tmp_path):
         assert browser.save_screenshot(str(path)) and path.stat().st_size > 10_000
         print(f"screenshot: {path}")
         shutil.copyfile(path, reports / name)  # beside the pages, for the full-page look
+
+
+def test_incident_reads_with_javascript_off(reports, tmp_path):
+    """JS off: the SVG timeline and the <noscript> figure tables stand in for the Plotly charts."""
+    driver = _start_chrome(tmp_path / "profile", "--blink-settings=scriptEnabled=false")
+    try:
+        driver.get((reports / "gc-storm" / "index.html").as_uri())
+        state = driver.find_element("css selector", "svg.timeline").size
+        assert state["height"] > 100
+        assert len(driver.find_elements("css selector", "svg.timeline path.line")) == 4
+        summaries = driver.find_elements("css selector", "table.chart-summary")
+        assert summaries and all(t.is_displayed() for t in summaries)
+        assert not driver.find_elements("css selector", ".plot svg")  # Plotly did not run
+        assert "ITL p99 rose from 45 ms to 255 ms" in driver.find_element("id", "headline").text
+        path = tmp_path / "incident-no-js.png"
+        driver.save_screenshot(str(path))
+        print(f"screenshot: {path}")
+    finally:
+        driver.quit()

@@ -1,12 +1,13 @@
 """render_incident on a fixture context: the page's structure, its chart, offline assets, escaping."""
 from __future__ import annotations
 
+import filecmp
 import json
 
 import pytest
 
 from templates.incident_context import ContextError
-from templates.render import headline_from_spikes, render_incident
+from templates.render import headline_from_spikes, plotly_js_path, render_incident
 
 
 @pytest.fixture
@@ -61,6 +62,9 @@ def test_svg_timeline_has_series_spike_band_and_gc_marks(page, incident_context)
     bands = svg.find_all("rect", cls="band")
     assert len(bands) == 1 and float(bands[0].attrs["width"]) > 0
     assert len(svg.find_all("line", cls="gc-mark")) == len(incident_context["gc_pauses"])
+    (fault,) = svg.find_all("rect", cls="fault-mark")
+    assert fault.attrs["x"] == bands[0].attrs["x"] and fault.attrs["width"] == bands[0].attrs["width"]
+    assert fault.find("title").text == "injected memory.gc_storm (memory) 00:20–00:32"
 
 
 def test_band_covers_the_spike_seconds(page):
@@ -110,7 +114,9 @@ def test_interactive_charts_have_data_and_a_noscript_summary(page):
     assert [c["id"] for c in charts] == ["chart-latency", "chart-stages", "chart-load"]
     latency = charts[0]["figure"]
     assert [t["name"] for t in latency["data"]] == ["ITL p50", "ITL p99", "TTFT p99", "E2E p99", "GC pause"]
-    assert [(s["x0"], s["x1"]) for s in latency["layout"]["shapes"]] == [(20.0, 32.0)]
+    shapes = latency["layout"]["shapes"]
+    assert [(s["x0"], s["x1"]) for s in shapes if s["y0"] == 0] == [(20.0, 32.0)]  # the spike band
+    assert [(s["x0"], s["x1"]) for s in shapes if s["y0"] > 1] == [(20.0, 32.0)]  # the injected fault
     for c in charts:
         assert page.find("div", id=c["id"], cls="plot")
     summary = page.find("table", cls="chart-summary")
@@ -167,3 +173,32 @@ def test_nan_from_the_producer_reads_as_a_dash(incident_context, tmp_path, parse
     assert [td.text for td in tree.find("table", cls="comparison").find_all("tr")[1].find_all("td")][1] == "—"
     d = [p for p in tree.find_all("path", cls="line") if p.attrs["data-series"] == "itl_p99_ms"][0].attrs["d"]
     assert d.count("M") == 2  # the NaN window breaks the line
+
+
+def test_correlation_table_from_evidence_when_none_is_given(incident_context, tmp_path, parse):
+    evidence = incident_context["spikes"][0]["attributions"][1]["evidence"]
+    evidence[0]["pearson_r"] = 0.93
+    evidence[1]["pearson_r"] = -0.2
+    tree = parse(render_incident(incident_context, tmp_path / "r", interactive=False).read_text(encoding="utf-8"))
+    rows = [[td.text for td in tr.find_all("td")] for tr in tree.find("table", cls="correlations").find_all("tr")[1:]]
+    assert rows == [["gc_pause_ms_mean", "ITL p99", "+0.93", "—", "memory: gen-2 pauses overlap 61% of steps"],
+                    ["gc_pauses_per_min", "ITL p99", "-0.20", "—", "memory"]]
+    incident_context["correlations"] = [{"signal": "kv_usage", "metric": "itl_p99", "r": 0.1, "lag_s": 1.0}]
+    tree = parse(render_incident(incident_context, tmp_path / "r", interactive=False).read_text(encoding="utf-8"))
+    rows = tree.find("table", cls="correlations").find_all("tr")[1:]
+    assert [td.text for td in rows[0].find_all("td")] == ["kv_usage", "ITL p99", "+0.10", "1 s", ""]
+
+
+def test_spike_lists_its_other_series_and_summary(incident_context, tmp_path, parse):
+    spike = incident_context["spikes"][0]
+    spike["metrics"] = ["itl_p99", "ttft_p99", "e2e_p99"]
+    spike["summary"] = "GC pause time inside engine steps"
+    tree = parse(render_incident(incident_context, tmp_path / "r", interactive=False).read_text(encoding="utf-8"))
+    assert tree.find("tr", cls="spike-row").find_all("td")[1].text == "ITL p99 + TTFT p99, E2E p99"
+    assert tree.find("p", cls="spike-summary").text == "memory GC pause time inside engine steps"
+
+
+def test_plotly_is_the_installed_file(incident_context, tmp_path):
+    render_incident(incident_context, tmp_path / "a")
+    render_incident(incident_context, tmp_path / "a")  # a re-render keeps the file in place
+    assert filecmp.cmp(tmp_path / "a" / "static" / "plotly.min.js", plotly_js_path(), shallow=False)

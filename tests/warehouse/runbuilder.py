@@ -44,6 +44,7 @@ class SimSpec:
     forward_per_prefill_ms: float = 0.02
     incident: str | None = None       # gc | penalty | load | comm | kv | repetition | None
     tp: int = 1                       # ranks writing steps (comm needs 2)
+    late_rank: int = 1                # comm: the rank that arrives late at each all-reduce
     incident_start_s: float = 20.0
     incident_duration_s: float = 8.0
     magnitude: float = 0.0            # gc: pause ms; penalty: extra ms; load: extra users; comm: delay
@@ -153,10 +154,10 @@ def simulate(spec: SimSpec) -> dict[str, pa.Table]:
                   "schedule_ms": schedule_ms, "forward_ms": forward_ms, "penalty_ms": penalty_ms,
                   "sample_ms": sample_ms, "kv_blocks_used": min(kv_total, 4 * batch),
                   "kv_blocks_total": kv_total, "preempted": preempted, "waiting": len(queue)}
-        # rank 0 waits for the late rank inside the all-reduce; rank 1 was late before it
-        steps.append({**common, "rank": 0, "comm_ms": comm_ms + late_ms})
-        if spec.tp > 1:
-            steps.append({**common, "rank": 1, "comm_ms": comm_ms})
+        # the punctual rank waits for the late one inside the all-reduce; the late rank spent that
+        # time before it (outside every stage timer)
+        for rank in range(spec.tp):
+            steps.append({**common, "rank": rank, "comm_ms": comm_ms + (0.0 if rank == spec.late_rank else late_ms)})
         step += 1
         still = []
         for r in running:

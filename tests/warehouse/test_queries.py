@@ -157,3 +157,36 @@ def test_window_correlations_match_numpy(gc_run):
     assert corr[("gc_overlap_ms", "itl_p99")]["pearson_r"] > 0.9
     assert corr[("comm_ms", "itl_p99")]["pearson_r"] is None          # constant 0: no correlation
     assert corr[("gc_overlap_ms", "itl_p99")]["windows"] == 10
+
+
+def test_gc_asof_windows_find_the_latest_pause_before_each_window_end(gc_run):
+    conn, run_dir = gc_run
+    gcs = pq.read_table(run_dir / "gc.parquet").to_pydict()
+    starts = np.array(gcs["start_ns"])
+    gens = np.array(gcs["generation"])
+    rows = query(conn, "gc_asof_windows", run_id=RUN_ID, window_s=1.0)
+    assert len(rows) == 10
+    for r in rows:
+        end = T0 + (r["window"] + 1) * 1_000_000_000
+        before = starts <= end
+        assert r["last_pause_age_ms"] == pytest.approx((end - starts[before].max()) / 1e6)
+        full = before & (gens == 2)
+        if full.any():
+            assert r["last_gen2_age_ms"] == pytest.approx((end - starts[full].max()) / 1e6)
+        else:
+            assert r["last_gen2_age_ms"] is None
+    assert rows[3]["last_gen2_ms"] is None and rows[5]["last_gen2_ms"] > 100     # storm from 4 s
+
+
+def test_history_windows_match_a_direct_estimate(gc_run):
+    conn, run_dir = gc_run
+    e = pq.read_table(run_dir / "engine_requests.parquet").to_pydict()
+    first, done = np.array(e["first_token_ns"], dtype=np.int64), np.array(e["done_ns"], dtype=np.int64)
+    prompt, out = np.array(e["prompt_tokens"], dtype=float), np.array(e["output_tokens"], dtype=float)
+    rows = query(conn, "history_windows", run_id=RUN_ID, window_s=1.0)
+    assert [r["window"] for r in rows] == list(range(10))
+    for r in rows:
+        mid = T0 + r["window"] * 1_000_000_000 + 500_000_000
+        live = (first <= mid) & (mid < done)
+        expected = (prompt[live] + out[live] * (mid - first[live]) / (done[live] - first[live])).sum()
+        assert r["running"] == int(live.sum()) and r["history_tokens"] == pytest.approx(expected)

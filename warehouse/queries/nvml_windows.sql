@@ -24,6 +24,7 @@ n_windows AS (
 grid AS (
     SELECT g.range AS w, gpus.gpu, run.t0_ns + (g.range + 1) * run.window_ns AS end_ns
     FROM n_windows, range(n_windows.n) g, run, (SELECT DISTINCT gpu FROM samples) gpus
+    WHERE run.t0_ns IS NOT NULL          -- no load start, no requests: no time axis
 )
 SELECT
     grid.w AS "window",

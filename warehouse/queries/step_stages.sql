@@ -1,5 +1,5 @@
 -- Engine step statistics per window of $window_s seconds from load_started_ns (rank 0's steps,
--- each in the window of its end). Stage columns are means per step in ms and still include any
+-- each in the window of its end; comm_max_ms: the longest wait across ranks). Stage columns are means per step in ms and still include any
 -- GC pause that landed in them; gc_ms is the mean GC overlap per step (subtract it to attribute).
 WITH run AS (
     SELECT
@@ -12,9 +12,18 @@ WITH run AS (
     FROM runs r
     WHERE r.run_id = $run_id
 ),
+cross_rank AS (
+    -- the longest collective wait of each step across ranks: a late rank shows as the others' wait
+    SELECT s.step, max(coalesce(s.comm_ms, 0)) AS comm_max_ms
+    FROM steps s, run
+    WHERE s.run_id = run.run_id
+    GROUP BY s.step
+),
 primary_steps AS (
-    SELECT sg.*, CAST(floor((sg.end_ns - run.t0_ns) / run.window_ns) AS BIGINT) AS w
-    FROM step_gc sg, run
+    SELECT sg.*, cr.comm_max_ms, CAST(floor((sg.end_ns - run.t0_ns) / run.window_ns) AS BIGINT) AS w
+    FROM step_gc sg
+    CROSS JOIN run
+    JOIN cross_rank cr ON cr.step = sg.step
     WHERE sg.run_id = run.run_id AND sg.rank = 0 AND sg.end_ns >= run.t0_ns
 ),
 n_windows AS (
@@ -24,7 +33,8 @@ n_windows AS (
     FROM run
 ),
 grid AS (
-    SELECT range AS w FROM n_windows, range(n_windows.n)
+    SELECT range AS w FROM n_windows, range(n_windows.n), run
+    WHERE run.t0_ns IS NOT NULL          -- no load start, no requests: no time axis
 ),
 per_window AS (
     SELECT
@@ -38,6 +48,7 @@ per_window AS (
         avg(coalesce(penalty_ms, 0))     AS penalty_ms,
         avg(coalesce(sample_ms, 0))      AS sample_ms,
         avg(coalesce(comm_ms, 0))        AS comm_ms,
+        avg(comm_max_ms)                 AS comm_max_ms,
         avg(other_ms)                    AS other_ms,
         avg(gc_ms)                       AS gc_ms,
         sum(gc_ms)                       AS gc_ms_total,

@@ -19,6 +19,7 @@ n_windows AS (
 grid AS (
     SELECT g.range AS w, run.t0_ns + (g.range + 1) * run.window_ns AS end_ns
     FROM n_windows, range(n_windows.n) g, run
+    WHERE run.t0_ns IS NOT NULL          -- no load start, no requests: no time axis
 ),
 measured AS (
     SELECT q.* FROM requests q, run

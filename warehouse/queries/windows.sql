@@ -67,7 +67,8 @@ n_windows AS (
     FROM run
 ),
 grid AS (
-    SELECT range AS w FROM n_windows, range(n_windows.n)
+    SELECT range AS w FROM n_windows, range(n_windows.n), run
+    WHERE run.t0_ns IS NOT NULL          -- no load start, no requests: no time axis
 ),
 per_window AS (
     SELECT

@@ -1,0 +1,73 @@
+"""rca.evaluate: event matching, detection/attribution scores, peers on the same events."""
+import pytest
+
+from rca.analyze import analyze_run
+from rca.evaluate import MISSED, RunOutcome, attribution_scores, evaluate, match_events, score
+
+
+def _f(cause, a, b):
+    return {"kind": f"{cause}.x", "cause": cause, "start_s": a, "end_s": b}
+
+
+def _s(a, b, cause):
+    return {"spike_id": 0, "start_s": a, "end_s": b, "top_cause": cause}
+
+
+def test_matching_is_one_to_one_within_the_tolerance():
+    faults = [_f("memory", 10, 20), _f("load", 40, 45)]
+    spikes = [_s(11, 15, "memory"), _s(15, 22, "memory"), _s(46, 48, "load"), _s(60, 62, "load")]
+    # the first fault can take only one of its two spikes; 46 s is within 2 windows of 45 s
+    assert match_events(faults, spikes, 1.0, 2) == [(0, 1), (1, 2)]
+    assert match_events(faults, spikes, 1.0, 0) == [(0, 1)]
+    assert match_events([], spikes, 1.0) == [] and match_events(faults, [], 1.0) == []
+
+
+def test_scores_count_events_delays_and_control_false_alarms():
+    runs = [
+        RunOutcome("a", 60.0, 1.0, [_f("memory", 20, 30)], [_s(21, 29, "memory"), _s(50, 52, "load")]),
+        RunOutcome("b", 60.0, 1.0, [_f("penalty", 10, 20)], []),
+        RunOutcome("c", 1800.0, 1.0, [], [_s(5, 7, "load")]),
+    ]
+    for r in runs:
+        r.matches = match_events(r.faults, r.spikes, r.window_s)
+    out = score(runs)
+    d = out["detection"]
+    assert (d["tp"], d["fp"], d["fn"]) == (1, 2, 1)
+    assert d["precision"] == pytest.approx(1 / 3) and d["recall"] == 0.5 and d["f1"] == pytest.approx(0.4)
+    assert d["delay_s_mean"] == 1.0
+    assert out["controls"]["false_alarms_per_hour"] == pytest.approx(2.0)   # 1 alarm in 0.5 h
+    assert out["attribution"]["accuracy"] == 1.0
+    assert out["attribution"]["confusion"]["penalty"][MISSED] == 1
+
+
+def test_attribution_scores_macro_f1():
+    scores = attribution_scores(["memory", "memory", "load", "penalty"], ["memory", "load", "load", MISSED])
+    assert scores["accuracy"] == pytest.approx(2 / 3)
+    # per class F1: memory 2/3, load 2/3, penalty 0 → macro 4/9
+    assert scores["macro_f1"] == pytest.approx(4 / 9)
+    assert scores["confusion"]["memory"] == {"penalty": 0, "memory": 1, "communication": 0, "load": 1,
+                                             "unexplained": 0, MISSED: 0}
+
+
+def test_evaluate_on_simulated_runs(warehouse_with):
+    ids = []
+    for spec in ({"incident": "gc"}, {"incident": "penalty", "incident_start_s": 14.0}, {"incident": None}):
+        db, run_id = warehouse_with(**spec)
+        analyze_run(db, run_id)
+        ids.append(run_id)
+    out = evaluate(db, ids, peers=())
+    assert out["detection"]["f1"] == 1.0 and out["attribution"]["accuracy"] == 1.0
+    assert out["controls"] == {"runs": 1, "hours": pytest.approx(40 / 3600), "false_alarms": 0,
+                               "false_alarms_per_hour": 0.0}
+    assert out["peers"]["random"]["events"] == 2
+    assert [v["detected"] for r in out["per_run"] for v in r["verdicts"]] == [True, True]
+
+
+def test_peer_methods_rank_on_the_same_events(warehouse_with):
+    pytest.importorskip("RCAEval")
+    db, run_id = warehouse_with(incident="comm", tp=2)
+    analyze_run(db, run_id)
+    out = evaluate(db, [run_id], peers=("baro", "nsigma"))
+    for method in ("baro", "nsigma"):
+        assert out["peers"][method]["events"] == 1 and out["peers"][method]["failures"] == 0
+    assert out["peers"]["baro"]["top_metrics"] == {"comm_ms": 1}

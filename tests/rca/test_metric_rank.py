@@ -1,0 +1,60 @@
+"""rca.metric_rank: attribution from /metrics samples when a target has no step traces."""
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from runbuilder import SimSpec, write_run
+
+from rca.analyze import analyze_run
+from rca.metric_rank import cause_of, metric_series, rank_series
+from warehouse.ingest import ingest_run
+
+
+def _scrape(run_dir, every_ns=500_000_000):
+    """metrics.parquet as a /metrics scraper would have written it, from the engine's step trace;
+    then the step trace and GC log are removed (an external engine has neither)."""
+    steps = pq.read_table(run_dir / "steps.parquet").to_pydict()
+    end = np.array(steps["end_ns"])
+    preempt_total = np.cumsum(steps["preempted"])
+    rows = []
+    for ts in range(int(end[0]), int(end[-1]), every_ns):
+        i = int(np.searchsorted(end, ts, side="right")) - 1
+        for name, value in (("vllm:num_requests_running", steps["batch_size"][i]),
+                            ("vllm:num_requests_waiting", steps["waiting"][i]),
+                            ("vllm:gpu_cache_usage_perc", steps["kv_blocks_used"][i] / steps["kv_blocks_total"][i]),
+                            ("vllm:num_preemptions_total", preempt_total[i]),
+                            ("process_resident_memory_bytes", 1e9)):
+            rows.append({"ts_ns": ts, "name": name, "labels": json.dumps({"model_name": "m"}), "value": float(value)})
+    pq.write_table(pa.Table.from_pylist(rows), run_dir / "metrics.parquet")
+    (run_dir / "steps.parquet").unlink()
+    (run_dir / "gc.parquet").unlink()
+
+
+@pytest.mark.parametrize("incident,cause", [("kv", "memory"), ("load", "load")])
+def test_metric_ranking_attributes_external_targets(tmp_path, incident, cause):
+    run_dir = write_run(tmp_path / "runs", SimSpec(run_id=f"ext-{incident}", incident=incident))
+    _scrape(run_dir)
+    db = tmp_path / "w.duckdb"
+    ingest_run(db, run_dir)
+    analysis = analyze_run(db, f"ext-{incident}")
+    assert len(analysis.spikes) == 1
+    attr = analysis.attributions[1]
+    assert attr.method == "metric_rank" and attr.top_cause == cause
+    assert attr.causes[0].share >= 0.5 and attr.causes[0].evidence
+
+
+def test_counters_become_rates_and_names_map_to_causes():
+    rows = [{"window": w, "name": "vllm:num_preemptions_total", "labels": "{}", "last_value": v}
+            for w, v in enumerate([0, 0, 4, 10, 10])]
+    rate = metric_series(rows, 5, 2.0)["vllm:num_preemptions_total"]
+    assert np.isnan(rate[0]) and list(rate[1:]) == [0.0, 2.0, 3.0, 0.0]
+    assert cause_of("vllm:gpu_cache_usage_perc") == "memory"
+    assert cause_of("vllm:num_requests_waiting") == "load"
+    assert cause_of("nvml_pcie_tx") == "communication"
+    assert cause_of("process_open_fds") == "unexplained"
+    flat = {"a": np.array([1.0] * 8 + [9.0, 9.0]), "b": np.arange(10.0)}
+    spike = np.arange(10) >= 8
+    ranked = rank_series(flat, spike, ~spike)
+    assert [r.name for r in ranked] == ["a", "b"] and ranked[0].z > 100

@@ -1,0 +1,27 @@
+-- The load generator's health per window of $window_s seconds from load_started_ns (over its
+-- processes: the worst event-loop lag and CPU, the requests in flight).
+WITH run AS (
+    SELECT
+        r.run_id,
+        coalesce(r.load_started_ns,
+                 (SELECT min(q.sent_ns) FROM requests q
+                  WHERE q.run_id = r.run_id AND coalesce(q.phase, 'measure') = 'measure')) AS t0_ns,
+        CAST(round($window_s * 1e9) AS BIGINT) AS window_ns
+    FROM runs r
+    WHERE r.run_id = $run_id
+),
+samples AS (
+    SELECT h.*, CAST(floor((h.ts_ns - run.t0_ns) / run.window_ns) AS BIGINT) AS w
+    FROM client_health h, run
+    WHERE h.run_id = run.run_id AND h.ts_ns >= run.t0_ns
+)
+SELECT
+    w AS "window",
+    max(lag_p99_ms) AS lag_p99_ms,
+    max(lag_max_ms) AS lag_max_ms,
+    max(cpu_percent) AS cpu_percent,
+    sum(in_flight) AS in_flight,
+    count(DISTINCT worker) AS workers
+FROM samples
+GROUP BY w
+ORDER BY w

@@ -1,0 +1,38 @@
+-- For each window of $window_s seconds from load_started_ns: the latest GC pause that started at
+-- or before the window's end (ASOF join), and the latest gen-2 one — how long ago, how long it
+-- lasted. Shows whether a slow window sits right after a full collection.
+WITH run AS (
+    SELECT
+        r.run_id,
+        coalesce(r.load_started_ns,
+                 (SELECT min(q.sent_ns) FROM requests q
+                  WHERE q.run_id = r.run_id AND coalesce(q.phase, 'measure') = 'measure')) AS t0_ns,
+        CAST(round($window_s * 1e9) AS BIGINT) AS window_ns,
+        r.duration_s
+    FROM runs r
+    WHERE r.run_id = $run_id
+),
+grid AS (
+    SELECT g.range AS w, run.t0_ns + (g.range + 1) * run.window_ns AS end_ns
+    FROM run, range(CAST(ceil(coalesce(run.duration_s, 0) * 1e9 / run.window_ns) AS BIGINT)) g
+    WHERE run.t0_ns IS NOT NULL          -- no load start, no requests: no time axis
+),
+pauses AS (
+    SELECT g.start_ns, g.end_ns, g.generation FROM gc g, run WHERE g.run_id = run.run_id
+),
+full_pauses AS (
+    SELECT * FROM pauses WHERE generation = 2
+)
+SELECT
+    grid.w AS "window",
+    grid.w * run.window_ns / 1e9 AS t_s,
+    p.generation AS last_generation,
+    (grid.end_ns - p.start_ns) / 1e6 AS last_pause_age_ms,
+    (p.end_ns - p.start_ns) / 1e6 AS last_pause_ms,
+    (grid.end_ns - f.start_ns) / 1e6 AS last_gen2_age_ms,
+    (f.end_ns - f.start_ns) / 1e6 AS last_gen2_ms
+FROM grid
+CROSS JOIN run
+ASOF LEFT JOIN pauses p ON p.start_ns <= grid.end_ns
+ASOF LEFT JOIN full_pauses f ON f.start_ns <= grid.end_ns
+ORDER BY grid.w

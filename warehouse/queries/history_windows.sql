@@ -1,0 +1,35 @@
+-- Estimated token history held by the engine per window of $window_s seconds from load_started_ns:
+-- at each window's midpoint, the requests between their first token and done (engine's view),
+-- each with prompt_tokens + the share of its output generated so far (linear in time). Penalty
+-- work that scales with history (the slow path) tracks this; batch size alone does not.
+WITH run AS (
+    SELECT
+        r.run_id,
+        coalesce(r.load_started_ns,
+                 (SELECT min(q.sent_ns) FROM requests q
+                  WHERE q.run_id = r.run_id AND coalesce(q.phase, 'measure') = 'measure')) AS t0_ns,
+        CAST(round($window_s * 1e9) AS BIGINT) AS window_ns,
+        r.duration_s
+    FROM runs r
+    WHERE r.run_id = $run_id
+),
+grid AS (
+    SELECT g.range AS w, run.t0_ns + g.range * run.window_ns + run.window_ns // 2 AS mid_ns
+    FROM run, range(CAST(ceil(coalesce(run.duration_s, 0) * 1e9 / run.window_ns) AS BIGINT)) g
+    WHERE run.t0_ns IS NOT NULL
+),
+in_flight AS (
+    SELECT e.first_token_ns, e.done_ns, coalesce(e.prompt_tokens, 0) AS prompt_tokens,
+           coalesce(e.output_tokens, 0) AS output_tokens
+    FROM engine_requests e, run
+    WHERE e.run_id = run.run_id AND e.first_token_ns IS NOT NULL AND e.done_ns > e.first_token_ns
+)
+SELECT
+    grid.w AS "window",
+    count(f.first_token_ns) AS running,
+    coalesce(sum(f.prompt_tokens + f.output_tokens * (grid.mid_ns - f.first_token_ns)
+                 / (f.done_ns - f.first_token_ns)), 0) AS history_tokens
+FROM grid
+LEFT JOIN in_flight f ON f.first_token_ns <= grid.mid_ns AND grid.mid_ns < f.done_ns
+GROUP BY grid.w
+ORDER BY grid.w

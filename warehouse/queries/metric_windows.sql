@@ -1,0 +1,31 @@
+-- Prometheus samples (metrics.parquet) per window of $window_s seconds from load_started_ns and
+-- series (name + labels): the last value in the window and the mean. Histogram buckets are left out
+-- (their _sum and _count series carry the same information per series).
+WITH run AS (
+    SELECT
+        r.run_id,
+        coalesce(r.load_started_ns,
+                 (SELECT min(q.sent_ns) FROM requests q
+                  WHERE q.run_id = r.run_id AND coalesce(q.phase, 'measure') = 'measure')) AS t0_ns,
+        CAST(round($window_s * 1e9) AS BIGINT) AS window_ns,
+        r.duration_s
+    FROM runs r
+    WHERE r.run_id = $run_id
+),
+samples AS (
+    SELECT m.name, coalesce(CAST(m.labels AS VARCHAR), '{}') AS labels, m.ts_ns, m.value,
+           CAST(floor((m.ts_ns - run.t0_ns) / run.window_ns) AS BIGINT) AS w
+    FROM metrics m, run
+    WHERE m.run_id = run.run_id AND m.ts_ns >= run.t0_ns AND NOT m.name LIKE '%\_bucket' ESCAPE '\'
+      AND (run.duration_s IS NULL OR m.ts_ns < run.t0_ns + CAST(run.duration_s * 1e9 AS BIGINT))
+)
+SELECT
+    w AS "window",
+    name,
+    labels,
+    arg_max(value, ts_ns) AS last_value,
+    avg(value) AS mean_value,
+    count(*) AS samples
+FROM samples
+GROUP BY w, name, labels
+ORDER BY name, labels, w
