@@ -9,8 +9,8 @@ time, prefill included, for:
   no padding);
 - ``server`` (with ``--http``): the same B requests sent concurrently to ``python -m engine serve``
   as streaming completions (the HTTP/SSE layer's cost on top of the engine; the client shares the CPU).
-Each figure is the best of ``--repeats`` runs (the machine is shared; the fastest run is the least
-disturbed one). ``ratio`` = engine / hf. Same weights on both sides:
+Each figure is the best of ``--repeats`` runs, engine and hf interleaved (the machine is shared; the
+fastest run is the least disturbed one). ``ratio`` = engine / hf. Same weights on both sides:
 - ``--checkpoint DIR``: a local HF Llama folder, loaded by the engine's checkpoint path and by
   transformers;
 - otherwise a random Llama of the ``--preset`` shape is built with transformers and saved to a
@@ -162,7 +162,7 @@ def main() -> None:
     ap.add_argument("--prompt-tokens", type=int, default=64)
     ap.add_argument("--output-tokens", type=int, default=64)
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads, both sides")
-    ap.add_argument("--repeats", type=int, default=2, help="runs per figure; the best is reported")
+    ap.add_argument("--repeats", type=int, default=3, help="runs per figure; the best is reported")
     ap.add_argument("--http", action="store_true", help="also measure through the HTTP server")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
@@ -179,8 +179,10 @@ def main() -> None:
         results = []
         for b in a.concurrency:
             batch = prompts(b, a.prompt_tokens, vocab)
-            engine_runs = [run_engine(engine, batch, a.output_tokens) for _ in range(a.repeats)]
-            hf_runs = [run_hf(hf, batch, a.output_tokens) for _ in range(a.repeats)]
+            engine_runs, hf_runs = [], []
+            for _ in range(a.repeats):  # interleaved, so a burst of other load hits both sides alike
+                engine_runs.append(run_engine(engine, batch, a.output_tokens))
+                hf_runs.append(run_hf(hf, batch, a.output_tokens))
             engine_wall, engine_tokens = min(engine_runs, key=lambda r: r[0])
             hf_wall, hf_tokens = min(hf_runs, key=lambda r: r[0])
             row = {"concurrency": b, "output_tokens": b * a.output_tokens,

@@ -149,6 +149,12 @@ class LLMEngine:
             self.faults.write(self.telemetry.run_dir / "faults.parquet")
         self.telemetry.close()
 
+    def __enter__(self) -> "LLMEngine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     # ---- the step -----------------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
         """Run one engine step; returns one output per sequence that produced a token."""

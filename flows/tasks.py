@@ -11,7 +11,8 @@ from typing import Any, Callable
 from prefect import task
 from prefect.cache_policies import NONE
 
-from flows.engine_process import EngineProcess
+from engine.server.launch import EngineProcess
+from flows.supervisor import die_with_parent
 from flows.manifest import RunManifest
 
 # The CLI listens on this logger to draw its progress display; Prefect's UI shows task states.
@@ -23,7 +24,8 @@ def start_engine(run_id: str, engine: dict[str, Any], faults: list[dict[str, Any
                  run_dir: Path) -> EngineProcess:
     """Start the engine server as a child process and wait until /health answers."""
     progress.info("starting engine (%s)", engine.get("model", "default"))
-    handle = EngineProcess.start(run_id, engine, faults, run_dir)
+    handle = EngineProcess({"run_id": run_id, "engine": engine, "faults": faults}, run_dir,
+                           startup_timeout_s=180.0, preexec_fn=die_with_parent).start()
     progress.info("engine up at %s", handle.url)
     return handle
 

@@ -40,9 +40,9 @@ CONVENTIONS = ("vllm", "guidellm", "genai-perf")
 class SLO:
     """Service-level objectives for goodput (None = no limit on that metric)."""
 
-    ttft_ms: float | None = None
-    tpot_ms: float | None = None
-    e2e_ms: float | None = None
+    ttft_ms: float | None = None  # time to first token, as vLLM's --goodput ttft:
+    tpot_ms: float | None = None  # time per output token after the first (tpot:)
+    e2e_ms: float | None = None  # whole request (e2el:)
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "slo") -> SLO:

@@ -76,7 +76,8 @@ def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | s
                api_key: str | None = None, endpoint: str = "chat", read_mode: str = "line",
                request_timeout_s: float = 600.0, log_lines: int = 60,
                faults: list[dict] | None = None, workers: int = 0,
-               metrics_url: str | None = None, metrics_interval_s: float = 1.0) -> LocustResult:
+               metrics_url: str | None = None, metrics_interval_s: float = 1.0,
+               preexec_fn: Callable[[], None] | None = None) -> LocustResult:
     """Drive `host` with `workload` under `load` for warmup_s + duration_s; see module doc.
     Blocks until Locust exits; raises LoadgenError (after killing the group) if it does not
     within timeout_s (default warm-up + duration + startup and shutdown allowances).
@@ -85,7 +86,12 @@ def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | s
     the engine's kinds.
     `workers`: N > 0 runs a Locust master and N worker processes (`--processes N`); every
     worker's samples are merged. `metrics_url`: scrape that Prometheus endpoint every
-    `metrics_interval_s` into metrics.parquet while Locust runs."""
+    `metrics_interval_s` into metrics.parquet while Locust runs. `preexec_fn` runs in the Locust
+    child before exec (e.g. PR_SET_PDEATHSIG, so a SIGKILLed caller leaves no Locust behind).
+    If the wait is interrupted (any exception, KeyboardInterrupt, a termination signal raised in
+    this thread), Locust is terminated and what it recorded is still merged — requests.parquet,
+    tokens.parquet, client_health.parquet and faults.loadgen.parquet up to that moment — before
+    the exception propagates."""
     workload, load = workload_from(workload), load_from(load)
     mine = traffic_faults([_fault_dict(f) for f in faults or []])
     if duration_s <= 0:
@@ -137,10 +143,12 @@ def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | s
                              api_key=api_key) if metrics_url else None
     try:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)  # own process group: killed as one
+                                start_new_session=True,  # own process group: killed as one
+                                preexec_fn=preexec_fn)
     except BaseException:
         output.close()
         raise
+    load_started_ns: int | None = None
     try:
         if scraper is not None:
             scraper.start()
@@ -161,6 +169,9 @@ def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | s
             scraper.stop()
         try:  # keep what was measured: the caller may still analyse a failed run
             _merge(parts_dir, run_dir)
+            if mine and load_started_ns is not None and time.time_ns() > load_started_ns:
+                measured_s = min(duration_s, (time.time_ns() - load_started_ns) / 1e9)
+                write_faults(mine, load_started_ns, measured_s, run_dir / "faults.loadgen.parquet")
         except Exception as merge_error:  # noqa: BLE001 — reported on the original failure
             failure.add_note(f"merging loadgen's parts also failed: {merge_error!r}")
         raise

@@ -161,8 +161,8 @@ class WorkloadSpec:
 class Stage:
     """One step of a `step` shape: from `at_s` (seconds after the start of load) hold `users`."""
 
-    at_s: float
-    users: int
+    at_s: float  # seconds after the start of measured load
+    users: int  # users held from at_s until the next stage
 
 
 @dataclass(frozen=True)

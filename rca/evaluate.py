@@ -179,3 +179,57 @@ def evaluate(db_path: str | Path, run_ids: list[str], tolerance_windows: int = 2
          "false_alarms": len(o.spikes) - len(o.matches)} for o in outcomes]
     return result
 
+
+
+def _per_cause(confusion: dict) -> list[dict]:
+    """Precision, recall, F1 and support per true cause, from a confusion dict truth → predicted → n."""
+    out = []
+    for cause in CAUSES:
+        support = sum(confusion.get(cause, {}).values())
+        predicted = sum(row.get(cause, 0) for row in confusion.values())
+        tp = confusion.get(cause, {}).get(cause, 0)
+        if not support and not predicted:
+            continue
+        p, r = _ratio(tp, predicted), _ratio(tp, support)
+        out.append({"cause": cause, "precision": p, "recall": r, "f1": _f1(p, r), "support": support})
+    return out
+
+
+def evaluation_context(result: dict, run: dict) -> dict:
+    """The context of templates' evaluation page (docs/reports.md) from evaluate()'s result.
+
+    `run` is the page's run header ({run_id, command, …}: the evaluation itself as a run).
+    """
+    labels = [*CAUSES, MISSED]
+    confusion = result["attribution"]["confusion"]
+    matrix = [[confusion.get(t, {}).get(p, 0) for p in labels] for t in labels]
+    det, ctl = result["detection"], result["controls"]
+    methods = [{"method": "spikelens", "accuracy": result["attribution"]["accuracy"],
+                "macro_f1": result["attribution"]["macro_f1"], "detection_f1": det["f1"],
+                "false_alarms_per_hour": ctl["false_alarms_per_hour"], "note": "stage decomposition + evidence"}]
+    notes = {"baro": "rcaeval BARO, top metric → cause", "nsigma": "rcaeval NSigma, top metric → cause",
+             "random": "uniform random cause (floor)"}
+    for name, peer in result["peers"].items():
+        methods.append({"method": name, "accuracy": peer["accuracy"], "macro_f1": peer["macro_f1"],
+                        "detection_f1": None, "false_alarms_per_hour": None,
+                        "note": notes.get(name, "") + (f"; {peer['failures']} failed" if peer.get("failures") else "")})
+    cases = [{"run_id": r["run_id"], "truth": v["cause"], "predicted": v["attributed_cause"] or MISSED,
+              "fault_kind": v["kind"], "detected": v["detected"]}
+             for r in result["per_run"] for v in r["verdicts"]]
+    right = sum(c["truth"] == c["predicted"] for c in cases)
+    return {
+        "run": run,
+        "headline": (f"{right} of {len(cases)} injected faults found and attributed to the right cause; "
+                     f"spike F1 {det['f1']:.2f}, {ctl['false_alarms_per_hour']:.1f} false alarms/hour on controls."
+                     if det["f1"] is not None and ctl["false_alarms_per_hour"] is not None
+                     else f"{right} of {len(cases)} injected faults found and attributed to the right cause."),
+        "labels": labels,
+        "confusion": matrix,
+        "per_cause": _per_cause(confusion),
+        "method_columns": [{"key": "accuracy", "label": "attribution accuracy"},
+                           {"key": "macro_f1", "label": "macro-F1"},
+                           {"key": "detection_f1", "label": "spike F1"},
+                           {"key": "false_alarms_per_hour", "label": "false alarms", "unit": "/h", "better": "lower"}],
+        "methods": methods,
+        "cases": cases,
+    }

@@ -6,8 +6,10 @@ strictly-larger mass is < p). Logits are mapped to order-preserving int32 keys a
 is found by a 16-way pivot search over the 2^32 key range: one pass over the row evaluates 16
 pivots at once ([BLOCK, 16] compares), so 8 passes pin the exact key (32 bits / 4 bits per pass).
 Total per row: 1 pass (max/argmax) + 8 (top-k) + 1 (mass) + 8 (top-p) + 1 (draw), each a streaming
-read of V fp32 that stays in L2 for V <= 152k; the kernel writes only B ids. A full sort instead
-moves V keys and V indices through several radix passes and then a scatter back.
+read of the row (600 KB at V = 152k; how much of it L2 keeps between passes depends on the rows in
+flight — unmeasured here); the kernel writes only B ids. A full sort instead moves V keys and V
+indices through several radix passes and then a scatter back. Passes for a filter no row uses are
+compiled out (USE_MIN_P / USE_TOP_K / USE_TOP_P), and greedy rows stop after the first pass.
 
 The draw is Gumbel-max, argmax(logit + G) with G = -log(-log U), U from Philox keyed by the row's
 seed and the column: identical to the exponential race argmax(probs / E) of the torch reference in

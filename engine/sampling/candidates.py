@@ -4,11 +4,13 @@ What: `candidate_sample(penalized, meta)` finds each sampled row's top-K logits 
 `torch.topk` (K = the batch's largest top_k, or a pool of CANDIDATE_POOLS when a row has no top_k), applies
 temperature, min-p, top-k and top-p on the [B, K] candidates, and runs the exponential race among
 the kept ones. Why: a full sort of [64, 128k] costs hundreds of ms on one core; top-K plus [B, K]
-work costs tens. Exactness: the kept sets are the reference's (same float ops on the same values),
-and a row whose kept set might leave its candidates (no top-k and a top-p mass not reached within
-them) is sampled by the torch reference instead, with the same noise. A seeded row's noise is
-drawn over the whole vocabulary and indexed by token id, so its token is the same on either path
-and in any batch.
+work costs tens. A row whose kept set might leave its candidates (no top-k and a top-p mass not
+reached within them) is retried with more candidates, finally with its whole sorted row; noise is
+drawn only for the kept prefix (Exp(1) draws over [64, 128k] alone cost ~0.8 s on one core).
+Exactness: min-p / top-k kept sets are the reference's (same float ops on the same values); top-p
+sums the mass in descending order where the reference sums ascending, so the two can differ only
+when the cumulative mass is within fp32 rounding of p. A seeded row's noise is drawn over the whole
+vocabulary and indexed by token id, so its token is the same as the reference's and in any batch.
 
 Reads the device to decide which rows fall back: use on the CPU only (the CUDA torch fallback
 uses the sync-free reference).
@@ -22,18 +24,15 @@ import torch
 
 from engine.sampling.metadata import SamplingMetadata
 
-# Candidates per row when some row has no top-k, tried in turn: the first is enough for the nucleus
-# of a peaked LLM distribution; rows it does not decide get the second; flatter rows fall back to
-# the reference. (torch.topk on one core: ~27 ms for k=50, ~110 ms for k=1024 on [64, 32k].)
-CANDIDATE_POOLS = (128, 1024)
+# Candidates per row when some row has no top-k, tried in turn: 128 holds the nucleus of a peaked
+# LLM distribution; rows it cannot decide get 1024; the rest get the whole sorted row (None), which
+# always decides. (torch.topk on one core: ~27 ms for k=50, ~110 ms for k=1024 on [64, 32k].)
+CANDIDATE_POOLS: tuple[int | None, ...] = (128, 1024, None)
 
 
-def candidate_sample(penalized: torch.Tensor, meta: SamplingMetadata, reference,
+def candidate_sample(penalized: torch.Tensor, meta: SamplingMetadata,
                      generator: torch.Generator | None = None) -> torch.Tensor:
-    """Next ids [B] int64 from penalized fp32 logits [B, V]. Pure; reads the device (CPU only).
-
-    `reference(penalized, meta, generator, noise)` samples fallback rows (the torch reference).
-    """
+    """Next ids [B] int64 from penalized fp32 logits [B, V]. Pure; reads the device (CPU only)."""
     batch, vocab = penalized.shape
     sampled_rows = [row for row, p in enumerate(meta.params) if not p.is_greedy]
     ids = penalized.argmax(dim=-1) if len(sampled_rows) < batch else torch.empty(batch, dtype=torch.long)
@@ -45,7 +44,8 @@ def candidate_sample(penalized: torch.Tensor, meta: SamplingMetadata, reference,
 
     picked = torch.empty(len(sampled_rows), dtype=torch.long)
     pending = list(range(len(sampled_rows)))
-    for pool in CANDIDATE_POOLS:
+    pools = [pool for pool in CANDIDATE_POOLS if pool is not None and pool < vocab] + [None]
+    for pool in pools:
         everything = len(pending) == len(sampled_rows)  # no row copies on the first pass
         part = sub if everything else sub.select(pending)
         part_noise = {new: seeded_noise[row] for new, row in enumerate(pending) if row in seeded_noise}
@@ -55,28 +55,32 @@ def candidate_sample(penalized: torch.Tensor, meta: SamplingMetadata, reference,
         pending = [row for row, ok in zip(pending, covered) if not ok]
         if not pending:
             break
-    if pending:
-        fallback_noise = torch.empty(len(pending), vocab).exponential_(generator=generator)
-        for new, row in enumerate(pending):
-            if row in seeded_noise:
-                fallback_noise[new] = seeded_noise[row]
-        picked[pending] = reference(x[pending], sub.select(pending), generator, fallback_noise)
     ids[sampled_rows] = picked
     return ids
 
 
-def _sample_candidates(x: torch.Tensor, sub: SamplingMetadata, pool: int, seeded_noise: dict[int, torch.Tensor],
+def _sample_candidates(x: torch.Tensor, sub: SamplingMetadata, pool: int | None,
+                       seeded_noise: dict[int, torch.Tensor],
                        generator: torch.Generator | None) -> tuple[torch.Tensor, list[bool]]:
     """Race among each row's kept top-K candidates: (ids [b], whether the candidates decide each row).
 
-    All rows of `sub` sample (no greedy rows). K = the largest top_k, or `pool` when a row has none.
+    All rows of `sub` sample (no greedy rows). K = the largest top_k, or `pool` when a row has none;
+    pool None = the whole row, sorted (always decides).
     """
     vocab = x.shape[1]
     top_ks = [p.top_k if p.top_k_enabled and p.top_k < vocab else vocab for p in sub.params]
     finite_ks = [k for k in top_ks if k < vocab]
-    k_max = max(finite_ks) if len(finite_ks) == len(top_ks) else max(finite_ks + [pool])
+    if pool is None:
+        k_max = vocab
+    elif len(finite_ks) == len(top_ks):
+        k_max = max(finite_ks)
+    else:
+        k_max = max(finite_ks + [pool])
     k_max = min(k_max, vocab)
-    values, order = x.topk(k_max, dim=-1)  # [b, K] descending, and their token ids
+    if k_max == vocab:
+        values, order = x.sort(dim=-1, descending=True)  # [b, V]
+    else:
+        values, order = x.topk(k_max, dim=-1)  # [b, K] descending, and their token ids
     scaled = values / sub.temperature.unsqueeze(1)  # bitwise the reference's logits / T at those ids
     floor = torch.full_like(scaled[:, :1], -math.inf)  # [b, 1]: keep scaled >= floor
     if not sub.no_min_p:
@@ -95,10 +99,12 @@ def _sample_candidates(x: torch.Tensor, sub: SamplingMetadata, pool: int, seeded
         keep &= above < sub.top_p.unsqueeze(1) * mass.unsqueeze(1)  # the top token (above = 0) stays
     covered = (closed | ~keep[:, -1]).tolist()  # host read: which rows the candidates fully decide
 
-    noise = torch.empty_like(scaled).exponential_(generator=generator)
+    # Kept candidates form a prefix of each row: draw noise only up to the longest one.
+    width = int(keep.any(dim=0).nonzero().max()) + 1
+    noise = torch.empty(keep.shape[0], width).exponential_(generator=generator)
     for row, full in seeded_noise.items():
-        noise[row] = full[order[row]]
-    score = torch.where(keep, scaled - torch.log(noise), -math.inf)
+        noise[row] = full[order[row, :width]]  # a seeded row's noise is indexed by token id
+    score = torch.where(keep[:, :width], scaled[:, :width] - torch.log(noise), -math.inf)
     return order.gather(1, score.argmax(dim=-1, keepdim=True)).squeeze(1), covered
 
 

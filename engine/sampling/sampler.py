@@ -48,7 +48,7 @@ class Sampler:
             return triton_sample(logits, meta, self.generator)
         penalized_logits = logits.float() if penalized else reference_penalties(logits, meta)
         if logits.device.type == "cpu":
-            return candidate_sample(penalized_logits, meta, reference_sample, self.generator)
+            return candidate_sample(penalized_logits, meta, self.generator)
         return reference_sample(penalized_logits, meta, self.generator)
 
     def penalties(self, logits: torch.Tensor, meta: SamplingMetadata) -> torch.Tensor:

@@ -1,7 +1,9 @@
 """Start ``python -m engine serve`` as a subprocess on a free port and stop it with SIGTERM.
 
-Used by the server's tests and benches (and usable by anyone who needs a real engine process):
-``with EngineProcess(config, run_dir) as proc: httpx.get(proc.url + "/health")``.
+Used by the server's tests and benches and by the flows (which start every engine they drive
+through it): ``with EngineProcess(config, run_dir) as proc: httpx.get(proc.url + "/health")``.
+The server runs in its own process group, so stopping it also stops what it spawned
+(tensor-parallel ranks).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import httpx
 
@@ -35,7 +37,10 @@ class EngineProcess:
     """
 
     def __init__(self, config: dict[str, Any], run_dir: str | Path, host: str = "127.0.0.1",
-                 port: int | None = None, startup_timeout_s: float = 120.0):
+                 port: int | None = None, startup_timeout_s: float = 120.0,
+                 preexec_fn: Callable[[], None] | None = None):
+        # preexec_fn: e.g. the flows' PR_SET_PDEATHSIG hook, so a SIGKILLed parent leaves no orphan.
+        self.preexec_fn = preexec_fn
         self.config = config
         self.run_dir = Path(run_dir)
         self.host = host
@@ -60,8 +65,14 @@ class EngineProcess:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "engine", "serve", "--config", str(config_path),
                  "--run-dir", str(self.run_dir), "--host", self.host, "--port", str(self.port)],
-                stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        self._wait_healthy()
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, preexec_fn=self.preexec_fn,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        try:
+            self._wait_healthy()
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def _wait_healthy(self) -> None:
@@ -75,20 +86,31 @@ class EngineProcess:
             except httpx.TransportError:
                 pass
             time.sleep(0.1)
-        self.stop()
         raise TimeoutError(f"engine not healthy after {self.startup_timeout_s} s:\n{self.log_tail()}")
 
+    def arm_faults(self, t0_ns: int) -> None:
+        """Start the engine's fault clock: faults run from t0_ns + start_s (POST /spikelens/arm)."""
+        httpx.post(self.url + "/spikelens/arm", json={"t0_ns": t0_ns}, timeout=10.0).raise_for_status()
+
+    def _signal_group(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
     def stop(self, timeout_s: float = 30.0) -> int:
-        """SIGTERM, wait (then SIGKILL); returns the exit code."""
+        """SIGTERM the group (the server flushes its files), wait, then SIGKILL; returns the exit
+        code. Whatever the server spawned and left behind in its group is killed too."""
         if self.proc is None:
             return -1
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            self._signal_group(signal.SIGTERM)
             try:
                 self.proc.wait(timeout_s)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                self._signal_group(signal.SIGKILL)
                 self.proc.wait()
+        self._signal_group(signal.SIGKILL)
         self.returncode = self.proc.returncode
         return self.returncode
 

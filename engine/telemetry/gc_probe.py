@@ -40,6 +40,10 @@ class GcProbe:
             gc.callbacks.append(self._callback)
             self._installed = True
 
+    @property
+    def installed(self) -> bool:
+        return self._installed
+
     def uninstall(self) -> None:
         if self._installed:
             gc.callbacks.remove(self._callback)

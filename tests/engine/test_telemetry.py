@@ -39,6 +39,14 @@ def test_files_written_with_design_columns(tmp_path, tiny_config, run_to_complet
     assert pq.read_table(tmp_path / "faults.parquet").column_names == ["kind", "cause", "start_ns", "end_ns", "params"]
 
 
+def test_context_manager_closes_and_writes(tmp_path, tiny_config, run_to_completion):
+    with LLMEngine(tiny_config(), run_dir=tmp_path) as eng:
+        eng.add_request("a", [1, 2], SamplingParams(temperature=0.0, max_tokens=2, ignore_eos=True))
+        run_to_completion(eng)
+    assert pq.read_table(tmp_path / "steps.parquet").num_rows == 2
+    assert not eng.telemetry.gc.installed
+
+
 def test_flush_is_repeatable_and_grows(tmp_path, tiny_config, run_to_completion):
     eng = LLMEngine(tiny_config(), run_dir=tmp_path)
     try:

@@ -89,3 +89,9 @@ def test_stats_percentiles_interpolate_linearly():
     s = stats(pa.array([1.0, 2.0, 3.0, 4.0, None]))
     assert s["count"] == 4 and s["p50"] == 2.5 and s["p90"] == pytest.approx(3.7)
     assert stats(pa.array([], pa.float64()))["p99"] is None
+
+
+def test_an_empty_run_summarises_to_nulls_not_errors():
+    s = summarize(REQUESTS_SCHEMA.empty_table(), TOKENS_SCHEMA.empty_table())
+    assert s["completed"] == 0 and s["request_throughput"] is None
+    assert s["vllm"]["ttft_ms"]["count"] == 0 and s["vllm"]["itl_ms"]["p99"] is None

@@ -104,15 +104,28 @@ def test_http_errors_are_recorded_with_status_and_body(tmp_path):
     assert all(r["error"].startswith("HTTP 400:") and "is not served" in r["error"] for r in requests)
 
 
-def test_an_exception_in_the_caller_kills_the_locust_process_group(tmp_path):
+def test_an_interrupted_wait_kills_the_locust_group_and_keeps_what_was_measured(tmp_path):
+    import time
+
     def explode(t0_ns):
-        raise RuntimeError("flow failed while arming faults")
+        time.sleep(0.5)  # measured load is running: a burst window has opened
+        raise KeyboardInterrupt  # as a signal raised in the waiting thread would
 
     with SSEServer(SSEServerConfig(itl_s=0.01)) as server:
-        with pytest.raises(RuntimeError, match="arming faults"):
+        with pytest.raises(KeyboardInterrupt):
             run_locust(server.url, tmp_path, FIXED, {"shape": "constant", "users": 1},
-                       duration_s=30, on_load_start=explode)
+                       duration_s=30, warmup_s=0.5, on_load_start=explode,
+                       faults=[{"kind": "load.burst", "start_s": 0.2, "duration_s": 10},
+                               {"kind": "load.burst", "start_s": 20, "duration_s": 1}],
+                       preexec_fn=lambda: None)
     assert psutil.Process().children(recursive=True) == []
+    # what was measured before the failure is kept: Locust flushed on SIGTERM, the runner merged
+    requests, _ = read(tmp_path)
+    assert len(requests) == len(server.served) > 0
+    assert {r["status"] for r in requests} <= {"ok", "cancelled"}
+    windows = pq.read_table(tmp_path / "faults.loadgen.parquet").to_pylist()
+    assert len(windows) == 1  # the burst that had started, clipped at the interruption
+    assert windows[0]["end_ns"] - windows[0]["start_ns"] < 10 * 10**9
 
 
 def test_the_runner_never_imports_locust_or_gevent():

@@ -50,6 +50,12 @@ class SimSpec:
     magnitude: float = 0.0            # gc: pause ms; penalty: extra ms; load: extra users; comm: delay
                                       # ms; kv: preemption probability per step; repetition: max_tokens
     seed: int = 0
+    noise: float = 0.08               # lognormal sigma of forward time
+    outlier_p: float = 0.01           # share of steps with a scheduler hiccup …
+    outlier_ms: float = 6.0           # … of this many ms
+    contention_p: float = 0.0         # per step: chance a burst of box contention starts …
+    contention: tuple[float, float] = (1.3, 2.0)   # … slowing every stage by a factor in this range
+    contention_s: tuple[float, float] = (1.0, 3.0)  # … for this many seconds
     t0_ns: int = 1_800_000_000_000_000_000
     extra_files: dict = field(default_factory=dict)
 
@@ -79,6 +85,7 @@ def simulate(spec: SimSpec) -> dict[str, pa.Table]:
     t = begin
     step = 0
     next_gc_ns = inc_lo
+    contention_until, contention_factor = 0, 1.0
 
     def send(user: int, now: int) -> None:
         nonlocal next_req
@@ -118,15 +125,19 @@ def simulate(spec: SimSpec) -> dict[str, pa.Table]:
         if batch == 0:
             t += 1_000_000
             continue
-        noise = float(rng.lognormal(0.0, 0.08))
-        outlier = 6.0 if rng.random() < 0.01 else 0.0      # scheduler hiccup on a shared box
-        schedule_ms = 0.3 + 0.01 * batch
+        noise = float(rng.lognormal(0.0, spec.noise))
+        outlier = spec.outlier_ms if rng.random() < spec.outlier_p else 0.0   # scheduler hiccup
+        if t >= contention_until and rng.random() < spec.contention_p:         # other tenants busy
+            contention_until = t + int(rng.uniform(*spec.contention_s) * 1e9)
+            contention_factor = float(rng.uniform(*spec.contention))
+        slow = contention_factor if t < contention_until else 1.0
+        schedule_ms = (0.3 + 0.01 * batch) * slow
         forward_ms = (spec.forward_base_ms + spec.forward_per_seq_ms * batch
-                      + spec.forward_per_prefill_ms * prefill) * noise + outlier
-        penalty_ms = 0.4 + 0.05 * batch
+                      + spec.forward_per_prefill_ms * prefill) * noise * slow + outlier
+        penalty_ms = (0.4 + 0.05 * batch) * slow
         if spec.incident == "penalty" and in_incident(t):
             penalty_ms += magnitude * float(rng.uniform(0.8, 1.2))
-        sample_ms = 0.5 + 0.03 * batch
+        sample_ms = (0.5 + 0.03 * batch) * slow
         comm_ms = 0.3 * float(rng.uniform(0.5, 1.5)) if spec.tp > 1 else 0.0
         late_ms = magnitude * float(rng.uniform(0.9, 1.1)) if spec.incident == "comm" and in_incident(t) else 0.0
         start = t
