@@ -4,31 +4,40 @@ PY      := $(VENV)/bin/python
 PIP     := $(PY) -m pip install -q --disable-pip-version-check -c constraints.txt
 PYTHON3 ?= python3
 
-.PHONY: setup setup-test demo test test-fast clean
+.PHONY: setup setup-test setup-eval demo test test-fast evaluate clean
 
 $(PY):
 	$(PYTHON3) -m venv $(VENV)
 
 # Re-install only when the declared or pinned dependencies change.
 $(VENV)/.setup-runtime: pyproject.toml constraints.txt | $(PY)
-	$(PIP) -e . 2>&1 | grep -v "is ignored: it is neither" || true
-	$(PY) -c "import engine, loadgen, warehouse, rca, flows"
+	$(PIP) -e . > $(VENV)/pip.log 2>&1 || (tail -40 $(VENV)/pip.log; exit 1)
+	$(PY) -c "import torch, prefect, duckdb, locust, engine, loadgen, warehouse, rca, flows"
 	touch $@
 
 $(VENV)/.setup-test: $(VENV)/.setup-runtime
-	$(PIP) -e '.[test,eval]' 2>&1 | grep -v "is ignored: it is neither" || true
+	$(PIP) -e '.[test,eval]' > $(VENV)/pip.log 2>&1 || (tail -40 $(VENV)/pip.log; exit 1)
 	$(PY) -c "import pytest, transformers, triton"
 	bash scripts/setup-browser.sh
 	touch $@
 
+$(VENV)/.setup-eval: $(VENV)/.setup-runtime
+	$(PIP) -e '.[eval]' > $(VENV)/pip.log 2>&1 || (tail -40 $(VENV)/pip.log; exit 1)
+	touch $@
+
 setup: $(VENV)/.setup-runtime
 setup-test: $(VENV)/.setup-test
+setup-eval: $(VENV)/.setup-eval
 
 demo: setup
 	$(VENV)/bin/spikelens demo
 
 test: setup-test
 	$(VENV)/bin/pytest -q
+
+# The full evaluation suite (scenarios/eval/, ~20 runs, ~15 min on 2 cores) with BARO/NSigma peers.
+evaluate: setup-eval
+	$(VENV)/bin/spikelens evaluate
 
 # Unit tests only (no end-to-end runs): the inner loop while developing.
 test-fast: setup-test

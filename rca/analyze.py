@@ -29,11 +29,13 @@ class Analysis:
     run_id: str
     window_s: float
     spikes: list[Spike]
-    attributions: dict[int, Attribution]            # by spike_id
+    attributions: dict[int, Attribution]            # by spike_id (suppressed spikes included)
     baselines: dict[str, Baseline]                  # by metric
     detect: DetectConfig
     attribute: AttributeConfig
     signals: RunSignals | None = field(repr=False, default=None)   # what was read, for callers that plot
+    # minor spikes no engine signal explains (AttributeConfig.report_unexplained_minor): stored, not reported
+    suppressed: list[Spike] = field(default_factory=list)
 
 
 def load_signals(conn: duckdb.DuckDBPyConnection, run_id: str, window_s: float) -> RunSignals:
@@ -67,20 +69,25 @@ def analyze(conn: duckdb.DuckDBPyConnection, run_id: str, window_s: float = 1.0,
     by_metrics = len(signals.steps["t_s"]) == 0 and bool(signals.metric_windows or signals.nvml_windows)
     attributions = {s.spike_id: (attribute_by_metrics(s, spikes, signals, attribute) if by_metrics
                                  else attribute_spike(s, spikes, signals, attribute)) for s in spikes}
-    return Analysis(run_id, window_s, spikes, attributions, baselines, detect, attribute, signals)
+    suppressed = [] if attribute.report_unexplained_minor else [
+        s for s in spikes if s.severity == "minor" and attributions[s.spike_id].top_cause == "unexplained"]
+    reported = [s for s in spikes if s not in suppressed]
+    return Analysis(run_id, window_s, reported, attributions, baselines, detect, attribute, signals, suppressed)
 
 
 def result_tables(analysis: Analysis) -> dict[str, pa.Table]:
     """The rows of `spikes`, `attributions` and `evidence` for an analysis, as Arrow tables."""
     rid = analysis.run_id
     spikes, attrs, evidence = [], [], []
-    for s in analysis.spikes:
+    suppressed_ids = {s.spike_id for s in analysis.suppressed}
+    for s in sorted([*analysis.spikes, *analysis.suppressed], key=lambda x: x.spike_id):
         a = analysis.attributions[s.spike_id]
         spikes.append({"run_id": rid, "spike_id": s.spike_id, "metric": s.metric, "metrics": s.metrics,
                        "detector": s.detector, "start_s": s.start_s, "end_s": s.end_s, "peak_ms": s.peak_ms,
                        "baseline_ms": s.baseline_ms, "severity": s.severity,
                        "severity_score": s.severity_score, "top_cause": a.top_cause,
-                       "summary": a.summary, "coverage": a.coverage, "attribution_method": a.method})
+                       "summary": a.summary, "coverage": a.coverage, "attribution_method": a.method,
+                       "suppressed": s.spike_id in suppressed_ids})
         for c in a.causes:
             attrs.append({"run_id": rid, "spike_id": s.spike_id, "cause": c.cause, "share": c.share,
                           "confidence": c.confidence, "excess_ms": c.excess_ms})
@@ -95,7 +102,7 @@ def result_tables(analysis: Analysis) -> dict[str, pa.Table]:
                              ("baseline_ms", pa.float64()), ("severity", pa.string()),
                              ("severity_score", pa.float64()), ("top_cause", pa.string()),
                              ("summary", pa.string()), ("coverage", pa.float64()),
-                             ("attribution_method", pa.string())]),
+                             ("attribution_method", pa.string()), ("suppressed", pa.bool_())]),
         "attributions": pa.schema([("run_id", pa.string()), ("spike_id", pa.int32()), ("cause", pa.string()),
                                    ("share", pa.float64()), ("confidence", pa.float64()),
                                    ("excess_ms", pa.float64())]),

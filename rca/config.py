@@ -67,6 +67,10 @@ class AttributeConfig:
     output_inflation: float = 1.5
     # Fewest baseline steps for the forward-time cost model; fewer → the whole run is used.
     min_model_steps: int = 50
+    # Report minor spikes (peak < DetectConfig.major_ratio × baseline) whose top cause is
+    # 'unexplained'? Off by default: on a shared box, bursts of contention from other tenants slow
+    # every stage for a few seconds and make exactly these; they are stored with suppressed=true.
+    report_unexplained_minor: bool = False
 
 
 def _positive(obj, *names: str) -> None:

@@ -64,7 +64,8 @@ def load_outcome(conn, run_id: str, tolerance_windows: int = 2) -> RunOutcome:
     window_s, duration_s = float(row[0]), float(row[1] or 0.0)
     faults = [{k: f[k] for k in ("kind", "cause", "start_s", "end_s")} for f in query(conn, "faults", run_id=run_id)]
     spikes = [dict(zip(("spike_id", "start_s", "end_s", "top_cause"), r)) for r in conn.execute(
-        "SELECT spike_id, start_s, end_s, top_cause FROM spikes WHERE run_id = ? ORDER BY spike_id",
+        "SELECT spike_id, start_s, end_s, top_cause FROM spikes WHERE run_id = ? "
+        "AND NOT coalesce(suppressed, false) ORDER BY spike_id",
         [run_id]).fetchall()]
     out = RunOutcome(run_id, duration_s, window_s, faults, spikes)
     out.matches = match_events(faults, spikes, window_s, tolerance_windows)

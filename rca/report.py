@@ -90,6 +90,14 @@ def _headline(spikes: list[dict], totals: dict, duration_s: float | None) -> str
     return text
 
 
+def _with_suppressed(headline: str, n: int) -> str:
+    """Say how many minor unexplained slowdowns were left out (AttributeConfig.report_unexplained_minor)."""
+    if not n:
+        return headline
+    return (headline.rstrip(".") + f" ({n} minor slowdown{'s' if n > 1 else ''} that no engine signal "
+            "explains not reported: likely host noise).")
+
+
 def _masks(n: int, spikes: list[dict], window_s: float, guard: int = 2) -> tuple[np.ndarray, np.ndarray]:
     idx = np.arange(n) * window_s
     in_spike = np.zeros(n, dtype=bool)
@@ -193,7 +201,10 @@ def incident_context(db_path: str | Path, run_id: str) -> dict:
         pauses = query(conn, "gc_pauses", run_id=run_id)
         totals = query(conn, "totals", run_id=run_id)[0]
         faults = query(conn, "faults", run_id=run_id)
-        spike_rows = conn.execute("SELECT * FROM spikes WHERE run_id = ? ORDER BY spike_id", [run_id])
+        spike_rows = conn.execute("SELECT * FROM spikes WHERE run_id = ? AND NOT coalesce(suppressed, false) "
+                                  "ORDER BY spike_id", [run_id])
+        n_suppressed = conn.execute("SELECT count(*) FROM spikes WHERE run_id = ? AND suppressed",
+                                    [run_id]).fetchone()[0]
         spike_cols = [d[0] for d in spike_rows.description]
         spikes = [dict(zip(spike_cols, r)) for r in spike_rows.fetchall()]
         attr_rows = conn.execute("SELECT spike_id, cause, share, confidence FROM attributions "
@@ -222,7 +233,8 @@ def incident_context(db_path: str | Path, run_id: str) -> dict:
     run = _run_section(run_row)
     return {
         "run": run,
-        "headline": _headline(spike_list, totals, run["duration_s"]),
+        "headline": _with_suppressed(_headline(spike_list, totals, run["duration_s"]), n_suppressed),
+        "suppressed_spikes": n_suppressed,
         "totals": {k: (int(v) if k in ("requests", "errors", "output_tokens") and v is not None else _num(v))
                    for k, v in totals.items()},
         "window_s": window_s,

@@ -25,6 +25,7 @@ from engine.telemetry.table_buffer import TableBuffer
 FAULT_SCHEMA = pa.schema([("kind", pa.string()), ("cause", pa.string()), ("start_ns", pa.int64()),
                           ("end_ns", pa.int64()), ("params", pa.string())])
 _NEVER = 2**63 - 1
+_CLEANUP_GRACE_NS = 1_000_000_000
 
 
 @dataclass
@@ -85,8 +86,10 @@ class FaultScheduler:
         for f in list(self._active):
             if now_ns >= f.end_ns:
                 f.injector.stop(engine)
-                if f.applied_start_ns is not None:
-                    f.applied_end_ns = time.time_ns()  # the window includes the injector's cleanup
+                # The window includes the injector's cleanup when it ran at the scheduled end (the
+                # engine was busy); after an idle gap it ends with the last step the fault touched.
+                if f.applied_start_ns is not None and now_ns - f.end_ns < _CLEANUP_GRACE_NS:
+                    f.applied_end_ns = time.time_ns()
                 self._close(f)
         for f in self._faults:
             if not f.done and not f.active and f.start_ns <= now_ns:

@@ -2,11 +2,11 @@
 
 What: `candidate_sample(penalized, meta)` finds each sampled row's top-K logits with one
 `torch.topk` (K = the batch's largest top_k, or a pool of CANDIDATE_POOLS when a row has no top_k), applies
-temperature, min-p, top-k and top-p on the [B, K] candidates, and runs the exponential race among
-the kept ones. Why: a full sort of [64, 128k] costs hundreds of ms on one core; top-K plus [B, K]
+temperature, min-p, top-k and top-p on the [B, K] candidates, and draws among the kept ones. Why: a full sort of [64, 128k] costs hundreds of ms on one core; top-K plus [B, K]
 work costs tens. A row whose kept set might leave its candidates (no top-k and a top-p mass not
-reached within them) is retried with more candidates, finally with its whole sorted row; noise is
-drawn only for the kept prefix (Exp(1) draws over [64, 128k] alone cost ~0.8 s on one core).
+reached within them) is retried with more candidates, finally with its whole sorted row. Unseeded
+rows draw by inverse CDF over the kept weights (one uniform per row: Exp(1) draws over [64, 128k]
+alone cost ~0.8 s on one core).
 Exactness: min-p / top-k kept sets are the reference's (same float ops on the same values); top-p
 sums the mass in descending order where the reference sums ascending, so the two can differ only
 when the cumulative mass is within fp32 rounding of p. A seeded row's noise is drawn over the whole
@@ -62,7 +62,7 @@ def candidate_sample(penalized: torch.Tensor, meta: SamplingMetadata,
 def _sample_candidates(x: torch.Tensor, sub: SamplingMetadata, pool: int | None,
                        seeded_noise: dict[int, torch.Tensor],
                        generator: torch.Generator | None) -> tuple[torch.Tensor, list[bool]]:
-    """Race among each row's kept top-K candidates: (ids [b], whether the candidates decide each row).
+    """Draw among each row's kept top-K candidates: (ids [b], whether the candidates decide each row).
 
     All rows of `sub` sample (no greedy rows). K = the largest top_k, or `pool` when a row has none;
     pool None = the whole row, sorted (always decides).
@@ -99,13 +99,22 @@ def _sample_candidates(x: torch.Tensor, sub: SamplingMetadata, pool: int | None,
         keep &= above < sub.top_p.unsqueeze(1) * mass.unsqueeze(1)  # the top token (above = 0) stays
     covered = (closed | ~keep[:, -1]).tolist()  # host read: which rows the candidates fully decide
 
-    # Kept candidates form a prefix of each row: draw noise only up to the longest one.
+    # Kept candidates form a prefix of each row: nothing past the longest one is looked at.
     width = int(keep.any(dim=0).nonzero().max()) + 1
-    noise = torch.empty(keep.shape[0], width).exponential_(generator=generator)
-    for row, full in seeded_noise.items():
-        noise[row] = full[order[row, :width]]  # a seeded row's noise is indexed by token id
-    score = torch.where(keep[:, :width], scaled[:, :width] - torch.log(noise), -math.inf)
-    return order.gather(1, score.argmax(dim=-1, keepdim=True)).squeeze(1), covered
+    keep, scaled, order = keep[:, :width], scaled[:, :width], order[:, :width]
+    # Unseeded rows: inverse-CDF on the kept weights (one uniform per row; fp64 cumulative sums).
+    weight = torch.where(keep, torch.exp(scaled - scaled[:, :1]), 0.0).double()
+    cdf = weight.cumsum(dim=-1)
+    uniform = torch.rand(keep.shape[0], 1, dtype=torch.float64, generator=generator) * cdf[:, -1:]
+    position = torch.searchsorted(cdf, uniform, right=True).clamp(max=width - 1).squeeze(1)
+    if seeded_noise:
+        # Seeded rows: the exponential race on noise indexed by token id (as the reference draws it),
+        # so a seeded row picks the reference's token on every path and in any batch.
+        rows = list(seeded_noise)
+        noise = torch.stack([seeded_noise[row][order[row]] for row in rows])  # [s, width]
+        score = torch.where(keep[rows], scaled[rows] - torch.log(noise), -math.inf)
+        position[rows] = score.argmax(dim=-1)
+    return order.gather(1, position.unsqueeze(1)).squeeze(1), covered
 
 
 def _kept_mass(x: torch.Tensor, sub: SamplingMetadata, floor: torch.Tensor, top: torch.Tensor,

@@ -75,3 +75,16 @@ def test_sparse_penalties_equal_dense_ones_after_updates():
                             meta.frequency_penalty, meta.presence_penalty)
     assert torch.equal(reference_penalties(logits, meta), dense)
     assert state.history_len == [7, 303]  # prompt + outputs; the padding id still occupies a step
+
+
+def test_unseeded_draws_follow_the_filtered_distribution():
+    """Inverse-CDF draws of unseeded rows: frequencies match the renormalised kept probabilities."""
+    logits = torch.tensor([[2.0, 1.0, 0.5, -1.0, -3.0]])
+    state = PenaltyState(1, 5)
+    state.assign(0, [], [])
+    n = 20000
+    meta = SamplingMetadata.build([SamplingParams(temperature=0.9, top_k=3)] * n, [0] * n, state)
+    ids = candidate_sample(logits.expand(n, 5), meta, torch.Generator().manual_seed(0))
+    kept = torch.softmax(logits[0, :3] / 0.9, dim=-1)
+    freq = torch.bincount(ids, minlength=5).float() / n
+    torch.testing.assert_close(freq, torch.cat([kept, torch.zeros(2)]), atol=0.015, rtol=0)

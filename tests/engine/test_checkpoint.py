@@ -109,3 +109,17 @@ def test_tied_embeddings_explicit_head_dim_and_llama3_rope(tmp_path):
         ref = hf(torch.tensor([ids])).logits[0, -1].float()
     torch.testing.assert_close(got, ref, rtol=0, atol=1e-4)
     eng.telemetry.close()
+
+
+def test_checkpoint_under_tp2_matches_tp1(hf_folder):
+    """Each rank slices the checkpoint's full tensors; greedy output equals tp: 1."""
+    outs = []
+    for tp in (1, 2):
+        with LLMEngine(EngineConfig(model=str(hf_folder), tp=tp, max_num_seqs=2, kv_blocks=32, block_size=4,
+                                    max_model_len=64)) as eng:
+            eng.add_request("g", [5, 900, 31000, 42], SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True))
+            got = []
+            while eng.has_unfinished():
+                got += [t for o in eng.step() for t in o.new_token_ids]
+            outs.append(got)
+    assert outs[0] == outs[1] and len(outs[0]) == 8

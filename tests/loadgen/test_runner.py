@@ -25,13 +25,14 @@ def read(run_dir):
     return requests, tokens
 
 
-def test_every_request_and_chunk_is_recorded_with_ttft_from_the_first_content_chunk(tmp_path):
+@pytest.mark.parametrize("read_mode", ["line", "byte"])
+def test_every_request_and_chunk_is_recorded_with_ttft_from_the_first_content_chunk(tmp_path, read_mode):
     ttft_s, itl_s = 0.15, 0.05
     calls = []
     with SSEServer(SSEServerConfig(ttft_s=ttft_s, itl_s=itl_s)) as server:
         result = run_locust(server.url, tmp_path, FIXED, {"shape": "constant", "users": 3},
                             duration_s=1.5, warmup_s=0.5, seed=3, on_load_start=calls.append,
-                            api_key="sk-test-123")
+                            api_key="sk-test-123", read_mode=read_mode)
     requests, tokens = read(tmp_path)
     assert result.returncode == 0
     assert calls == [result.load_started_ns]
