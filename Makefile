@@ -12,7 +12,7 @@ $(PY):
 # Re-install only when the declared or pinned dependencies change.
 $(VENV)/.setup-runtime: pyproject.toml constraints.txt | $(PY)
 	$(PIP) -e . > $(VENV)/pip.log 2>&1 || (tail -40 $(VENV)/pip.log; exit 1)
-	$(PY) -c "import torch, prefect, duckdb, locust, engine, loadgen, warehouse, rca, flows"
+	$(PY) -c "import torch, prefect, duckdb, engine, loadgen, warehouse, rca, flows"
 	touch $@
 
 $(VENV)/.setup-test: $(VENV)/.setup-runtime

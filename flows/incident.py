@@ -7,6 +7,7 @@ ingested, analysed and reported, with the failure written into run.json and the 
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import time
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from flows.manifest import RunManifest, new_run_id
 from flows.paths import StatePaths
 from flows.scenario import Scenario, load_scenario
 from flows.tasks import (analyze, drive_load, ingest, progress, refresh_index, render_report,
-                         start_engine, stop_engine, write_manifest)
+                         start_engine, stop_engine, summarize_load, write_manifest)
 
 
 @dataclass
@@ -85,14 +86,23 @@ def incident_replay(scenario_path: str, state_home: str | None = None,
             if engine is not None:
                 engine.arm_faults(t0_ns)
 
+        external = scenario.target is not None
         result = drive_load(url, run_dir, scenario.workload, scenario.load, scenario.duration_s,
                             scenario.warmup_s, scenario.seed, _tokenizer_path(scenario), faults,
-                            on_load_start)
+                            on_load_start,
+                            # an engine we did not start: its /metrics is our only engine-side view
+                            metrics_url=f"{url.rstrip('/')}/metrics" if external else None,
+                            api_key=os.environ.get("SPIKELENS_API_KEY") if external else None)
         manifest.extra["locust"] = {"requests_sent": result.requests_sent,
                                     "requests_failed": result.requests_failed,
                                     "returncode": result.returncode}
+        manifest.extra["client_health"] = result.client_health
         if result.returncode not in (0, None):
             manifest.errors.append(f"locust exited with code {result.returncode}")
+        if not result.client_valid:
+            manifest.client_valid = False
+        manifest.extra["summary"] = summarize_load(run_dir, scenario.duration_s,
+                                                   scenario.raw.get("slo"))
     except BaseException as e:   # noqa: BLE001 — recorded, reported, then re-raised
         failure = e
         manifest.errors.append(_describe_failure(e))
@@ -102,7 +112,8 @@ def incident_replay(scenario_path: str, state_home: str | None = None,
             if code not in (0, None, -15):
                 manifest.errors.append(f"engine exited with code {code}")
         manifest.ended_ns = time.time_ns()
-        manifest.status = "failed" if manifest.errors else "ok"
+        manifest.status = ("failed" if manifest.errors
+                           else "invalid" if not manifest.client_valid else "ok")
         write_manifest(manifest, run_dir)
 
     finished = None

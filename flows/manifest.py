@@ -49,7 +49,8 @@ class RunManifest:
     started_ns: int = field(default_factory=time.time_ns)
     ended_ns: int | None = None
     load_started_ns: int | None = None
-    status: str = "running"            # running | ok | failed
+    status: str = "running"            # running | ok | invalid (client saturated) | failed
+    client_valid: bool = True          # False: the load generator saturated; latencies are its own
     errors: list[str] = field(default_factory=list)
     host: str = field(default_factory=platform.node)
     git_commit: str | None = field(default_factory=git_commit)

@@ -203,6 +203,14 @@ def parse_scenario(raw: dict[str, Any], path: str = "<scenario>", text: str = ""
     except (ValueError, KeyError, TypeError) as e:
         raise fail(("load",), str(e).strip("'\"")) from None
 
+    if "slo" in raw:   # goodput objectives, e.g. {ttft_ms: 500, tpot_ms: 50}
+        from loadgen.metrics import SLO
+
+        try:
+            SLO.from_dict(raw["slo"] if isinstance(raw["slo"], dict) else {"": raw["slo"]})
+        except (ValueError, TypeError) as e:
+            raise fail(("slo",), str(e)) from None
+
     faults = []
     for i, f in enumerate(raw.get("faults") or []):
         if not isinstance(f, dict):

@@ -41,7 +41,8 @@ def stop_engine(handle: EngineProcess) -> int | None:
 def drive_load(url: str, run_dir: Path, workload: Any, load: Any, duration_s: float,
                warmup_s: float, seed: int, tokenizer_path: str | None,
                faults: list[dict[str, Any]],
-               on_load_start: Callable[[int], None] | None) -> Any:
+               on_load_start: Callable[[int], None] | None,
+               metrics_url: str | None = None, api_key: str | None = None) -> Any:
     """Run Locust as a subprocess against `url`; raw samples land in `run_dir`.
 
     The runner enforces its own hard deadline (duration + warm-up + grace) on the subprocess.
@@ -52,7 +53,21 @@ def drive_load(url: str, run_dir: Path, workload: Any, load: Any, duration_s: fl
     return run_locust(host=url, run_dir=run_dir, workload=workload, load=load,
                       duration_s=duration_s, warmup_s=warmup_s, seed=seed,
                       tokenizer_path=tokenizer_path, on_load_start=on_load_start,
-                      faults=faults)
+                      faults=faults, metrics_url=metrics_url, api_key=api_key,
+                      preexec_fn=die_with_parent)
+
+
+@task(name="summarize-load", cache_policy=NONE)
+def summarize_load(run_dir: Path, duration_s: float, slo: dict | None) -> dict:
+    """vLLM-style summary of the measured phase (TTFT/ITL/TPOT/E2E, throughput, goodput vs the
+    scenario's `slo:`), with GuideLLM and genai-perf views, for run.json."""
+    import pyarrow.parquet as pq
+
+    from loadgen.metrics import SLO, summarize
+
+    return summarize(pq.read_table(run_dir / "requests.parquet"),
+                     pq.read_table(run_dir / "tokens.parquet"), duration_s=duration_s,
+                     slo=SLO.from_dict(slo) if slo else None)
 
 
 @task(name="write-manifest", cache_policy=NONE)

@@ -52,7 +52,8 @@ WORKLOAD = CONFIG.workload_spec()
 LOAD = CONFIG.load_spec()
 FAULTS = from_dicts(CONFIG.faults)  # load.burst / penalty.repetition windows
 FACTORY = RequestFactory(WORKLOAD, PromptBuilder(CONFIG.tokenizer_path), model_name=CONFIG.model_name,
-                         seed=CONFIG.seed, id_prefix=CONFIG.run_tag, endpoint=CONFIG.endpoint)
+                         seed=CONFIG.seed, id_prefix=CONFIG.run_tag, endpoint=CONFIG.endpoint,
+                         ignore_eos=CONFIG.ignore_eos)
 N_WORKERS = max(CONFIG.workers, 1)
 
 

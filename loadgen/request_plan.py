@@ -51,7 +51,8 @@ class RequestFactory:
     """Builds RequestPlans for one workload (pure apart from the rng passed in)."""
 
     def __init__(self, workload: WorkloadSpec, prompts: PromptBuilder, *, model_name: str,
-                 seed: int, id_prefix: str, endpoint: str = "chat", pool=None):
+                 seed: int, id_prefix: str, endpoint: str = "chat", pool=None,
+                 ignore_eos: bool = True):
         if endpoint not in ("chat", "completions"):
             raise ValueError(f"endpoint must be 'chat' or 'completions', got {endpoint!r}")
         self.workload = workload
@@ -60,6 +61,8 @@ class RequestFactory:
         self.seed = workload.seed if workload.seed is not None else seed
         self.id_prefix = id_prefix
         self.endpoint = endpoint
+        # vLLM's ignore_eos (also SGLang, our engine); off for targets that reject unknown fields
+        self.ignore_eos = ignore_eos
         # prompts from a JSONL/ShareGPT file (sources.PromptEntry list); None: the corpus
         self.pool = pool
         if workload.source != "builtin" and pool is None:
@@ -128,13 +131,10 @@ class RequestFactory:
         else:
             body["prompt"] = text
             path = COMPLETIONS_PATH
-        body.update({
-            "max_tokens": max_tokens,
+        body["max_tokens"] = max_tokens
+        if self.ignore_eos:
             # exactly max_tokens tokens come back, so output length is the workload's, not the model's
-            "ignore_eos": True,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-            **sampling,
-        })
+            body["ignore_eos"] = True
+        body.update({"stream": True, "stream_options": {"include_usage": True}, **sampling})
         return RequestPlan(request_id=request_id, path=path, body=body,
                            prompt_tokens_target=prompt_len, max_tokens=max_tokens, sampling=sampling)

@@ -37,6 +37,7 @@ class RunConfig:
     # 'line': read the body a line at a time off the socket buffer (cheap, exact arrival times);
     # 'byte': Locust's iter_content(chunk_size=1) (the documented way; one recv per byte)
     read_mode: str = "line"
+    ignore_eos: bool = True  # send vLLM's ignore_eos (exact output lengths); False for strict APIs
     faults: list = field(default_factory=list)  # loadgen-owned faults, TrafficFault.to_dict()
     workers: int = 0  # Locust worker processes (0: one process, no master)
     replay_path: str | None = None  # replay shape: the normalised trace (replay.write_normalised)

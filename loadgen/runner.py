@@ -77,7 +77,7 @@ def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | s
                request_timeout_s: float = 600.0, log_lines: int = 60,
                faults: list[dict] | None = None, workers: int = 0,
                metrics_url: str | None = None, metrics_interval_s: float = 1.0,
-               preexec_fn: Callable[[], None] | None = None) -> LocustResult:
+               preexec_fn: Callable[[], None] | None = None, ignore_eos: bool = True) -> LocustResult:
     """Drive `host` with `workload` under `load` for warmup_s + duration_s; see module doc.
     Blocks until Locust exits; raises LoadgenError (after killing the group) if it does not
     within timeout_s (default warm-up + duration + startup and shutdown allowances).
@@ -91,7 +91,8 @@ def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | s
     If the wait is interrupted (any exception, KeyboardInterrupt, a termination signal raised in
     this thread), Locust is terminated and what it recorded is still merged — requests.parquet,
     tokens.parquet, client_health.parquet and faults.loadgen.parquet up to that moment — before
-    the exception propagates."""
+    the exception propagates. `ignore_eos=False` leaves vLLM's `ignore_eos` out of the bodies, for
+    targets that reject unknown fields (outputs may then end before max_tokens)."""
     workload, load = workload_from(workload), load_from(load)
     mine = traffic_faults([_fault_dict(f) for f in faults or []])
     if duration_s <= 0:
@@ -102,6 +103,8 @@ def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | s
         raise SpecError(f"workers must be an integer in [0, 256], got {workers!r}")
     if not host.startswith(("http://", "https://")):
         raise SpecError(f"host must be an http(s):// URL, got {host!r}")
+    if host.rstrip("/").endswith("/v1"):
+        raise SpecError(f"host {host!r} ends with /v1: give the server root (loadgen adds /v1/...)")
     if tokenizer_path is not None:
         try:
             PromptBuilder(tokenizer_path)  # a missing or broken tokenizer fails here, not in Locust
@@ -125,7 +128,8 @@ def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | s
                        load=load.to_dict(), model_name=model_name,
                        tokenizer_path=str(tokenizer_path) if tokenizer_path else None,
                        endpoint=endpoint, request_timeout_s=request_timeout_s, read_mode=read_mode,
-                       faults=[f.to_dict() for f in mine], workers=workers, replay_path=replay_path)
+                       faults=[f.to_dict() for f in mine], workers=workers, replay_path=replay_path,
+                       ignore_eos=ignore_eos)
     config_path = config.write(parts_dir / "config.json")
     stats_base = parts_dir / "locust_stats"  # Locust appends ".json"
     stats_path = stats_base.with_suffix(".json")

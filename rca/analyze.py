@@ -70,7 +70,8 @@ def analyze(conn: duckdb.DuckDBPyConnection, run_id: str, window_s: float = 1.0,
     attributions = {s.spike_id: (attribute_by_metrics(s, spikes, signals, attribute) if by_metrics
                                  else attribute_spike(s, spikes, signals, attribute)) for s in spikes}
     suppressed = [] if attribute.report_unexplained_minor else [
-        s for s in spikes if s.severity == "minor" and attributions[s.spike_id].top_cause == "unexplained"]
+        s for s in spikes if attributions[s.spike_id].top_cause == "unexplained"
+        and (s.severity == "minor" or attributions[s.spike_id].host_contention)]
     reported = [s for s in spikes if s not in suppressed]
     return Analysis(run_id, window_s, reported, attributions, baselines, detect, attribute, signals, suppressed)
 

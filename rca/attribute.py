@@ -45,6 +45,7 @@ class Attribution:
     components_ms: dict       # cause → excess ms per step (before normalising)
     summary: str              # e.g. "GC gen-2 pauses, 187 ms on average"
     method: str = "stages"    # 'stages' (step traces) | 'metric_rank' (rca.metric_rank)
+    host_contention: bool = False   # every engine stage slowed alike, no batch growth (rca.stepcost)
 
 
 @dataclass
@@ -253,8 +254,11 @@ def attribute_spike(spike: Spike, spikes: list[Spike], signals: RunSignals,
             f", rank {rank} arrives last" if rank is not None and rank_share >= 0.6 else "")
     elif top == "load":
         summary = "more requests: batch and queue grew"
+    elif dec.uniform_slowdown is not None:
+        summary = (f"every engine stage slowed alike ({dec.uniform_slowdown:.1f}x) with no batch growth: "
+                   "CPU contention from other processes or throttling")
     else:
         summary = "no engine signal accounts for it"
     return Attribution(spike.spike_id, causes, top, coverage,
                        mean_or_zero(steps["dur_ms"][st_spike]) - mean_or_zero(steps["dur_ms"][st_base]),
-                       dec.components_ms, summary)
+                       dec.components_ms, summary, host_contention=dec.uniform_slowdown is not None)

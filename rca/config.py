@@ -67,9 +67,10 @@ class AttributeConfig:
     output_inflation: float = 1.5
     # Fewest baseline steps for the forward-time cost model; fewer → the whole run is used.
     min_model_steps: int = 50
-    # Report minor spikes (peak < DetectConfig.major_ratio × baseline) whose top cause is
-    # 'unexplained'? Off by default: on a shared box, bursts of contention from other tenants slow
-    # every stage for a few seconds and make exactly these; they are stored with suppressed=true.
+    # Report spikes whose top cause is 'unexplained' when they are minor (peak < major_ratio ×
+    # baseline) or every engine stage slowed alike (host contention)? Off by default: on a shared
+    # box, bursts of CPU contention from other tenants make exactly these; they are stored with
+    # suppressed=true and counted in the report's headline, not listed as incidents.
     report_unexplained_minor: bool = False
 
 

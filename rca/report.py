@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from rca.evaluate import match_events
 from warehouse.db import connect
 from warehouse.queries import query
 
@@ -94,7 +95,7 @@ def _with_suppressed(headline: str, n: int) -> str:
     """Say how many minor unexplained slowdowns were left out (AttributeConfig.report_unexplained_minor)."""
     if not n:
         return headline
-    return (headline.rstrip(".") + f" ({n} minor slowdown{'s' if n > 1 else ''} that no engine signal "
+    return (headline.rstrip(".") + f" ({n} slowdown{'s' if n > 1 else ''} that no engine signal "
             "explains not reported: likely host noise).")
 
 
@@ -164,21 +165,14 @@ def _comparison(windows: list[dict], step_windows: list[dict], pauses: list[dict
 
 
 def _faults(faults: list[dict], spikes: list[dict], window_s: float, tolerance_windows: int = 2) -> list[dict]:
-    """Ground truth with verdicts: detected = a spike overlaps the fault ± tolerance; the cause is the
-    top cause of the spike that overlaps it most."""
-    out = []
-    tol = tolerance_windows * window_s
-    for f in faults:
-        lo, hi = f["start_s"], f["end_s"] if f["end_s"] is not None else f["start_s"]
-        best, best_overlap = None, -1.0
-        for s in spikes:
-            overlap = min(hi + tol, s["end_s"]) - max(lo - tol, s["start_s"])
-            if overlap > 0 and overlap > best_overlap:
-                best, best_overlap = s, overlap
-        out.append({"kind": f["kind"], "cause": f["cause"], "start_s": _num(lo), "end_s": _num(hi),
-                    "params": f.get("params"), "detected": best is not None,
-                    "attributed_cause": best["top_cause"] if best else None})
-    return out
+    """Ground truth with verdicts, matched exactly as rca.evaluate matches them (one-to-one, the
+    fault widened by `tolerance_windows`): detected = matched; the cause = that spike's top cause."""
+    rows = [{**f, "end_s": f["end_s"] if f["end_s"] is not None else f["start_s"]} for f in faults]
+    matched = dict(match_events(rows, spikes, window_s, tolerance_windows))
+    return [{"kind": f["kind"], "cause": f["cause"], "start_s": _num(f["start_s"]), "end_s": _num(f["end_s"]),
+             "params": f.get("params"), "detected": i in matched,
+             "attributed_cause": spikes[matched[i]]["top_cause"] if i in matched else None}
+            for i, f in enumerate(rows)]
 
 
 def incident_context(db_path: str | Path, run_id: str) -> dict:
@@ -201,12 +195,13 @@ def incident_context(db_path: str | Path, run_id: str) -> dict:
         pauses = query(conn, "gc_pauses", run_id=run_id)
         totals = query(conn, "totals", run_id=run_id)[0]
         faults = query(conn, "faults", run_id=run_id)
+        # (conn.execute returns the connection: fetch each result before the next query)
         spike_rows = conn.execute("SELECT * FROM spikes WHERE run_id = ? AND NOT coalesce(suppressed, false) "
                                   "ORDER BY spike_id", [run_id])
-        n_suppressed = conn.execute("SELECT count(*) FROM spikes WHERE run_id = ? AND suppressed",
-                                    [run_id]).fetchone()[0]
         spike_cols = [d[0] for d in spike_rows.description]
         spikes = [dict(zip(spike_cols, r)) for r in spike_rows.fetchall()]
+        n_suppressed = conn.execute("SELECT count(*) FROM spikes WHERE run_id = ? AND suppressed",
+                                    [run_id]).fetchone()[0]
         attr_rows = conn.execute("SELECT spike_id, cause, share, confidence FROM attributions "
                                  "WHERE run_id = ? ORDER BY spike_id, share DESC", [run_id]).fetchall()
         ev_rows = conn.execute("SELECT spike_id, cause, signal, value, baseline, unit, note, pearson_r "

@@ -10,7 +10,8 @@ alone predicts (load); the rest of each stage goes to its cause:
   penalty        penalty_ms + sample_ms, less what the batch growth predicts
   communication  comm_ms (the longest wait across ranks when there are several)
   load           batch-predicted forward and penalty growth; schedule time when the queue grew
-  unexplained    forward growth the batch does not explain, time outside every stage timer
+  unexplained    forward growth the batch does not explain, time outside every stage timer; and
+                 everything when all stages slowed alike without batch growth (host contention)
 
 Pure functions over numpy arrays [n_steps] (columns of warehouse query `step_timeline`); inputs
 are never mutated.
@@ -122,6 +123,38 @@ class Decomposition:
     waiting_rise: bool
     load_forward_ms: float         # forward growth the cost model predicts from batch growth
     forward_residual_ms: float
+    uniform_slowdown: float | None = None   # the common ratio when every stage slowed alike, else None
+
+
+# A stage takes part in the uniform-slowdown test when it is at least this share of a baseline step.
+_UNIFORM_MIN_SHARE = 0.03
+# Stage ratios (spike / baseline, GC taken out) within this factor of each other count as alike …
+_UNIFORM_SPREAD = 1.35
+# … and the slowdown must be at least this ratio.
+_UNIFORM_MIN_RATIO = 1.15
+
+
+def uniform_slowdown(without_gc: dict[str, np.ndarray], steps: dict[str, np.ndarray], in_spike: np.ndarray,
+                     in_base: np.ndarray, config: AttributeConfig) -> float | None:
+    """The common slowdown ratio when every substantial stage slowed by about the same factor and
+    the batch did not grow — the signature of CPU contention from other processes (or throttling),
+    not of any engine cause, each of which slows one stage. None otherwise."""
+    base_step = mean_or_zero(steps["dur_ms"][in_base])
+    if base_step <= 0:
+        return None
+    batch_base = mean_or_zero(steps["batch_size"][in_base])
+    if mean_or_zero(steps["batch_size"][in_spike]) > (1 + config.load_rise) * batch_base + 0.5:
+        return None
+    ratios = []
+    for s in STAGES:
+        if s in ("comm_ms", "other_ms"):
+            continue                       # waits and glue do not scale with CPU speed
+        base = mean_or_zero(without_gc[s][in_base])
+        if base >= _UNIFORM_MIN_SHARE * base_step:
+            ratios.append(mean_or_zero(without_gc[s][in_spike]) / base)
+    if len(ratios) < 2 or min(ratios) < _UNIFORM_MIN_RATIO or max(ratios) / min(ratios) > _UNIFORM_SPREAD:
+        return None
+    return float(np.median(ratios))
 
 
 def decompose_step_excess(steps: dict[str, np.ndarray], in_spike: np.ndarray, in_base: np.ndarray,
@@ -155,6 +188,9 @@ def decompose_step_excess(steps: dict[str, np.ndarray], in_spike: np.ndarray, in
     pen_load = min(pen, max(0.0, model.penalty_per_seq * delta("batch_size")))
 
     sched = max(0.0, adjusted["schedule_ms"])
+    uniform = uniform_slowdown(without_gc, steps, in_spike, in_base, config)
+    if uniform is not None:           # everything slowed alike: no stage is the cause
+        residual, pen, pen_load = residual + (pen - pen_load), 0.0, 0.0
     comps = {c: 0.0 for c in CAUSES}
     comps["memory"] = gc_excess + mem_fwd + (sched if preemption_rise else 0.0)
     comps["load"] = load_fwd + pen_load + (sched if waiting_rise and not preemption_rise else 0.0)
@@ -162,4 +198,4 @@ def decompose_step_excess(steps: dict[str, np.ndarray], in_spike: np.ndarray, in
     comps["communication"] = max(0.0, adjusted["comm_ms"])
     comps["unexplained"] = (residual + max(0.0, adjusted["other_ms"])
                             + (sched if not (preemption_rise or waiting_rise) else 0.0))
-    return Decomposition(comps, stage, gc_excess, preemption_rise, waiting_rise, load_fwd, residual)
+    return Decomposition(comps, stage, gc_excess, preemption_rise, waiting_rise, load_fwd, residual, uniform)

@@ -1,18 +1,19 @@
 """CPU fast path of the filters and the draw: work on each row's top-K candidates, not the vocabulary.
 
 What: `candidate_sample(penalized, meta)` finds each sampled row's top-K logits with one
-`torch.topk` (K = the batch's largest top_k, or a pool of CANDIDATE_POOLS when a row has no top_k), applies
-temperature, min-p, top-k and top-p on the [B, K] candidates, and draws among the kept ones. Why: a full sort of [64, 128k] costs hundreds of ms on one core; top-K plus [B, K]
-work costs tens. A row whose kept set might leave its candidates (no top-k and a top-p mass not
-reached within them) is retried with more candidates, finally with its whole sorted row. Unseeded
-rows draw by inverse CDF over the kept weights (one uniform per row: Exp(1) draws over [64, 128k]
-alone cost ~0.8 s on one core).
+`torch.topk` (K = the batch's largest top_k, or a pool of CANDIDATE_POOLS when a row has no top_k),
+applies temperature, min-p, top-k and top-p on the [B, K] candidates, and draws among the kept ones.
+Why: a full sort of [64, 128k] costs ~1.2 s on one core; top-K plus [B, K] work costs tens of ms.
+A row whose kept set might leave its candidates (no top-k and a top-p mass not reached within them)
+is retried with more candidates, and finally decided on its whole row by the exact threshold search
+of threshold.py (no sort). The draw is draw.py's: inverse CDF for unseeded rows, the race on the
+reference's noise for seeded ones.
 Exactness: min-p / top-k kept sets are the reference's (same float ops on the same values); top-p
 sums the mass in descending order where the reference sums ascending, so the two can differ only
 when the cumulative mass is within fp32 rounding of p. A seeded row's noise is drawn over the whole
 vocabulary and indexed by token id, so its token is the same as the reference's and in any batch.
 
-Reads the device to decide which rows fall back: use on the CPU only (the CUDA torch fallback
+Reads the device to decide which rows are decided: use on the CPU only (the CUDA torch fallback
 uses the sync-free reference).
 """
 
@@ -22,12 +23,14 @@ import math
 
 import torch
 
+from engine.sampling.draw import draw_kept
 from engine.sampling.metadata import SamplingMetadata
+from engine.sampling.threshold import threshold_sample
 
 # Candidates per row when some row has no top-k, tried in turn: 128 holds the nucleus of a peaked
-# LLM distribution; rows it cannot decide get 1024; the rest get the whole sorted row (None), which
-# always decides. (torch.topk on one core: ~27 ms for k=50, ~110 ms for k=1024 on [64, 32k].)
-CANDIDATE_POOLS: tuple[int | None, ...] = (128, 1024, None)
+# LLM distribution; rows it cannot decide get 1024; the rest go to the exact threshold search over
+# the whole row (threshold.py). (torch.topk on one core: ~27 ms for k=50, ~110 ms for k=1024 on [64, 32k].)
+CANDIDATE_POOLS: tuple[int, ...] = (128, 1024)
 
 
 def candidate_sample(penalized: torch.Tensor, meta: SamplingMetadata,
@@ -44,8 +47,7 @@ def candidate_sample(penalized: torch.Tensor, meta: SamplingMetadata,
 
     picked = torch.empty(len(sampled_rows), dtype=torch.long)
     pending = list(range(len(sampled_rows)))
-    pools = [pool for pool in CANDIDATE_POOLS if pool is not None and pool < vocab] + [None]
-    for pool in pools:
+    for pool in [pool for pool in CANDIDATE_POOLS if pool < vocab]:
         everything = len(pending) == len(sampled_rows)  # no row copies on the first pass
         part = sub if everything else sub.select(pending)
         part_noise = {new: seeded_noise[row] for new, row in enumerate(pending) if row in seeded_noise}
@@ -55,32 +57,27 @@ def candidate_sample(penalized: torch.Tensor, meta: SamplingMetadata,
         pending = [row for row, ok in zip(pending, covered) if not ok]
         if not pending:
             break
+    if pending:
+        rest = sub if len(pending) == len(sampled_rows) else sub.select(pending)
+        rest_noise = {new: seeded_noise[row] for new, row in enumerate(pending) if row in seeded_noise}
+        rest_x = x if len(pending) == len(sampled_rows) else x[pending]
+        picked[pending] = threshold_sample(rest_x, rest, rest_noise, generator)
     ids[sampled_rows] = picked
     return ids
 
 
-def _sample_candidates(x: torch.Tensor, sub: SamplingMetadata, pool: int | None,
+def _sample_candidates(x: torch.Tensor, sub: SamplingMetadata, pool: int,
                        seeded_noise: dict[int, torch.Tensor],
                        generator: torch.Generator | None) -> tuple[torch.Tensor, list[bool]]:
     """Draw among each row's kept top-K candidates: (ids [b], whether the candidates decide each row).
 
-    All rows of `sub` sample (no greedy rows). K = the largest top_k, or `pool` when a row has none;
-    pool None = the whole row, sorted (always decides).
+    All rows of `sub` sample (no greedy rows). K = the largest top_k, or `pool` when a row has none.
     """
     vocab = x.shape[1]
     top_ks = [p.top_k if p.top_k_enabled and p.top_k < vocab else vocab for p in sub.params]
     finite_ks = [k for k in top_ks if k < vocab]
-    if pool is None:
-        k_max = vocab
-    elif len(finite_ks) == len(top_ks):
-        k_max = max(finite_ks)
-    else:
-        k_max = max(finite_ks + [pool])
-    k_max = min(k_max, vocab)
-    if k_max == vocab:
-        values, order = x.sort(dim=-1, descending=True)  # [b, V]
-    else:
-        values, order = x.topk(k_max, dim=-1)  # [b, K] descending, and their token ids
+    k_max = min(max(finite_ks) if len(finite_ks) == len(top_ks) else max(finite_ks + [pool]), vocab)
+    values, order = x.topk(k_max, dim=-1)  # [b, K] descending, and their token ids
     scaled = values / sub.temperature.unsqueeze(1)  # bitwise the reference's logits / T at those ids
     floor = torch.full_like(scaled[:, :1], -math.inf)  # [b, 1]: keep scaled >= floor
     if not sub.no_min_p:
@@ -101,20 +98,9 @@ def _sample_candidates(x: torch.Tensor, sub: SamplingMetadata, pool: int | None,
 
     # Kept candidates form a prefix of each row: nothing past the longest one is looked at.
     width = int(keep.any(dim=0).nonzero().max()) + 1
-    keep, scaled, order = keep[:, :width], scaled[:, :width], order[:, :width]
-    # Unseeded rows: inverse-CDF on the kept weights (one uniform per row; fp64 cumulative sums).
-    weight = torch.where(keep, torch.exp(scaled - scaled[:, :1]), 0.0).double()
-    cdf = weight.cumsum(dim=-1)
-    uniform = torch.rand(keep.shape[0], 1, dtype=torch.float64, generator=generator) * cdf[:, -1:]
-    position = torch.searchsorted(cdf, uniform, right=True).clamp(max=width - 1).squeeze(1)
-    if seeded_noise:
-        # Seeded rows: the exponential race on noise indexed by token id (as the reference draws it),
-        # so a seeded row picks the reference's token on every path and in any batch.
-        rows = list(seeded_noise)
-        noise = torch.stack([seeded_noise[row][order[row]] for row in rows])  # [s, width]
-        score = torch.where(keep[rows], scaled[rows] - torch.log(noise), -math.inf)
-        position[rows] = score.argmax(dim=-1)
-    return order.gather(1, position.unsqueeze(1)).squeeze(1), covered
+    noise_at = {row: full[order[row, :width]] for row, full in seeded_noise.items()}  # by token id
+    column = draw_kept(scaled[:, :width], keep[:, :width], noise_at, generator)
+    return order.gather(1, column.unsqueeze(1)).squeeze(1), covered
 
 
 def _kept_mass(x: torch.Tensor, sub: SamplingMetadata, floor: torch.Tensor, top: torch.Tensor,

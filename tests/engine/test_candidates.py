@@ -34,7 +34,7 @@ def _state(rows: int) -> PenaltyState:
 
 
 @pytest.mark.parametrize("scale", [0.5, 3.0, 12.0])  # flat, medium, peaked rows
-@pytest.mark.parametrize("pools", [candidates.CANDIDATE_POOLS, (4, 16, None), (None,)])  # default; retries; sort only
+@pytest.mark.parametrize("pools", [candidates.CANDIDATE_POOLS, (4, 16), ()])  # default; retries; threshold only
 def test_seeded_rows_match_the_reference(monkeypatch, scale, pools):
     monkeypatch.setattr(candidates, "CANDIDATE_POOLS", pools)
     for step in range(3):

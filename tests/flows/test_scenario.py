@@ -85,3 +85,11 @@ def test_engine_or_target_exactly_one(tmp_path):
 def test_missing_file_is_a_clear_error(tmp_path):
     with pytest.raises(ScenarioError, match="cannot read"):
         load_scenario(tmp_path / "nope.yaml")
+
+
+def test_slo_block_is_validated_with_its_line(tmp_path):
+    ok = load_scenario(write(tmp_path, GOOD + "slo: {ttft_ms: 500, tpot_ms: 50}\n"))
+    assert ok.raw["slo"] == {"ttft_ms": 500, "tpot_ms": 50}
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(write(tmp_path, GOOD + "slo: {ttft: 500}\n"))
+    assert err.value.line == 19 and "ttft" in str(err.value)

@@ -55,3 +55,10 @@ def test_same_seed_same_requests_other_seed_or_user_others():
 def test_workload_seed_overrides_the_run_seed():
     w = WorkloadSpec.from_dict({"seed": 5})
     assert factory(seed=1, workload=w).seed == 5
+
+
+def test_ignore_eos_can_be_left_out_for_strict_targets():
+    f = RequestFactory(WorkloadSpec(), PromptBuilder(), model_name="m", seed=0, id_prefix="r",
+                       ignore_eos=False)
+    body = f.plan(f.user_rng(0, 0), "x").body
+    assert "ignore_eos" not in body and body["stream"] is True and "max_tokens" in body

@@ -80,6 +80,14 @@ def test_requests_in_flight_at_the_stop_are_recorded_as_cancelled(tmp_path):
     assert len(server.served) == 2
 
 
+def test_open_loop_streams_open_at_the_stop_are_cancelled_too(tmp_path):
+    with SSEServer(SSEServerConfig(ttft_s=0.05, itl_s=0.5)) as server:  # a stream takes > 2 s
+        result = run_locust(server.url, tmp_path, FIXED, {"shape": "open", "rate": 4.0}, duration_s=1.0)
+    requests, _ = read(tmp_path)
+    assert result.requests_sent == len(requests) == len(server.served) == 4
+    assert {r["status"] for r in requests} == {"cancelled"} and result.requests_failed == 4
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -205,6 +213,7 @@ def test_distributed_workers_merge_every_sample_and_metrics_are_scraped(tmp_path
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"host": "127.0.0.1:8000"}, "host must be an http(s):// URL"),
+    ({"host": "https://api.example.com/v1/"}, "ends with /v1: give the server root"),
     ({"duration_s": 0}, "duration_s must be > 0"),
     ({"warmup_s": -1}, "warmup_s must be >= 0"),
     ({"workers": -1}, "workers must be an integer in [0, 256]"),

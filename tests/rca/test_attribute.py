@@ -141,3 +141,21 @@ def test_pearson_handles_gaps_and_constants():
     assert pearson(a, 2 * a) == pytest.approx(1.0)
     assert pearson(a, np.ones(5)) is None
     assert pearson(a[:2], a[:2]) is None
+
+
+def test_every_stage_slower_alike_is_unexplained_not_penalty():
+    n = 20
+    spike = np.arange(n) >= 10
+    slow = np.where(spike, 1.6, 1.0)
+    steps = _steps(n, forward_ms=10.0 * slow, penalty_ms=3.0 * slow, sample_ms=6.0 * slow,
+                   schedule_ms=0.2 * slow, batch_size=np.full(n, 8.0), decode_tokens=np.full(n, 8.0))
+    steps["dur_ms"] = steps["forward_ms"] + steps["penalty_ms"] + steps["sample_ms"] + steps["schedule_ms"]
+    dec = decompose_step_excess(steps, spike, ~spike, StepCostModel(2.0, 1.0, 0.0), AttributeConfig())
+    assert dec.uniform_slowdown == pytest.approx(1.6)
+    assert dec.components_ms["penalty"] == 0.0
+    assert dec.components_ms["unexplained"] == pytest.approx(0.6 * 19.2)
+    # penalty alone slower: not uniform, penalty keeps its time
+    steps["forward_ms"] = np.full(n, 10.0)
+    steps["sample_ms"] = np.full(n, 6.0)
+    dec = decompose_step_excess(steps, spike, ~spike, StepCostModel(2.0, 1.0, 0.0), AttributeConfig())
+    assert dec.uniform_slowdown is None and dec.components_ms["penalty"] == pytest.approx(1.8)

@@ -10,6 +10,7 @@ outliers, as on a busy 2-core box). An incident changes the model during [start_
   comm        (tp=2) rank 1 arrives `magnitude` ms late at each all-reduce; rank 0 waits in comm_ms
   kv          the KV budget shrinks: sequences are preempted and recomputed (prefill again)
   repetition  new requests loop until max_tokens (256): long outputs of repeated token ids
+  host        other tenants load the box: every stage `magnitude`× slower (not a fault: no ground truth)
 The ground truth is written to faults.parquet, like the engine does.
 """
 from __future__ import annotations
@@ -28,7 +29,8 @@ CAUSE_OF_INCIDENT = {"gc": ("memory.gc_storm", "memory"),
                      "comm": ("comm.straggler", "communication"),
                      "kv": ("memory.kv_pressure", "memory"),
                      "repetition": ("penalty.repetition", "penalty")}
-DEFAULT_MAGNITUDE = {"gc": 150.0, "penalty": 40.0, "load": 18.0, "comm": 30.0, "kv": 0.3, "repetition": 256.0}
+DEFAULT_MAGNITUDE = {"gc": 150.0, "penalty": 40.0, "load": 18.0, "comm": 30.0, "kv": 0.3, "repetition": 256.0,
+                     "host": 1.7}
 
 
 @dataclass
@@ -131,6 +133,8 @@ def simulate(spec: SimSpec) -> dict[str, pa.Table]:
             contention_until = t + int(rng.uniform(*spec.contention_s) * 1e9)
             contention_factor = float(rng.uniform(*spec.contention))
         slow = contention_factor if t < contention_until else 1.0
+        if spec.incident == "host" and in_incident(t):
+            slow = magnitude
         schedule_ms = (0.3 + 0.01 * batch) * slow
         forward_ms = (spec.forward_base_ms + spec.forward_per_seq_ms * batch
                       + spec.forward_per_prefill_ms * prefill) * noise * slow + outlier
@@ -211,7 +215,7 @@ def simulate(spec: SimSpec) -> dict[str, pa.Table]:
              "finish_reason": "length" if r["looping"] else "stop", "output_token_ids": output_ids(r)}
             for r in requests]),
     }
-    if spec.incident:
+    if spec.incident in CAUSE_OF_INCIDENT:
         kind, cause = CAUSE_OF_INCIDENT[spec.incident]
         tables["faults"] = pa.Table.from_pylist([{"kind": kind, "cause": cause, "start_ns": inc_lo,
                                                   "end_ns": inc_hi, "params": json.dumps({"magnitude": magnitude})}])
@@ -220,7 +224,7 @@ def simulate(spec: SimSpec) -> dict[str, pa.Table]:
 
 def run_json(spec: SimSpec) -> dict:
     faults = []
-    if spec.incident:
+    if spec.incident in CAUSE_OF_INCIDENT:
         faults = [{"kind": CAUSE_OF_INCIDENT[spec.incident][0], "start_s": spec.incident_start_s,
                    "duration_s": spec.incident_duration_s, "params": {}}]
     return {"run_id": spec.run_id, "scenario": {"name": f"sim-{spec.incident or 'control'}"},

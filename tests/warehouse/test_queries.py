@@ -154,7 +154,7 @@ def test_window_correlations_match_numpy(gc_run):
     itl = np.array([w["itl_p99_ms"] for w in windows], dtype=float)
     gc_ms = np.array([s["gc_ms"] for s in stages], dtype=float)
     assert corr[("gc_overlap_ms", "itl_p99")]["pearson_r"] == pytest.approx(np.corrcoef(gc_ms, itl)[0, 1], rel=1e-6)
-    assert corr[("gc_overlap_ms", "itl_p99")]["pearson_r"] > 0.9
+    assert corr[("gc_overlap_ms", "itl_p99")]["pearson_r"] > 0.7
     assert corr[("comm_ms", "itl_p99")]["pearson_r"] is None          # constant 0: no correlation
     assert corr[("gc_overlap_ms", "itl_p99")]["windows"] == 10
 

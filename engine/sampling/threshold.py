@@ -1,0 +1,64 @@
+"""CPU last resort for rows whose kept set is too large for candidates: exact thresholds, no sort.
+
+What: `threshold_sample(x, sub, seeded_noise, generator)` finds each row's kept set as
+`logit / T >= threshold` and draws from it. min-p and top-k thresholds come from the row maximum
+and a top-k; the top-p threshold is located with a histogram of the probability mass over
+fixed-width bins of (max - logit / T), then resolved exactly inside the one bin where the mass
+crosses p (only that bin's few tokens are ranked). Why: a full sort of [64, 128k] costs ~1.2 s on
+one core; this is ~15 streaming passes. Same kept-set semantics as the reference (keep a token iff
+the mass strictly above it is < p of the kept mass); sums run in another order, so the two can differ
+only when the cumulative mass is within rounding of p.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from engine.sampling.draw import draw_kept
+from engine.sampling.metadata import SamplingMetadata
+
+# Bins per unit of (max - logit / T), over BINS / BINS_PER_UNIT = 64 units below the maximum (a
+# token 64 units down weighs e^-64 of the top one); lower logits share the last bin.
+BINS_PER_UNIT = 64
+BINS = 4096
+
+
+def threshold_sample(x: torch.Tensor, sub: SamplingMetadata, seeded_noise: dict[int, torch.Tensor],
+                     generator: torch.Generator | None = None) -> torch.Tensor:
+    """Token ids [b] for penalized fp32 logits x [b, V] whose rows all sample. Pure; CPU (reads values)."""
+    vocab = x.shape[1]
+    scaled = x / sub.temperature.unsqueeze(1)  # [b, V], bitwise the reference's logits / T
+    top = scaled.amax(dim=-1, keepdim=True)  # [b, 1]
+    floor = torch.full_like(top, -math.inf)
+    if not sub.no_min_p:
+        floor = torch.maximum(floor, top + torch.log(sub.min_p).unsqueeze(1))
+    if not sub.no_top_k:
+        k_max = max(p.top_k for p in sub.params if p.top_k_enabled and p.top_k < vocab)
+        values = scaled.topk(k_max, dim=-1).values  # [b, k_max] descending
+        kth = values.gather(1, (sub.top_k.clamp(max=k_max) - 1).unsqueeze(1))
+        floor = torch.where((sub.top_k <= k_max).unsqueeze(1), torch.maximum(floor, kth), floor)
+    if not sub.no_top_p:
+        floor = torch.maximum(floor, _top_p_threshold(scaled, top, floor, sub.top_p))
+    keep = scaled >= floor
+    return draw_kept(scaled, keep, seeded_noise, generator)
+
+
+def _top_p_threshold(scaled: torch.Tensor, top: torch.Tensor, floor: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
+    """[b, 1] smallest kept value under top-p (-inf for rows with p = 1), over tokens >= floor."""
+    weight = torch.where(scaled >= floor, torch.exp(scaled - top), 0.0).double()  # [b, V]
+    target = top_p.double().unsqueeze(1) * weight.sum(dim=-1, keepdim=True)     # [b, 1]
+    bucket = ((top - scaled) * BINS_PER_UNIT).clamp(max=BINS - 1).long()       # [b, V]; bin 0 holds the max
+    mass = torch.zeros(scaled.shape[0], BINS, dtype=torch.float64).scatter_add_(1, bucket, weight)
+    above = mass.cumsum(dim=-1) - mass  # [b, BINS] mass in the bins above each bin
+    crossing = ((above + mass) < target).sum(dim=-1, keepdim=True).clamp(max=BINS - 1)  # [b, 1]
+    in_bin = (bucket == crossing) & (weight > 0)
+    width = max(int(in_bin.sum(dim=-1).max()), 1)  # host read: tokens of the fullest crossing bin
+    values = torch.where(in_bin, scaled, -math.inf).topk(width, dim=-1).values  # [b, width] descending
+    in_weight = torch.where(torch.isfinite(values), torch.exp(values - top), 0.0).double()
+    strictly_above = above.gather(1, crossing) + in_weight.cumsum(dim=-1) - in_weight
+    kept = (strictly_above < target) & torch.isfinite(values)
+    threshold = torch.where(kept, values, math.inf).amin(dim=-1, keepdim=True)
+    off = (top_p >= 1.0).unsqueeze(1) | torch.isinf(threshold)  # p = 1, or no mass found: keep the floor's set
+    return torch.where(off, -math.inf, threshold)
