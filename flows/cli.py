@@ -312,21 +312,27 @@ def export(out_dir: Path = typer.Argument(..., file_okay=False, help="Destinatio
 @app.command()
 def evaluate(suite_dir: Optional[Path] = typer.Argument(
                  None, file_okay=False, help="Folder of fault scenarios (default: scenarios/eval)."),
-             peers: bool = typer.Option(True, help="Also score BARO and NSigma (RCAEval).")) -> None:
+             peers: bool = typer.Option(True, help="Also score BARO and NSigma (RCAEval)."),
+             rescore: Optional[str] = typer.Option(
+                 None, help="Id of an earlier evaluation: re-analyse and score its runs, run nothing.")
+             ) -> None:
     """Run a suite of fault scenarios; score detection and attribution vs ground truth and peers."""
-    from flows.evaluate import default_suite_dir, evaluation, suite_scenarios
+    from flows.evaluate import default_suite_dir, evaluation, previous_suite, suite_scenarios
     from flows.scenario import ScenarioError, load_scenario
 
     folder = suite_dir or default_suite_dir()
     try:
-        for scenario in suite_scenarios(folder):
-            load_scenario(scenario)
+        if rescore:
+            previous_suite(StatePaths.from_env().reports, rescore)
+        else:
+            for scenario in suite_scenarios(folder):
+                load_scenario(scenario)
     except (ScenarioError, FileNotFoundError) as e:
         _fail(str(e))
     _supervise()
     try:
         result = _with_progress("evaluation suite", evaluation, str(folder), None,
-                                ("baro", "nsigma") if peers else ())
+                                ("baro", "nsigma") if peers else (), rescore)
     except KeyboardInterrupt:
         _fail("interrupted; the engine and Locust were stopped", 130)
     det, att = result.scores["detection"], result.scores["attribution"]

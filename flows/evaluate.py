@@ -50,34 +50,66 @@ def score_suite(db_path: Path, run_ids: list[str], peers: tuple[str, ...]) -> di
 
 
 @task(name="write-evaluation", cache_policy=NONE)
-def write_outputs(suite_id: str, suite_dir: Path, scores: dict, out_dir: Path) -> tuple[str, str]:
+def write_outputs(suite_id: str, suite_dir: Path, run_ids: list[str], scores: dict,
+                  out_dir: Path) -> tuple[str, str]:
     from rca.page_contexts import evaluation_context
     from templates.render import render_evaluation
 
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path = out_dir / "evaluation.json"
-    json_path.write_text(json.dumps({"suite_id": suite_id, "suite_dir": str(suite_dir), **scores},
-                                    indent=2, default=str))
+    json_path.write_text(json.dumps({"suite_id": suite_id, "suite_dir": str(suite_dir),
+                                     "run_ids": run_ids, **scores}, indent=2, default=str))
     run = {"run_id": suite_id, "scenario_name": f"evaluation suite {suite_dir.name}",
            "command": f"spikelens evaluate {suite_dir}"}
     page = render_evaluation(evaluation_context(scores, run), out_dir, index_href="../index.html")
     return str(json_path), str(page)
 
 
+@task(name="reanalyze-run", cache_policy=NONE, retries=1)
+def reanalyze(db_path: Path, run_dir: Path) -> None:
+    """Ingest and analyse a stored run again with the current code (its raw files are unchanged;
+    re-ingesting picks up columns a newer schema stores)."""
+    from rca.analyze import analyze_run
+    from warehouse.ingest import ingest_run
+
+    ingest_run(db_path, run_dir)
+    analyze_run(db_path, run_dir.name)
+
+
+def previous_suite(reports: Path, suite_id: str) -> dict:
+    """The evaluation.json of an earlier suite run (its run ids and folder)."""
+    path = reports / suite_id / "evaluation.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no evaluation with id {suite_id!r}")
+    return json.loads(path.read_text())
+
+
 @flow(name="evaluation")
 def evaluation(suite_dir: str | None = None, state_home: str | None = None,
-               peers: tuple[str, ...] = ("baro", "nsigma")) -> EvaluationResult:
-    """Run every scenario in `suite_dir` (default scenarios/eval/) and score the analysis."""
+               peers: tuple[str, ...] = ("baro", "nsigma"),
+               rescore: str | None = None) -> EvaluationResult:
+    """Run every scenario in `suite_dir` (default scenarios/eval/) and score the analysis.
+
+    `rescore`: the id of an earlier evaluation; its runs are analysed again with the current code
+    and scored, without running anything (for tuning detection and attribution on fixed data).
+    """
     paths = StatePaths(Path(state_home).resolve()) if state_home else StatePaths.from_env()
-    folder = Path(suite_dir) if suite_dir else default_suite_dir()
-    scenarios = suite_scenarios(folder)
+    if rescore:
+        earlier = previous_suite(paths.reports, rescore)
+        folder, run_ids = Path(earlier["suite_dir"]), list(earlier["run_ids"])
+        for i, run_id in enumerate(run_ids, 1):
+            progress.info("re-analysing %d/%d: %s", i, len(run_ids), run_id)
+            reanalyze(paths.warehouse, paths.run_dir(run_id))
+    else:
+        folder = Path(suite_dir) if suite_dir else default_suite_dir()
+        scenarios = suite_scenarios(folder)
+        run_ids = []
+        for i, scenario in enumerate(scenarios, 1):
+            progress.info("case %d/%d: %s", i, len(scenarios), scenario.stem)
+            run_ids.append(incident_replay(str(scenario), state_home=str(paths.home),
+                                           kind="evaluation").run_id)
     suite_id = new_run_id("evaluation", folder.name)
-    run_ids = []
-    for i, scenario in enumerate(scenarios, 1):
-        progress.info("case %d/%d: %s", i, len(scenarios), scenario.stem)
-        run_ids.append(incident_replay(str(scenario), state_home=str(paths.home),
-                                       kind="evaluation").run_id)
     scores = score_suite(paths.warehouse, run_ids, tuple(peers))
-    json_path, page = write_outputs(suite_id, folder, scores, paths.reports / suite_id)
+    json_path, page = write_outputs(suite_id, folder, run_ids, scores, paths.reports / suite_id)
     refresh_index(paths.reports)
     return EvaluationResult(suite_id, run_ids, scores, json_path, page)

@@ -95,6 +95,7 @@ def _p99(x: np.ndarray) -> float:
 
 
 def window_masks(n: int, spike: Spike, spikes: list[Spike], guard: int) -> tuple[np.ndarray, np.ndarray]:
+    """(in spike, baseline) boolean masks [n_windows]: baseline = outside every spike ± guard windows."""
     idx = np.arange(n)
     in_spike = (idx >= spike.first_window) & (idx <= spike.last_window)
     base = np.ones(n, dtype=bool)
@@ -104,7 +105,8 @@ def window_masks(n: int, spike: Spike, spikes: list[Spike], guard: int) -> tuple
 
 
 def time_masks(t: np.ndarray, spike: Spike, spikes: list[Spike], window_s: float, guard: int
-                ) -> tuple[np.ndarray, np.ndarray]:
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """The same masks over step times t [n_steps] (seconds from load start)."""
     in_spike = (t >= spike.start_s) & (t < spike.end_s)
     base = np.isfinite(t)
     for s in spikes:
