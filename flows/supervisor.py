@@ -2,7 +2,8 @@
 orphan engine, Locust or Prefect server behind.
 
 The CLI process becomes a *subreaper* (PR_SET_CHILD_SUBREAPER) and re-runs itself as a child:
-- Ctrl-C / SIGTERM to the CLI are forwarded to the child, whose flow tears down and reports.
+- Ctrl-C / SIGTERM to the CLI are forwarded to the child (in its own session, so the terminal
+  signals nobody else), whose flow tears down and reports.
 - SIGKILL of the CLI: the child gets SIGTERM from the kernel (PR_SET_PDEATHSIG) and tears down.
 - SIGKILL of the child (the flow process): its orphans — the engine, Locust, Prefect's temporary
   API server — are re-parented to the CLI instead of init, and the CLI terminates them.
@@ -66,12 +67,17 @@ def run_supervised(argv: list[str]) -> int:
     """Re-run `python -m flows.cli argv…` as a supervised child; returns its exit code."""
     if not _prctl(_PR_SET_CHILD_SUBREAPER, 1):
         return -1   # caller runs in-process
+    # Its own session: a terminal's Ctrl-C reaches only this process, which forwards it to the
+    # child alone. Were they one process group, Prefect's API server (the child's child) would
+    # die of the same SIGINT and the flow could not record its teardown.
     child = subprocess.Popen([sys.executable, "-m", "flows.cli", *argv],
-                             env={**os.environ, _ENV_FLAG: "1"}, preexec_fn=die_with_parent)
+                             env={**os.environ, _ENV_FLAG: "1"}, preexec_fn=die_with_parent,
+                             start_new_session=True)
 
     def forward(signum, frame):
+        # Always SIGTERM: a child started from a non-interactive shell may ignore SIGINT.
         try:
-            child.send_signal(signum)
+            child.send_signal(signal.SIGTERM)
         except ProcessLookupError:
             pass
 

@@ -192,6 +192,8 @@ def attribute_spike(spike: Spike, spikes: list[Spike], signals: RunSignals,
                      f"mean {gen_txt}pause (the generation with the most pause time)", None),
             ev.series("preemptions_per_window", preempt, "count", "sequences preempted (KV blocks ran out)"),
             ev.series("kv_usage", window_series(sw, "kv_usage", n), "fraction", "KV blocks used / total"),
+            ev.series("page_faults_per_step", window_series(sw, "page_faults", n), "count",
+                      "page faults of the stepping thread per step (allocation churn maps fresh pages)"),
             ev.series("nvml_mem_fraction", _nvml_series(signals.nvml_windows, "mem_fraction", n), "fraction",
                       "GPU memory used / total (NVML)"),
         ],
@@ -248,6 +250,9 @@ def attribute_spike(spike: Spike, spikes: list[Spike], signals: RunSignals,
         summary = f"GC {gen_txt}pauses, {spike_pauses.mean_ms:.0f} ms on average"
     elif top == "memory" and dec.preemption_rise:
         summary = "KV cache exhausted: sequences preempted and recomputed"
+    elif top == "memory" and dec.allocation_churn:
+        pf = mean_or_zero(steps["page_faults"][st_spike])
+        summary = f"allocation churn: {pf:,.0f} page faults per step" if pf else "allocator retries per step rose"
     elif top == "penalty":
         summary = ("outputs grew toward max_tokens (repetition loops)" if out_rise
                    else f"penalty + sampling time per step up {dec.components_ms['penalty']:.1f} ms")

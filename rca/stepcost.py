@@ -6,7 +6,8 @@ fitted on quiet steps says how much of the forward and penalty/sampling growth t
 alone predicts (load); the rest of each stage goes to its cause:
 
   memory         GC overlap (+ forward time of recomputed prefill and the schedule time when
-                 sequences were preempted)
+                 sequences were preempted; + the otherwise unexplained time when page faults or
+                 CUDA allocator retries per step rose sharply: allocation churn)
   penalty        penalty_ms + sample_ms, less what the batch growth predicts
   communication  comm_ms (the longest wait across ranks when there are several)
   load           batch-predicted forward and penalty growth; schedule time when the queue grew
@@ -26,7 +27,8 @@ from rca.config import CAUSES, AttributeConfig
 
 STAGES = ("schedule_ms", "forward_ms", "penalty_ms", "sample_ms", "comm_ms", "other_ms")
 STEP_COLUMNS = ("t_s", "dur_ms", *STAGES, "gc_ms", "batch_size", "prefill_tokens", "decode_tokens",
-                "waiting", "kv_usage", "preempted", "n_ranks", "comm_max_ms", "straggler_rank")
+                "waiting", "kv_usage", "preempted", "n_ranks", "comm_max_ms", "straggler_rank",
+                "page_faults", "alloc_retries_delta")
 
 
 def step_arrays(rows: list[dict]) -> dict[str, np.ndarray]:
@@ -124,6 +126,16 @@ class Decomposition:
     load_forward_ms: float         # forward growth the cost model predicts from batch growth
     forward_residual_ms: float
     uniform_slowdown: float | None = None   # the common ratio when every stage slowed alike, else None
+    allocation_churn: bool = False          # page faults / allocator retries per step rose sharply
+
+
+def allocation_churn(steps: dict[str, np.ndarray], in_spike: np.ndarray, in_base: np.ndarray) -> bool:
+    """Did page faults per step (fresh pages mapped and touched) or CUDA allocator retries rise
+    sharply? Then step time that no stage model explains is the allocator's: memory."""
+    faults_spike, faults_base = mean_or_zero(steps["page_faults"][in_spike]), mean_or_zero(steps["page_faults"][in_base])
+    retries_spike, retries_base = (mean_or_zero(steps["alloc_retries_delta"][in_spike]),
+                                   mean_or_zero(steps["alloc_retries_delta"][in_base]))
+    return faults_spike > 5.0 * faults_base + 500.0 or retries_spike > retries_base + 0.1
 
 
 # A stage takes part in the uniform-slowdown test when it is at least this share of a baseline step.
@@ -188,7 +200,8 @@ def decompose_step_excess(steps: dict[str, np.ndarray], in_spike: np.ndarray, in
     pen_load = min(pen, max(0.0, model.penalty_per_seq * delta("batch_size")))
 
     sched = max(0.0, adjusted["schedule_ms"])
-    uniform = uniform_slowdown(without_gc, steps, in_spike, in_base, config)
+    churn = allocation_churn(steps, in_spike, in_base)
+    uniform = None if churn else uniform_slowdown(without_gc, steps, in_spike, in_base, config)
     if uniform is not None:           # everything slowed alike: no stage is the cause
         residual, pen, pen_load = residual + (pen - pen_load), 0.0, 0.0
     comps = {c: 0.0 for c in CAUSES}
@@ -198,4 +211,7 @@ def decompose_step_excess(steps: dict[str, np.ndarray], in_spike: np.ndarray, in
     comps["communication"] = max(0.0, adjusted["comm_ms"])
     comps["unexplained"] = (residual + max(0.0, adjusted["other_ms"])
                             + (sched if not (preemption_rise or waiting_rise) else 0.0))
-    return Decomposition(comps, stage, gc_excess, preemption_rise, waiting_rise, load_fwd, residual, uniform)
+    if churn:                         # the allocator's page faults / retries: memory
+        comps["memory"] += comps["unexplained"]
+        comps["unexplained"] = 0.0
+    return Decomposition(comps, stage, gc_excess, preemption_rise, waiting_rise, load_fwd, residual, uniform, churn)

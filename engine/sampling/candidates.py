@@ -47,16 +47,21 @@ def candidate_sample(penalized: torch.Tensor, meta: SamplingMetadata,
 
     picked = torch.empty(len(sampled_rows), dtype=torch.long)
     pending = list(range(len(sampled_rows)))
-    for pool in [pool for pool in CANDIDATE_POOLS if pool < vocab]:
+    hopeless: list[int] = []  # rows no larger pool can decide: straight to the threshold search
+    pools = [pool for pool in CANDIDATE_POOLS if pool < vocab]
+    for pool, next_pool in zip(pools, pools[1:] + [None]):
         everything = len(pending) == len(sampled_rows)  # no row copies on the first pass
         part = sub if everything else sub.select(pending)
         part_noise = {new: seeded_noise[row] for new, row in enumerate(pending) if row in seeded_noise}
-        part_ids, covered = _sample_candidates(x if everything else x[pending], part, pool, part_noise, generator)
+        part_ids, covered, can_grow = _sample_candidates(
+            x if everything else x[pending], part, pool, next_pool, part_noise, generator)
         decided = [new for new, ok in enumerate(covered) if ok]
         picked[[pending[new] for new in decided]] = part_ids[decided]
-        pending = [row for row, ok in zip(pending, covered) if not ok]
+        hopeless += [row for row, ok, grow in zip(pending, covered, can_grow) if not ok and not grow]
+        pending = [row for row, ok, grow in zip(pending, covered, can_grow) if not ok and grow]
         if not pending:
             break
+    pending = sorted(pending + hopeless)
     if pending:
         rest = sub if len(pending) == len(sampled_rows) else sub.select(pending)
         rest_noise = {new: seeded_noise[row] for new, row in enumerate(pending) if row in seeded_noise}
@@ -66,10 +71,11 @@ def candidate_sample(penalized: torch.Tensor, meta: SamplingMetadata,
     return ids
 
 
-def _sample_candidates(x: torch.Tensor, sub: SamplingMetadata, pool: int,
+def _sample_candidates(x: torch.Tensor, sub: SamplingMetadata, pool: int, next_pool: int | None,
                        seeded_noise: dict[int, torch.Tensor],
-                       generator: torch.Generator | None) -> tuple[torch.Tensor, list[bool]]:
-    """Draw among each row's kept top-K candidates: (ids [b], whether the candidates decide each row).
+                       generator: torch.Generator | None) -> tuple[torch.Tensor, list[bool], list[bool]]:
+    """Draw among each row's kept top-K candidates: (ids [b], whether the candidates decide each row,
+    whether `next_pool` candidates could decide an undecided row).
 
     All rows of `sub` sample (no greedy rows). K = the largest top_k, or `pool` when a row has none.
     """
@@ -89,18 +95,24 @@ def _sample_candidates(x: torch.Tensor, sub: SamplingMetadata, pool: int,
     keep = scaled >= floor
     # The kept set lies inside the candidates when the last candidate is already dropped.
     closed = torch.full_like(keep[:, 0], k_max == vocab) | ~keep[:, -1]
+    can_grow = torch.full_like(closed, next_pool is not None)
     if not sub.no_top_p:
         weight = torch.where(keep, torch.exp(scaled - scaled[:, :1]), 0.0)  # [b, K] unnormalised probs
-        mass = _kept_mass(x, sub, floor, scaled[:, :1], weight, closed)
+        target = sub.top_p * _kept_mass(x, sub, floor, scaled[:, :1], weight, closed)  # [b]
         above = weight.cumsum(dim=-1) - weight  # mass of the candidates ranked above each one
-        keep &= above < sub.top_p.unsqueeze(1) * mass.unsqueeze(1)  # the top token (above = 0) stays
+        keep &= above < target.unsqueeze(1)  # the top token (above = 0) stays
+        if next_pool is not None:
+            # The next pool adds next_pool - K tokens, none heavier than the last candidate: if even
+            # that cannot reach the target, a top-p row cannot be decided by it.
+            reach = weight.sum(dim=-1) + (next_pool - k_max) * weight[:, -1]
+            can_grow &= (sub.top_p >= 1.0) | (reach >= target)
     covered = (closed | ~keep[:, -1]).tolist()  # host read: which rows the candidates fully decide
 
     # Kept candidates form a prefix of each row: nothing past the longest one is looked at.
     width = int(keep.any(dim=0).nonzero().max()) + 1
     noise_at = {row: full[order[row, :width]] for row, full in seeded_noise.items()}  # by token id
     column = draw_kept(scaled[:, :width], keep[:, :width], noise_at, generator)
-    return order.gather(1, column.unsqueeze(1)).squeeze(1), covered
+    return order.gather(1, column.unsqueeze(1)).squeeze(1), covered, can_grow.tolist()
 
 
 def _kept_mass(x: torch.Tensor, sub: SamplingMetadata, floor: torch.Tensor, top: torch.Tensor,

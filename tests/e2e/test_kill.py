@@ -43,16 +43,24 @@ def _collected_and_reported(tmp_path: Path, run_dir: Path) -> None:
     assert report.exists() and "interrupted" in report.read_text()
 
 
-# who: the CLI process the user started, or the supervised child that runs the flow.
+def _terminal_like() -> None:
+    """preexec: the CLI leads its own process group with SIGINT at its default, as in a shell."""
+    os.setsid()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+# who: the CLI process the user started, the supervised child that runs the flow, or the CLI's
+# whole process group (what a terminal's Ctrl-C signals).
 @pytest.mark.parametrize("who,sig", [("cli", signal.SIGTERM), ("flow", signal.SIGKILL),
-                                     ("cli", signal.SIGKILL)],
-                         ids=["sigterm-cli", "sigkill-flow", "sigkill-cli"])
+                                     ("cli", signal.SIGKILL), ("group", signal.SIGINT)],
+                         ids=["sigterm-cli", "sigkill-flow", "sigkill-cli", "ctrl-c"])
 def test_killed_flow_leaves_no_orphans(tmp_path, who, sig):
     env = {**os.environ, "SPIKELENS_HOME": str(tmp_path),
            "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect")}
     proc = subprocess.Popen([sys.executable, "-m", "flows.cli", "run",
                              str(HERE / "scenarios" / "steady-long.yaml")], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_terminal_like)
     try:
         run_dir = _wait_for(lambda: next((p for p in (tmp_path / "runs").glob("*")
                                           if (p / "loadgen" / "config.json").exists()), None),
@@ -63,7 +71,10 @@ def test_killed_flow_leaves_no_orphans(tmp_path, who, sig):
         names = " ".join(" ".join(c.cmdline()) for c in everyone)
         assert "engine" in names and "locust" in names, names
         flow = next(c for c in cli.children() if "flows.cli" in " ".join(c.cmdline()))
-        (cli if who == "cli" else flow).send_signal(sig)
+        if who == "group":
+            os.killpg(proc.pid, sig)
+        else:
+            (cli if who == "cli" else flow).send_signal(sig)
         if who == "cli" and sig == signal.SIGKILL:
             proc.wait(30)
             psutil.wait_procs([flow], timeout=120)   # the orphaned flow tears down by itself
@@ -78,6 +89,6 @@ def test_killed_flow_leaves_no_orphans(tmp_path, who, sig):
     if who == "flow":
         assert proc.returncode == 128 + signal.SIGKILL
         return   # nothing runs in a SIGKILLed process: no orphans is the promise
-    if who == "cli" and sig == signal.SIGTERM:
+    if sig != signal.SIGKILL:
         assert proc.returncode == 130, proc.stderr.read()[-3000:]
     _collected_and_reported(tmp_path, run_dir)

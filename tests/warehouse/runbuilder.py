@@ -10,6 +10,7 @@ outliers, as on a busy 2-core box). An incident changes the model during [start_
   comm        (tp=2) rank 1 arrives `magnitude` ms late at each all-reduce; rank 0 waits in comm_ms
   kv          the KV budget shrinks: sequences are preempted and recomputed (prefill again)
   repetition  new requests loop until max_tokens (256): long outputs of repeated token ids
+  alloc       large tensors allocated and touched each step: forward +`magnitude` ms, ~24k page faults
   host        other tenants load the box: every stage `magnitude`× slower (not a fault: no ground truth)
 The ground truth is written to faults.parquet, like the engine does.
 """
@@ -28,9 +29,10 @@ CAUSE_OF_INCIDENT = {"gc": ("memory.gc_storm", "memory"),
                      "load": ("load.burst", "load"),
                      "comm": ("comm.straggler", "communication"),
                      "kv": ("memory.kv_pressure", "memory"),
-                     "repetition": ("penalty.repetition", "penalty")}
+                     "repetition": ("penalty.repetition", "penalty"),
+                     "alloc": ("memory.alloc_churn", "memory")}
 DEFAULT_MAGNITUDE = {"gc": 150.0, "penalty": 40.0, "load": 18.0, "comm": 30.0, "kv": 0.3, "repetition": 256.0,
-                     "host": 1.7}
+                     "host": 1.7, "alloc": 40.0}
 
 
 @dataclass
@@ -161,6 +163,10 @@ def simulate(spec: SimSpec) -> dict[str, pa.Table]:
                         "generation": 0, "collected": int(rng.integers(10, 200))})
             gc_in_step = pause
         forward_ms += gc_in_step       # the pause lands inside the running stage
+        churning = spec.incident == "alloc" and in_incident(t)
+        if churning:                   # mapping and touching fresh pages inside forward
+            forward_ms += magnitude * float(rng.uniform(0.8, 1.2))
+        page_faults = int(rng.integers(20_000, 26_000)) if churning else int(rng.integers(0, 60))
         total_ms = schedule_ms + forward_ms + penalty_ms + sample_ms + comm_ms + late_ms + 0.2
         t_end = start + int(total_ms * 1e6)
         kv_total = 64 if spec.incident == "kv" and in_incident(t) else 512
@@ -168,7 +174,8 @@ def simulate(spec: SimSpec) -> dict[str, pa.Table]:
                   "prefill_tokens": prefill, "decode_tokens": batch - len(admitted),
                   "schedule_ms": schedule_ms, "forward_ms": forward_ms, "penalty_ms": penalty_ms,
                   "sample_ms": sample_ms, "kv_blocks_used": min(kv_total, 4 * batch),
-                  "kv_blocks_total": kv_total, "preempted": preempted, "waiting": len(queue)}
+                  "kv_blocks_total": kv_total, "preempted": preempted, "waiting": len(queue),
+                  "page_faults": page_faults}
         # the punctual rank waits for the late one inside the all-reduce; the late rank spent that
         # time before it (outside every stage timer)
         for rank in range(spec.tp):

@@ -14,13 +14,13 @@ WITH run AS (
 ),
 cross_rank AS (
     -- the longest collective wait of each step across ranks: a late rank shows as the others' wait
-    SELECT s.step, max(coalesce(s.comm_ms, 0)) AS comm_max_ms
+    SELECT s.step, max(coalesce(s.comm_ms, 0)) AS comm_max_ms, max(s.page_faults) AS page_faults
     FROM steps s, run
     WHERE s.run_id = run.run_id
     GROUP BY s.step
 ),
 primary_steps AS (
-    SELECT sg.*, cr.comm_max_ms, CAST(floor((sg.end_ns - run.t0_ns) / run.window_ns) AS BIGINT) AS w
+    SELECT sg.*, cr.comm_max_ms, cr.page_faults, CAST(floor((sg.end_ns - run.t0_ns) / run.window_ns) AS BIGINT) AS w
     FROM step_gc sg
     CROSS JOIN run
     JOIN cross_rank cr ON cr.step = sg.step
@@ -49,6 +49,7 @@ per_window AS (
         avg(coalesce(sample_ms, 0))      AS sample_ms,
         avg(coalesce(comm_ms, 0))        AS comm_ms,
         avg(comm_max_ms)                 AS comm_max_ms,
+        avg(page_faults)                 AS page_faults,
         avg(other_ms)                    AS other_ms,
         avg(gc_ms)                       AS gc_ms,
         sum(gc_ms)                       AS gc_ms_total,
