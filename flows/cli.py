@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+import threading
 import time
 from importlib import resources
 from pathlib import Path
@@ -14,6 +15,8 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.progress import (BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
 
 from flows.paths import StatePaths
 
@@ -28,16 +31,34 @@ def builtin_scenario(name: str) -> Path:
 
 
 class _ProgressHandler(logging.Handler):
-    """Shows each `spikelens.progress` message as the live status line and keeps a log of steps."""
+    """Prints each `spikelens.progress` message as a step line and drives one progress bar: a
+    message logged with `extra={"duration_s": N}` (the load phase) fills the bar over N seconds;
+    any other message shows as a pulsing bar until the next one."""
 
-    def __init__(self, status) -> None:
+    def __init__(self, progress: Progress) -> None:
         super().__init__(logging.INFO)
-        self.status, self.t0 = status, time.monotonic()
+        self.progress, self.t0 = progress, time.monotonic()
+        self.task = progress.add_task("starting", total=None)
+        self.timed: tuple[float, float] | None = None     # (start, duration) of a timed step
 
     def emit(self, record: logging.LogRecord) -> None:
         msg = record.getMessage()
-        console.log(f"[dim]{time.monotonic() - self.t0:6.1f}s[/dim] {msg}", highlight=False)
-        self.status.update(f"[bold]{msg}[/bold]")
+        self.progress.console.print(f"[dim]{time.monotonic() - self.t0:6.1f}s[/dim] {msg}",
+                                    highlight=False)
+        duration = getattr(record, "duration_s", None)
+        self.timed = (time.monotonic(), float(duration)) if duration else None
+        self.progress.reset(self.task, description=msg, total=float(duration) if duration else None)
+
+    def tick(self) -> None:
+        """Advance a timed step's bar with the clock (called from the refresh loop)."""
+        if self.timed:
+            start, duration = self.timed
+            self.progress.update(self.task, completed=min(time.monotonic() - start, duration))
+
+
+def _tick_until(stop: threading.Event, handler: _ProgressHandler) -> None:
+    while not stop.wait(0.5):
+        handler.tick()
 
 
 def _supervise() -> None:
@@ -60,9 +81,15 @@ def _with_progress(title: str, fn, *args, **kwargs):
     logger = logging.getLogger("spikelens.progress")
     logger.setLevel(logging.INFO)
     logger.propagate = False
-    with console.status(title) as status:
-        handler = _ProgressHandler(status)
+    columns = (SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
+               TimeElapsedColumn(), TextColumn("/"), TimeRemainingColumn())
+    console.print(f"[bold]{title}[/bold]")
+    with Progress(*columns, console=console, transient=True) as progress:
+        handler = _ProgressHandler(progress)
         logger.addHandler(handler)
+        stop = threading.Event()
+        ticker = threading.Thread(target=_tick_until, args=(stop, handler), daemon=True)
+        ticker.start()
         from prefect.exceptions import ExternalSignal   # SIGTERM inside a Prefect flow
 
         try:
@@ -70,6 +97,7 @@ def _with_progress(title: str, fn, *args, **kwargs):
         except ExternalSignal as e:
             raise KeyboardInterrupt(type(e).__name__) from e
         finally:
+            stop.set()
             logger.removeHandler(handler)
 
 

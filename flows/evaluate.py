@@ -52,7 +52,7 @@ def score_suite(db_path: Path, run_ids: list[str], peers: tuple[str, ...]) -> di
 @task(name="write-evaluation", cache_policy=NONE)
 def write_outputs(suite_id: str, suite_dir: Path, run_ids: list[str], scores: dict,
                   out_dir: Path) -> tuple[str, str]:
-    from rca.page_contexts import evaluation_context
+    from rca.evaluate import evaluation_context
     from templates.render import render_evaluation
 
     out_dir.mkdir(parents=True, exist_ok=True)

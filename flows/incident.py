@@ -20,7 +20,8 @@ from flows.manifest import RunManifest, new_run_id
 from flows.paths import StatePaths
 from flows.scenario import Scenario, load_scenario
 from flows.tasks import (analyze, drive_load, ingest, progress, refresh_index, render_report,
-                         start_engine, stop_engine, summarize_load, write_manifest)
+                         start_engine, start_nvml_sampler, stop_engine, stop_nvml_sampler,
+                         summarize_load, write_manifest)
 
 
 @dataclass
@@ -72,9 +73,10 @@ def incident_replay(scenario_path: str, state_home: str | None = None,
     write_manifest(manifest, run_dir)
     progress.info("run %s", run_id)
 
-    engine = None
+    engine = nvml = None
     failure: BaseException | None = None
     try:
+        nvml = start_nvml_sampler(run_dir)
         if scenario.engine is not None:
             engine = start_engine(run_id, scenario.engine.to_dict(), faults, run_dir)
             url = engine.url
@@ -107,6 +109,8 @@ def incident_replay(scenario_path: str, state_home: str | None = None,
         failure = e
         manifest.errors.append(_describe_failure(e))
     finally:
+        if nvml is not None:
+            manifest.extra["nvml"] = stop_nvml_sampler(nvml, run_dir)
         if engine is not None:
             code = stop_engine(engine)
             if code not in (0, None, -15):

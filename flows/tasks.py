@@ -4,7 +4,10 @@ Flows compose these; nothing here knows the order of a run.
 """
 from __future__ import annotations
 
+import json
 import logging
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -30,6 +33,35 @@ def start_engine(run_id: str, engine: dict[str, Any], faults: list[dict[str, Any
     return handle
 
 
+@task(name="start-nvml-sampler", cache_policy=NONE)
+def start_nvml_sampler(run_dir: Path, interval_ms: int = 100) -> subprocess.Popen:
+    """NVML GPU sampler as a child process writing nvml.parquet. Without a GPU it records that
+    NVML is unavailable (nvml_status.json) and exits at once: no invented numbers."""
+    log = open(run_dir / "nvml_sampler.log", "ab")
+    try:
+        return subprocess.Popen([sys.executable, "-m", "engine.nvml_sampler", "--run-dir",
+                                 str(run_dir), "--interval-ms", str(interval_ms)],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                preexec_fn=die_with_parent)
+    finally:
+        log.close()
+
+
+@task(name="stop-nvml-sampler", cache_policy=NONE)
+def stop_nvml_sampler(proc: subprocess.Popen, run_dir: Path) -> dict:
+    """SIGTERM the sampler (it writes its last rows) and return nvml_status.json."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    status = run_dir / "nvml_status.json"
+    return json.loads(status.read_text()) if status.is_file() else {
+        "available": False, "reason": f"sampler exited with {proc.returncode} and wrote no status"}
+
+
 @task(name="stop-engine", cache_policy=NONE)
 def stop_engine(handle: EngineProcess) -> int | None:
     """SIGTERM the engine (it writes steps/gc/faults files), SIGKILL if it hangs."""
@@ -49,7 +81,8 @@ def drive_load(url: str, run_dir: Path, workload: Any, load: Any, duration_s: fl
     """
     from loadgen.runner import run_locust   # imports no locust: the runner spawns a subprocess
 
-    progress.info("load: %.0f s warm-up + %.0f s measured", warmup_s, duration_s)
+    progress.info("load: %.0f s warm-up + %.0f s measured", warmup_s, duration_s,
+                  extra={"duration_s": warmup_s + duration_s})
     return run_locust(host=url, run_dir=run_dir, workload=workload, load=load,
                       duration_s=duration_s, warmup_s=warmup_s, seed=seed,
                       tokenizer_path=tokenizer_path, on_load_start=on_load_start,

@@ -145,20 +145,34 @@ def severity_label(peak_ms: float, baseline_ms: float, config: DetectConfig) -> 
 
 def merge_incidents(intervals: list[Interval], window_s: float, config: DetectConfig,
                     detector: str = "mad") -> list[Spike]:
-    """Group intervals of any series that overlap or lie within merge_gap_windows into Spikes."""
-    ordered = sorted(intervals, key=lambda iv: (iv.first, iv.last))
+    """Group intervals of any series that overlap or lie within merge_gap_windows into Spikes.
+
+    ITL/TTFT intervals are grouped first. E2E is binned at completion, so it lags an incident by a
+    request's duration: an E2E interval joins the group it reaches (overlap or within the gap, the
+    nearest one) and never bridges two groups; one that reaches none is an incident of its own.
+    """
+    def gap(iv: Interval, group: list[Interval]) -> int:
+        lo, hi = min(x.first for x in group), max(x.last for x in group)
+        return max(iv.first - hi - 1, lo - iv.last - 1, -1)
+
     groups: list[list[Interval]] = []
-    for iv in ordered:
-        if groups and iv.first - max(x.last for x in groups[-1]) - 1 <= config.merge_gap_windows:
+    for iv in sorted((iv for iv in intervals if iv.metric != "e2e_p99"), key=lambda iv: (iv.first, iv.last)):
+        if groups and gap(iv, groups[-1]) <= config.merge_gap_windows:
             groups[-1].append(iv)
         else:
             groups.append([iv])
+    for iv in sorted((iv for iv in intervals if iv.metric == "e2e_p99"), key=lambda iv: (iv.first, iv.last)):
+        near = [g for g in groups if gap(iv, g) <= config.merge_gap_windows]
+        if near:
+            min(near, key=lambda g: gap(iv, g)).append(iv)
+        else:
+            groups.append([iv])
+    groups.sort(key=lambda g: min(x.first for x in g))
     spikes = []
     for n, group in enumerate(groups, start=1):
         primary = max(group, key=lambda iv: (iv.peak_ms / iv.baseline_ms if iv.baseline_ms > 0 else 0.0,
                                              -METRICS.index(iv.metric)))
-        # E2E is binned at completion, so it lags the incident by a request's duration: it joins
-        # series into one incident but sets the timing only when nothing else spiked.
+        # E2E sets the timing only when nothing else spiked (it lags)
         timing = [iv for iv in group if iv.metric != "e2e_p99"] or group
         first = min(iv.first for iv in timing)
         last = max(iv.last for iv in timing)

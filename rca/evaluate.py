@@ -215,7 +215,8 @@ def evaluation_context(result: dict, run: dict) -> dict:
                         "detection_f1": None, "false_alarms_per_hour": None,
                         "note": notes.get(name, "") + (f"; {peer['failures']} failed" if peer.get("failures") else "")})
     cases = [{"run_id": r["run_id"], "truth": v["cause"], "predicted": v["attributed_cause"] or MISSED,
-              "fault_kind": v["kind"], "detected": v["detected"]}
+              "fault_kind": v["kind"], "detected": v["detected"],
+              "href": f"../{r['run_id']}/index.html"}   # the case's incident report, beside this page
              for r in result["per_run"] for v in r["verdicts"]]
     right = sum(c["truth"] == c["predicted"] for c in cases)
     return {

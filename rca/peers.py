@@ -25,7 +25,7 @@ from rca.config import CAUSES
 # Candidate signals per window and the cause each stands for.
 SIGNAL_CAUSE = {
     "gc_ms": "memory", "gc_pause_ms": "memory", "preemptions": "memory", "kv_usage": "memory",
-    "nvml_mem_fraction": "memory",
+    "nvml_mem_fraction": "memory", "page_faults": "memory",
     "penalty_ms": "penalty", "sample_ms": "penalty", "output_tokens_mean": "penalty",
     "comm_ms": "communication",
     "batch_size": "load", "waiting": "load", "arrivals": "load",
@@ -42,9 +42,9 @@ def signal_frame(signals: RunSignals):
     n = len(signals.windows)
     sw = signals.step_windows
     cols = {"time": window_series(signals.windows, "t_s")}
-    for key in ("gc_ms", "preemptions", "kv_usage", "penalty_ms", "sample_ms", "comm_ms", "batch_size",
-                "waiting", "forward_ms", "schedule_ms", "other_ms"):
-        cols[key] = window_series(sw, key, n)
+    for key in ("gc_ms", "preemptions", "kv_usage", "page_faults", "penalty_ms", "sample_ms", "comm_max_ms",
+                "batch_size", "waiting", "forward_ms", "schedule_ms", "other_ms"):
+        cols["comm_ms" if key == "comm_max_ms" else key] = window_series(sw, key, n)
     pauses = np.zeros(n)
     for p in signals.gc_pauses:
         i = int(p["t_s"] // signals.window_s)

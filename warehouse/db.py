@@ -11,7 +11,11 @@ versions, instead of failing later on a missing table.
 """
 from __future__ import annotations
 
+import fcntl
+import os
 import re
+import threading
+import time
 from pathlib import Path
 
 import duckdb
@@ -87,17 +91,26 @@ def migrate(conn: duckdb.DuckDBPyConnection) -> int:
     return current
 
 
-def connect(db_path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+def connect(db_path: str | Path, read_only: bool = False,
+            timeout_s: float | None = None) -> "Connection":
     """Open `db_path` (created if missing, parent folders included) with the schema up to date.
 
     read_only=True opens without migrating and raises SchemaError if the stored version is not the
     latest (open it once read-write to migrate).
+
+    Several processes share one file (two flows at once, a report rendered while a nightly
+    ingests): writers take turns on an exclusive lock of `<db>.lock` held until `close()`, and
+    whoever finds the file held by another process (DuckDB allows one writer *or* any readers)
+    retries until `timeout_s` (default $SPIKELENS_DB_TIMEOUT_S or 300 s). Writers hold the file
+    only for one ingest or analysis, so readers wait seconds, never fail.
     """
     path = Path(db_path)
+    timeout_s = float(os.environ.get("SPIKELENS_DB_TIMEOUT_S", 300)) if timeout_s is None else timeout_s
+    deadline = time.monotonic() + timeout_s
     if read_only:
         if not path.exists():
             raise FileNotFoundError(f"warehouse {path} does not exist (ingest a run first)")
-        conn = duckdb.connect(str(path), read_only=True)
+        conn = Connection(_open(path, True, deadline), None)
         version = schema_version(conn)
         if version != latest_version():
             conn.close()
@@ -105,10 +118,103 @@ def connect(db_path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConn
                               f"{latest_version()}: open it read-write once to migrate")
         return conn
     path.parent.mkdir(parents=True, exist_ok=True)
-    conn = duckdb.connect(str(path))
+    lock = _WriterLock.acquire(path, deadline)
+    try:
+        conn = Connection(_open(path, False, deadline), lock)
+    except BaseException:
+        lock.release()
+        raise
     try:
         migrate(conn)
     except Exception:
         conn.close()
         raise
     return conn
+
+
+class WarehouseBusy(TimeoutError):
+    """Another process held the warehouse for longer than the timeout."""
+
+
+def _open(path: Path, read_only: bool, deadline: float) -> duckdb.DuckDBPyConnection:
+    """duckdb.connect, retrying while another process holds the file (its lock error)."""
+    delay = 0.05
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.IOException as e:
+            if "lock" not in str(e).lower() or time.monotonic() + delay > deadline:
+                if "lock" in str(e).lower():
+                    raise WarehouseBusy(f"warehouse {path} is held by another process (waited for "
+                                        f"it to be released; raise SPIKELENS_DB_TIMEOUT_S): {e}") from None
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 1.0)
+
+
+class _WriterLock:
+    """Exclusive flock on `<db>.lock`, re-entrant within a process (one writer process at a time;
+    one process may open several read-write connections, as DuckDB allows)."""
+
+    _held: dict[Path, list] = {}          # path → [fd, count]; mutated under _guard, never rebound
+    _guard = threading.Lock()
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    @classmethod
+    def acquire(cls, db: Path, deadline: float) -> "_WriterLock":
+        path = db.with_name(db.name + ".lock").resolve()
+        with cls._guard:
+            if path in cls._held:
+                cls._held[path][1] += 1
+                return cls(path)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    os.close(fd)
+                    raise WarehouseBusy(f"warehouse {db}: another process has been writing for longer "
+                                        f"than the timeout (lock {path}; raise SPIKELENS_DB_TIMEOUT_S)") from None
+                time.sleep(0.1)
+        with cls._guard:
+            cls._held[path] = [fd, 1]
+        return cls(path)
+
+    def release(self) -> None:
+        with self._guard:
+            entry = self._held[self.path]
+            entry[1] -= 1
+            if entry[1]:
+                return
+            del self._held[self.path]
+        fcntl.flock(entry[0], fcntl.LOCK_UN)
+        os.close(entry[0])
+
+
+class Connection:
+    """A DuckDB connection that also releases the writer lock when closed (or at `with` exit).
+    Everything else is the DuckDB connection's own API."""
+
+    def __init__(self, conn: duckdb.DuckDBPyConnection, lock: _WriterLock | None):
+        self._conn, self._lock = conn, lock
+
+    def __getattr__(self, name):
+        return getattr(self._conn, name)
+
+    def close(self) -> None:
+        try:
+            self._conn.close()
+        finally:
+            if self._lock is not None:
+                self._lock, lock = None, self._lock
+                lock.release()
+
+    def __enter__(self) -> "Connection":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

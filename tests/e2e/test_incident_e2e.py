@@ -81,3 +81,19 @@ def test_report_shows_the_spike_and_its_cause(gc_storm_run):
     html = gc_storm_run["report"].read_text()
     assert gc_storm_run["run_id"] in html
     assert "memory" in html and "<svg" in html
+
+
+def test_real_reports_open_in_a_browser(gc_storm_run):
+    """Issue 8: the real run's incident report and the index, from file:// and through the
+    report server, in headless Chromium: no console errors, charts drawn, links resolve."""
+    import shutil
+
+    if not (shutil.which("chromium") and shutil.which("chromedriver")):
+        pytest.skip("Debian chromium/chromedriver not installed (scripts/setup-browser.sh)")
+    reports = gc_storm_run["home"] / "reports"
+    assert (reports / "index.html").exists()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           str(HERE.parent / "templates" / "test_browser.py") + "::test_a_real_reports_folder"],
+                          env={**os.environ, "SPIKELENS_REPORTS_DIR": str(reports)},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-3000:]

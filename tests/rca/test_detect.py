@@ -97,3 +97,16 @@ def test_both_detectors_merge_into_one_incident():
     spikes, _ = detect_spikes(_windows(itl), 1.0, DetectConfig(detectors=("mad", "changepoint")))
     assert len(spikes) == 1 and (spikes[0].first_window, spikes[0].last_window) == (30, 35)
     assert spikes[0].detector == "mad+changepoint"
+
+
+def test_lagging_e2e_does_not_bridge_two_incidents():
+    itl, e2e = [20.0] * 60, [500.0] * 60
+    for i in range(10, 14):          # first incident
+        itl[i] = 150.0
+    for i in range(19, 23):          # second incident, 5 windows later
+        itl[i] = 150.0
+    for i in range(12, 19):          # E2E of the first stays high until the second begins
+        e2e[i] = 1500.0
+    spikes, _ = detect_spikes(_windows(itl, e2e=e2e), 1.0)
+    assert [(s.first_window, s.last_window) for s in spikes] == [(10, 13), (19, 22)]
+    assert spikes[0].metrics == ["itl_p99", "e2e_p99"] and spikes[1].metrics == ["itl_p99"]

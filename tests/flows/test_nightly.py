@@ -1,0 +1,70 @@
+"""The nightly's baseline selection and comparison tasks, in a real (test-harness) Prefect, on
+simulated nightly runs ingested into DuckDB: a penalty slowdown regresses ITL; a rerun of the
+same engine does not; the baseline is the last passing nightlies of the same scenario."""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from prefect import flow
+from prefect.testing.utilities import prefect_test_harness
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "warehouse"))
+
+from runbuilder import SimSpec, write_run  # noqa: E402
+
+from flows.nightly import compare, find_baseline  # noqa: E402
+from flows.nightly_config import NightlyConfig  # noqa: E402
+from warehouse.ingest import ingest_run  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def harness():
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+DAY_NS = 86_400 * 10**9
+
+
+def nightly_run(root: Path, db: Path, run_id: str, night: int, **fields) -> tuple[str, int]:
+    """A simulated nightly run on night `night`; returns (run_id, started_ns)."""
+    spec = SimSpec(run_id=run_id, duration_s=30, t0_ns=1_800_000_000 * 10**9 + night * DAY_NS,
+                   **fields)
+    run_dir = write_run(root, spec)
+    manifest = json.loads((run_dir / "run.json").read_text())
+    manifest.update(kind="nightly", scenario_name="sim-nightly")
+    (run_dir / "run.json").write_text(json.dumps(manifest))
+    ingest_run(db, run_dir)
+    return run_id, manifest["started_ns"]
+
+
+@flow
+def judge(db: Path, run: tuple[str, int], config: NightlyConfig) -> tuple[list, list]:
+    run_id, started_ns = run
+    baseline = find_baseline(db, "sim-nightly", started_ns, config)
+    return baseline, compare(db, "sim-nightly", run_id, baseline, config)
+
+
+def test_baseline_and_verdicts(harness, tmp_path):
+    db = tmp_path / "w.duckdb"
+    config = NightlyConfig(scenarios=(), last_n=2, bootstrap_reps=200)
+    base, verdicts = judge(db, nightly_run(tmp_path, db, "n1", 0, seed=1), config)
+    assert base == [] and {v["verdict"] for v in verdicts} == {"insufficient"}
+
+    base, verdicts = judge(db, nightly_run(tmp_path, db, "n2", 1, seed=2), config)
+    assert base == ["n1"]
+    assert not [v for v in verdicts if v["verdict"] == "regressed"], verdicts
+
+    # the slow penalty path throughout: every step +40 ms
+    slow = nightly_run(tmp_path, db, "n3", 2, seed=3, incident="penalty", incident_start_s=0.0,
+                       incident_duration_s=30.0)
+    base, verdicts = judge(db, slow, config)
+    assert base == ["n2", "n1"]
+    by_metric = {v["metric"]: v for v in verdicts}
+    assert by_metric["itl_p50"]["verdict"] == "regressed" and by_metric["itl_p50"]["ci_low"] > 0
+    assert by_metric["throughput"]["verdict"] == "regressed"
+
+    # n3 regressed, so it never becomes a baseline of the next night
+    base, _ = judge(db, nightly_run(tmp_path, db, "n4", 3, seed=4), config)
+    assert base == ["n2", "n1"]
