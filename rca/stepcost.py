@@ -36,12 +36,17 @@ def step_arrays(rows: list[dict]) -> dict[str, np.ndarray]:
 
     With several ranks, comm_ms becomes the step's longest collective wait across ranks (a late
     rank shows up as the others' wait, whichever rank is late) and other_ms is recomputed so the
-    stages still add up to the step duration where they can.
+    stages still add up to the step duration where they can. The engine's forward_ms includes
+    its own all-reduces (they run inside the forward), so the row's own comm_ms is taken out of
+    forward_ms first: otherwise a straggler's wait would count twice, once as forward growth.
     """
     cols = {c: np.array([np.nan if r.get(c) is None else float(r[c]) for r in rows], dtype=np.float64)
             for c in STEP_COLUMNS}
     multi = np.nan_to_num(cols["n_ranks"]) > 1
     if multi.any():
+        own_comm = np.nan_to_num(cols["comm_ms"])
+        cols["forward_ms"] = np.where(multi, np.clip(cols["forward_ms"] - own_comm, 0.0, None),
+                                      cols["forward_ms"])
         comm = np.where(multi, np.fmax(np.nan_to_num(cols["comm_max_ms"]), np.nan_to_num(cols["comm_ms"])),
                         cols["comm_ms"])
         others = sum(np.nan_to_num(cols[s]) for s in STAGES if s not in ("comm_ms", "other_ms"))

@@ -99,12 +99,14 @@ class EngineProcess:
             pass
 
     def stop(self, timeout_s: float = 30.0) -> int:
-        """SIGTERM the group (the server flushes its files), wait, then SIGKILL; returns the exit
-        code. Whatever the server spawned and left behind in its group is killed too."""
+        """SIGTERM the server (it stops its tensor-parallel ranks and flushes its files), wait,
+        then SIGKILL; returns the exit code. Whatever it spawned and left behind in its process
+        group is killed last. (Signalling the whole group first would kill the ranks under the
+        server's feet and its shutdown collective would fail before the files are written.)"""
         if self.proc is None:
             return -1
         if self.proc.poll() is None:
-            self._signal_group(signal.SIGTERM)
+            self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout_s)
             except subprocess.TimeoutExpired:
