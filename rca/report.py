@@ -38,6 +38,30 @@ def _num(v):
     return None if math.isnan(f) or math.isinf(f) else f
 
 
+def _downsample_rows(rows: list[dict], max_points: int) -> list[dict]:
+    """Every k-th row so that at most max_points remain (for per-sample series)."""
+    step = max(1, -(-len(rows) // max_points))
+    return rows[::step]
+
+
+def _steps_with_ranks(steps: list[dict], rank_steps: list[dict]) -> list[dict]:
+    """Rank-0 steps with their stage times and KV/queue series, plus the other ranks' comm wait
+    (one row per rank and step), each rank downsampled to at most MAX_STEPS points."""
+    by_step = {(r["step"], r["rank"]): r for r in rank_steps}
+    out = []
+    for s in downsample_steps(steps):
+        extra = by_step.get((s["step"], 0), {})
+        out.append({**{k: _num(s[k]) for k in _STEP_KEYS}, "rank": 0,
+                    **{k: _num(extra.get(k)) for k in ("kv_blocks_used", "kv_blocks_total",
+                                                       "preempted", "waiting")}})
+    others = [r for r in rank_steps if r["rank"] != 0]
+    for rank in sorted({r["rank"] for r in others}):
+        rows = [r for r in others if r["rank"] == rank]
+        out += [{"t_s": _num(r["t_s"]), "rank": rank, "comm_ms": _num(r["comm_ms"])}
+                for r in _downsample_rows(rows, MAX_STEPS)]
+    return out
+
+
 def downsample_steps(steps: list[dict], max_points: int = MAX_STEPS) -> list[dict]:
     """At most max_points steps: the slowest (dur_ms) of each of max_points equal-count chunks."""
     if len(steps) <= max_points:
@@ -192,6 +216,8 @@ def incident_context(db_path: str | Path, run_id: str) -> dict:
         windows = query(conn, "windows", run_id=run_id, window_s=window_s)
         step_windows = query(conn, "step_stages", run_id=run_id, window_s=window_s)
         steps = query(conn, "step_timeline", run_id=run_id)
+        rank_steps = query(conn, "step_rank_series", run_id=run_id)
+        nvml = query(conn, "nvml_samples", run_id=run_id)
         pauses = query(conn, "gc_pauses", run_id=run_id)
         totals = query(conn, "totals", run_id=run_id)[0]
         faults = query(conn, "faults", run_id=run_id)
@@ -226,6 +252,7 @@ def incident_context(db_path: str | Path, run_id: str) -> dict:
                            "top_cause": s["top_cause"], "summary": s["summary"], "coverage": _num(s["coverage"]),
                            "attributions": attributions})
     run = _run_section(run_row)
+    step_by_window = {sw["window"]: sw for sw in step_windows}
     return {
         "run": run,
         "headline": _with_suppressed(_headline(spike_list, totals, run["duration_s"]), n_suppressed),
@@ -235,8 +262,14 @@ def incident_context(db_path: str | Path, run_id: str) -> dict:
         "window_s": window_s,
         "windows": [{"t_s": float(w["t_s"]), "itl_p50_ms": _num(w["itl_p50_ms"]), "itl_p99_ms": _num(w["itl_p99_ms"]),
                      "ttft_p99_ms": _num(w["ttft_p99_ms"]), "e2e_p99_ms": _num(w["e2e_p99_ms"]),
-                     "requests": int(w["requests"]), "tokens": int(w["tokens"])} for w in windows],
-        "steps": [{k: _num(s[k]) for k in _STEP_KEYS} for s in downsample_steps(steps)],
+                     "requests": int(w["requests"]), "tokens": int(w["tokens"]),
+                     # concurrency: mean running (batch) and waiting sequences of the window's steps
+                     "running": _num(step_by_window.get(w["window"], {}).get("batch_size")),
+                     "waiting": _num(step_by_window.get(w["window"], {}).get("waiting"))}
+                    for w in windows],
+        "steps": _steps_with_ranks(steps, rank_steps),
+        "nvml": [{k: (_num(v) if k != "gpu" else v) for k, v in r.items()}
+                 for r in _downsample_rows(nvml, MAX_STEPS)],
         "gc_pauses": [{"t_s": float(p["t_s"]), "duration_ms": float(p["duration_ms"]), "generation": p["generation"]}
                       for p in sorted(sorted(pauses, key=lambda p: -p["duration_ms"])[:MAX_GC_PAUSES],
                                       key=lambda p: p["t_s"])],

@@ -77,3 +77,18 @@ def test_run_without_requests_says_so(tmp_path, warehouse_with):
     ctx = incident_context(db, "failed-run")
     assert ctx["headline"].startswith("No measured requests")
     assert ctx["run"]["errors"] == ["engine did not start"] and ctx["spikes"] == [] and ctx["windows"] == []
+
+
+def test_context_carries_per_rank_kv_and_concurrency_series(warehouse_with):
+    """The report's KV, comm-per-rank and concurrency charts need these series (docs/reports.md)."""
+    db, run_id = warehouse_with(incident="comm", tp=2, magnitude=30.0)
+    analyze_run(db, run_id)
+    ctx = incident_context(db, run_id)
+    ranks = {s["rank"] for s in ctx["steps"]}
+    assert ranks == {0, 1}
+    rank0 = [s for s in ctx["steps"] if s["rank"] == 0]
+    assert all(s["kv_blocks_total"] for s in rank0) and "kv_blocks_used" in rank0[0]
+    assert all(s["comm_ms"] is not None for s in ctx["steps"] if s["rank"] == 1)
+    busy = [w for w in ctx["windows"] if w["requests"]]
+    assert busy and all(w["running"] and w["running"] > 0 for w in busy)
+    assert ctx["nvml"] == []          # the simulated run has no GPU: no invented samples
