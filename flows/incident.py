@@ -6,6 +6,7 @@ ingested, analysed and reported, with the failure written into run.json and the 
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
@@ -61,7 +62,7 @@ def incident_replay(scenario_path: str, state_home: str | None = None,
     scenario = load_scenario(scenario_path, overrides)
     run_id = new_run_id(kind, scenario.slug)
     run_dir = paths.run_dir(run_id)
-    faults = [f.to_dict() for f in scenario.faults]
+    faults = [dataclasses.asdict(f) for f in scenario.faults]
     manifest = RunManifest(
         run_id=run_id, kind=kind, scenario_name=scenario.name, scenario_path=scenario.path,
         scenario=scenario.raw, engine=scenario.engine.to_dict() if scenario.engine else None,

@@ -7,31 +7,21 @@ wrong experiment. The blocks are validated by the folders that own them (`engine
 """
 from __future__ import annotations
 
+import dataclasses
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from engine.config import EngineConfig
+from engine.faults import ENGINE_KINDS, FaultSpec, parse_fault_specs
 from loadgen.spec import LoadSpec, WorkloadSpec
-
-# Fault kinds of DESIGN.md and the cause each stands for (the ground truth vocabulary).
-FAULT_CAUSES: dict[str, str] = {
-    "penalty.slow_path": "penalty",
-    "penalty.repetition": "penalty",
-    "memory.gc_storm": "memory",
-    "memory.kv_pressure": "memory",
-    "memory.alloc_churn": "memory",
-    "comm.straggler": "communication",
-    "comm.slow_link": "communication",
-    "load.burst": "load",
-}
+from loadgen.traffic_faults import traffic_faults
 
 _TOP_KEYS = {"name", "duration_s", "warmup_s", "engine", "target", "workload", "load", "faults",
              "seed", "slo", "description"}
-_FAULT_KEYS = {"kind", "start_s", "duration_s", "params"}
 
 
 class ScenarioError(ValueError):
@@ -41,24 +31,6 @@ class ScenarioError(ValueError):
         self.path, self.line, self.key = path, line, key
         where = f"{path}:{line}" if line else path
         super().__init__(f"{where}: {key}: {message}")
-
-
-@dataclass(frozen=True)
-class FaultSpec:
-    """One injected fault: what, when (seconds from the start of measured load), how strong."""
-
-    kind: str
-    start_s: float
-    duration_s: float
-    params: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def cause(self) -> str:
-        return FAULT_CAUSES[self.kind]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "start_s": self.start_s, "duration_s": self.duration_s,
-                "params": dict(self.params)}
 
 
 @dataclass(frozen=True)
@@ -112,8 +84,16 @@ def _blame(lines: dict[tuple, int], block: tuple, message: str) -> tuple[int | N
         text = message if pattern.startswith("[") else head
         for path, line in keys:
             if re.search(pattern.format(key=re.escape(path[-1])), text):
-                return line, ".".join(str(p) for p in path)
-    return lines.get(block), ".".join(str(p) for p in block)
+                return line, _key_name(path)
+    return lines.get(block), _key_name(block)
+
+
+def _key_name(path: tuple) -> str:
+    """('faults', 0, 'start_s') → 'faults[0].start_s'."""
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
 
 
 def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -211,31 +191,22 @@ def parse_scenario(raw: dict[str, Any], path: str = "<scenario>", text: str = ""
         except (ValueError, TypeError) as e:
             raise fail(("slo",), str(e)) from None
 
-    faults = []
-    for i, f in enumerate(raw.get("faults") or []):
-        if not isinstance(f, dict):
-            raise ScenarioError(path, lines.get(("faults", i)), f"faults[{i}]", "must be a mapping")
-        for key in f:
-            if key not in _FAULT_KEYS:
-                raise ScenarioError(path, lines.get(("faults", i, key)), f"faults[{i}].{key}",
-                                    f"unknown key; valid keys: {', '.join(sorted(_FAULT_KEYS))}")
-        kind = f.get("kind")
-        if kind not in FAULT_CAUSES:
-            raise ScenarioError(path, lines.get(("faults", i, "kind")), f"faults[{i}].kind",
-                                f"unknown fault kind {kind!r}; valid: {', '.join(FAULT_CAUSES)}")
-        start, dur = f.get("start_s"), f.get("duration_s")
-        for key, value in (("start_s", start), ("duration_s", dur)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise ScenarioError(path, lines.get(("faults", i, key)), f"faults[{i}].{key}",
-                                    f"must be a number ≥ 0 (seconds from the start of measured load), got {value!r}")
-        if start + dur > duration_s:
+    # Faults are validated by their owners: the engine's parser and injector params, and
+    # loadgen's for the traffic kinds it applies. Their messages start with `faults[i]`.
+    try:
+        faults = parse_fault_specs(raw.get("faults"))
+        for f in faults:
+            if f.kind in ENGINE_KINDS:
+                ENGINE_KINDS[f.kind].make_params(f.params)
+        traffic_faults([dataclasses.asdict(f) for f in faults])
+    except (ValueError, TypeError) as e:
+        index = re.match(r"faults\[(\d+)\]", str(e))
+        raise fail(("faults", int(index.group(1))) if index else ("faults",), str(e)) from None
+    for i, f in enumerate(faults):
+        if f.start_s + f.duration_s > duration_s:
             raise ScenarioError(path, lines.get(("faults", i)), f"faults[{i}]",
-                                f"window {start:g}–{start + dur:g} s ends after duration_s={duration_s:g}")
-        params = f.get("params") or {}
-        if not isinstance(params, dict):
-            raise ScenarioError(path, lines.get(("faults", i, "params")), f"faults[{i}].params",
-                                "must be a mapping")
-        faults.append(FaultSpec(kind, float(start), float(dur), params))
+                                f"window {f.start_s:g}–{f.start_s + f.duration_s:g} s ends after "
+                                f"duration_s={duration_s:g}")
 
     return Scenario(name=name, duration_s=duration_s, warmup_s=warmup_s, engine=engine,
                     target=target, workload=workload, load=load, faults=tuple(faults), seed=seed,

@@ -93,3 +93,21 @@ def test_slo_block_is_validated_with_its_line(tmp_path):
     with pytest.raises(ScenarioError) as err:
         load_scenario(write(tmp_path, GOOD + "slo: {ttft: 500}\n"))
     assert err.value.line == 19 and "ttft" in str(err.value)
+
+
+@pytest.mark.parametrize("params,needle", [
+    ("{objects_per_stepp: 10}", "objects_per_stepp"),          # engine kind: unknown param
+    ("{live_steps: 0}", "live_steps"),                         # engine kind: out of range
+])
+def test_fault_params_are_checked_by_their_owner(tmp_path, params, needle):
+    text = GOOD + f"    params: {params}\n"
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(write(tmp_path, text))
+    assert needle in str(err.value) and err.value.key.startswith("faults[0]")
+    assert err.value.line in (16, 19), str(err.value)
+
+
+def test_traffic_fault_params_are_checked_by_loadgen(tmp_path):
+    text = GOOD.replace("memory.gc_storm", "load.burst") + "    params: {factor: -2}\n"
+    with pytest.raises(ScenarioError, match="factor"):
+        load_scenario(write(tmp_path, text))
