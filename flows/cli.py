@@ -243,8 +243,16 @@ def report(run_id: str = typer.Argument(..., help="Run id (see the runs folder).
     paths = StatePaths.from_env()
     if not paths.warehouse.exists():
         _fail(f"no warehouse at {paths.warehouse}: run a scenario first")
-    analyze_run(paths.warehouse, run_id)
-    print(render_incident(incident_context(paths.warehouse, run_id), paths.reports / run_id))
+    from templates.report_index import rebuild_index
+
+    try:
+        analyze_run(paths.warehouse, run_id)
+        page = render_incident(incident_context(paths.warehouse, run_id), paths.reports / run_id,
+                               index_href="../index.html")
+    except KeyError as e:
+        _fail(str(e).strip("'\""))
+    rebuild_index(paths.reports)
+    print(page)
 
 
 @app.command()
