@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 import shlex
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,6 +110,12 @@ def incident_replay(scenario_path: str, state_home: str | None = None,
     except BaseException as e:   # noqa: BLE001 — recorded, reported, then re-raised
         failure = e
         manifest.errors.append(_describe_failure(e))
+        if isinstance(e, (KeyboardInterrupt, TerminationSignal)):
+            # Teardown and the ingest of what was collected are bounded; a repeated signal (an
+            # orphaned process gets its parent-death signal again on each re-parenting) must
+            # not cut them short.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
     finally:
         if nvml is not None:
             manifest.extra["nvml"] = stop_nvml_sampler(nvml, run_dir)

@@ -25,17 +25,21 @@ class NightlyConfigError(ValueError):
 class Thresholds:
     """Smallest change that counts as a regression once the bootstrap CI excludes zero."""
 
-    latency_rel: float = 0.10      # 10 % slower TTFT/ITL/E2E percentile
+    latency_rel: float = 0.10      # 10 % slower TTFT/ITL/E2E median
+    tail_rel: float = 0.25         # 25 % slower p99: tails move more between runs of the same code
+    latency_abs_ms: float = 5.0    # and never less than 5 ms (measured: clean runs differ by ~3 ms)
     throughput_rel: float = 0.10   # 10 % fewer output tokens/s
     error_rate_abs: float = 0.01   # one more failed request in a hundred
 
-    def for_metric(self, metric: str) -> tuple[float, bool]:
-        """(threshold, absolute?) for a metric name."""
+    def for_metric(self, metric: str) -> tuple[float, bool, float]:
+        """(threshold, absolute?, smallest absolute change) for a metric name."""
         if metric == "error_rate":
-            return self.error_rate_abs, True
+            return self.error_rate_abs, True, 0.0
         if metric == "throughput":
-            return self.throughput_rel, False
-        return self.latency_rel, False
+            return self.throughput_rel, False, 0.0
+        if metric.endswith("_p99"):
+            return self.tail_rel, False, self.latency_abs_ms
+        return self.latency_rel, False, self.latency_abs_ms
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ carries both so a caller can check.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -167,17 +168,21 @@ def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | s
         except subprocess.TimeoutExpired:
             raise LoadgenError(f"locust overran its {timeout_s:.0f} s timeout\n{output.tail()}") from None
     except BaseException as failure:
-        _terminate_group(proc)  # SIGTERM first: Locust writes its parts, in-flight rows 'cancelled'
-        output.close()
-        if scraper is not None:
-            scraper.stop()
-        try:  # keep what was measured: the caller may still analyse a failed run
-            _merge(parts_dir, run_dir)
-            if mine and load_started_ns is not None and time.time_ns() > load_started_ns:
-                measured_s = min(duration_s, (time.time_ns() - load_started_ns) / 1e9)
-                write_faults(mine, load_started_ns, measured_s, run_dir / "faults.loadgen.parquet")
-        except Exception as merge_error:  # noqa: BLE001 — reported on the original failure
-            failure.add_note(f"merging loadgen's parts also failed: {merge_error!r}")
+        # A second SIGTERM must not cut this short: an orphaned flow process gets its parent-death
+        # signal again each time it is re-parented (measured: the first one arrives, then another
+        # while Locust is still writing its parts), and the rows would be lost.
+        with _termination_deferred():
+            _terminate_group(proc)  # SIGTERM first: Locust writes its parts, in-flight rows 'cancelled'
+            output.close()
+            if scraper is not None:
+                scraper.stop()
+            try:  # keep what was measured: the caller may still analyse a failed run
+                _merge(parts_dir, run_dir)
+                if mine and load_started_ns is not None and time.time_ns() > load_started_ns:
+                    measured_s = min(duration_s, (time.time_ns() - load_started_ns) / 1e9)
+                    write_faults(mine, load_started_ns, measured_s, run_dir / "faults.loadgen.parquet")
+            except Exception as merge_error:  # noqa: BLE001 — reported on the original failure
+                failure.add_note(f"merging loadgen's parts also failed: {merge_error!r}")
         raise
     output.close()
     metrics_rows = scraper.stop() if scraper is not None else 0
@@ -192,6 +197,21 @@ def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | s
                         requests_recorded=recorded, chunks_recorded=chunks, started_ns=started_ns,
                         client_valid=health["valid"], client_health=health, metrics_rows=metrics_rows,
                         metrics_scrape_errors=scraper.errors if scraper is not None else 0)
+
+
+@contextlib.contextmanager
+def _termination_deferred():
+    """Ignore SIGTERM/SIGINT while the block runs (bounded cleanup), then restore the handlers.
+    Only the main thread may set handlers; elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
 
 
 def _merge(parts_dir: Path, run_dir: Path) -> tuple[int, int, dict]:

@@ -31,6 +31,15 @@ def _wait_for(predicate, timeout_s, what):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def _cmdline(p: psutil.Process) -> list[str]:
+    """A process's command line; [] for one that already exited (e.g. the NVML sampler, which
+    ends at once without a GPU and is reaped when the flow stops it)."""
+    try:
+        return p.cmdline()
+    except (psutil.ZombieProcess, psutil.NoSuchProcess):
+        return []
+
+
 def _collected_and_reported(tmp_path: Path, run_dir: Path) -> None:
     manifest = json.loads((run_dir / "run.json").read_text())
     assert manifest["status"] == "failed" and any("interrupted" in e for e in manifest["errors"])
@@ -68,9 +77,9 @@ def test_killed_flow_leaves_no_orphans(tmp_path, who, sig):
         time.sleep(8)   # past the 2 s warm-up: measured requests are in flight
         cli = psutil.Process(proc.pid)
         everyone = cli.children(recursive=True)
-        names = " ".join(" ".join(c.cmdline()) for c in everyone)
+        names = " ".join(" ".join(_cmdline(c)) for c in everyone)
         assert "engine" in names and "locust" in names, names
-        flow = next(c for c in cli.children() if "flows.cli" in " ".join(c.cmdline()))
+        flow = next(c for c in cli.children() if "flows.cli" in " ".join(_cmdline(c)))
         if who == "group":
             os.killpg(proc.pid, sig)
         else:
@@ -81,8 +90,8 @@ def test_killed_flow_leaves_no_orphans(tmp_path, who, sig):
         else:
             proc.wait(120)
         _, alive = psutil.wait_procs(everyone, timeout=60)
-        alive = [c for c in alive if c.status() != psutil.STATUS_ZOMBIE]
-        assert not alive, [c.cmdline() for c in alive]
+        alive = [c for c in alive if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+        assert not alive, [_cmdline(c) for c in alive]
     finally:
         if proc.poll() is None:
             proc.kill()

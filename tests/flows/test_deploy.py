@@ -179,7 +179,8 @@ def test_serve_schedules_the_nightly_at_0200_utc(prefect_server, tmp_path):
         assert proc.poll() is None
         # ...and Ctrl-C stops it cleanly and pauses the schedule, so no runs pile up unserved.
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(30) == 0, (tmp_path / "serve.log").read_text()[-3000:]
+        # (30 s was seen to be too short while the 2-core box ran other e2e work)
+        assert proc.wait(90) == 0, (tmp_path / "serve.log").read_text()[-3000:]
         assert httpx.get(f"{prefect_server}/deployments/{deployment['id']}",
                          timeout=10).json()["paused"] is True
     finally:

@@ -22,9 +22,10 @@ def test_builtin_nightly_config_loads():
 
 def test_thresholds_per_metric(tmp_path):
     cfg = NightlyConfig.load(make(tmp_path, "scenarios: [a.yaml]\nthresholds: {latency_rel: 0.2}\n"))
-    assert cfg.thresholds.for_metric("itl_p99") == (0.2, False)
-    assert cfg.thresholds.for_metric("error_rate") == (0.01, True)
-    assert cfg.thresholds.for_metric("throughput") == (0.10, False)
+    assert cfg.thresholds.for_metric("itl_p50") == (0.2, False, 5.0)
+    assert cfg.thresholds.for_metric("itl_p99") == (0.25, False, 5.0)
+    assert cfg.thresholds.for_metric("error_rate") == (0.01, True, 0.0)
+    assert cfg.thresholds.for_metric("throughput") == (0.10, False, 0.0)
 
 
 @pytest.mark.parametrize("text,needle", [

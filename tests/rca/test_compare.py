@@ -56,3 +56,11 @@ def test_p99_of_a_few_requests_is_insufficient():
     cand = Samples.from_groups([[x] for x in rng.gamma(4, 6, 60)])
     assert compare_metric("e2e_p99", base, cand, 0.99).verdict == "insufficient"
     assert compare_metric("e2e_p50", base, cand, 0.5).verdict != "insufficient"
+
+
+def test_a_change_below_the_absolute_floor_is_unchanged():
+    rng = np.random.default_rng(7)
+    base = groups(rng, 400, 5.0)        # values ~20 ms
+    cand = groups(rng, 400, 5.75)       # +15 %, statistically clear, but ~3 ms
+    assert compare_metric("itl_p50", base, cand, 0.5).verdict == "regressed"
+    assert compare_metric("itl_p50", base, cand, 0.5, min_abs=5.0).verdict == "unchanged"
