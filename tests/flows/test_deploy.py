@@ -154,7 +154,10 @@ def test_serve_schedules_the_nightly_at_0200_utc(prefect_server, tmp_path):
     proc = subprocess.Popen(
         _python(f"from flows.deploy import serve_nightly; serve_nightly(name={name!r})"),
         cwd=REPO_DIR, env=_child_env(prefect_server, tmp_path), stdout=log,
-        stderr=subprocess.STDOUT, start_new_session=True)
+        stderr=subprocess.STDOUT, start_new_session=True,
+        # CI may run the suite from a non-interactive shell's background job, where SIGINT is
+        # ignored and that is inherited: give the server Ctrl-C back, as a terminal would.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + SCHEDULE_WAIT_S
         deployment, runs = None, []
