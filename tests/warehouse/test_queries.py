@@ -190,3 +190,17 @@ def test_history_windows_match_a_direct_estimate(gc_run):
         live = (first <= mid) & (mid < done)
         expected = (prompt[live] + out[live] * (mid - first[live]) / (done[live] - first[live])).sum()
         assert r["running"] == int(live.sum()) and r["history_tokens"] == pytest.approx(expected)
+
+
+def test_run_t0_is_load_start_else_first_measured_send(gc_run):
+    """The one definition of a run's time zero (migration 0011's run_t0 macro)."""
+    conn, run_dir = gc_run
+    run_id = run_dir.name
+    load_started, first_send = conn.execute(
+        "SELECT r.load_started_ns, (SELECT min(sent_ns) FROM requests q WHERE q.run_id = r.run_id "
+        "AND coalesce(q.phase, 'measure') = 'measure') FROM runs r WHERE run_id = ?", [run_id]).fetchone()
+    assert load_started is not None and first_send > load_started
+    assert conn.execute("SELECT run_t0(?)", [run_id]).fetchone()[0] == load_started
+    conn.execute("UPDATE runs SET load_started_ns = NULL WHERE run_id = ?", [run_id])
+    assert conn.execute("SELECT run_t0(?)", [run_id]).fetchone()[0] == first_send
+    assert conn.execute("SELECT run_t0('no-such-run')").fetchone()[0] is None

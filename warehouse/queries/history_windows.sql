@@ -5,9 +5,7 @@
 WITH run AS (
     SELECT
         r.run_id,
-        coalesce(r.load_started_ns,
-                 (SELECT min(q.sent_ns) FROM requests q
-                  WHERE q.run_id = r.run_id AND coalesce(q.phase, 'measure') = 'measure')) AS t0_ns,
+        run_t0(r.run_id) AS t0_ns,
         CAST(round($window_s * 1e9) AS BIGINT) AS window_ns,
         r.duration_s
     FROM runs r

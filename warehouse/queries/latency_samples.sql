@@ -3,7 +3,7 @@
 -- TTFT = first_token_ns - sent_ns; ITL = every gap between consecutive content chunks of a
 -- request; E2E = done_ns - sent_ns of successful requests; error = 1 for a failed request else 0.
 WITH run AS (
-    SELECT r.run_id, r.load_started_ns AS t0_ns
+    SELECT r.run_id, run_t0(r.run_id) AS t0_ns
     FROM runs r
     WHERE r.run_id = $run_id
 ),

@@ -1,6 +1,6 @@
 -- The run's NVML samples per GPU, as seconds from load_started_ns (none where NVML was absent).
 WITH run AS (
-    SELECT r.run_id, r.load_started_ns AS t0_ns
+    SELECT r.run_id, run_t0(r.run_id) AS t0_ns
     FROM runs r
     WHERE r.run_id = $run_id
 )

@@ -2,7 +2,7 @@
 -- per rank (a straggler shows as the others waiting), KV occupancy, preemptions and the queue,
 -- as seconds from load_started_ns (warm-up steps left out).
 WITH run AS (
-    SELECT r.run_id, r.load_started_ns AS t0_ns
+    SELECT r.run_id, run_t0(r.run_id) AS t0_ns
     FROM runs r
     WHERE r.run_id = $run_id
 ),
