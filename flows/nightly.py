@@ -73,7 +73,7 @@ def compare(db_path: Path, scenario_name: str, run_id: str, baseline_runs: list[
     metrics = {m: METRICS[m] for m in config.metrics}
     if baseline_runs:
         verdicts = compare_runs(db_path, run_id, baseline_runs, metrics, config.thresholds,
-                                reps=config.bootstrap_reps)
+                                reps=config.bootstrap_reps, noise_guard=config.noise_guard)
     else:   # the first nightly of a scenario becomes the baseline of the next
         nan = float("nan")
         verdicts = [MetricVerdict(m, nan, nan, nan, nan, nan, nan, "insufficient", 0, 0)
@@ -99,7 +99,7 @@ def publish(result: NightlyResult) -> None:
             table=[{"metric": v["metric"], "baseline": _fmt(v["baseline"]),
                     "candidate": _fmt(v["candidate"]), "delta": _fmt(v["delta"]),
                     "ci": f"[{_fmt(v['ci_low'])}, {_fmt(v['ci_high'])}]",
-                    "verdict": v["verdict"]} for v in s.verdicts],
+                    "run noise": _fmt(v["run_noise"]), "verdict": v["verdict"]} for v in s.verdicts],
             description=f"{s.scenario_name}: candidate {s.run_id}")
     if result.report:
         lines += ["", f"Report: [{result.report}](file://{result.report})"]

@@ -51,6 +51,9 @@ class NightlyConfig:
     metrics: tuple[str, ...] = tuple(METRICS)
     thresholds: Thresholds = field(default_factory=Thresholds)
     bootstrap_reps: int = 400                # replicates per metric (CI resolution vs time)
+    # With ≥ 2 baseline runs, a change must also exceed their own spread (rca/compare.py): on a
+    # shared host clean runs differ by tens of percent; off only on a dedicated, quiet machine.
+    noise_guard: bool = True
 
     @classmethod
     def load(cls, config_dir: str | Path) -> "NightlyConfig":
@@ -99,6 +102,9 @@ class NightlyConfig:
         reps = raw.get("bootstrap_reps", 400)
         if not isinstance(reps, int) or not 50 <= reps <= 10_000:
             raise NightlyConfigError(f"{where}: bootstrap_reps: must be an integer in [50, 10000]")
+        noise_guard = raw.get("noise_guard", True)
+        if not isinstance(noise_guard, bool):
+            raise NightlyConfigError(f"{where}: noise_guard: must be true or false")
         return cls(scenarios=paths, baseline=baseline, last_n=last_n,
                    pinned_run_id=raw.get("pinned_run_id"), metrics=metrics,
-                   thresholds=Thresholds(**t_raw), bootstrap_reps=reps)
+                   thresholds=Thresholds(**t_raw), bootstrap_reps=reps, noise_guard=noise_guard)

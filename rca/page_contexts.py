@@ -32,6 +32,7 @@ def _metric_rows(verdicts: list[dict], scenario: str | None = None) -> list[dict
     for v in verdicts:
         row = {k: v[k] for k in ("metric", "baseline", "candidate", "delta", "ci_low", "ci_high",
                                  "rel_delta", "verdict")}
+        row["run_noise"] = v.get("run_noise")
         row["unit"] = METRIC_UNITS.get(v["metric"], "ms")
         row["scenario"] = scenario
         rows.append(row)

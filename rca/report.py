@@ -220,6 +220,7 @@ def incident_context(db_path: str | Path, run_id: str) -> dict:
         nvml = query(conn, "nvml_samples", run_id=run_id)
         pauses = query(conn, "gc_pauses", run_id=run_id)
         totals = query(conn, "totals", run_id=run_id)[0]
+        measurement = query(conn, "measurement_check", run_id=run_id)[0]
         faults = query(conn, "faults", run_id=run_id)
         # (conn.execute returns the connection: fetch each result before the next query)
         spike_rows = conn.execute("SELECT * FROM spikes WHERE run_id = ? AND NOT coalesce(suppressed, false) "
@@ -276,4 +277,6 @@ def incident_context(db_path: str | Path, run_id: str) -> dict:
         "spikes": spike_list,
         "comparison": _comparison(windows, step_windows, pauses, spike_list, window_s),
         "faults": _faults(faults, spike_list, window_s),
+        "measurement": ({k: (int(v) if k == "requests" else _num(v)) for k, v in measurement.items()}
+                        if measurement["requests"] else None),
     }

@@ -35,6 +35,9 @@ _OPTIONAL_TOP = {
     "comparison": [], "faults": [],
     # Phase-2 additions (optional): NVML samples and the correlation table.
     "nvml": [], "correlations": [],
+    # The load generator against the engine server's socket-side times (None: no server times,
+    # e.g. an external target): {requests, ttft_diff_p50_ms, ttft_diff_p99_ms, e2e_diff_p50_ms, e2e_diff_p99_ms}
+    "measurement": None,
 }
 # metrics: every latency series the spike covers (rca merges ITL/TTFT/E2E intervals into one
 # incident); summary: one line of why, from the attribution.
@@ -49,6 +52,7 @@ _OPTIONAL_COMPARISON = {"unit": ""}
 _REQUIRED_CORRELATION = ("signal", "metric", "r")
 _OPTIONAL_CORRELATION = {"lag_s": None, "n": None, "note": ""}
 _REQUIRED_NVML = ("t_s", "gpu")
+_MEASUREMENT_KEYS = ("requests", "ttft_diff_p50_ms", "ttft_diff_p99_ms", "e2e_diff_p50_ms", "e2e_diff_p99_ms")
 _TOTALS_KEYS = ("requests", "errors", "output_tokens", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms",
                 "itl_p99_ms", "e2e_p50_ms", "e2e_p99_ms")
 
@@ -69,6 +73,11 @@ def check_incident_context(context: dict) -> dict:
     for key in _TOTALS_KEYS:
         totals.setdefault(key, None)
         need_number(totals[key], f"totals.{key}")
+    if ctx["measurement"] is not None:
+        m = need_mapping(ctx["measurement"], "measurement")
+        for key in _MEASUREMENT_KEYS:
+            m.setdefault(key, None)
+            need_number(m[key], f"measurement.{key}")
     if not isinstance(ctx["headline"], str):
         raise ContextError(f"headline: expected a str, got {type(ctx['headline']).__name__}")
 

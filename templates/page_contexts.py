@@ -86,8 +86,9 @@ def check_nightly_context(context: dict) -> dict:
     for i, m in enumerate(ctx["metrics"]):
         where = f"metrics[{i}]"
         complete(m, where, ("metric", "baseline", "candidate", "delta", "ci_low", "ci_high", "verdict"),
-                 {"unit": "", "scenario": None, "rel_delta": None, "n_baseline": None, "n_candidate": None})
-        for key in ("baseline", "candidate", "delta", "ci_low", "ci_high", "rel_delta"):
+                 {"unit": "", "scenario": None, "rel_delta": None, "n_baseline": None, "n_candidate": None,
+                  "run_noise": None})
+        for key in ("baseline", "candidate", "delta", "ci_low", "ci_high", "rel_delta", "run_noise"):
             need_number(m[key], f"{where}.{key}")
         _one_of(m["verdict"], VERDICTS, f"{where}.verdict")
         if None not in (m["ci_low"], m["ci_high"]) and m["ci_low"] > m["ci_high"]:

@@ -42,6 +42,7 @@ RUN_FILES: tuple[RunFile, ...] = (
     RunFile("metrics", ("metrics.parquet", "metrics.arrow"), ("ts_ns", "name")),
     RunFile("client_health", ("client_health.parquet", "client_health.arrow"), ("ts_ns",)),
     RunFile("engine_requests", ("engine_requests.parquet", "engine_requests.arrow"), ("request_id",)),
+    RunFile("server_requests", ("server_requests.parquet", "server_requests.arrow"), ("request_id",)),
     # faults.parquet (engine) and faults.loadgen.parquet (loadgen): one ground-truth table.
     RunFile("faults", ("faults*.parquet", "faults*.arrow"), ("kind",), several=True),
 )

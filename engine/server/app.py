@@ -32,6 +32,7 @@ from engine.server.protocol import (ChatCompletionRequest, CompletionRequest, pa
                                     to_sampling_params)
 from engine.server.responses import (ResponseMeta, StreamEncoder, full_response, usage,
                                      usage_chunk)
+from engine.server.wire_clock import WireClock, WireLog, mark_content
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,8 @@ def create_app(engine: Any, config: ServerConfig | None = None) -> FastAPI:
     app.state.metrics = metrics
     app.state.async_engine = AsyncEngine(engine, metrics)
     app.state.server_config = config
+    app.state.wire_log = WireLog()          # server_requests.parquet: times at the socket
+    app.add_middleware(WireClock, log=app.state.wire_log)
 
     def async_engine() -> AsyncEngine:
         return app.state.async_engine
@@ -148,7 +151,7 @@ def create_app(engine: Any, config: ServerConfig | None = None) -> FastAPI:
                             chat=chat)
         headers = {REQUEST_ID_HEADER: request_id}
         if req.stream:
-            return StreamingResponse(_sse_body(gen, meta, len(prompt_ids), req.include_usage,
+            return StreamingResponse(_sse_body(request, gen, meta, len(prompt_ids), req.include_usage,
                                                req.continuous_usage),
                                      media_type=sse.SSE_MEDIA_TYPE, headers={**sse.SSE_HEADERS, **headers})
         return await _full_body(request, gen, meta, len(prompt_ids), headers)
@@ -165,13 +168,15 @@ def create_app(engine: Any, config: ServerConfig | None = None) -> FastAPI:
                            f"+ waiting limit {config.max_waiting}); retry after {config.retry_after_s} s",
                            headers={"Retry-After": str(config.retry_after_s)})
 
-    async def _sse_body(gen: TextGeneration, meta: ResponseMeta, prompt_tokens: int,
+    async def _sse_body(request: Request, gen: TextGeneration, meta: ResponseMeta, prompt_tokens: int,
                         include_usage: bool, continuous_usage: bool) -> AsyncIterator[bytes]:
         encoder = StreamEncoder(meta, include_usage)
         first = True
         try:
             async for step in gen.steps():
                 running = usage(prompt_tokens, gen.completion_tokens) if continuous_usage else None
+                if step.text:
+                    mark_content(request.scope)
                 yield encoder.chunk(step.text, step.finish_reason, first, running)
                 first = False
             if include_usage:
@@ -215,8 +220,11 @@ def create_app(engine: Any, config: ServerConfig | None = None) -> FastAPI:
 
     @app.post("/spikelens/flush")
     async def flush():
-        written = await async_engine().run_in_engine(lambda e: e.flush())
-        return {"status": "flushed", "files": [str(p) for p in (written or [])]}
+        written = list(await async_engine().run_in_engine(lambda e: e.flush()) or [])
+        run_dir = getattr(getattr(engine, "telemetry", None), "run_dir", None)
+        if run_dir is not None:
+            written.append(app.state.wire_log.write(run_dir))
+        return {"status": "flushed", "files": [str(p) for p in written]}
 
     return app
 

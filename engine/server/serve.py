@@ -25,6 +25,7 @@ import uvicorn
 from engine.config import EngineConfig
 from engine.server.app import create_app
 from engine.server.config import ServerConfig
+from engine.server.wire_clock import WireH11Protocol
 
 log = logging.getLogger("engine.server")
 
@@ -104,6 +105,7 @@ def serve(config_path: str | Path, run_dir: str | Path, host: str = "127.0.0.1",
     grace_s = run_config.server.graceful_shutdown_s
     server = _EngineServer(uvicorn.Config(
         app, host=host, port=port, log_level="warning", access_log=False, lifespan="on",
+        http=WireH11Protocol,  # stamps when each request's bytes were read (server_requests.parquet)
         timeout_graceful_shutdown=grace_s + 5.0), app, grace_s)
     # uvicorn handles SIGTERM/SIGINT while it runs and re-raises the signal afterwards through the
     # handler that was installed before it; a no-op one lets us flush and exit 0 instead of dying.
@@ -115,6 +117,7 @@ def serve(config_path: str | Path, run_dir: str | Path, host: str = "127.0.0.1",
         server.run()
     finally:
         engine.close()  # ends active faults, writes steps/gc/engine_requests/faults parquet
+        app.state.wire_log.write(run_dir)  # server_requests.parquet: the socket-side times
         log.warning("engine stopped; telemetry flushed to %s", run_dir)
     return 0 if server.started else 1
 

@@ -153,7 +153,8 @@ def test_arm_validates_t0_and_flush_writes_files(client, server):
     assert client.post("/spikelens/arm", json={"t0_ns": -5}).json()["error"]["param"] == "t0_ns"
     assert client.post("/spikelens/arm", json={"t0_ns": 1_700_000_000_000_000_000}).status_code == 200
     files = client.post("/spikelens/flush").json()["files"]
-    assert {"steps.parquet", "engine_requests.parquet"} <= {f.rsplit("/", 1)[-1] for f in files}
+    assert {"steps.parquet", "engine_requests.parquet", "server_requests.parquet"} <= {
+        f.rsplit("/", 1)[-1] for f in files}
     assert (server.run_dir / "steps.parquet").exists()
 
 
@@ -171,6 +172,13 @@ def test_sigterm_flushes_telemetry_and_exits_zero(tmp_path):
     requests = pq.read_table(tmp_path / "engine_requests.parquet").to_pylist()
     assert steps.num_rows >= 3
     assert [r["request_id"] for r in requests] == ["before-sigterm"] and requests[0]["output_tokens"] == 3
+    # the socket-side times bracket the engine's own: received before admission, content and end
+    # handed to the socket after the engine step that produced them
+    [wire] = pq.read_table(tmp_path / "server_requests.parquet").to_pylist()
+    engine = requests[0]
+    assert wire["request_id"] == "before-sigterm" and wire["status"] == 200 and not wire["streamed"]
+    assert wire["received_ns"] <= engine["arrival_ns"]
+    assert engine["first_token_ns"] <= wire["first_content_ns"] and engine["done_ns"] <= wire["done_ns"]
 
 
 def test_sigterm_with_an_open_stream_ends_it_in_band_and_logs_the_abort(tmp_path):

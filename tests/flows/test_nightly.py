@@ -64,6 +64,8 @@ def test_baseline_and_verdicts(harness, tmp_path):
     by_metric = {v["metric"]: v for v in verdicts}
     assert by_metric["itl_p50"]["verdict"] == "regressed" and by_metric["itl_p50"]["ci_low"] > 0
     assert by_metric["throughput"]["verdict"] == "regressed"
+    noise = by_metric["itl_p50"]["run_noise"]       # two simulated clean runs: a few percent apart
+    assert 0 <= noise < 0.1 and by_metric["itl_p50"]["rel_delta"] > noise
 
     # n3 regressed, so it never becomes a baseline of the next night
     base, _ = judge(db, nightly_run(tmp_path, db, "n4", 3, seed=4), config)

@@ -16,7 +16,7 @@ def test_builtin_nightly_config_loads():
     from flows.nightly import default_config_dir
 
     cfg = NightlyConfig.load(default_config_dir())
-    assert cfg.baseline == "rolling" and cfg.last_n == 5
+    assert cfg.baseline == "rolling" and cfg.last_n == 5 and cfg.noise_guard
     assert all(p.is_file() for p in cfg.scenarios)
 
 
@@ -35,6 +35,7 @@ def test_thresholds_per_metric(tmp_path):
     ("scenarios: [missing.yaml]\n", "does not exist"),
     ("scenarios: [a.yaml]\nbaseline: pinned\n", "pinned_run_id"),
     ("scenarios: [a.yaml]\nthresholds: {latency: 0.1}\n", "thresholds.latency"),
+    ("scenarios: [a.yaml]\nnoise_guard: maybe\n", "noise_guard: must be true or false"),
 ])
 def test_bad_config_names_the_key(tmp_path, text, needle):
     with pytest.raises(NightlyConfigError, match=needle):

@@ -3,11 +3,9 @@ concurrent streams — p99 of |client − server| ≤ 2 ms, or the run is flagge
 health and the test shows why. Slow (starts the engine): marked e2e.
 
 The comparison is per request: client TTFT = first content chunk − sent_ns; server TTFT =
-engine_requests.first_token_ns − arrival_ns (and the same for E2E with done_ns). When the
-client is healthy and the difference is still above 2 ms, the test is an expected failure (xfail)
-whose message splits the difference into its legs (send → server arrival, server first token →
-client first chunk): today the engine's timestamps are taken inside the server process, not at
-the socket, so its own queueing is in the difference (see docs/progress/loadgen.md).
+server_requests.first_content_ns − received_ns, the server's socket-side times
+(engine/server/wire_clock.py), and the same for E2E with done_ns. A failure message splits the
+difference into its legs (send → server received, server wrote first text → client read it).
 """
 
 import pyarrow.parquet as pq
@@ -33,29 +31,37 @@ def test_client_and_server_timestamps_agree_at_64_streams(tmp_path):
         result = run_locust(engine.url, tmp_path, WORKLOAD, {"shape": "constant", "users": STREAMS},
                             duration_s=8, warmup_s=3, tokenizer_path=DEFAULT_TOKENIZER_PATH)
     client = pq.read_table(tmp_path / "requests.parquet").to_pylist()
-    server = {r["request_id"]: r for r in pq.read_table(tmp_path / "engine_requests.parquet").to_pylist()}
-    pairs = [(c, server[c["request_id"]]) for c in client
-             if c["status"] == "ok" and c["phase"] == "measure" and c["request_id"] in server]
+    wire = {r["request_id"]: r for r in pq.read_table(tmp_path / "server_requests.parquet").to_pylist()}
+    engine_side = {r["request_id"]: r for r in pq.read_table(tmp_path / "engine_requests.parquet").to_pylist()}
+    pairs = [(c, wire[c["request_id"]]) for c in client
+             if c["status"] == "ok" and c["phase"] == "measure" and c["request_id"] in wire]
     assert result.requests_sent == len(client) and len(pairs) > STREAMS
 
     def p99(values):
         return percentile(sorted(values), 99)
 
-    ttft = p99([abs((c["first_token_ns"] - c["sent_ns"]) - (s["first_token_ns"] - s["arrival_ns"])) / 1e6
+    ttft = p99([abs((c["first_token_ns"] - c["sent_ns"]) - (s["first_content_ns"] - s["received_ns"])) / 1e6
                 for c, s in pairs])
-    e2e = p99([abs((c["done_ns"] - c["sent_ns"]) - (s["done_ns"] - s["arrival_ns"])) / 1e6 for c, s in pairs])
-    legs = {"send→server arrival p99 ms": p99([(s["arrival_ns"] - c["sent_ns"]) / 1e6 for c, s in pairs]),
-            "server first token→client first chunk p99 ms":
-                p99([(c["first_token_ns"] - s["first_token_ns"]) / 1e6 for c, s in pairs])}
+    e2e = p99([abs((c["done_ns"] - c["sent_ns"]) - (s["done_ns"] - s["received_ns"])) / 1e6 for c, s in pairs])
+    # For the record: against the engine's own stamps (admission, end of the producing step) the
+    # difference also holds the server's delivery delay, which is why the socket-side ones exist.
+    inside = p99([abs((c["first_token_ns"] - c["sent_ns"])
+                      - (engine_side[c["request_id"]]["first_token_ns"] - engine_side[c["request_id"]]["arrival_ns"])) / 1e6
+                  for c, _ in pairs if c["request_id"] in engine_side])
+    legs = {"send→server received p99 ms": p99([(s["received_ns"] - c["sent_ns"]) / 1e6 for c, s in pairs]),
+            "server wrote first text→client read it p99 ms":
+                p99([(c["first_token_ns"] - s["first_content_ns"]) / 1e6 for c, s in pairs]),
+            "TTFT |diff| p99 ms vs the engine's in-process stamps": inside}
+    print(f"client health {result.client_health}; TTFT |diff| p99 {ttft:.2f} ms, E2E |diff| p99 {e2e:.2f} ms; {legs}")
     if not result.client_valid:
-        print(f"run flagged invalid by client health: {result.client_health['reasons']}; "
-              f"TTFT |diff| p99 {ttft:.1f} ms, E2E |diff| p99 {e2e:.1f} ms, {legs}")
         assert result.client_health["reasons"]  # the flag always says why
         return
     if ttft > 2.0 or e2e > 2.0:
-        # Known and not loadgen's: engine_requests.parquet stamps arrival_ns when the handler runs
-        # and first_token_ns at the end of the engine step, not when the socket saw the bytes, so
-        # the server's own queueing (GIL shared by the step thread and the event loop) lands in the
-        # difference. Needs write-time stamps from engine-server (docs/progress/loadgen.md).
+        # Measured here (2 shared cores): send → server received p99 114-152 ms, server wrote
+        # first text → client read it p99 4-6 ms. The first leg is the server's event loop reading
+        # a burst of 64 new requests late (it is busy admitting the ones before them); only kernel
+        # receive timestamps could show when the bytes arrived, and uvicorn's transport does not
+        # read them. The second is the client's own read delay, bounded by its loop lag (p99 6-10
+        # ms here, which the issue's 10-ms health limit still calls valid). Issue 5 stays open.
         pytest.xfail(f"client healthy, yet TTFT |diff| p99 = {ttft:.1f} ms, E2E |diff| p99 = {e2e:.1f} ms; "
                      f"legs: {legs}")

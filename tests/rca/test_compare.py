@@ -1,7 +1,7 @@
 """Nightly comparison: a real shift is flagged with the right sign; noise is not."""
 import numpy as np
 
-from rca.compare import Samples, compare_metric
+from rca.compare import Samples, between_run_noise, compare_metric
 
 
 def groups(rng, n_requests, scale, per=20):
@@ -64,3 +64,25 @@ def test_a_change_below_the_absolute_floor_is_unchanged():
     cand = groups(rng, 400, 5.75)       # +15 %, statistically clear, but ~3 ms
     assert compare_metric("itl_p50", base, cand, 0.5).verdict == "regressed"
     assert compare_metric("itl_p50", base, cand, 0.5, min_abs=5.0).verdict == "unchanged"
+
+
+def test_run_noise_is_the_largest_leave_one_out_gap():
+    # Three runs whose medians are ~20, ~20 and ~26 ms: the odd one is ~30 % off the other two.
+    rng = np.random.default_rng(8)
+    runs = [groups(rng, 200, 5.0), groups(rng, 200, 5.0), groups(rng, 200, 6.5)]
+    noise = between_run_noise(runs, 0.5, absolute=False)
+    assert 0.22 < noise < 0.38
+    assert np.isnan(between_run_noise(runs[:1], 0.5, absolute=False))        # one run: unknown
+    few = Samples.from_groups([[1.0]] * 3)                                    # too few requests
+    assert np.isnan(between_run_noise([runs[0], few], 0.5, absolute=False))
+
+
+def test_a_change_within_the_run_noise_is_unchanged_and_beyond_it_regresses():
+    rng = np.random.default_rng(9)
+    base = groups(rng, 400, 5.0)
+    cand = groups(rng, 400, 6.5)        # +30 %: clear against the 10 % threshold alone
+    assert compare_metric("itl_p50", base, cand, 0.5).verdict == "regressed"
+    within = compare_metric("itl_p50", base, cand, 0.5, run_noise=0.40)
+    assert within.verdict == "unchanged" and within.run_noise == 0.40 and within.ci_low > 0
+    beyond = compare_metric("itl_p50", base, groups(rng, 400, 10.0), 0.5, run_noise=0.40)
+    assert beyond.verdict == "regressed"

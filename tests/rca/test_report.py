@@ -92,3 +92,35 @@ def test_context_carries_per_rank_kv_and_concurrency_series(warehouse_with):
     busy = [w for w in ctx["windows"] if w["requests"]]
     assert busy and all(w["running"] and w["running"] > 0 for w in busy)
     assert ctx["nvml"] == []          # the simulated run has no GPU: no invented samples
+
+
+def test_measurement_check_compares_client_and_socket_times(tmp_path):
+    """The server saw each request 1 ms after the client sent it, wrote the first text 2 ms and
+    the last byte 0.5 ms before the client read them: TTFT differs by 3 ms, E2E by 1.5 ms."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from runbuilder import SimSpec, write_run
+
+    from warehouse.ingest import ingest_run
+
+    run_dir = write_run(tmp_path / "runs", SimSpec(run_id="sim-wire", incident=None))
+    client = pq.read_table(run_dir / "requests.parquet").to_pylist()
+    ms = 1_000_000
+    pq.write_table(pa.Table.from_pylist([
+        {"request_id": c["request_id"], "path": "/v1/completions", "status": 200, "streamed": True,
+         "received_ns": c["sent_ns"] + ms, "first_content_ns": c["first_token_ns"] - 2 * ms,
+         "done_ns": c["done_ns"] - ms // 2} for c in client if c["first_token_ns"] and c["done_ns"]]),
+        run_dir / "server_requests.parquet")
+    db = tmp_path / "w.duckdb"
+    ingest_run(db, run_dir)
+    analyze_run(db, "sim-wire")
+    m = incident_context(db, "sim-wire")["measurement"]
+    assert m["requests"] > 100
+    assert m["ttft_diff_p50_ms"] == pytest.approx(3.0) and m["ttft_diff_p99_ms"] == pytest.approx(3.0)
+    assert m["e2e_diff_p99_ms"] == pytest.approx(1.5)
+    if check_incident_context is not None:
+        check_incident_context(incident_context(db, "sim-wire"))
+
+
+def test_no_server_times_no_measurement_check(warehouse_with):
+    assert _context(warehouse_with, incident=None)["measurement"] is None

@@ -260,7 +260,7 @@ def make_nightly_context() -> dict:
         "metrics": [
             {"metric": "itl_p99", "unit": "ms", "scenario": "nightly-small", "baseline": 44.6, "candidate": 52.7,
              "delta": 8.1, "ci_low": 4.2, "ci_high": 11.9, "rel_delta": 0.1816, "verdict": "regressed",
-             "n_baseline": 6, "n_candidate": 1},
+             "n_baseline": 6, "n_candidate": 1, "run_noise": 0.093},
             {"metric": "output_tokens_per_s", "unit": "tok/s", "scenario": "nightly-small", "baseline": 1506.5,
              "candidate": 1507.0, "delta": 0.5, "ci_low": -14.0, "ci_high": 15.2, "verdict": "unchanged"},
             {"metric": "ttft_p99", "unit": "ms", "scenario": "nightly-small", "baseline": 180.0,

@@ -32,6 +32,7 @@ def test_returns_a_completed_copy_and_leaves_the_input_alone(incident_context):
     (lambda c: c["faults"][0].pop("detected"), r"faults\[0\]: missing key 'detected'"),
     (lambda c: c["gc_pauses"][0].update(duration_ms=None), r"gc_pauses\[0\]\.duration_ms: expected a number"),
     (lambda c: c["totals"].update(requests=True), r"totals\.requests: expected a number"),
+    (lambda c: c.update(measurement={"ttft_diff_p99_ms": "1 ms"}), r"measurement\.ttft_diff_p99_ms: expected a number"),
 ])
 def test_bad_input_names_the_key(incident_context, mutate, message):
     mutate(incident_context)

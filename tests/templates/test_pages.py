@@ -48,14 +48,15 @@ def test_nightly_shows_delta_ci_and_verdict(nightly_context, tmp_path, parse):
     rows = tree.find("table", cls="nightly-metrics").find_all("tr", cls="metric-row")
     cells = [td.text for td in rows[0].find_all("td")]
     assert cells[:6] == ["nightly-small", "itl_p99", "44.6 ms", "52.7 ms", "8.1 ms (+18.2%)", "[4.2 ms, 11.9 ms]"]
-    assert cells[7] == "regressed"
+    assert cells[7] == "±9.3%"          # the spread between baseline runs, which the change exceeds
+    assert cells[8] == "regressed"
     bar = rows[0].find("svg", cls="ci")
     zero = float(bar.find("line", cls="zero").attrs["x1"])
     interval = bar.find("line", cls="interval")
     assert zero < float(interval.attrs["x1"]) < float(interval.attrs["x2"])  # CI entirely above zero
     # NaN from rca reads as a dash; no bar is drawn for an unknown interval.
     missing = [td.text for td in rows[2].find_all("td")]
-    assert missing[3:8] == ["—", "—", "[—, —]", "—", "insufficient"]
+    assert missing[3:9] == ["—", "—", "[—, —]", "—", "—", "insufficient"]
     charts = json.loads(tree.find("script", id="chart-data").text)
     assert [c["id"] for c in charts] == ["chart-trend-0", "chart-trend-1"]
     assert len(charts[0]["figure"]["data"][0]["y"]) == 7 and charts[0]["figure"]["data"][1]["y"] == [52.7]

@@ -202,3 +202,13 @@ def test_plotly_is_the_installed_file(incident_context, tmp_path):
     render_incident(incident_context, tmp_path / "a")
     render_incident(incident_context, tmp_path / "a")  # a re-render keeps the file in place
     assert filecmp.cmp(tmp_path / "a" / "static" / "plotly.min.js", plotly_js_path(), shallow=False)
+
+
+def test_measurement_check_is_shown_only_when_the_server_timed_the_socket(incident_context, tmp_path, parse):
+    without = parse(render_incident(incident_context, tmp_path / "a", interactive=False).read_text(encoding="utf-8"))
+    assert not without.find_all("p", id="measurement-check")
+    incident_context["measurement"] = {"requests": 812, "ttft_diff_p50_ms": 0.31, "ttft_diff_p99_ms": 1.8,
+                                       "e2e_diff_p50_ms": 0.4, "e2e_diff_p99_ms": 2.6}
+    tree = parse(render_incident(incident_context, tmp_path / "b", interactive=False).read_text(encoding="utf-8"))
+    text = tree.find("p", id="measurement-check").text
+    assert "over 812 requests" in text and "0.31 ms (p50) / 1.8 ms (p99)" in text and "2.6 ms" in text

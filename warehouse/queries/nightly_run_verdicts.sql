@@ -9,6 +9,6 @@ ordered AS (
                              'throughput', 'error_rate'], metric) AS pos
     FROM verdicts
 )
-SELECT metric, baseline, candidate, delta, ci_low, ci_high, rel_delta, verdict, baseline_runs
+SELECT metric, baseline, candidate, delta, ci_low, ci_high, rel_delta, run_noise, verdict, baseline_runs
 FROM ordered
 ORDER BY pos NULLS LAST, metric

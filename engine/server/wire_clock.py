@@ -1,0 +1,129 @@
+"""Wire-side timestamps of every completion request (``server_requests.parquet``).
+
+``engine_requests.parquet`` stamps a request where the engine sees it: arrival after parsing and
+tokenization, first token at the end of the engine step that produced it. Between those stamps and
+the socket lie the server's own delays — the event loop waiting for the GIL that the step thread
+holds, JSON encoding, the SSE write — tens of milliseconds on 2 busy cores. To check a load
+generator against the server (issue 5: |client − server| p99 ≤ 2 ms) the server must be timed where
+the bytes are: this pure-ASGI middleware stamps
+
+- ``received_ns``: when the event loop read the request's first bytes off the socket
+  (``WireH11Protocol``, uvicorn's h11 protocol with a stamp in ``data_received``). The ASGI call
+  starts later — after the handlers of requests that arrived in the same burst have parsed and
+  tokenized theirs (``app_start_ns``; ~100 ms for the last of 64 simultaneous requests on 2 cores),
+  and that wait is the server's, so a client rightly counts it,
+- ``first_content_ns``: just after the first body message that carries generated text was handed
+  to the transport (uvicorn writes it to the socket inside ``send``),
+- ``done_ns``: just after the last body message (``more_body`` false) was handed over,
+
+and keeps one row per request. Written next to the engine's files at flush and shutdown. A pure
+ASGI middleware, not Starlette's ``BaseHTTPMiddleware``, which would buffer the streamed body.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pyarrow as pa
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from engine.telemetry.table_buffer import TableBuffer
+
+SERVER_REQUEST_SCHEMA = pa.schema([
+    ("request_id", pa.string()),         # the X-Request-Id the response carried
+    ("path", pa.string()),
+    ("status", pa.int32()),              # HTTP status sent
+    ("streamed", pa.bool_()),            # text/event-stream answer
+    ("received_ns", pa.int64()),         # first bytes read off the socket
+    ("app_start_ns", pa.int64()),        # the ASGI app was called (request head parsed, task ran)
+    ("first_content_ns", pa.int64()),    # null: no generated text was sent
+    ("done_ns", pa.int64()),             # null: the connection ended before the last byte
+])
+
+TIMED_PATHS = frozenset({"/v1/completions", "/v1/chat/completions"})
+_CONTENT_KEY = "spikelens.content_started"   # set in the ASGI scope by the handler
+_RECEIVED_KEY = "spikelens.received_ns"      # set in the ASGI scope by WireH11Protocol
+
+
+class WireH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol, stamping when a request's first bytes were read off the socket.
+
+    The stamp is taken in ``data_received`` for bytes that start a new request (no response
+    cycle open) and put into the scope uvicorn builds from them, before the app's task runs.
+    """
+
+    _pending_ns: int | None = None
+
+    def data_received(self, data: bytes) -> None:
+        now = time.time_ns()
+        if self._pending_ns is None and (self.cycle is None or self.cycle.response_complete):
+            self._pending_ns = now
+        before = self.scope if hasattr(self, "scope") else None
+        super().data_received(data)
+        scope = getattr(self, "scope", None)
+        if scope is not None and scope is not before:     # a request head was parsed just now
+            scope[_RECEIVED_KEY] = self._pending_ns or now
+            self._pending_ns = None
+
+
+def mark_content(scope: dict) -> None:
+    """Called by a streaming handler just before it yields its first chunk with generated text:
+    the next body message the middleware sends is the one a client's TTFT ends at."""
+    scope[_CONTENT_KEY] = True
+
+
+class WireLog:
+    """Rows of ``server_requests.parquet``; appended on the event loop, written from anywhere."""
+
+    def __init__(self):
+        self.buffer = TableBuffer(SERVER_REQUEST_SCHEMA)
+
+    def write(self, run_dir: Path) -> Path:
+        return self.buffer.write(Path(run_dir) / "server_requests.parquet")
+
+    def __len__(self) -> int:
+        return len(self.buffer)
+
+
+class WireClock:
+    """ASGI middleware recording one ``WireLog`` row per completion request (see module doc)."""
+
+    def __init__(self, app, log: WireLog):
+        self.app = app
+        self.log = log
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["path"] not in TIMED_PATHS:
+            await self.app(scope, receive, send)
+            return
+        app_start_ns = time.time_ns()
+        received_ns = scope.get(_RECEIVED_KEY, app_start_ns)   # no stamping protocol: the app start
+        row = {"request_id": None, "status": None, "streamed": False, "first": None, "done": None}
+
+        async def timed_send(message):
+            kind = message["type"]
+            if kind == "http.response.start":
+                headers = dict(message.get("headers") or [])
+                rid = headers.get(b"x-request-id")
+                row["request_id"] = rid.decode("latin-1") if rid else None
+                row["status"] = message["status"]
+                row["streamed"] = headers.get(b"content-type", b"").startswith(b"text/event-stream")
+            await send(message)
+            if kind != "http.response.body":
+                return
+            now = time.time_ns()
+            # A streamed answer's content starts where the handler said; any other answer's first
+            # non-empty body is its content.
+            has_content = scope.get(_CONTENT_KEY) if row["streamed"] else bool(message.get("body"))
+            if row["first"] is None and has_content and row["status"] == 200:
+                row["first"] = now
+            if not message.get("more_body", False):
+                row["done"] = now
+
+        try:
+            await self.app(scope, receive, timed_send)
+        finally:
+            if row["request_id"] is not None:
+                self.log.buffer.append(row["request_id"], scope["path"], row["status"], row["streamed"],
+                                       received_ns, app_start_ns, row["first"], row["done"])

@@ -1,0 +1,65 @@
+"""The wire clock: one row per completion request, stamped around the ASGI sends, content start
+where the handler marks it; other paths untouched. Driven as plain ASGI (no server needed)."""
+import asyncio
+
+from engine.server.wire_clock import WireClock, WireLog, mark_content
+
+
+def sse_app(chunks: list[bytes], content_from: int, status: int = 200):
+    """An ASGI app streaming `chunks`; generated text starts at chunk `content_from`."""
+    async def app(scope, receive, send):
+        ctype = b"text/event-stream" if status == 200 else b"application/json"
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", ctype), (b"x-request-id", b"req-1")]})
+        for i, chunk in enumerate(chunks):
+            if i == content_from:
+                mark_content(scope)
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+    return app
+
+
+def drive(app, path: str = "/v1/completions") -> list[tuple[str, int]]:
+    """Run one request through `app`; return (message type, time sent) per message."""
+    import time
+
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message):
+        sent.append((message["type"], time.time_ns()))
+
+    asyncio.run(app({"type": "http", "path": path, "method": "POST"}, receive, send))
+    return sent
+
+
+def test_stamps_follow_the_sends_and_the_content_mark():
+    log = WireLog()
+    sent = drive(WireClock(sse_app([b"data: role\n\n", b"data: hello\n\n", b"data: [DONE]\n\n"],
+                                   content_from=1), log))
+    [row] = log.buffer.to_table().to_pylist()
+    assert row["request_id"] == "req-1" and row["status"] == 200 and row["streamed"]
+    body_times = [t for kind, t in sent if kind == "http.response.body"]
+    assert row["received_ns"] <= sent[0][1]
+    # first content: after the second body send (the first one carried no text), before the third
+    assert body_times[1] <= row["first_content_ns"] <= body_times[2]
+    assert row["done_ns"] >= body_times[-1]
+
+
+def test_an_error_answer_has_no_content_time_and_other_paths_are_not_logged():
+    log = WireLog()
+    drive(WireClock(sse_app([b'{"error": {}}'], content_from=0, status=400), log))
+    drive(WireClock(sse_app([b"ok"], content_from=0), log), path="/health")
+    [row] = log.buffer.to_table().to_pylist()
+    assert row["status"] == 400 and row["first_content_ns"] is None and row["done_ns"] is not None
+
+
+def test_written_as_parquet(tmp_path):
+    import pyarrow.parquet as pq
+
+    log = WireLog()
+    drive(WireClock(sse_app([b"data: x\n\n"], content_from=0), log))
+    path = log.write(tmp_path)
+    assert path.name == "server_requests.parquet" and pq.read_table(path).num_rows == 1

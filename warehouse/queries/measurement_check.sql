@@ -1,0 +1,32 @@
+-- How far the load generator's TTFT and E2E are from the engine server's socket-side times
+-- (server_requests, engine/server/wire_clock.py), per measured request that both sides saw.
+-- A healthy client on a quiet host is within a millisecond or two; tens of ms mean the client (or
+-- the host it shares) was late reading its socket. No rows in server_requests: NULL figures.
+WITH run AS (
+    SELECT r.run_id, run_t0(r.run_id) AS t0_ns
+    FROM runs r
+    WHERE r.run_id = $run_id
+),
+measured AS (
+    SELECT q.request_id, q.sent_ns, q.first_token_ns, q.done_ns
+    FROM requests q, run
+    WHERE q.run_id = run.run_id
+      AND (q.phase = 'measure' OR (q.phase IS NULL AND q.sent_ns >= run.t0_ns))
+      AND coalesce(q.status = 'ok', coalesce(q.error, '') = '')
+),
+paired AS (
+    SELECT
+        abs((m.first_token_ns - m.sent_ns) - (s.first_content_ns - s.received_ns)) / 1e6 AS ttft_diff_ms,
+        abs((m.done_ns - m.sent_ns) - (s.done_ns - s.received_ns)) / 1e6 AS e2e_diff_ms
+    FROM measured m
+    JOIN server_requests s ON s.run_id = $run_id AND s.request_id = m.request_id
+    WHERE s.status = 200 AND s.first_content_ns IS NOT NULL AND s.done_ns IS NOT NULL
+      AND m.first_token_ns IS NOT NULL AND m.done_ns IS NOT NULL
+)
+SELECT
+    count(*) AS requests,
+    quantile_cont(ttft_diff_ms, 0.5) AS ttft_diff_p50_ms,
+    quantile_cont(ttft_diff_ms, 0.99) AS ttft_diff_p99_ms,
+    quantile_cont(e2e_diff_ms, 0.5) AS e2e_diff_p50_ms,
+    quantile_cont(e2e_diff_ms, 0.99) AS e2e_diff_p99_ms
+FROM paired
