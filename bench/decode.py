@@ -1,8 +1,15 @@
 """Output tokens/s of the spikelens engine vs ``transformers`` ``generate`` on the same weights (CPU).
 
-For each concurrency B (default 1 and 32): B requests with ``--prompt-tokens``-token prompts each
-generate exactly ``--output-tokens`` tokens, greedy (EOS ignored); tokens/s = B x output tokens / wall
-time, prefill included, for:
+For each concurrency B (default 1 and 32) and each workload, greedy (EOS ignored), tokens/s =
+requested output tokens / wall time, prefill included:
+- ``uniform``: every request has a ``--prompt-tokens`` prompt and wants exactly ``--output-tokens``
+  tokens — transformers' best case (one dense batch, no padding, no row finishes early);
+- ``mixed``: what a server sees — prompt lengths drawn from [P/4, 2P] and output lengths from
+  [O/8, 2O] (seeded). ``generate`` must left-pad the batch to its longest prompt and step it until
+  its longest output is done (finished rows keep computing); the engine batches continuously, so a
+  finished request leaves the batch. Only the tokens each request asked for count, on both sides.
+
+The two sides:
 - ``engine``: ``LLMEngine`` in-process, all B requests added at once, stepped until done (continuous
   batching);
 - ``hf``: one ``LlamaForCausalLM.generate`` call over the [B, prompt] batch (equal prompt lengths, so
@@ -94,16 +101,34 @@ def load_models(preset: str, checkpoint: str | None, max_num_seqs: int, threads:
     return engine, hf, weights, config
 
 
-def prompts(batch: int, length: int, vocab: int) -> list[list[int]]:
-    return [[(i * 7919 + j * 104729) % (vocab - 100) + 10 for j in range(length)] for i in range(batch)]
+PAD_ID = 2
 
 
-def run_engine(engine: LLMEngine, batch_prompts: list[list[int]], n_out: int) -> tuple[float, list[list[int]]]:
-    params = SamplingParams(temperature=0.0, max_tokens=n_out, ignore_eos=True)
+def prompt_ids(i: int, length: int, vocab: int) -> list[int]:
+    return [(i * 7919 + j * 104729) % (vocab - 100) + 10 for j in range(length)]
+
+
+def workload(kind: str, batch: int, prompt_tokens: int, output_tokens: int, vocab: int,
+             seed: int = 0) -> tuple[list[list[int]], list[int]]:
+    """(prompts, output lengths) of one batch: uniform, or mixed lengths as a server sees them."""
+    if kind == "uniform":
+        return [prompt_ids(i, prompt_tokens, vocab) for i in range(batch)], [output_tokens] * batch
+    import random
+
+    rng = random.Random(seed * 1_000_003 + batch)
+    lengths = [rng.randint(max(1, prompt_tokens // 4), 2 * prompt_tokens) for _ in range(batch)]
+    outputs = [rng.randint(max(1, output_tokens // 8), 2 * output_tokens) for _ in range(batch)]
+    return [prompt_ids(i, n, vocab) for i, n in enumerate(lengths)], outputs
+
+
+def run_engine(engine: LLMEngine, batch_prompts: list[list[int]],
+               n_out: list[int]) -> tuple[float, list[list[int]]]:
+    """All requests added at once, stepped until done; (wall s, tokens per request)."""
     out: dict[str, list[int]] = {}
     t0 = time.perf_counter()
-    for i, p in enumerate(batch_prompts):
-        engine.add_request(f"b{len(batch_prompts)}-{i}-{t0}", p, params)
+    for i, (p, n) in enumerate(zip(batch_prompts, n_out)):
+        engine.add_request(f"b{len(batch_prompts)}-{i}-{t0}", p,
+                           SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True))
     while engine.has_unfinished():
         for o in engine.step():
             out.setdefault(o.request_id, []).extend(o.new_token_ids)
@@ -112,16 +137,21 @@ def run_engine(engine: LLMEngine, batch_prompts: list[list[int]], n_out: int) ->
 
 
 @torch.inference_mode()
-def run_hf(hf, batch_prompts: list[list[int]], n_out: int) -> tuple[float, list[list[int]]]:
-    ids = torch.tensor(batch_prompts)  # [B, P], equal lengths: no padding
+def run_hf(hf, batch_prompts: list[list[int]], n_out: list[int]) -> tuple[float, list[list[int]]]:
+    """One ``generate`` over the left-padded batch until the longest output is done; (wall s, the
+    tokens each request asked for)."""
+    width = max(len(p) for p in batch_prompts)
+    ids = torch.tensor([[PAD_ID] * (width - len(p)) + p for p in batch_prompts])         # [B, P]
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in batch_prompts])   # [B, P]
+    longest = max(n_out)
     t0 = time.perf_counter()
-    out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n_out, min_new_tokens=n_out,
-                      do_sample=False)
+    out = hf.generate(ids, attention_mask=mask, max_new_tokens=longest, min_new_tokens=longest,
+                      do_sample=False)                                                     # [B, P + longest]
     wall = time.perf_counter() - t0
-    return wall, out[:, ids.shape[1]:].tolist()
+    return wall, [row[:n] for row, n in zip(out[:, width:].tolist(), n_out)]
 
 
-def run_server(config: EngineConfig, batch_prompts: list[list[int]], n_out: int, workdir: Path,
+def run_server(config: EngineConfig, batch_prompts: list[list[int]], n_out: list[int], workdir: Path,
                repeats: int) -> float:
     """Best wall time of ``repeats`` rounds of the batch sent concurrently to one server process."""
     import httpx
@@ -133,16 +163,16 @@ def run_server(config: EngineConfig, batch_prompts: list[list[int]], n_out: int,
         async def go() -> float:
             limits = httpx.Limits(max_connections=len(batch_prompts))
             async with httpx.AsyncClient(base_url=proc.url, timeout=600, limits=limits) as client:
-                async def one(p):
-                    body = {"prompt": p, "max_tokens": n_out, "temperature": 0, "ignore_eos": True, "stream": True}
+                async def one(p, n):
+                    body = {"prompt": p, "max_tokens": n, "temperature": 0, "ignore_eos": True, "stream": True}
                     async with client.stream("POST", "/v1/completions", json=body) as r:
                         async for _ in r.aiter_bytes():
                             pass
-                await one(batch_prompts[0][:8])  # warm-up
+                await one(batch_prompts[0][:8], 4)  # warm-up
                 walls = []
                 for _ in range(repeats):
                     t0 = time.perf_counter()
-                    await asyncio.gather(*(one(p) for p in batch_prompts))
+                    await asyncio.gather(*(one(p, n) for p, n in zip(batch_prompts, n_out)))
                     walls.append(time.perf_counter() - t0)
                 return min(walls)
 
@@ -161,6 +191,7 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 32])
     ap.add_argument("--prompt-tokens", type=int, default=64)
     ap.add_argument("--output-tokens", type=int, default=64)
+    ap.add_argument("--workload", nargs="+", choices=["uniform", "mixed"], default=["uniform", "mixed"])
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads, both sides")
     ap.add_argument("--repeats", type=int, default=3, help="runs per figure; the best is reported")
     ap.add_argument("--http", action="store_true", help="also measure through the HTTP server")
@@ -174,31 +205,37 @@ def main() -> None:
         # every full GC walk; the server process does not carry them, so take them out of GC here.
         gc.collect()
         gc.freeze()
-        run_engine(engine, prompts(1, 8, vocab), 4)  # warm-up both
-        run_hf(hf, prompts(1, 8, vocab), 4)
+        warm = [prompt_ids(0, 8, vocab)]
+        run_engine(engine, warm, [4])  # warm-up both
+        run_hf(hf, warm, [4])
         results = []
-        for b in a.concurrency:
-            batch = prompts(b, a.prompt_tokens, vocab)
-            engine_runs, hf_runs = [], []
-            for _ in range(a.repeats):  # interleaved, so a burst of other load hits both sides alike
-                engine_runs.append(run_engine(engine, batch, a.output_tokens))
-                hf_runs.append(run_hf(hf, batch, a.output_tokens))
-            engine_wall, engine_tokens = min(engine_runs, key=lambda r: r[0])
-            hf_wall, hf_tokens = min(hf_runs, key=lambda r: r[0])
-            row = {"concurrency": b, "output_tokens": b * a.output_tokens,
-                   "engine_tok_s": round(b * a.output_tokens / engine_wall, 1),
-                   "hf_tok_s": round(b * a.output_tokens / hf_wall, 1),
-                   "ratio": round(hf_wall / engine_wall, 2),
-                   "greedy_match": round(sum(prefix_match(x, y) for x, y in zip(engine_tokens, hf_tokens)) / b, 3)}
-            if a.http:
-                server_wall = run_server(config, batch, a.output_tokens, workdir, a.repeats)
-                row["server_tok_s"] = round(b * a.output_tokens / server_wall, 1)
-            results.append(row)
+        for kind in a.workload:
+            for b in a.concurrency:
+                batch, n_out = workload(kind, b, a.prompt_tokens, a.output_tokens, vocab)
+                wanted = sum(n_out)
+                engine_runs, hf_runs = [], []
+                for _ in range(a.repeats):  # interleaved, so a burst of other load hits both sides alike
+                    engine_runs.append(run_engine(engine, batch, n_out))
+                    hf_runs.append(run_hf(hf, batch, n_out))
+                engine_wall, engine_tokens = min(engine_runs, key=lambda r: r[0])
+                hf_wall, hf_tokens = min(hf_runs, key=lambda r: r[0])
+                row = {"workload": kind, "concurrency": b, "output_tokens": wanted,
+                       "prompt_tokens": sum(len(p) for p in batch),
+                       "engine_tok_s": round(wanted / engine_wall, 1),
+                       "hf_tok_s": round(wanted / hf_wall, 1),
+                       "ratio": round(hf_wall / engine_wall, 2),
+                       "greedy_match": round(sum(prefix_match(x, y) for x, y in zip(engine_tokens, hf_tokens)) / b, 3)}
+                if a.http:
+                    server_wall = run_server(config, batch, n_out, workdir, a.repeats)
+                    row["server_tok_s"] = round(wanted / server_wall, 1)
+                results.append(row)
         engine.telemetry.close()
         gc.unfreeze()  # let interpreter shutdown release them normally
     print(json.dumps({"bench": "decode", "weights": weights,
                       "preset_or_checkpoint": config.model if a.checkpoint else a.preset,
                       "prompt_tokens": a.prompt_tokens, "output_tokens_per_request": a.output_tokens,
+                      "mixed_ranges": {"prompt": [max(1, a.prompt_tokens // 4), 2 * a.prompt_tokens],
+                                       "output": [max(1, a.output_tokens // 8), 2 * a.output_tokens]},
                       "threads": a.threads, "repeats": a.repeats, "device": "cpu",
                       "loadavg_1m": round(os.getloadavg()[0], 2),  # the box is shared: judge the noise
                       "results": results}))

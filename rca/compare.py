@@ -209,10 +209,14 @@ def store_verdicts(db_path, run_id: str, scenario_name: str, verdicts: list[Metr
 
     from warehouse.db import connect
 
-    rows = pa.Table.from_pylist([
-        {"run_id": run_id, "scenario_name": scenario_name, **{k: v for k, v in v.to_dict().items()
-                                                               if k not in ("n_baseline", "n_candidate")},
-         "baseline_runs": list(baseline_runs)} for v in verdicts])
+    def row(v: MetricVerdict) -> dict:
+        out = {k: x for k, x in v.to_dict().items() if k not in ("n_baseline", "n_candidate")}
+        if out["run_noise"] != out["run_noise"]:
+            out["run_noise"] = None           # unknown (fewer than 2 baseline runs): NULL, not NaN
+        return {"run_id": run_id, "scenario_name": scenario_name, **out,
+                "baseline_runs": list(baseline_runs)}
+
+    rows = pa.Table.from_pylist([row(v) for v in verdicts])
     with connect(db_path) as conn:
         conn.execute("BEGIN TRANSACTION")
         try:

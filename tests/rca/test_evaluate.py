@@ -43,8 +43,10 @@ def test_scores_count_events_delays_and_control_false_alarms():
 def test_attribution_scores_macro_f1():
     scores = attribution_scores(["memory", "memory", "load", "penalty"], ["memory", "load", "load", MISSED])
     assert scores["accuracy"] == pytest.approx(2 / 3)
-    # per class F1: memory 2/3, load 2/3, penalty 0 → macro 4/9
-    assert scores["macro_f1"] == pytest.approx(4 / 9)
+    # over the 3 detected: memory F1 2/3, load 2/3 → macro 2/3 (the events peers rank too)
+    assert scores["macro_f1"] == pytest.approx(2 / 3)
+    # over all 4 faults, the miss counted wrong: memory 2/3, load 2/3, penalty 0 → macro 4/9
+    assert scores["macro_f1_all_faults"] == pytest.approx(4 / 9)
     assert scores["confusion"]["memory"] == {"penalty": 0, "memory": 1, "communication": 0, "load": 1,
                                              "unexplained": 0, MISSED: 0}
 
