@@ -129,8 +129,8 @@ def compare_metric(metric: str, baseline: Samples, candidate: Samples, q: float 
     return MetricVerdict(metric, b, c, c - b, lo, hi, rel, verdict, nb, nc, run_noise)
 
 
-def between_run_noise(runs: list[Samples], q: float | None, absolute: bool, min_clusters: int = 5,
-              min_tail: int = 10) -> float:
+def between_run_noise(runs: list[Samples], q: float | None, absolute: bool,
+                      min_clusters: int = 5, min_tail: int = 10) -> float:
     """Largest leave-one-out deviation of one run's statistic from the pool of the other runs:
     relative, or in the metric's unit when `absolute`. nan with fewer than 2 usable runs. Pure."""
     usable = [r for r in runs if not too_few_samples(r, q, min_clusters, min_tail)]
