@@ -1,13 +1,6 @@
 -- The load generator's health per window of $window_s seconds from load_started_ns (over its
 -- processes: the worst event-loop lag and CPU, the requests in flight).
-WITH run AS (
-    SELECT
-        r.run_id,
-        run_t0(r.run_id) AS t0_ns,
-        CAST(round($window_s * 1e9) AS BIGINT) AS window_ns
-    FROM runs r
-    WHERE r.run_id = $run_id
-),
+WITH run AS (SELECT * FROM run_axis($run_id, $window_s)),
 samples AS (
     SELECT h.*, CAST(floor((h.ts_ns - run.t0_ns) / run.window_ns) AS BIGINT) AS w
     FROM client_health h, run

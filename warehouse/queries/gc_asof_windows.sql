@@ -1,15 +1,7 @@
 -- For each window of $window_s seconds from load_started_ns: the latest GC pause that started at
 -- or before the window's end (ASOF join), and the latest gen-2 one — how long ago, how long it
 -- lasted. Shows whether a slow window sits right after a full collection.
-WITH run AS (
-    SELECT
-        r.run_id,
-        run_t0(r.run_id) AS t0_ns,
-        CAST(round($window_s * 1e9) AS BIGINT) AS window_ns,
-        r.duration_s
-    FROM runs r
-    WHERE r.run_id = $run_id
-),
+WITH run AS (SELECT * FROM run_axis($run_id, $window_s)),
 grid AS (
     SELECT g.range AS w, run.t0_ns + (g.range + 1) * run.window_ns AS end_ns
     FROM run, range(CAST(ceil(coalesce(run.duration_s, 0) * 1e9 / run.window_ns) AS BIGINT)) g

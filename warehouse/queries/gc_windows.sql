@@ -1,13 +1,6 @@
 -- GC pauses per window of $window_s seconds from load_started_ns and generation (every process and
 -- rank; a pause belongs to the window of its start). Windows without pauses have no row.
-WITH run AS (
-    SELECT
-        r.run_id,
-        run_t0(r.run_id) AS t0_ns,
-        CAST(round($window_s * 1e9) AS BIGINT) AS window_ns
-    FROM runs r
-    WHERE r.run_id = $run_id
-),
+WITH run AS (SELECT * FROM run_axis($run_id, $window_s)),
 pauses AS (
     SELECT CAST(floor((g.start_ns - run.t0_ns) / run.window_ns) AS BIGINT) AS w,
            g.generation,

@@ -2,15 +2,7 @@
 -- at each window's midpoint, the requests between their first token and done (engine's view),
 -- each with prompt_tokens + the share of its output generated so far (linear in time). Penalty
 -- work that scales with history (the slow path) tracks this; batch size alone does not.
-WITH run AS (
-    SELECT
-        r.run_id,
-        run_t0(r.run_id) AS t0_ns,
-        CAST(round($window_s * 1e9) AS BIGINT) AS window_ns,
-        r.duration_s
-    FROM runs r
-    WHERE r.run_id = $run_id
-),
+WITH run AS (SELECT * FROM run_axis($run_id, $window_s)),
 grid AS (
     SELECT g.range AS w, run.t0_ns + g.range * run.window_ns + run.window_ns // 2 AS mid_ns
     FROM run, range(CAST(ceil(coalesce(run.duration_s, 0) * 1e9 / run.window_ns) AS BIGINT)) g

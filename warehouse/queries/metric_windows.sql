@@ -1,15 +1,7 @@
 -- Prometheus samples (metrics.parquet) per window of $window_s seconds from load_started_ns and
 -- series (name + labels): the last value in the window and the mean. Histogram buckets are left out
 -- (their _sum and _count series carry the same information per series).
-WITH run AS (
-    SELECT
-        r.run_id,
-        run_t0(r.run_id) AS t0_ns,
-        CAST(round($window_s * 1e9) AS BIGINT) AS window_ns,
-        r.duration_s
-    FROM runs r
-    WHERE r.run_id = $run_id
-),
+WITH run AS (SELECT * FROM run_axis($run_id, $window_s)),
 samples AS (
     SELECT m.name, coalesce(CAST(m.labels AS VARCHAR), '{}') AS labels, m.ts_ns, m.value,
            CAST(floor((m.ts_ns - run.t0_ns) / run.window_ns) AS BIGINT) AS w

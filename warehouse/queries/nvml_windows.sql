@@ -1,14 +1,6 @@
 -- NVML per window of $window_s seconds and GPU: the latest sample at or before the window's end
 -- (ASOF join), with its age, so a window always shows the state the GPU reported last.
-WITH run AS (
-    SELECT
-        r.run_id,
-        run_t0(r.run_id) AS t0_ns,
-        CAST(round($window_s * 1e9) AS BIGINT) AS window_ns,
-        r.duration_s
-    FROM runs r
-    WHERE r.run_id = $run_id
-),
+WITH run AS (SELECT * FROM run_axis($run_id, $window_s)),
 samples AS (
     SELECT n.* FROM nvml n, run WHERE n.run_id = run.run_id
 ),

@@ -1,13 +1,6 @@
 -- Measured requests of a run with the window ($window_s seconds from load_started_ns) they finished
 -- in, their output length, finish reason, max_tokens and (if the engine logged them) output token ids.
-WITH run AS (
-    SELECT
-        r.run_id,
-        run_t0(r.run_id) AS t0_ns,
-        CAST(round($window_s * 1e9) AS BIGINT) AS window_ns
-    FROM runs r
-    WHERE r.run_id = $run_id
-),
+WITH run AS (SELECT * FROM run_axis($run_id, $window_s)),
 measured AS (
     SELECT q.*
     FROM requests q, run

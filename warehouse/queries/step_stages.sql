@@ -1,15 +1,7 @@
 -- Engine step statistics per window of $window_s seconds from load_started_ns (rank 0's steps,
 -- each in the window of its end; comm_max_ms: the longest wait across ranks). Stage columns are means per step in ms and still include any
 -- GC pause that landed in them; gc_ms is the mean GC overlap per step (subtract it to attribute).
-WITH run AS (
-    SELECT
-        r.run_id,
-        run_t0(r.run_id) AS t0_ns,
-        CAST(round($window_s * 1e9) AS BIGINT) AS window_ns,
-        r.duration_s
-    FROM runs r
-    WHERE r.run_id = $run_id
-),
+WITH run AS (SELECT * FROM run_axis($run_id, $window_s)),
 cross_rank AS (
     -- the longest collective wait of each step across ranks: a late rank shows as the others' wait
     SELECT s.step, max(coalesce(s.comm_ms, 0)) AS comm_max_ms, max(s.page_faults) AS page_faults

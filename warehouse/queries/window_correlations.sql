@@ -2,15 +2,7 @@
 -- each latency P99 series (ITL, TTFT). Signals per window: step stage means (rank 0), GC pause ms
 -- (pause start in window), arrivals, and the latest NVML sample at the window's end (ASOF join,
 -- mean over GPUs). Rows with fewer than 3 windows where both are present are left out.
-WITH run AS (
-    SELECT
-        r.run_id,
-        run_t0(r.run_id) AS t0_ns,
-        CAST(round($window_s * 1e9) AS BIGINT) AS window_ns,
-        r.duration_s
-    FROM runs r
-    WHERE r.run_id = $run_id
-),
+WITH run AS (SELECT * FROM run_axis($run_id, $window_s)),
 n_windows AS (
     SELECT CAST(ceil(coalesce(run.duration_s, 0) * 1e9 / run.window_ns) AS BIGINT) AS n FROM run
 ),

@@ -4,15 +4,7 @@
 -- E2E  = done_ns - sent_ns of successful requests (status 'ok'; without a status: no error), in
 --        the window of completion; errors = status 'error' (cancelled at the end of the test is not one).
 -- Windows run from 0 to duration_s (all of them, empty ones with NULL percentiles).
-WITH run AS (
-    SELECT
-        r.run_id,
-        run_t0(r.run_id) AS t0_ns,
-        CAST(round($window_s * 1e9) AS BIGINT) AS window_ns,
-        r.duration_s
-    FROM runs r
-    WHERE r.run_id = $run_id
-),
+WITH run AS (SELECT * FROM run_axis($run_id, $window_s)),
 measured AS (
     -- phase is NULL only in files written before the column existed: keep what was sent after t0
     SELECT q.*
