@@ -1,7 +1,9 @@
 """Client health: is the load generator itself the bottleneck?
 
-What: each Locust process measures, per second, its CPU use and its scheduling lag (how late a
-10 ms timer fires in its event loop: a busy loop delays every chunk's timestamp by as much);
+What: each Locust process measures, per second, its CPU use, its scheduling lag (how late a
+10 ms timer fires in its event loop: a busy loop reads every chunk late by as much) and its read
+delay (how long stream data waited in the socket before it was read; the chunk times themselves
+are the kernel's receive times, loadgen/timed_socket.py, so this delay is shown, not counted);
 `HealthMonitor` keeps the per-second rows and a summary of the measured phase, written as parts
 and merged into `client_health.parquet`. `verdict` marks the run invalid when any process
 saturated: CPU > 90 % of a core or scheduling-lag p99 > 10 ms over the measured phase
@@ -31,6 +33,7 @@ HEALTH_SCHEMA = pa.schema([
     ("lag_p99_ms", pa.float64()),
     ("lag_max_ms", pa.float64()),
     ("lag_samples", pa.int32()),
+    ("read_delay_p99_ms", pa.float64()),  # stream lines: read by loadgen − reached its socket
     ("in_flight", pa.int32()),  # streams open at the end of the second
     ("slot_waits", pa.int32()),  # open loop: arrivals that waited for a free slot (max_in_flight)
 ])
@@ -54,6 +57,8 @@ class HealthMonitor:
         self.rows = {name: [] for name in HEALTH_SCHEMA.names}
         self._second: list[float] = []
         self._measured_lags: list[float] = []
+        self._second_delays: list[float] = []
+        self._measured_delays: list[float] = []
         self.slot_waits = 0
 
     def add_lag(self, lag_ms: float, measured: bool) -> None:
@@ -61,13 +66,22 @@ class HealthMonitor:
         if measured:
             self._measured_lags.append(lag_ms)
 
+    def add_read_delay(self, delay_ms: float, measured: bool) -> None:
+        """How long a stream line waited in the socket before loadgen read it: the error a client
+        that stamps arrivals when it reads them would have made (loadgen uses the kernel's)."""
+        self._second_delays.append(delay_ms)
+        if measured:
+            self._measured_delays.append(delay_ms)
+
     def close_second(self, ts_ns: int, phase: str, cpu_percent: float, in_flight: int) -> None:
         lags = sorted(self._second)
-        self._second = []
+        delays = sorted(self._second_delays)
+        self._second, self._second_delays = [], []
         for name, value in (("ts_ns", ts_ns), ("worker", self.worker), ("phase", phase),
                             ("cpu_percent", cpu_percent), ("lag_p50_ms", percentile(lags, 50)),
                             ("lag_p99_ms", percentile(lags, 99)), ("lag_max_ms", lags[-1] if lags else None),
-                            ("lag_samples", len(lags)), ("in_flight", in_flight),
+                            ("lag_samples", len(lags)),
+                            ("read_delay_p99_ms", percentile(delays, 99)), ("in_flight", in_flight),
                             ("slot_waits", self.slot_waits)):
             self.rows[name].append(value)
         self.slot_waits = 0
@@ -76,9 +90,11 @@ class HealthMonitor:
         """This process over the measured phase: CPU (from its CPU times over the phase) and
         the lag percentiles of every probe sample in it."""
         lags = sorted(self._measured_lags)
+        delays = sorted(self._measured_delays)
         return {"worker": self.worker, "cpu_percent": measured_cpu_percent,
                 "lag_p50_ms": percentile(lags, 50), "lag_p99_ms": percentile(lags, 99),
-                "lag_max_ms": lags[-1] if lags else None, "lag_samples": len(lags)}
+                "lag_max_ms": lags[-1] if lags else None, "lag_samples": len(lags),
+                "read_delay_p50_ms": percentile(delays, 50), "read_delay_p99_ms": percentile(delays, 99)}
 
     def write(self, parts_dir: str | Path, measured_cpu_percent: float | None) -> None:
         parts_dir = Path(parts_dir)

@@ -40,6 +40,7 @@ from loadgen.request_plan import RequestFactory, RequestPlan
 from loadgen.run_config import API_KEY_ENV, CONFIG_ENV, START_MARKER, RunConfig
 from loadgen.shapes import change_times, spawn_rate, target_users
 from loadgen.sse import StreamState
+from loadgen.timed_socket import TimedSocket, install, timed_socket_of
 from loadgen.traffic_faults import burst_edges, burst_factor, from_dicts, repetition_at
 
 EVENT_NAME = "chat-stream"
@@ -55,6 +56,7 @@ FACTORY = RequestFactory(WORKLOAD, PromptBuilder(CONFIG.tokenizer_path), model_n
                          seed=CONFIG.seed, id_prefix=CONFIG.run_tag, endpoint=CONFIG.endpoint,
                          ignore_eos=CONFIG.ignore_eos)
 N_WORKERS = max(CONFIG.workers, 1)
+install()  # every connection stamps its sends and the kernel's receive times (timed_socket.py)
 
 
 class Clock:
@@ -211,27 +213,35 @@ def _on_test_stop(environment, **_):
         STATE["health"].write(CONFIG.parts_dir, _measured_cpu_percent())
 
 
-def _sse_lines(response, read_mode: str):
-    """Yield the body's lines as they arrive. 'line' reads whole lines off geventhttpclient's
-    socket buffer (one recv per network packet); 'byte' uses iter_content(chunk_size=1), which
-    is exact too but costs one recv per byte (a bigger chunk_size waits for that many bytes, so
-    the first chunk's time would be wrong)."""
+def _sse_lines(response, read_mode: str, sock: TimedSocket | None, measured: bool):
+    """Yield (line, arrival_ns) for the body's lines as they arrive. 'line' reads whole lines
+    off geventhttpclient's socket buffer (one recv per network packet); with a TimedSocket the
+    arrival is the kernel's receive time of the line's last byte, and how long it waited to be
+    read goes to client health. 'byte' uses iter_content(chunk_size=1), exact too but one recv
+    per byte (a bigger chunk_size waits for that many bytes, so the first chunk's time would
+    be wrong), stamped when read."""
     if read_mode == "line":
         sock_response = response._response  # geventhttpclient's HTTPSocketPoolResponse
+        health: HealthMonitor = STATE["health"]
         while True:
             line = sock_response.readline(b"\n")
+            seen_ns = time.time_ns()
             if not line:
                 return
-            yield line
+            if sock is None:
+                yield line, seen_ns
+            else:
+                health.add_read_delay((seen_ns - sock.rx_ns) / 1e6, measured)
+                yield line, sock.rx_ns
     else:
         buffer = bytearray()
         for byte in response.iter_content(chunk_size=1, decode_content=False):
             buffer += byte
             if byte == b"\n":
-                yield bytes(buffer)
+                yield bytes(buffer), time.time_ns()
                 buffer.clear()
         if buffer:
-            yield bytes(buffer)
+            yield bytes(buffer), time.time_ns()
 
 
 def stream_request(user: FastHttpUser, plan: RequestPlan, intended_ns: int, user_name: str,
@@ -248,12 +258,16 @@ def stream_request(user: FastHttpUser, plan: RequestPlan, intended_ns: int, user
     state = StreamState()
     n_bytes = 0
     body, headers = plan.body_bytes(), plan.headers(API_KEY)  # built before the send time is taken
-    sent_ns = time.time_ns()
-    recorder.in_flight[plan.request_id]["sent_ns"] = sent_ns
+    in_flight = recorder.in_flight[plan.request_id]
+    sent_ns = in_flight["sent_ns"] = time.time_ns()  # until the socket says when the bytes left
     with user.client.request("POST", plan.path, name=EVENT_NAME, data=body, headers=headers,
                              stream=True, catch_response=True) as response:
+        sock = timed_socket_of(response)
+        if sock is not None and sock.sent_ns is not None:
+            sent_ns = in_flight["sent_ns"] = sock.sent_ns  # taken in sendall, after any pool wait
+        in_flight["arrival_clock"] = "kernel" if sock is not None and sock.kernel_stamps else "read"
         http_status = response.status_code or 0
-        recorder.in_flight[plan.request_id]["http_status"] = http_status
+        in_flight["http_status"] = http_status
         error = None
         try:
             if getattr(response, "error", None) is not None and http_status == 0:
@@ -261,8 +275,9 @@ def stream_request(user: FastHttpUser, plan: RequestPlan, intended_ns: int, user
             elif http_status != 200:
                 error = f"HTTP {http_status}: {(response.text or '')[:500]}"
             else:
-                for line in _sse_lines(response, CONFIG.read_mode):
-                    state.feed_line(line, time.time_ns())
+                measured = CLOCK.phase(intended_ns) == "measure"
+                for line, arrival_ns in _sse_lines(response, CONFIG.read_mode, sock, measured):
+                    state.feed_line(line, arrival_ns)
                     n_bytes += len(line)
                 if state.error:
                     error = state.error
@@ -275,7 +290,8 @@ def stream_request(user: FastHttpUser, plan: RequestPlan, intended_ns: int, user
             raise
         except Exception as exc:  # a broken connection mid-stream is a failed request, not a crash
             error = f"{type(exc).__name__}: {exc}"
-        done_ns = time.time_ns()
+        # the end of the body reached the socket at the last read's stamp (line mode)
+        done_ns = sock.rx_ns if sock is not None and CONFIG.read_mode == "line" and not error else time.time_ns()
         response.request_meta["response_time"] = (done_ns - sent_ns) / 1e6
         response.request_meta["response_length"] = n_bytes
         if error:

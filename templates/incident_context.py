@@ -52,7 +52,8 @@ _OPTIONAL_COMPARISON = {"unit": ""}
 _REQUIRED_CORRELATION = ("signal", "metric", "r")
 _OPTIONAL_CORRELATION = {"lag_s": None, "n": None, "note": ""}
 _REQUIRED_NVML = ("t_s", "gpu")
-_MEASUREMENT_KEYS = ("requests", "ttft_diff_p50_ms", "ttft_diff_p99_ms", "e2e_diff_p50_ms", "e2e_diff_p99_ms")
+_MEASUREMENT_KEYS = ("requests", "ttft_diff_p50_ms", "ttft_diff_p99_ms", "e2e_diff_p50_ms", "e2e_diff_p99_ms",
+                     "kernel_stamped_share")
 _TOTALS_KEYS = ("requests", "errors", "output_tokens", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms",
                 "itl_p99_ms", "e2e_p50_ms", "e2e_p99_ms")
 

@@ -25,6 +25,7 @@ import uvicorn
 from engine.config import EngineConfig
 from engine.server.app import create_app
 from engine.server.config import ServerConfig
+from engine.server.socket_clock import keep_stamping_on
 from engine.server.wire_clock import WireH11Protocol
 
 log = logging.getLogger("engine.server")
@@ -113,9 +114,11 @@ def serve(config_path: str | Path, run_dir: str | Path, host: str = "127.0.0.1",
         signal.signal(sig, lambda *_: None)
     log.warning("engine %s serving %s on http://%s:%d (run dir %s)", run_config.run_id or "-",
                 run_config.engine.model, host, port, run_dir)
+    stamping = keep_stamping_on()  # the kernel stamps every request's arrival from the first on
     try:
         server.run()
     finally:
+        stamping.close()
         engine.close()  # ends active faults, writes steps/gc/engine_requests/faults parquet
         app.state.wire_log.write(run_dir)  # server_requests.parquet: the socket-side times
         log.warning("engine stopped; telemetry flushed to %s", run_dir)

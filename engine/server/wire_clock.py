@@ -7,14 +7,18 @@ holds, JSON encoding, the SSE write — tens of milliseconds on 2 busy cores. To
 generator against the server (issue 5: |client − server| p99 ≤ 2 ms) the server must be timed where
 the bytes are. One row per request, with
 
-- ``received_ns``: when the event loop read the request's first bytes off the socket
-  (``WireH11Protocol``, uvicorn's h11 protocol with a stamp in ``data_received``). The ASGI call
-  starts later — after the handlers of requests that arrived in the same burst have parsed and
-  tokenized theirs (``app_start_ns``; up to 112 ms later, p99, at 64 streams on 2 cores),
-  and that wait is the server's, so a client rightly counts it,
-- ``first_content_ns``: just after the first body message that carries generated text was handed
-  to the transport (uvicorn writes it to the socket inside ``send``),
-- ``done_ns``: just after the last body message (``more_body`` false) was handed over,
+- ``received_ns``: when the request's first bytes reached the server's socket — the kernel's
+  receive time (``SO_TIMESTAMPNS``, engine/server/socket_clock.py), read with the data by
+  ``WireH11Protocol``, uvicorn's h11 protocol. The event loop reads them later: at 64 streams on
+  2 cores its read came p99 76 ms after the kernel had the bytes (it is streaming the other
+  responses, and shares the GIL with the step thread), and the ASGI call later still
+  (``app_start_ns``), after the requests of the same burst are parsed and tokenized. Those waits
+  are the server's, so a client rightly counts them and so does this stamp.
+  ``received_clock`` says which clock it is: 'kernel', or 'loop' (the loop's read time) where the
+  OS or the transport offers no stamps,
+- ``first_content_ns``: just before the first body message that carries generated text was
+  handed to uvicorn, which writes it to the socket inside ``send``,
+- ``done_ns``: just before the last body message (``more_body`` false) was handed over,
 
 stamped by ``WireClock``, a pure ASGI middleware (Starlette's ``BaseHTTPMiddleware`` would buffer
 the streamed body), and written next to the engine's files at flush and shutdown.
@@ -28,6 +32,7 @@ from pathlib import Path
 import pyarrow as pa
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from engine.server.socket_clock import StampingSocket, stamp_transport_reads
 from engine.telemetry.table_buffer import TableBuffer
 
 SERVER_REQUEST_SCHEMA = pa.schema([
@@ -35,7 +40,8 @@ SERVER_REQUEST_SCHEMA = pa.schema([
     ("path", pa.string()),
     ("status", pa.int32()),              # HTTP status sent
     ("streamed", pa.bool_()),            # text/event-stream answer
-    ("received_ns", pa.int64()),         # first bytes read off the socket
+    ("received_ns", pa.int64()),         # first bytes reached the socket (see received_clock)
+    ("received_clock", pa.string()),     # 'kernel' (SO_TIMESTAMPNS) | 'loop' (read time) | 'app'
     ("app_start_ns", pa.int64()),        # the ASGI app was called (request head parsed, task ran)
     ("first_content_ns", pa.int64()),    # null: no generated text was sent
     ("done_ns", pa.int64()),             # null: the connection ended before the last byte
@@ -43,28 +49,37 @@ SERVER_REQUEST_SCHEMA = pa.schema([
 
 TIMED_PATHS = frozenset({"/v1/completions", "/v1/chat/completions"})
 _CONTENT_KEY = "spikelens.content_started"   # set in the ASGI scope by the handler
-_RECEIVED_KEY = "spikelens.received_ns"      # set in the ASGI scope by WireH11Protocol
+_RECEIVED_KEY = "spikelens.received"         # (ns, clock) set in the ASGI scope by WireH11Protocol
 
 
 class WireH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol, stamping when a request's first bytes were read off the socket.
+    """uvicorn's h11 protocol, stamping when a request's first bytes reached the socket.
 
-    The stamp is taken in ``data_received`` for bytes that start a new request (no response
-    cycle open) and put into the scope uvicorn builds from them, before the app's task runs.
+    The connection's transport reads through a ``StampingSocket`` (kernel receive times); the
+    stamp of the read that holds bytes starting a new request (no response cycle open) is put
+    into the scope uvicorn builds from them, before the app's task runs.
     """
 
-    _pending_ns: int | None = None
+    _pending: tuple[int, str] | None = None
+    _stamps: StampingSocket | None = None  # kernel receive times of this connection's reads
+
+    def connection_made(self, transport) -> None:
+        self._stamps = stamp_transport_reads(transport)
+        super().connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
-        now = time.time_ns()
-        if self._pending_ns is None and (self.cycle is None or self.cycle.response_complete):
-            self._pending_ns = now
+        if self._stamps is not None and self._stamps.last_ns is not None:
+            now = (self._stamps.last_ns, "kernel")  # when the bytes reached the socket
+        else:
+            now = (time.time_ns(), "loop")
+        if self._pending is None and (self.cycle is None or self.cycle.response_complete):
+            self._pending = now
         before = self.scope if hasattr(self, "scope") else None
         super().data_received(data)
         scope = getattr(self, "scope", None)
         if scope is not None and scope is not before:     # a request head was parsed just now
-            scope[_RECEIVED_KEY] = self._pending_ns or now
-            self._pending_ns = None
+            scope[_RECEIVED_KEY] = self._pending or now
+            self._pending = None
 
 
 def mark_content(scope: dict) -> None:
@@ -98,7 +113,8 @@ class WireClock:
             await self.app(scope, receive, send)
             return
         app_start_ns = time.time_ns()
-        received_ns = scope.get(_RECEIVED_KEY, app_start_ns)   # no stamping protocol: the app start
+        # no stamping protocol (another server, a test client): the app start
+        received_ns, received_clock = scope.get(_RECEIVED_KEY, (app_start_ns, "app"))
         row = {"request_id": None, "status": None, "streamed": False, "first": None, "done": None}
 
         async def timed_send(message):
@@ -109,10 +125,14 @@ class WireClock:
                 row["request_id"] = rid.decode("latin-1") if rid else None
                 row["status"] = message["status"]
                 row["streamed"] = headers.get(b"content-type", b"").startswith(b"text/event-stream")
+            # Stamped before the hand-over: uvicorn writes the body to the socket synchronously
+            # (unless the client's window is full), but the write releases the GIL, and taking it
+            # back behind the step thread can cost a switch interval (5 ms) — a stamp taken after
+            # `send` was seen up to 1.3 ms after the client's kernel had the bytes.
+            now = time.time_ns()
             await send(message)
             if kind != "http.response.body":
                 return
-            now = time.time_ns()
             # A streamed answer's content starts where the handler said; any other answer's first
             # non-empty body is its content.
             has_content = scope.get(_CONTENT_KEY) if row["streamed"] else bool(message.get("body"))
@@ -126,4 +146,5 @@ class WireClock:
         finally:
             if row["request_id"] is not None:
                 self.log.buffer.append(row["request_id"], scope["path"], row["status"], row["streamed"],
-                                       received_ns, app_start_ns, row["first"], row["done"])
+                                       received_ns, received_clock, app_start_ns, row["first"],
+                                       row["done"])

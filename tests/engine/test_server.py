@@ -2,6 +2,7 @@
 validation errors that name the field while the server keeps serving, control routes, SIGTERM."""
 
 import json
+import sys
 
 import httpx
 import pytest
@@ -178,6 +179,8 @@ def test_sigterm_flushes_telemetry_and_exits_zero(tmp_path):
     engine = requests[0]
     assert wire["request_id"] == "before-sigterm" and wire["status"] == 200 and not wire["streamed"]
     assert wire["received_ns"] <= engine["arrival_ns"]
+    if sys.platform.startswith("linux"):  # the kernel's receive time, read with the request's bytes
+        assert wire["received_clock"] == "kernel"
     assert engine["first_token_ns"] <= wire["first_content_ns"] and engine["done_ns"] <= wire["done_ns"]
 
 

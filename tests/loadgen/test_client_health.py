@@ -39,3 +39,23 @@ def test_verdict_thresholds():
 def test_percentile_interpolates():
     assert percentile([], 99) is None
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+
+
+def test_read_delay_is_shown_per_second_and_in_the_summary_but_does_not_invalidate(tmp_path):
+    h = HealthMonitor("p1")
+    h.add_read_delay(50.0, measured=False)  # warm-up: in its second's row, not in the summary
+    h.close_second(1_000, "warmup", cpu_percent=10.0, in_flight=1)
+    for delay in [0.2] * 99 + [30.0]:
+        h.add_read_delay(delay, measured=True)
+    h.close_second(2_000, "measure", cpu_percent=10.0, in_flight=1)
+    h.close_second(3_000, "measure", cpu_percent=10.0, in_flight=1)  # a second without reads
+    assert h.rows["read_delay_p99_ms"][0] == 50.0
+    assert h.rows["read_delay_p99_ms"][1] == percentile(sorted([0.2] * 99 + [30.0]), 99)
+    assert h.rows["read_delay_p99_ms"][2] is None
+    s = h.summary(measured_cpu_percent=10.0)
+    assert s["read_delay_p50_ms"] == 0.2 and s["read_delay_p99_ms"] > 0.2
+    # the arrivals are the kernel's times: a late read is shown, never a reason to distrust the run
+    assert verdict([s])["valid"] is True
+    h.write(tmp_path, 10.0)
+    merge_health(tmp_path, tmp_path)
+    assert pq.read_table(tmp_path / "client_health.parquet").column("read_delay_p99_ms").to_pylist()[0] == 50.0

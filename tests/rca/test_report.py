@@ -96,7 +96,8 @@ def test_context_carries_per_rank_kv_and_concurrency_series(warehouse_with):
 
 def test_measurement_check_compares_client_and_socket_times(tmp_path):
     """The server saw each request 1 ms after the client sent it, wrote the first text 2 ms and
-    the last byte 0.5 ms before the client read them: TTFT differs by 3 ms, E2E by 1.5 ms."""
+    the last byte 0.5 ms before the client read them: TTFT differs by 3 ms, E2E by 1.5 ms. Half
+    the requests were stamped by the kernel at both ends."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     from runbuilder import SimSpec, write_run
@@ -104,13 +105,18 @@ def test_measurement_check_compares_client_and_socket_times(tmp_path):
     from warehouse.ingest import ingest_run
 
     run_dir = write_run(tmp_path / "runs", SimSpec(run_id="sim-wire", incident=None))
-    client = pq.read_table(run_dir / "requests.parquet").to_pylist()
+    requests = pq.read_table(run_dir / "requests.parquet")
+    client = requests.to_pylist()
+    paired = [c for c in client if c["first_token_ns"] and c["done_ns"]]
+    kernel = {c["request_id"] for c in paired[::2]}  # every other paired request: kernel clocks
+    pq.write_table(requests.append_column("arrival_clock", pa.array(
+        ["kernel" if c["request_id"] in kernel else "read" for c in client])), run_dir / "requests.parquet")
     ms = 1_000_000
     pq.write_table(pa.Table.from_pylist([
         {"request_id": c["request_id"], "path": "/v1/completions", "status": 200, "streamed": True,
-         "received_ns": c["sent_ns"] + ms, "first_content_ns": c["first_token_ns"] - 2 * ms,
-         "done_ns": c["done_ns"] - ms // 2} for c in client if c["first_token_ns"] and c["done_ns"]]),
-        run_dir / "server_requests.parquet")
+         "received_ns": c["sent_ns"] + ms, "received_clock": "kernel",
+         "first_content_ns": c["first_token_ns"] - 2 * ms, "done_ns": c["done_ns"] - ms // 2}
+        for c in paired]), run_dir / "server_requests.parquet")
     db = tmp_path / "w.duckdb"
     ingest_run(db, run_dir)
     analyze_run(db, "sim-wire")
@@ -118,6 +124,7 @@ def test_measurement_check_compares_client_and_socket_times(tmp_path):
     assert m["requests"] > 100
     assert m["ttft_diff_p50_ms"] == pytest.approx(3.0) and m["ttft_diff_p99_ms"] == pytest.approx(3.0)
     assert m["e2e_diff_p99_ms"] == pytest.approx(1.5)
+    assert m["kernel_stamped_share"] == pytest.approx(0.5, abs=0.01)
     if check_incident_context is not None:
         check_incident_context(incident_context(db, "sim-wire"))
 

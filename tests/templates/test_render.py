@@ -212,3 +212,17 @@ def test_measurement_check_is_shown_only_when_the_server_timed_the_socket(incide
     tree = parse(render_incident(incident_context, tmp_path / "b", interactive=False).read_text(encoding="utf-8"))
     text = tree.find("p", id="measurement-check").text
     assert "over 812 requests" in text and "0.31 ms (p50) / 1.8 ms (p99)" in text and "2.6 ms" in text
+    assert "event loop left a request unread" in text  # no clock information: read-time stamps
+
+
+@pytest.mark.parametrize("share, says", [
+    (1.0, "both ends took their times from the kernel's receive stamps"),
+    (0.25, "25% of them were stamped by the kernel at both ends"),
+    (0.0, "the client's own delay in reading its socket"),
+])
+def test_measurement_check_says_which_clocks_were_compared(incident_context, tmp_path, parse, share, says):
+    incident_context["measurement"] = {"requests": 812, "ttft_diff_p50_ms": 0.05, "ttft_diff_p99_ms": 0.12,
+                                       "e2e_diff_p50_ms": 0.06, "e2e_diff_p99_ms": 0.13,
+                                       "kernel_stamped_share": share}
+    tree = parse(render_incident(incident_context, tmp_path / "a", interactive=False).read_text(encoding="utf-8"))
+    assert says in tree.find("p", id="measurement-check").text

@@ -1,16 +1,18 @@
 -- How far the load generator's TTFT and E2E are from the engine server's socket-side times
 -- (server_requests, engine/server/wire_clock.py), per measured request that both sides saw.
--- The difference is the client's own read delay plus the time the server's event loop left a
--- request unread in the kernel (user space cannot see the kernel's receive time): 1.4 ms p50 /
--- 4.9 ms p99 in the demo; up to ~150 ms p99 at 64 streams on 2 cores, nearly all of it the
--- server's loop. No rows in server_requests (an external target): NULL figures.
+-- With kernel clocks at both ends (requests.arrival_clock and server_requests.received_clock
+-- 'kernel') the difference is the loopback or network transit and each side's stamping overhead:
+-- 0.12-0.14 ms p99 at 64 streams on 2 cores. With read-time clocks it also holds the client's
+-- read delay and the time the server's event loop left a request unread (up to ~150 ms p99
+-- there). kernel_stamped_share: the share of pairs stamped by the kernel at both ends. No rows in
+-- server_requests (an external target): NULL figures.
 WITH run AS (
     SELECT r.run_id, run_t0(r.run_id) AS t0_ns
     FROM runs r
     WHERE r.run_id = $run_id
 ),
 measured AS (
-    SELECT q.request_id, q.sent_ns, q.first_token_ns, q.done_ns
+    SELECT q.request_id, q.sent_ns, q.first_token_ns, q.done_ns, q.arrival_clock
     FROM requests q, run
     WHERE q.run_id = run.run_id
       AND (q.phase = 'measure' OR (q.phase IS NULL AND q.sent_ns >= run.t0_ns))
@@ -19,7 +21,8 @@ measured AS (
 paired AS (
     SELECT
         abs((m.first_token_ns - m.sent_ns) - (s.first_content_ns - s.received_ns)) / 1e6 AS ttft_diff_ms,
-        abs((m.done_ns - m.sent_ns) - (s.done_ns - s.received_ns)) / 1e6 AS e2e_diff_ms
+        abs((m.done_ns - m.sent_ns) - (s.done_ns - s.received_ns)) / 1e6 AS e2e_diff_ms,
+        coalesce(m.arrival_clock = 'kernel' AND s.received_clock = 'kernel', false) AS kernel_stamped
     FROM measured m
     JOIN server_requests s ON s.run_id = $run_id AND s.request_id = m.request_id
     WHERE s.status = 200 AND s.first_content_ns IS NOT NULL AND s.done_ns IS NOT NULL
@@ -30,5 +33,6 @@ SELECT
     quantile_cont(ttft_diff_ms, 0.5) AS ttft_diff_p50_ms,
     quantile_cont(ttft_diff_ms, 0.99) AS ttft_diff_p99_ms,
     quantile_cont(e2e_diff_ms, 0.5) AS e2e_diff_p50_ms,
-    quantile_cont(e2e_diff_ms, 0.99) AS e2e_diff_p99_ms
+    quantile_cont(e2e_diff_ms, 0.99) AS e2e_diff_p99_ms,
+    avg(kernel_stamped::INTEGER) AS kernel_stamped_share
 FROM paired

@@ -1,0 +1,87 @@
+"""The load generator's sockets, stamped where the bytes are (Locust process only).
+
+Why: at 64 streams on 2 cores a time taken in Python is late twice over. The send: between the
+moment a user decides to send and geventhttpclient's ``sendall`` the greenlet gives way to others
+(the connection pool's semaphore), p50 3 ms / p99 35 ms measured here. The receive: a chunk is
+read only when the gevent hub gets round to its greenlet, behind every other stream's chunks of
+the same engine step, p99 4–14 ms. Both errors are the client's, and they make TTFT and every ITL
+gap the client's latency rather than the server's. So each connection is a ``TimedSocket``:
+
+- ``sent_ns``: taken inside ``sendall``, right before the request's first byte is written
+  (the first send after the socket last received data: one request on a keep-alive connection);
+  for the first request of a new connection, when ``connect`` began, so TTFT holds the TCP
+  handshake as it does in vLLM's ``bench serve``, but not the wait for a pooled connection;
+- ``rx_ns``: the kernel's receive time of the last packet the latest ``recv`` took
+  (``SO_TIMESTAMPNS``, see ``engine.server.socket_clock``); ``read_ns`` the time of that read.
+  A line the parser returns ends in the bytes of the latest ``recv`` or of an earlier one whose
+  stamp is still current (no read happened since), so ``rx_ns`` right after ``readline`` is
+  when the line's last byte arrived — never earlier, and never later than the read.
+
+``install()`` makes geventhttpclient's connection pools create ``TimedSocket``s (the pool's own
+``_create_tcp_socket`` hook; TLS connections wrap the socket and keep read-time stamps, which the
+run records). Where the OS has no receive stamps, ``rx_ns`` falls back to ``read_ns``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import gevent.socket
+from geventhttpclient.connectionpool import ConnectionPool
+
+from engine.server.socket_clock import StampingHold, enable, keep_stamping_on, recv_stamped
+
+_HOLD: list[StampingHold] = []  # install()'s hold on the kernel's stamping, for the process's life
+
+
+class TimedSocket(gevent.socket.socket):
+    """A gevent socket that stamps its request sends and its reads (see the module doc)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.kernel_stamps = enable(self)  # whether rx_ns is the kernel's time
+        self.sent_ns: int | None = None
+        self.rx_ns: int | None = None
+        self.read_ns: int | None = None
+        self._receiving = True  # the next send starts a new request
+
+    def connect(self, address):
+        self.sent_ns = time.time_ns()
+        self._receiving = False  # the request sent next on this connection began here
+        return super().connect(address)
+
+    def sendall(self, data, flags=0):
+        if self._receiving:
+            self.sent_ns = time.time_ns()
+            self._receiving = False
+        return super().sendall(data, flags)
+
+    def recv(self, bufsize, flags=0):
+        if flags or not self.kernel_stamps:
+            data = super().recv(bufsize, flags)
+            self.rx_ns = self.read_ns = time.time_ns()
+        else:
+            data, stamp = recv_stamped(self, bufsize)  # gevent's recvmsg: waits cooperatively
+            self.read_ns = time.time_ns()
+            self.rx_ns = stamp if stamp is not None else self.read_ns
+        self._receiving = True
+        return data
+
+
+def _create_timed_socket(pool: ConnectionPool, family: int, socktype: int, protocol: int) -> TimedSocket:
+    return TimedSocket(family, socktype, protocol)
+
+
+def install() -> None:
+    """Every connection geventhttpclient opens from now on, in this process, is a TimedSocket,
+    and the kernel stamps packets from the first one on (``keep_stamping_on``)."""
+    if not _HOLD:
+        _HOLD.append(keep_stamping_on())
+    ConnectionPool._create_tcp_socket = _create_timed_socket
+
+
+def timed_socket_of(response) -> TimedSocket | None:
+    """The TimedSocket under a Locust FastResponse still reading its body, else None."""
+    raw = getattr(response, "_response", None)  # geventhttpclient's HTTPSocketPoolResponse
+    sock = getattr(raw, "_sock", None)
+    return sock if isinstance(sock, TimedSocket) else None

@@ -1,0 +1,75 @@
+"""loadgen's TimedSocket on a real loopback connection: a new connection's first request is
+timed from connect, a later one from its sendall; reads carry the kernel's arrival time however
+late the process reads; install() makes geventhttpclient's pools create them. Run in a child
+process: gevent must not enter the test process (STACK-NOTES)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's")
+
+ROOT = Path(__file__).resolve().parents[2]
+LATE_S = 0.05
+
+SCRIPT = f"""
+import json, socket, threading, time
+from geventhttpclient.connectionpool import ConnectionPool
+from loadgen.timed_socket import TimedSocket, install
+
+listener = socket.create_server(("127.0.0.1", 0))
+out = {{}}
+
+def serve():  # an OS thread with blocking stdlib sockets: the peer
+    conn, _ = listener.accept()
+    conn.recv(100)
+    out["reply1_ns"] = time.time_ns(); conn.sendall(b"line1\\n")
+    conn.recv(100)
+    out["reply2_ns"] = time.time_ns(); conn.sendall(b"line2\\n")
+    conn.close()
+
+threading.Thread(target=serve, daemon=True).start()
+sock = TimedSocket(socket.AF_INET, socket.SOCK_STREAM)
+out["kernel_stamps"] = sock.kernel_stamps
+out["connect_ns"] = time.time_ns(); sock.connect(listener.getsockname())
+time.sleep(0.02)
+sock.sendall(b"request 1")
+out["sent1_ns"] = sock.sent_ns
+time.sleep({LATE_S})  # the process is busy while the reply arrives
+out["data1"] = sock.recv(100).decode(); out["rx1_ns"] = sock.rx_ns; out["read1_ns"] = sock.read_ns
+out["send2_ns"] = time.time_ns(); sock.sendall(b"request 2")
+out["sent2_ns"] = sock.sent_ns
+time.sleep({LATE_S})
+out["data2"] = sock.recv(100).decode(); out["rx2_ns"] = sock.rx_ns; out["read2_ns"] = sock.read_ns
+sock.close()
+install()
+pool = ConnectionPool("127.0.0.1", 1, "127.0.0.1", 1)
+out["pool_socket"] = type(pool._create_tcp_socket(socket.AF_INET, socket.SOCK_STREAM, 0)).__name__
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def timings():
+    done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_new_connections_request_is_timed_from_connect_a_later_one_from_its_send(timings):
+    assert timings["connect_ns"] <= timings["sent1_ns"] < timings["connect_ns"] + 10_000_000
+    assert timings["send2_ns"] <= timings["sent2_ns"] < timings["send2_ns"] + 1_000_000
+
+
+def test_reads_carry_the_kernels_arrival_time_not_the_late_read(timings):
+    assert timings["kernel_stamps"] and timings["data1"] == "line1\n" and timings["data2"] == "line2\n"
+    for i in (1, 2):
+        arrived, read = timings[f"rx{i}_ns"], timings[f"read{i}_ns"]
+        assert timings[f"reply{i}_ns"] <= arrived < timings[f"reply{i}_ns"] + 2_000_000
+        assert read - arrived >= LATE_S * 1e9 * 0.9
+
+
+def test_install_makes_the_connection_pool_create_timed_sockets(timings):
+    assert timings["pool_socket"] == "TimedSocket"
