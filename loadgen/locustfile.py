@@ -7,12 +7,13 @@ What:
 - `OpenLoopUser` (open, poisson, replay; one per process) sends each request at its scheduled
   time in its own greenlet, whether or not earlier ones finished; with N workers, arrival i goes
   to worker i mod N. `intended_send_ns` is the schedule, `sent_ns` the actual send.
-Every stream is read a line at a time; every request and content chunk is recorded with
-loadgen's recorder, and each request fires one Locust event named "chat-stream" whose response
-time is the whole stream (Locust's own sample with stream=True stops at the headers). The run
-quits exactly at warm-up + duration; streams still open are recorded as 'cancelled'. Each process
-also probes its own health (CPU, event-loop lag) every second. Settings come from the JSON file
-named by $SPIKELENS_LOADGEN_CONFIG.
+Every stream is read a line at a time, on sockets that stamp the send in sendall and each
+arrival with the kernel's receive time (loadgen/timed_socket.py); every request and content
+chunk is recorded with loadgen's recorder, and each request fires one Locust event named
+"chat-stream" whose response time is the whole stream (Locust's own sample with stream=True stops
+at the headers). The run quits exactly at warm-up + duration; streams still open are recorded as
+'cancelled'. Each process also probes its own health (CPU, event-loop lag, read delay) every
+second. Settings come from the JSON file named by $SPIKELENS_LOADGEN_CONFIG.
 
 Never import this module (or locust) into the Prefect/torch process: see STACK-NOTES.
 """
@@ -162,8 +163,8 @@ def _sleep_until(t_ns: int) -> None:
 
 
 def _probe_lag() -> None:
-    """Event-loop lag: how late a PROBE_INTERVAL_S timer fires (every chunk timestamp taken in
-    this process is late by as much)."""
+    """Event-loop lag: how late a PROBE_INTERVAL_S timer fires (every send and read in this
+    process is late by as much; the arrival stamps are the kernel's, so only pacing suffers)."""
     health: HealthMonitor = STATE["health"]
     while True:
         due = time.perf_counter() + PROBE_INTERVAL_S

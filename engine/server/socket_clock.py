@@ -1,8 +1,8 @@
 """Kernel receive timestamps of TCP sockets (Linux ``SO_TIMESTAMPNS``), for the server and the client.
 
 Why: a timestamp taken in Python when data is *read* is late by however long the reader's event
-loop was busy — on 2 shared cores, tens of milliseconds for a server whose loop is streaming 64
-responses, 4–6 ms (p99) for a load generator reading 64 streams. The kernel stamps each packet as
+loop was busy — at 64 streams on 2 shared cores, p99 76 ms for the engine server's loop (it is
+streaming the other responses) and p99 19 ms for a load generator reading those streams. The kernel stamps each packet as
 it arrives (for loopback, inside the sender's ``send``); ``recvmsg`` hands that stamp over with the
 data. Both ends of spikelens' measurement use it, so the client's TTFT ends when the first content
 reached the client's socket and the server's starts when the request reached the server's,
