@@ -215,12 +215,12 @@ def _on_test_stop(environment, **_):
 
 
 def _sse_lines(response, read_mode: str, sock: TimedSocket | None, measured: bool):
-    """Yield (line, arrival_ns) for the body's lines as they arrive. 'line' reads whole lines
-    off geventhttpclient's socket buffer (one recv per network packet); with a TimedSocket the
-    arrival is the kernel's receive time of the line's last byte, and how long it waited to be
-    read goes to client health. 'byte' uses iter_content(chunk_size=1), exact too but one recv
-    per byte (a bigger chunk_size waits for that many bytes, so the first chunk's time would
-    be wrong), stamped when read."""
+    """Yield (line, arrival_ns, kernel-stamped) for the body's lines as they arrive. 'line' reads
+    whole lines off geventhttpclient's socket buffer (one recv per network packet); with a
+    TimedSocket the arrival is the kernel's receive time of the line's last byte, and how long
+    it waited to be read goes to client health. 'byte' uses iter_content(chunk_size=1), exact
+    too but one recv per byte (a bigger chunk_size waits for that many bytes, so the first
+    chunk's time would be wrong), stamped when read."""
     if read_mode == "line":
         sock_response = response._response  # geventhttpclient's HTTPSocketPoolResponse
         health: HealthMonitor = STATE["health"]
@@ -229,20 +229,20 @@ def _sse_lines(response, read_mode: str, sock: TimedSocket | None, measured: boo
             seen_ns = time.time_ns()
             if not line:
                 return
-            if sock is None:
-                yield line, seen_ns
-            else:
+            if sock is not None and sock.rx_stamped:
                 health.add_read_delay((seen_ns - sock.rx_ns) / 1e6, measured)
-                yield line, sock.rx_ns
+                yield line, sock.rx_ns, True
+            else:
+                yield line, seen_ns, False
     else:
         buffer = bytearray()
         for byte in response.iter_content(chunk_size=1, decode_content=False):
             buffer += byte
             if byte == b"\n":
-                yield bytes(buffer), time.time_ns()
+                yield bytes(buffer), time.time_ns(), False
                 buffer.clear()
         if buffer:
-            yield bytes(buffer), time.time_ns()
+            yield bytes(buffer), time.time_ns(), False
 
 
 def stream_request(user: FastHttpUser, plan: RequestPlan, intended_ns: int, user_name: str,
@@ -266,7 +266,7 @@ def stream_request(user: FastHttpUser, plan: RequestPlan, intended_ns: int, user
         sock = timed_socket_of(response)
         if sock is not None and sock.sent_ns is not None:
             sent_ns = in_flight["sent_ns"] = sock.sent_ns  # taken in sendall, after any pool wait
-        in_flight["arrival_clock"] = "kernel" if sock is not None and sock.kernel_stamps else "read"
+        in_flight["arrival_clock"] = "read"  # until every line of the stream came kernel-stamped
         http_status = response.status_code or 0
         in_flight["http_status"] = http_status
         error = None
@@ -277,9 +277,13 @@ def stream_request(user: FastHttpUser, plan: RequestPlan, intended_ns: int, user
                 error = f"HTTP {http_status}: {(response.text or '')[:500]}"
             else:
                 measured = CLOCK.phase(intended_ns) == "measure"
-                for line, arrival_ns in _sse_lines(response, CONFIG.read_mode, sock, measured):
+                all_stamped = sock is not None
+                for line, arrival_ns, stamped in _sse_lines(response, CONFIG.read_mode, sock, measured):
                     state.feed_line(line, arrival_ns)
                     n_bytes += len(line)
+                    all_stamped &= stamped
+                if all_stamped and n_bytes:
+                    in_flight["arrival_clock"] = "kernel"
                 if state.error:
                     error = state.error
                 elif not state.done:
@@ -292,7 +296,7 @@ def stream_request(user: FastHttpUser, plan: RequestPlan, intended_ns: int, user
         except Exception as exc:  # a broken connection mid-stream is a failed request, not a crash
             error = f"{type(exc).__name__}: {exc}"
         # the end of the body reached the socket at the last read's stamp (line mode)
-        done_ns = sock.rx_ns if sock is not None and CONFIG.read_mode == "line" and not error else time.time_ns()
+        done_ns = sock.rx_ns if in_flight.get("arrival_clock") == "kernel" and not error else time.time_ns()
         response.request_meta["response_time"] = (done_ns - sent_ns) / 1e6
         response.request_meta["response_length"] = n_bytes
         if error:

@@ -43,6 +43,7 @@ class TimedSocket(gevent.socket.socket):
         self.sent_ns: int | None = None
         self.rx_ns: int | None = None
         self.read_ns: int | None = None
+        self.rx_stamped = False  # rx_ns of the latest read is the kernel's (else the read time)
         self._receiving = True  # the next send starts a new request
 
     def connect(self, address):
@@ -58,12 +59,12 @@ class TimedSocket(gevent.socket.socket):
 
     def recv(self, bufsize, flags=0):
         if flags or not self.kernel_stamps:
-            data = super().recv(bufsize, flags)
-            self.rx_ns = self.read_ns = time.time_ns()
+            data, stamp = super().recv(bufsize, flags), None
         else:
             data, stamp = recv_stamped(self, bufsize)  # gevent's recvmsg: waits cooperatively
-            self.read_ns = time.time_ns()
-            self.rx_ns = stamp if stamp is not None else self.read_ns
+        self.read_ns = time.time_ns()
+        self.rx_stamped = stamp is not None
+        self.rx_ns = stamp if stamp is not None else self.read_ns
         self._receiving = True
         return data
 

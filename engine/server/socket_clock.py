@@ -16,9 +16,9 @@ whatever either process was doing at the time.
   queues the switch, and packets received before it happens carry no stamp — and off again when
   the last such socket closes. Held open for the process's life, the pair of sockets this returns
   keeps it on, and it returns once a packet has come back stamped.
-- ``StampingSocket``: a socket whose ``recv`` keeps the stamp of its last read in ``last_ns``;
-  ``stamp_transport_reads`` puts one under an asyncio transport (see its doc for the one
-  private attribute it relies on).
+- ``StampingSocket``: a socket whose ``recv`` keeps the stamp of its last read in ``last_ns``
+  and whose ``send`` notes when its last write began; ``stamp_transport_reads`` puts one under
+  an asyncio transport (see its doc for the one private attribute it relies on).
 
 Stamps are CLOCK_REALTIME, the same clock as ``time.time_ns()``. No CPU-GPU syncs, no allocation
 beyond the read itself; stdlib only (imported by the Locust process too).
@@ -29,6 +29,7 @@ from __future__ import annotations
 import socket
 import struct
 import sys
+import time
 
 SO_TIMESTAMPNS = 35      # Linux (asm-generic and x86): SCM_TIMESTAMPNS has the same value
 _TIMESPEC = struct.Struct("@qq")  # struct timespec on 64-bit Linux: tv_sec, tv_nsec
@@ -73,8 +74,6 @@ def keep_stamping_on(timeout_s: float = 1.0) -> StampingHold:
     """Switch the kernel's receive stamps on and keep them on until ``close()`` (see module doc).
     Blocks until a probe over loopback TCP comes back stamped, at most ``timeout_s``; ``on`` says
     whether it did (False where the OS has no stamps: callers fall back to read times anyway)."""
-    import time
-
     listener = socket.create_server(("127.0.0.1", 0))
     sender = socket.create_connection(listener.getsockname())
     receiver, _ = listener.accept()
@@ -94,12 +93,20 @@ def keep_stamping_on(timeout_s: float = 1.0) -> StampingHold:
 
 
 class StampingSocket:
-    """Wraps a socket; ``recv`` reads with ``recv_stamped`` and keeps the stamp in ``last_ns``.
-    Everything else is the wrapped socket's (attribute access is delegated)."""
+    """Wraps a socket; ``recv`` reads with ``recv_stamped`` and keeps the stamp in ``last_ns``;
+    ``send`` notes the time right before the system call in ``last_send_ns`` (a stamp taken in
+    Python around a higher-level write can be milliseconds off: the write releases the GIL, and
+    the event loop may wait for it on either side). Everything else is the wrapped socket's
+    (attribute access is delegated)."""
 
     def __init__(self, sock):
         self._sock = sock
         self.last_ns: int | None = None
+        self.last_send_ns: int | None = None
+
+    def send(self, data, flags: int = 0) -> int:
+        self.last_send_ns = time.time_ns()
+        return self._sock.send(data, flags)
 
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
         if flags:
@@ -115,8 +122,8 @@ def stamp_transport_reads(transport) -> StampingSocket | None:
     """Make an asyncio selector transport read through a ``StampingSocket``; its ``last_ns`` is
     then the kernel time of the bytes handed to the protocol's current ``data_received``.
 
-    Relies on CPython's ``_SelectorSocketTransport`` keeping its socket in ``_sock`` and reading
-    it with ``recv`` (3.11–3.13; a test pins it). Returns ``None`` — and changes nothing — when
+    Relies on CPython's ``_SelectorSocketTransport`` keeping its socket in ``_sock``, reading it
+    with ``recv`` and writing with ``send`` (3.11–3.13; a test pins it). Returns ``None`` — and changes nothing — when
     the transport is of another kind (uvloop, SSL, a pipe) or the OS has no stamps; callers then
     fall back to the time of the read.
     """

@@ -16,9 +16,11 @@ the bytes are. One row per request, with
   are the server's, so a client rightly counts them and so does this stamp.
   ``received_clock`` says which clock it is: 'kernel', or 'loop' (the loop's read time) where the
   OS or the transport offers no stamps,
-- ``first_content_ns``: just before the first body message that carries generated text was
-  handed to uvicorn, which writes it to the socket inside ``send``,
-- ``done_ns``: just before the last body message (``more_body`` false) was handed over,
+- ``first_content_ns``: when the socket write of the first body message that carries generated
+  text began (uvicorn writes inside the ASGI ``send``; the ``StampingSocket`` notes the time
+  right before the system call). If the message was queued instead (the client's window full),
+  the time it was handed to uvicorn,
+- ``done_ns``: the same for the last body message (``more_body`` false),
 
 stamped by ``WireClock``, a pure ASGI middleware (Starlette's ``BaseHTTPMiddleware`` would buffer
 the streamed body), and written next to the engine's files at flush and shutdown.
@@ -50,6 +52,7 @@ SERVER_REQUEST_SCHEMA = pa.schema([
 TIMED_PATHS = frozenset({"/v1/completions", "/v1/chat/completions"})
 _CONTENT_KEY = "spikelens.content_started"   # set in the ASGI scope by the handler
 _RECEIVED_KEY = "spikelens.received"         # (ns, clock) set in the ASGI scope by WireH11Protocol
+_SOCKET_KEY = "spikelens.stamping_socket"    # the connection's StampingSocket, same
 
 
 class WireH11Protocol(H11Protocol):
@@ -79,6 +82,7 @@ class WireH11Protocol(H11Protocol):
         scope = getattr(self, "scope", None)
         if scope is not None and scope is not before:     # a request head was parsed just now
             scope[_RECEIVED_KEY] = self._pending or now
+            scope[_SOCKET_KEY] = self._stamps
             self._pending = None
 
 
@@ -125,14 +129,17 @@ class WireClock:
                 row["request_id"] = rid.decode("latin-1") if rid else None
                 row["status"] = message["status"]
                 row["streamed"] = headers.get(b"content-type", b"").startswith(b"text/event-stream")
-            # Stamped before the hand-over: uvicorn writes the body to the socket synchronously
-            # (unless the client's window is full), but the write releases the GIL, and taking it
-            # back behind the step thread can cost a switch interval (5 ms) — a stamp taken after
-            # `send` was seen up to 1.3 ms after the client's kernel had the bytes.
-            now = time.time_ns()
+            # The time the socket write began, noted by the StampingSocket right before the system
+            # call. Stamps taken here around `send` were off both ways: after it up to 1.3 ms late
+            # (the write releases the GIL and the step thread takes it), before it up to 4 ms early
+            # on a busy box (uvicorn's framing runs in between).
+            handed_ns = time.time_ns()
             await send(message)
             if kind != "http.response.body":
                 return
+            stamps = scope.get(_SOCKET_KEY)
+            written_ns = stamps.last_send_ns if stamps is not None else None
+            now = written_ns if written_ns is not None and written_ns >= handed_ns else handed_ns
             # A streamed answer's content starts where the handler said; any other answer's first
             # non-empty body is its content.
             has_content = scope.get(_CONTENT_KEY) if row["streamed"] else bool(message.get("body"))

@@ -70,15 +70,19 @@ def test_a_stamping_socket_keeps_the_last_reads_stamp_and_delegates_the_rest(con
     assert wrapped.fileno() == server.fileno() and wrapped.getsockname() == server.getsockname()
 
 
-def test_an_asyncio_protocol_sees_when_the_bytes_arrived_although_its_loop_was_busy():
+def test_an_asyncio_protocol_sees_when_the_bytes_arrived_although_its_loop_was_busy_and_when_its_write_began():
     seen = []
 
     class Probe(asyncio.Protocol):
         def connection_made(self, transport):
+            self.transport = transport
             self.stamps = stamp_transport_reads(transport)
 
         def data_received(self, data):
             seen.append((data, self.stamps.last_ns, time.time_ns()))
+            before = time.time_ns()
+            self.transport.write(b"HTTP/1.1 204 No Content\r\n\r\n")  # asyncio writes through send
+            seen.append((before, self.stamps.last_send_ns, time.time_ns()))
 
     async def main():
         server = await asyncio.get_running_loop().create_server(Probe, "127.0.0.1", 0)
@@ -94,9 +98,10 @@ def test_an_asyncio_protocol_sees_when_the_bytes_arrived_although_its_loop_was_b
         return t_sent
 
     t_sent = asyncio.run(main())
-    [(data, stamp, read)] = seen
+    [(data, stamp, read), (before_write, write_began, after_write)] = seen
     assert data.startswith(b"GET")
     assert abs(stamp - t_sent) < 2_000_000 and read - stamp >= LATE_S * 1e9 * 0.9
+    assert before_write <= write_began <= after_write
 
 
 def test_other_transports_are_left_alone():

@@ -2,8 +2,9 @@
 start where the handler marks it; other paths untouched. Driven as plain ASGI (no server needed,
 so no stamping protocol: the arrival is the app start, clock 'app')."""
 import asyncio
+import time
 
-from engine.server.wire_clock import WireClock, WireLog, mark_content
+from engine.server.wire_clock import _SOCKET_KEY, WireClock, WireLog, mark_content
 
 
 def sse_app(chunks: list[bytes], content_from: int, status: int = 200):
@@ -20,20 +21,38 @@ def sse_app(chunks: list[bytes], content_from: int, status: int = 200):
     return app
 
 
-def drive(app, path: str = "/v1/completions") -> list[tuple[str, int]]:
-    """Run one request through `app`; return (message type, time sent) per message."""
-    import time
-
+def drive(app, path: str = "/v1/completions", socket=None) -> list[tuple[str, int]]:
+    """Run one request through `app`; return (message type, time sent) per message. `socket`:
+    a stand-in for the connection's StampingSocket, which the send "writes" through."""
     sent = []
 
     async def receive():
         return {"type": "http.request", "body": b"{}", "more_body": False}
 
     async def send(message):
+        if socket is not None:
+            socket.send(b"...")
         sent.append((message["type"], time.time_ns()))
 
-    asyncio.run(app({"type": "http", "path": path, "method": "POST"}, receive, send))
+    scope = {"type": "http", "path": path, "method": "POST"}
+    if socket is not None:
+        scope[_SOCKET_KEY] = socket
+    asyncio.run(app(scope, receive, send))
     return sent
+
+
+class WriteTimes:
+    """Notes when each write began, as StampingSocket.send does."""
+
+    last_send_ns = None
+
+    def __init__(self):
+        self.writes = []
+
+    def send(self, data):
+        self.last_send_ns = time.time_ns()
+        self.writes.append(self.last_send_ns)
+        time.sleep(0.002)  # the write itself takes a while: the stamp must be its start
 
 
 def test_stamps_follow_the_sends_and_the_content_mark():
@@ -47,6 +66,14 @@ def test_stamps_follow_the_sends_and_the_content_mark():
     # first content: the second body send (the first carried no text), stamped just before it
     assert body_times[0] <= row["first_content_ns"] <= body_times[1]
     assert body_times[-2] <= row["done_ns"] <= body_times[-1]
+
+
+def test_with_the_connections_socket_the_stamps_are_when_the_writes_began():
+    log, socket = WireLog(), WriteTimes()
+    drive(WireClock(sse_app([b"data: role\n\n", b"data: hello\n\n"], content_from=1), log), socket=socket)
+    [row] = log.buffer.to_table().to_pylist()
+    # writes: response start, role, hello (first content), the end
+    assert row["first_content_ns"] == socket.writes[2] and row["done_ns"] == socket.writes[3]
 
 
 def test_an_error_answer_has_no_content_time_and_other_paths_are_not_logged():
