@@ -7,9 +7,10 @@ server_requests.first_content_ns − received_ns, the server's socket-side times
 (engine/server/wire_clock.py), and the same for E2E with done_ns. Both ends take their times
 from the socket: the client stamps its send inside sendall and each arrival with the kernel's
 receive time (loadgen/timed_socket.py), the server a request's arrival with the kernel's receive
-time. Measured here: TTFT |diff| p99 0.12-0.40 ms, E2E 0.12-1.24 ms, while the client's own read
-delay (how late it read the data) was p99 19 ms and the server loop's read came p99 76 ms late —
-errors that read-time stamps carried into every figure before. A failure splits the difference
+time and its writes when the send system call began. Measured here: TTFT |diff| p99 0.08-0.09 ms,
+E2E 0.06-0.08 ms on a quiet box (1.1-1.3 ms with another CI job on the 2 cores), while the
+client's own read delay (how late it read the data) was p99 19 ms and the server loop's read came
+p99 76 ms late — errors that read-time stamps carried into every figure before. A failure splits the difference
 into its legs (send → server received, server wrote first text → client's socket had it).
 """
 

@@ -2,7 +2,7 @@
 -- (server_requests, engine/server/wire_clock.py), per measured request that both sides saw.
 -- With kernel clocks at both ends (requests.arrival_clock and server_requests.received_clock
 -- 'kernel') the difference is the loopback or network transit and each side's stamping overhead:
--- 0.12-0.14 ms p99 at 64 streams on 2 cores. With read-time clocks it also holds the client's
+-- 0.08-0.09 ms p99 at 64 streams on 2 quiet cores. With read-time clocks it also holds the client's
 -- read delay and the time the server's event loop left a request unread (up to ~150 ms p99
 -- there). kernel_stamped_share: the share of pairs stamped by the kernel at both ends. No rows in
 -- server_requests (an external target): NULL figures.
