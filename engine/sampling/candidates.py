@@ -25,6 +25,7 @@ import torch
 
 from engine.sampling.draw import draw_kept
 from engine.sampling.metadata import SamplingMetadata
+from engine.sampling.row_argmax import row_argmax
 from engine.sampling.threshold import threshold_sample
 
 # Candidates per row when some row has no top-k, tried in turn: 128 holds the nucleus of a peaked
@@ -38,7 +39,7 @@ def candidate_sample(penalized: torch.Tensor, meta: SamplingMetadata,
     """Next ids [B] int64 from penalized fp32 logits [B, V]. Pure; reads the device (CPU only)."""
     batch, vocab = penalized.shape
     sampled_rows = [row for row, p in enumerate(meta.params) if not p.is_greedy]
-    ids = penalized.argmax(dim=-1) if len(sampled_rows) < batch else torch.empty(batch, dtype=torch.long)
+    ids = row_argmax(penalized) if len(sampled_rows) < batch else torch.empty(batch, dtype=torch.long)
     if not sampled_rows:
         return ids
     sub = meta if len(sampled_rows) == batch else meta.select(sampled_rows)

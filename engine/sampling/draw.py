@@ -13,6 +13,8 @@ import math
 
 import torch
 
+from engine.sampling.row_argmax import row_argmax
+
 
 def draw_kept(scaled: torch.Tensor, keep: torch.Tensor, seeded_noise: dict[int, torch.Tensor],
               generator: torch.Generator | None = None) -> torch.Tensor:
@@ -30,5 +32,5 @@ def draw_kept(scaled: torch.Tensor, keep: torch.Tensor, seeded_noise: dict[int, 
         rows = list(seeded_noise)
         noise = torch.stack([seeded_noise[row] for row in rows])  # [s, W]
         score = torch.where(keep[rows], scaled[rows] - torch.log(noise), -math.inf)
-        column[rows] = score.argmax(dim=-1)
+        column[rows] = row_argmax(score)
     return column
