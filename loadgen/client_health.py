@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+from array import array
 from pathlib import Path
 
 import pyarrow as pa
@@ -58,7 +59,9 @@ class HealthMonitor:
         self._second: list[float] = []
         self._measured_lags: list[float] = []
         self._second_delays: list[float] = []
-        self._measured_delays: list[float] = []
+        # one sample per stream line of the measured phase: typed, 8 bytes each (the recorder
+        # keeps ~24 per content chunk already), not a list of Python floats
+        self._measured_delays = array("d")
         self.slot_waits = 0
 
     def add_lag(self, lag_ms: float, measured: bool) -> None:

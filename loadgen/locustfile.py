@@ -270,6 +270,7 @@ def stream_request(user: FastHttpUser, plan: RequestPlan, intended_ns: int, user
         http_status = response.status_code or 0
         in_flight["http_status"] = http_status
         error = None
+        kernel_clock = False  # every line of the stream came kernel-stamped
         try:
             if getattr(response, "error", None) is not None and http_status == 0:
                 error = f"connection: {response.error!r}"
@@ -277,12 +278,13 @@ def stream_request(user: FastHttpUser, plan: RequestPlan, intended_ns: int, user
                 error = f"HTTP {http_status}: {(response.text or '')[:500]}"
             else:
                 measured = CLOCK.phase(intended_ns) == "measure"
-                all_stamped = sock is not None
+                kernel_clock = sock is not None
                 for line, arrival_ns, stamped in _sse_lines(response, CONFIG.read_mode, sock, measured):
                     state.feed_line(line, arrival_ns)
                     n_bytes += len(line)
-                    all_stamped &= stamped
-                if all_stamped and n_bytes:
+                    kernel_clock &= stamped
+                kernel_clock &= n_bytes > 0
+                if kernel_clock:
                     in_flight["arrival_clock"] = "kernel"
                 if state.error:
                     error = state.error
@@ -296,7 +298,7 @@ def stream_request(user: FastHttpUser, plan: RequestPlan, intended_ns: int, user
         except Exception as exc:  # a broken connection mid-stream is a failed request, not a crash
             error = f"{type(exc).__name__}: {exc}"
         # the end of the body reached the socket at the last read's stamp (line mode)
-        done_ns = sock.rx_ns if in_flight.get("arrival_clock") == "kernel" and not error else time.time_ns()
+        done_ns = sock.rx_ns if kernel_clock and not error else time.time_ns()
         response.request_meta["response_time"] = (done_ns - sent_ns) / 1e6
         response.request_meta["response_length"] = n_bytes
         if error:

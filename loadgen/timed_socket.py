@@ -5,8 +5,9 @@ moment a user decides to send and geventhttpclient's ``sendall`` the greenlet gi
 (somewhere in Locust's request path or the connection pool: a greenlet-switch trace saw the first
 switch 0.18 ms after that stamp), and ``sendall`` came p50 3 ms / p99 35 ms after it. The receive:
 a chunk is read only when the gevent hub gets round to its greenlet, behind every other stream's
-chunks of the same engine step: p99 19 ms after the kernel had it. Both errors are the client's, and they make TTFT and every ITL
-gap the client's latency rather than the server's. So each connection is a ``TimedSocket``:
+chunks of the same engine step: p99 19 ms after the kernel had it. Both errors are the client's,
+and they make TTFT and every ITL gap the client's latency rather than the server's. So each
+connection is a ``TimedSocket``:
 
 - ``sent_ns``: taken inside ``sendall``, right before the request's first byte is written
   (the first send after the socket last received data: one request on a keep-alive connection);

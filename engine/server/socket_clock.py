@@ -2,11 +2,11 @@
 
 Why: a timestamp taken in Python when data is *read* is late by however long the reader's event
 loop was busy — at 64 streams on 2 shared cores, p99 76 ms for the engine server's loop (it is
-streaming the other responses) and p99 19 ms for a load generator reading those streams. The kernel stamps each packet as
-it arrives (for loopback, inside the sender's ``send``); ``recvmsg`` hands that stamp over with the
-data. Both ends of spikelens' measurement use it, so the client's TTFT ends when the first content
-reached the client's socket and the server's starts when the request reached the server's,
-whatever either process was doing at the time.
+streaming the other responses) and p99 19 ms for a load generator reading those streams. The
+kernel stamps each packet as it arrives (for loopback, inside the sender's ``send``); ``recvmsg``
+hands that stamp over with the data. Both ends of spikelens' measurement use it, so the client's
+TTFT ends when the first content reached the client's socket and the server's starts when the
+request reached the server's, whatever either process was doing at the time.
 
 - ``enable(sock)``: turn the stamps on (``False`` where the OS does not offer them).
 - ``recv_stamped(sock, n)``: ``(data, stamp_ns | None)``; the stamp is that of the *last* packet
@@ -123,9 +123,9 @@ def stamp_transport_reads(transport) -> StampingSocket | None:
     then the kernel time of the bytes handed to the protocol's current ``data_received``.
 
     Relies on CPython's ``_SelectorSocketTransport`` keeping its socket in ``_sock``, reading it
-    with ``recv`` and writing with ``send`` (3.11–3.13; a test pins it). Returns ``None`` — and changes nothing — when
-    the transport is of another kind (uvloop, SSL, a pipe) or the OS has no stamps; callers then
-    fall back to the time of the read.
+    with ``recv`` and writing with ``send`` (3.11–3.13; a test pins it). Returns ``None`` — and
+    changes nothing — when the transport is of another kind (uvloop, SSL, a pipe) or the OS has no
+    stamps; callers then fall back to the time of the read.
     """
     sock = getattr(transport, "_sock", None)
     if not isinstance(sock, socket.socket) or sock.type != socket.SOCK_STREAM or not enable(sock):
