@@ -24,6 +24,11 @@ fastest run is the least disturbed one). ``ratio`` = engine / hf. Same weights o
   temporary folder, loaded the same way; if the engine cannot load HF folders yet
   (no ``engine.checkpoint``), the engine's synthetic preset weights are copied into the transformers
   model instead (parameter names are HF's). ``weights`` in the output says which.
+``lm_head_floor_s`` and ``ratio_ceiling`` bound what any engine could show here: the floor is the
+time of the LM head alone (the ``[rows, dim] x [dim, vocab]`` matmul both sides must run every
+decode step, at the rows the engine still has running at that step, best of ``--repeats``), and the
+ceiling is ``hf`` wall / that floor — the ratio of an engine whose steps cost nothing but the LM
+head. ``engine_lm_head_share`` = floor / engine wall: how much of the engine's time is that matmul.
 ``greedy_match`` is the fraction of batch-1 tokens where both produce the same ids before the first
 divergence (fp32 rounding can flip a near-tie, so 1.0 is expected but not guaranteed).
 
@@ -179,6 +184,28 @@ def run_server(config: EngineConfig, batch_prompts: list[list[int]], n_out: list
         return asyncio.run(go())
 
 
+def rows_per_step(n_out: list[int]) -> list[int]:
+    """Sequences the engine still runs at each step when all start together: step t has every
+    request that wants more than t tokens (the first step is the prefill)."""
+    return [sum(n > t for n in n_out) for t in range(max(n_out))]
+
+
+@torch.inference_mode()
+def lm_head_floor(hf, n_out: list[int], repeats: int) -> float:
+    """Seconds the LM head matmul alone takes over the engine's steps (best of ``repeats``)."""
+    w = hf.lm_head.weight  # [V, dim]
+    per_rows = {}
+    for rows in sorted(set(rows_per_step(n_out))):
+        h = torch.randn(rows, w.shape[1], dtype=w.dtype)  # [rows, dim]
+        best = float("inf")
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            torch.nn.functional.linear(h, w)  # [rows, V]
+            best = min(best, time.perf_counter() - t0)
+        per_rows[rows] = best
+    return sum(per_rows[r] for r in rows_per_step(n_out))
+
+
 def prefix_match(a: list[int], b: list[int]) -> float:
     n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
     return n / max(len(a), 1)
@@ -219,11 +246,15 @@ def main() -> None:
                     hf_runs.append(run_hf(hf, batch, n_out))
                 engine_wall, engine_tokens = min(engine_runs, key=lambda r: r[0])
                 hf_wall, hf_tokens = min(hf_runs, key=lambda r: r[0])
+                floor = lm_head_floor(hf, n_out, max(a.repeats, 5))
                 row = {"workload": kind, "concurrency": b, "output_tokens": wanted,
                        "prompt_tokens": sum(len(p) for p in batch),
                        "engine_tok_s": round(wanted / engine_wall, 1),
                        "hf_tok_s": round(wanted / hf_wall, 1),
                        "ratio": round(hf_wall / engine_wall, 2),
+                       "lm_head_floor_s": round(floor, 4),
+                       "ratio_ceiling": round(hf_wall / floor, 2),
+                       "engine_lm_head_share": round(floor / engine_wall, 2),
                        "greedy_match": round(sum(prefix_match(x, y) for x, y in zip(engine_tokens, hf_tokens)) / b, 3)}
                 if a.http:
                     server_wall = run_server(config, batch, n_out, workdir, a.repeats)

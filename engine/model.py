@@ -14,6 +14,7 @@ decode tokens first (one per decoding sequence), then each prefill sequence's to
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Protocol
@@ -44,6 +45,18 @@ class AttentionBatch:
     decode_context_lens: torch.Tensor  # [Bd] int64: tokens in context including the new one
     prefill_lens: list[int]  # per prefill sequence: its number of new tokens (= its whole context)
     logits_indices: torch.Tensor  # [B] int64: the token row whose logits each sequence samples from
+    # [Bd, 1, 1, max_blocks * block_size] bool, True where a decode query may attend: built once per
+    # forward from decode_context_lens (``with_decode_mask``), shared by every layer.
+    decode_mask: torch.Tensor | None = None
+
+    def with_decode_mask(self, block_size: int) -> "AttentionBatch":
+        """This batch with ``decode_mask`` filled in (a new object; pure, no host-device sync)."""
+        if self.decode_mask is not None or not self.num_decode:
+            return self
+        L = self.decode_block_tables.shape[1] * block_size
+        pos = torch.arange(L, device=self.decode_context_lens.device)  # [L]
+        mask = (pos[None, :] < self.decode_context_lens[:, None])[:, None, None, :]  # [Bd, 1, 1, L]
+        return dataclasses.replace(self, decode_mask=mask)
 
 
 class RMSNorm(nn.Module):
@@ -104,6 +117,23 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return (x.float() * cos + rotated.float() * sin).to(x.dtype)
 
 
+def fuse_linears(*linears: nn.Linear) -> torch.Tensor:
+    """Stack the weights of ``linears`` (same input size) into one [sum(out), in] tensor and make
+    each module's weight a view of its rows, so one matmul computes them all.
+
+    The views keep Hugging Face's parameter names (state dicts, checkpoint loading and tensor-
+    parallel slicing write through them into the fused tensor). Call again after anything that
+    re-allocates parameters (``Module.to`` to another device or dtype copies each view apart).
+    """
+    fused = torch.cat([m.weight.detach() for m in linears])  # [sum(out_i), in]
+    start = 0
+    for m in linears:
+        n = m.weight.shape[0]
+        m.weight = nn.Parameter(fused[start:start + n], requires_grad=False)  # [out_i, in] view
+        start += n
+    return fused
+
+
 class Attention(nn.Module):
     def __init__(self, args: ModelArgs, tp_size: int):
         super().__init__()
@@ -115,22 +145,30 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(args.dim, self.n_kv_heads * self.head_dim, bias=False)
         self.o_proj = nn.Linear(self.n_heads * self.head_dim, args.dim, bias=False)
         self.scale = 1.0 / math.sqrt(self.head_dim)
+        self.fuse()
+
+    def fuse(self) -> None:
+        """q/k/v as one matmul (three small matmuls cost ~3x one on CPU at decode sizes)."""
+        self.qkv_weight = fuse_linears(self.q_proj, self.k_proj, self.v_proj)  # [(H+2Hkv)*D, dim]
 
     def forward(self, x, cos, sin, batch: AttentionBatch, k_cache, v_cache, comm: AllReduce | None):
         """x [T, dim] → [T, dim]; writes this step's K/V into the caches (mutates k_cache/v_cache)."""
         T = x.shape[0]
-        q = self.q_proj(x).view(T, self.n_heads, self.head_dim)  # [T, H, D]
-        k = self.k_proj(x).view(T, self.n_kv_heads, self.head_dim)  # [T, Hkv, D]
-        v = self.v_proj(x).view(T, self.n_kv_heads, self.head_dim)  # [T, Hkv, D]
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        H, Hkv, D = self.n_heads, self.n_kv_heads, self.head_dim
+        qkv = F.linear(x, self.qkv_weight).view(T, H + 2 * Hkv, D)  # [T, H+2Hkv, D]
+        qk = apply_rope(qkv[:, :H + Hkv], cos, sin)  # [T, H+Hkv, D]: q and k rotated in one go
+        q, k, v = qk[:, :H], qk[:, H:], qkv[:, H + Hkv:]  # [T, H, D], [T, Hkv, D], [T, Hkv, D]
         # Cache layout [num_blocks, block_size, Hkv, D]; viewed flat as [slots, Hkv, D].
         k_cache.view(-1, self.n_kv_heads, self.head_dim).index_copy_(0, batch.slot_mapping, k)
         v_cache.view(-1, self.n_kv_heads, self.head_dim).index_copy_(0, batch.slot_mapping, v)
 
-        out = torch.empty_like(q)  # [T, H, D]
         nd = batch.num_decode
-        if nd:
-            out[:nd] = self._decode_attention(q[:nd], batch, k_cache, v_cache)
+        if nd == T:  # decode-only step: no prefill rows to place around it
+            out = self._decode_attention(q, batch, k_cache, v_cache)  # [T, H, D]
+        else:
+            out = torch.empty_like(q)  # [T, H, D]
+            if nd:
+                out[:nd] = self._decode_attention(q[:nd], batch, k_cache, v_cache)
         start = nd
         for n in batch.prefill_lens:
             # A prefill attends causally to its own tokens only (no prefix caching), so the fresh
@@ -141,7 +179,7 @@ class Attention(nn.Module):
             o = F.scaled_dot_product_attention(qs, ks, vs, is_causal=True, scale=self.scale, enable_gqa=True)
             out[start:start + n] = o.transpose(0, 1)  # [n, H, D]
             start += n
-        y = self.o_proj(out.view(T, self.n_heads * self.head_dim))  # [T, dim] (partial sum under TP)
+        y = self.o_proj(out.reshape(T, H * D))  # [T, dim] (partial sum under TP)
         if comm is not None:
             comm.all_reduce(y)
         return y
@@ -157,8 +195,7 @@ class Attention(nn.Module):
         flat = bt.flatten()  # [Bd*nb]
         k = k_cache.index_select(0, flat).view(Bd, nb * bs, self.n_kv_heads, self.head_dim).transpose(1, 2)
         v = v_cache.index_select(0, flat).view(Bd, nb * bs, self.n_kv_heads, self.head_dim).transpose(1, 2)
-        pos = torch.arange(nb * bs, device=q.device)
-        mask = (pos[None, :] < batch.decode_context_lens[:, None])[:, None, None, :]  # [Bd, 1, 1, L]
+        mask = batch.with_decode_mask(bs).decode_mask  # [Bd, 1, 1, L]
         o = F.scaled_dot_product_attention(q[:, :, None, :], k, v, attn_mask=mask, scale=self.scale,
                                            enable_gqa=True)  # [Bd, H, 1, D]
         return o[:, :, 0, :]
@@ -173,9 +210,15 @@ class MLP(nn.Module):
         self.gate_proj = nn.Linear(args.dim, inner, bias=False)
         self.up_proj = nn.Linear(args.dim, inner, bias=False)
         self.down_proj = nn.Linear(inner, args.dim, bias=False)
+        self.fuse()
+
+    def fuse(self) -> None:
+        """gate/up as one matmul."""
+        self.gate_up_weight = fuse_linears(self.gate_proj, self.up_proj)  # [2*inner, dim]
 
     def forward(self, x, comm: AllReduce | None):
-        y = self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        gate, up = F.linear(x, self.gate_up_weight).chunk(2, dim=-1)  # [T, inner] each
+        y = self.down_proj(F.silu(gate) * up)
         if comm is not None:
             comm.all_reduce(y)
         return y
@@ -230,6 +273,7 @@ class DecoderModel(nn.Module):
         parallelism pass ``compute_logits=False`` (only rank 0 samples) and get None.
         """
         cos, sin = self.rope_cos[positions], self.rope_sin[positions]  # [T, D] each
+        batch = batch.with_decode_mask(kv_caches[0][0].shape[1])  # one mask for every layer
         x = self.model.embed_tokens(input_ids)  # [T, dim]
         for layer, (kc, vc) in zip(self.model.layers, kv_caches):
             x = layer(x, cos, sin, batch, kc, vc, comm)
@@ -262,6 +306,14 @@ class DecoderModel(nn.Module):
                 if src.shape != p.shape:
                     raise ValueError(f"checkpoint weight {name}: shape {tuple(src.shape)} != model {tuple(p.shape)}")
                 p.copy_(src.to(p.dtype))
+        self.fuse_projections()
+
+    def fuse_projections(self) -> None:
+        """(Re)build the fused q/k/v and gate/up weights from the current parameters. Needed after
+        ``Module.to`` moves or casts the model (it copies each view apart); idempotent."""
+        for layer in self.model.layers:
+            layer.self_attn.fuse()
+            layer.mlp.fuse()
 
     def init_synthetic(self, seed: int) -> None:
         """Deterministic weights from ``seed``: the same full tensors on every rank, then sliced.

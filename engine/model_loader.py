@@ -42,4 +42,5 @@ def load_model(config: EngineConfig, device: torch.device, tp_rank: int = 0, tp_
     model.eval()
     model = model.to(device=device, dtype=dtype)
     model.rope_cos, model.rope_sin = model.rope_cos.float(), model.rope_sin.float()  # RoPE tables stay fp32
+    model.fuse_projections()  # .to() copied the fused q/k/v, gate/up views apart
     return model, tokenizer

@@ -68,3 +68,33 @@ def test_logits_are_not_degenerate():
     assert len(set(rows.argmax(-1).tolist())) > 5  # greedy choice depends on the input
     p = rows.softmax(-1)
     assert float(p.max()) < 0.9  # temperature-1 sampling is not forced onto one id
+
+
+def test_fused_projections_are_views_that_loading_writes_through():
+    """q/k/v and gate/up run as one matmul each; their HF-named weights are views of the fused
+    tensor, so loading new weights (or re-fusing after a cast) keeps the matmul in step."""
+    model = build(1)
+    attn, mlp = model.model.layers[0].self_attn, model.model.layers[0].mlp
+    assert attn.q_proj.weight.untyped_storage().data_ptr() == attn.qkv_weight.untyped_storage().data_ptr()
+    assert mlp.up_proj.weight.untyped_storage().data_ptr() == mlp.gate_up_weight.untyped_storage().data_ptr()
+    other = build(2).state_dict()
+    model.load_full_state(other)  # copies into the views, then re-fuses
+    torch.testing.assert_close(attn.qkv_weight, torch.cat([other[f"model.layers.0.self_attn.{n}_proj.weight"] for n in "qkv"]))
+    torch.testing.assert_close(mlp.gate_up_weight, torch.cat([other[f"model.layers.0.mlp.{n}_proj.weight"] for n in ("gate", "up")]))
+    # a cast copies each view apart; fuse_projections rebuilds the fused weights from them
+    cast = build(1).to(torch.float64)
+    cast.fuse_projections()
+    a = cast.model.layers[1].self_attn
+    assert a.qkv_weight.dtype == torch.float64
+    torch.testing.assert_close(a.qkv_weight, torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]))
+
+
+def test_decode_mask_is_built_once_per_batch():
+    lens = torch.tensor([3, 6])
+    attn = AttentionBatch(slot_mapping=torch.tensor([2, 5]), num_decode=2,
+                          decode_block_tables=torch.tensor([[0, 0], [1, 2]]), decode_context_lens=lens,
+                          prefill_lens=[], logits_indices=torch.tensor([0, 1]))
+    with_mask = attn.with_decode_mask(BS)
+    assert attn.decode_mask is None and with_mask.with_decode_mask(BS) is with_mask
+    assert with_mask.decode_mask.shape == (2, 1, 1, 2 * BS)
+    assert with_mask.decode_mask[:, 0, 0].sum(-1).tolist() == [3, 6]
