@@ -13,7 +13,8 @@ from engine.server.socket_clock import (StampingSocket, enable, keep_stamping_on
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's")
 
-LATE_S = 0.05  # how long the reader stays busy after the bytes arrived
+LATE_S = 0.1  # how long the reader stays busy after the bytes arrived
+SLACK_NS = 50_000_000  # half of LATE_S: room for a loaded CI box preempting the test between calls
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -48,7 +49,7 @@ def test_the_stamp_is_the_arrival_not_the_read(connected):
     data, stamp = recv_stamped(server, 1024)
     read = time.time_ns()
     assert data == b"hello"
-    assert before <= stamp <= after + 1_000_000  # at the send (loopback), within a millisecond
+    assert before <= stamp <= after + SLACK_NS  # at the send (loopback delivers inside sendall)
     assert read - stamp >= LATE_S * 1e9 * 0.9
 
 
@@ -66,7 +67,7 @@ def test_a_stamping_socket_keeps_the_last_reads_stamp_and_delegates_the_rest(con
     t_sent = time.time_ns()
     time.sleep(LATE_S)
     assert wrapped.recv(16) == b"one"
-    assert abs(wrapped.last_ns - t_sent) < 1_000_000
+    assert abs(wrapped.last_ns - t_sent) < SLACK_NS
     assert wrapped.fileno() == server.fileno() and wrapped.getsockname() == server.getsockname()
 
 
@@ -100,7 +101,7 @@ def test_an_asyncio_protocol_sees_when_the_bytes_arrived_although_its_loop_was_b
     t_sent = asyncio.run(main())
     [(data, stamp, read), (before_write, write_began, after_write)] = seen
     assert data.startswith(b"GET")
-    assert abs(stamp - t_sent) < 2_000_000 and read - stamp >= LATE_S * 1e9 * 0.9
+    assert abs(stamp - t_sent) < SLACK_NS and read - stamp >= LATE_S * 1e9 * 0.9
     assert before_write <= write_began <= after_write
 
 

@@ -12,7 +12,8 @@ import pytest
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's")
 
 ROOT = Path(__file__).resolve().parents[2]
-LATE_S = 0.05
+LATE_S = 0.1  # the gap each check tells apart: a stamp taken at the wrong event is >= this far off
+SLACK_NS = 50_000_000  # half of it: room for a loaded CI box preempting a thread between two calls
 
 SCRIPT = f"""
 import json, socket, threading, time
@@ -37,7 +38,7 @@ out["stamping_on"] = hold.on
 sock = TimedSocket(socket.AF_INET, socket.SOCK_STREAM)
 out["kernel_stamps"] = sock.kernel_stamps
 out["connect_ns"] = time.time_ns(); sock.connect(listener.getsockname())
-time.sleep(0.02)
+time.sleep({LATE_S})
 sock.sendall(b"request 1")
 out["sent1_ns"] = sock.sent_ns
 time.sleep({LATE_S})  # the process is busy while the reply arrives
@@ -62,8 +63,8 @@ def timings():
 
 
 def test_a_new_connections_request_is_timed_from_connect_a_later_one_from_its_send(timings):
-    assert timings["connect_ns"] <= timings["sent1_ns"] < timings["connect_ns"] + 10_000_000
-    assert timings["send2_ns"] <= timings["sent2_ns"] < timings["send2_ns"] + 1_000_000
+    assert timings["connect_ns"] <= timings["sent1_ns"] < timings["connect_ns"] + SLACK_NS  # not at sendall
+    assert timings["send2_ns"] <= timings["sent2_ns"] < timings["send2_ns"] + SLACK_NS  # not at the reply
 
 
 def test_reads_carry_the_kernels_arrival_time_not_the_late_read(timings):
@@ -72,7 +73,7 @@ def test_reads_carry_the_kernels_arrival_time_not_the_late_read(timings):
     assert timings["kernel_stamps"] and timings["data1"] == "line1\n" and timings["data2"] == "line2\n"
     for i in (1, 2):
         arrived, read = timings[f"rx{i}_ns"], timings[f"read{i}_ns"]
-        assert timings[f"reply{i}_ns"] <= arrived < timings[f"reply{i}_ns"] + 2_000_000
+        assert timings[f"reply{i}_ns"] <= arrived < timings[f"reply{i}_ns"] + SLACK_NS
         assert read - arrived >= LATE_S * 1e9 * 0.9
 
 
