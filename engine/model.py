@@ -148,7 +148,8 @@ class Attention(nn.Module):
         self.fuse()
 
     def fuse(self) -> None:
-        """q/k/v as one matmul (three small matmuls cost ~3x one on CPU at decode sizes)."""
+        """q/k/v as one matmul: at decode sizes the three took 1.5x the time of one (43 vs 28 us for
+        [32, 128] rows of the small preset on one CPU core)."""
         self.qkv_weight = fuse_linears(self.q_proj, self.k_proj, self.v_proj)  # [(H+2Hkv)*D, dim]
 
     def forward(self, x, cos, sin, batch: AttentionBatch, k_cache, v_cache, comm: AllReduce | None):
@@ -213,7 +214,7 @@ class MLP(nn.Module):
         self.fuse()
 
     def fuse(self) -> None:
-        """gate/up as one matmul."""
+        """gate/up as one matmul (77 vs 72 us for [32, 128] rows, small preset, one CPU core)."""
         self.gate_up_weight = fuse_linears(self.gate_proj, self.up_proj)  # [2*inner, dim]
 
     def forward(self, x, comm: AllReduce | None):
