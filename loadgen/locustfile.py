@@ -41,7 +41,7 @@ from loadgen.request_plan import RequestFactory, RequestPlan
 from loadgen.run_config import API_KEY_ENV, CONFIG_ENV, START_MARKER, RunConfig
 from loadgen.shapes import change_times, spawn_rate, target_users
 from loadgen.sse import StreamState
-from loadgen.timed_socket import TimedSocket, install, timed_socket_of
+from loadgen.timed_socket import TimedSocket, install, line_arrival, timed_socket_of
 from loadgen.traffic_faults import burst_edges, burst_factor, from_dicts, repetition_at
 
 EVENT_NAME = "chat-stream"
@@ -215,12 +215,17 @@ def _on_test_stop(environment, **_):
 
 
 def _sse_lines(response, read_mode: str, sock: TimedSocket | None, measured: bool):
-    """Yield (line, arrival_ns, kernel-stamped) for the body's lines as they arrive. 'line' reads
-    whole lines off geventhttpclient's socket buffer (one recv per network packet); with a
-    TimedSocket the arrival is the kernel's receive time of the line's last byte, and how long
-    it waited to be read goes to client health. 'byte' uses iter_content(chunk_size=1), exact
-    too but one recv per byte (a bigger chunk_size waits for that many bytes, so the first
-    chunk's time would be wrong), stamped when read."""
+    """Yield (line, arrival_ns, kernel-stamped, uncertain) for the body's lines as they arrive.
+
+    'line' reads whole lines off geventhttpclient's socket buffer (one recv per network packet);
+    with a TimedSocket the arrival is the kernel's receive time of the read that completed the
+    line, and how long it waited to be read goes to client health. That stamp is the read's
+    *last* packet's: when the client read late and a later packet (the next event) came in the
+    same read, the kernel had merged them under the later time, so the line's time is an upper
+    bound, and the line arrived after the previous read. ``uncertain``: that window is wider
+    than MERGED_TOLERANCE_NS. 'byte' uses iter_content(chunk_size=1), exact too but one recv per
+    byte (a bigger chunk_size waits for that many bytes, so the first chunk's time would be
+    wrong), stamped when read."""
     if read_mode == "line":
         sock_response = response._response  # geventhttpclient's HTTPSocketPoolResponse
         health: HealthMonitor = STATE["health"]
@@ -231,18 +236,19 @@ def _sse_lines(response, read_mode: str, sock: TimedSocket | None, measured: boo
                 return
             if sock is not None and sock.rx_stamped:
                 health.add_read_delay((seen_ns - sock.rx_ns) / 1e6, measured)
-                yield line, sock.rx_ns, True
+                arrival_ns, uncertain = line_arrival(sock, sock_response._body_buffer)
+                yield line, arrival_ns, True, uncertain
             else:
-                yield line, seen_ns, False
+                yield line, seen_ns, False, False
     else:
         buffer = bytearray()
         for byte in response.iter_content(chunk_size=1, decode_content=False):
             buffer += byte
             if byte == b"\n":
-                yield bytes(buffer), time.time_ns(), False
+                yield bytes(buffer), time.time_ns(), False, False
                 buffer.clear()
         if buffer:
-            yield bytes(buffer), time.time_ns(), False
+            yield bytes(buffer), time.time_ns(), False, False
 
 
 def stream_request(user: FastHttpUser, plan: RequestPlan, intended_ns: int, user_name: str,
@@ -279,13 +285,17 @@ def stream_request(user: FastHttpUser, plan: RequestPlan, intended_ns: int, user
             else:
                 measured = CLOCK.phase(intended_ns) == "measure"
                 kernel_clock = sock is not None
-                for line, arrival_ns, stamped in _sse_lines(response, CONFIG.read_mode, sock, measured):
+                first_uncertain = None  # the first content line's time: a later packet's, loosely bounded
+                for line, arrival_ns, stamped, uncertain in _sse_lines(response, CONFIG.read_mode, sock, measured):
                     state.feed_line(line, arrival_ns)
                     n_bytes += len(line)
                     kernel_clock &= stamped
+                    if first_uncertain is None and state.first_token_ns is not None:
+                        first_uncertain = uncertain
                 kernel_clock &= n_bytes > 0
                 if kernel_clock:
-                    in_flight["arrival_clock"] = "kernel"
+                    in_flight["arrival_clock"] = "merged" if first_uncertain else "kernel"
+                    STATE["health"].add_first_token(bool(first_uncertain), measured)
                 if state.error:
                     error = state.error
                 elif not state.done:

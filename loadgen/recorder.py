@@ -35,7 +35,9 @@ REQUESTS_SCHEMA = pa.schema([
     ("first_token_ns", pa.int64()),  # arrival of the first chunk with non-empty content
     ("done_ns", pa.int64()),  # end of the stream, of the error, or of the cancellation
     ("arrival_clock", pa.string()),  # 'kernel': arrivals are the kernel's receive times and
-    # sent_ns was taken inside sendall (loadgen/timed_socket.py); 'read': taken when read
+    # sent_ns was taken inside sendall (loadgen/timed_socket.py); 'merged': the same, but the
+    # first content came in one late read with a later packet (its time known to > 1 ms only);
+    # 'read': taken when read
     ("prompt_tokens", pa.int64()),  # usage.prompt_tokens when reported, else the target
     ("prompt_tokens_target", pa.int64()),  # the drawn prompt length (content, before chat template)
     ("output_tokens", pa.int64()),  # usage.completion_tokens when reported, else counted

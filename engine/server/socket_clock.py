@@ -26,10 +26,12 @@ beyond the read itself; stdlib only (imported by the Locust process too).
 
 from __future__ import annotations
 
+import operator
 import socket
 import struct
 import sys
 import time
+from functools import partial
 
 SO_TIMESTAMPNS = 35      # Linux (asm-generic and x86): SCM_TIMESTAMPNS has the same value
 _TIMESPEC = struct.Struct("@qq")  # struct timespec on 64-bit Linux: tv_sec, tv_nsec
@@ -105,8 +107,15 @@ class StampingSocket:
         self.last_send_ns: int | None = None
 
     def send(self, data, flags: int = 0) -> int:
-        self.last_send_ns = time.time_ns()
-        return self._sock.send(data, flags)
+        # The clock read and the system call run back to back in C, inside one bytecode (the
+        # unpacking drives ``map``): CPython may hand the GIL to another thread when a call
+        # returns to the bytecode loop, so ``t = time.time_ns(); sock.send(...)`` could let the
+        # engine's step thread run between the two, for up to the 5-ms switch interval. (Not
+        # isolated by a measurement: the multi-ms outliers seen under load turned out to be the
+        # client's merged reads, loadgen/timed_socket.py.) The GIL release inside ``send`` comes
+        # after the stamp and does not wait.
+        self.last_send_ns, sent = map(operator.call, (time.time_ns, partial(self._sock.send, data, flags)))
+        return sent
 
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
         if flags:

@@ -59,3 +59,19 @@ def test_read_delay_is_shown_per_second_and_in_the_summary_but_does_not_invalida
     h.write(tmp_path, 10.0)
     merge_health(tmp_path, tmp_path)
     assert pq.read_table(tmp_path / "client_health.parquet").column("read_delay_p99_ms").to_pylist()[0] == 50.0
+
+
+def test_first_tokens_timed_only_loosely_invalidate_past_one_percent():
+    h = HealthMonitor("p1")
+    h.add_first_token(True, measured=False)  # warm-up: not counted
+    for i in range(200):
+        h.add_first_token(i < 2, measured=True)  # 1 %: at the limit, still valid
+    s = h.summary(measured_cpu_percent=10.0)
+    assert s["first_tokens"] == 200 and s["first_token_merged_share"] == 0.01
+    assert verdict([s])["valid"] is True
+    h.add_first_token(True, measured=True)
+    bad = verdict([h.summary(measured_cpu_percent=10.0)])
+    assert not bad["valid"] and bad["reasons"] == [
+        "client p1 read 1.5% of first tokens late, merged with a later packet (> 1%): their TTFTs are "
+        "known only to > 1 ms"]
+    assert HealthMonitor("p2").summary(None)["first_token_merged_share"] is None  # no streams: no verdict

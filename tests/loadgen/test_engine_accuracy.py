@@ -12,6 +12,14 @@ E2E 0.06-0.08 ms on a quiet box (1.1-1.3 ms with another CI job on the 2 cores),
 client's own read delay (how late it read the data) was p99 19 ms and the server loop's read came
 p99 76 ms late — errors that read-time stamps carried into every figure before. A failure splits the difference
 into its legs (send → server received, server wrote first text → client's socket had it).
+
+One error no stamp can undo: a client that reads late finds the first content and a later packet
+in one read, merged by the kernel under the later packet's receive time (arrival_clock 'merged').
+A full-suite CI run showed its pattern (TTFT |diff| p99 5.7 ms, E2E 0.06 ms, lag p99 9.8 ms, just
+inside the lag limit); with a CPU hog beside this test the outliers were exactly those first
+tokens (4.1 % of them: p99 3.96 ms over all pairs, 0.05 ms over the others). Client health now
+flags a run with over 1 % of its first tokens known only to > 1 ms that way
+(loadgen/timed_socket.py line_arrival).
 """
 
 import pyarrow.parquet as pq
@@ -64,8 +72,13 @@ def test_client_and_server_timestamps_agree_at_64_streams(tmp_path):
             "TTFT |diff| p99 ms vs the engine's in-process stamps": inside}
     print(f"client health {result.client_health}; TTFT |diff| p99 {ttft:.2f} ms, E2E |diff| p99 {e2e:.2f} ms; {legs}")
     clocks = {(c.get("arrival_clock"), s["received_clock"]) for c, s in pairs}
+    exact = [c for c, _ in pairs if c.get("arrival_clock") == "kernel"]
+    ttft_exact = p99([abs((c["first_token_ns"] - c["sent_ns"]) - (s["first_content_ns"] - s["received_ns"])) / 1e6
+                      for c, s in pairs if c.get("arrival_clock") == "kernel"] or [0.0])
+    print(f"first tokens timed only to > 1 ms (merged): {1 - len(exact) / len(pairs):.1%}; "
+          f"TTFT |diff| p99 over the others {ttft_exact:.2f} ms")
     if stamps_available:
-        assert clocks == {("kernel", "kernel")}, clocks
+        assert clocks <= {("kernel", "kernel"), ("merged", "kernel")} and exact, clocks
     if ttft <= 2.0 and e2e <= 2.0:
         return
     assert not result.client_valid, (f"client healthy, yet TTFT |diff| p99 = {ttft:.2f} ms, "

@@ -4,7 +4,8 @@
 -- 'kernel') the difference is the loopback or network transit and each side's stamping overhead:
 -- 0.08-0.09 ms p99 at 64 streams on 2 quiet cores. With read-time clocks it also holds the client's
 -- read delay and the time the server's event loop left a request unread (up to ~150 ms p99
--- there). kernel_stamped_share: the share of pairs stamped by the kernel at both ends. No rows in
+-- there). kernel_stamped_share: the share of pairs stamped by the kernel at both ends (a first token
+-- that came merged with a later packet, arrival_clock 'merged', is not: its time is that packet's). No rows in
 -- server_requests (an external target): NULL figures.
 WITH run AS (
     SELECT r.run_id, run_t0(r.run_id) AS t0_ns
