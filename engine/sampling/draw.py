@@ -17,14 +17,18 @@ from engine.sampling.row_argmax import row_argmax
 
 
 def draw_kept(scaled: torch.Tensor, keep: torch.Tensor, seeded_noise: dict[int, torch.Tensor],
-              generator: torch.Generator | None = None) -> torch.Tensor:
+              generator: torch.Generator | None = None, weight: torch.Tensor | None = None) -> torch.Tensor:
     """Column [b] int64 drawn with probability ∝ exp(scaled) among each row's kept columns.
 
     scaled [b, W] fp32 (logit / T); keep [b, W] bool, at least one True per row (the top token);
-    seeded_noise {row: Exp(1) noise [W] of that row's columns}. Pure; CPU (no device concerns).
+    seeded_noise {row: Exp(1) noise [W] of that row's columns}; weight: exp(scaled - row max) in
+    fp64 when the caller has it (the row's maximum is kept, so these are the kept weights).
+    Pure; CPU (no device concerns).
     """
-    top = torch.where(keep, scaled, -math.inf).amax(dim=-1, keepdim=True)  # [b, 1]
-    weight = torch.where(keep, torch.exp(scaled - top), 0.0).double()
+    if weight is None:
+        top = torch.where(keep, scaled, -math.inf).amax(dim=-1, keepdim=True)  # [b, 1]
+        weight = torch.exp(scaled - top).double()
+    weight = torch.where(keep, weight, 0.0)
     cdf = weight.cumsum(dim=-1)
     uniform = torch.rand(keep.shape[0], 1, dtype=torch.float64, generator=generator) * cdf[:, -1:]
     column = torch.searchsorted(cdf, uniform, right=True).clamp(max=keep.shape[1] - 1).squeeze(1)

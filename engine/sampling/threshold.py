@@ -39,17 +39,22 @@ def threshold_sample(x: torch.Tensor, sub: SamplingMetadata, seeded_noise: dict[
         values = scaled.topk(k_max, dim=-1).values  # [b, k_max] descending
         kth = values.gather(1, (sub.top_k.clamp(max=k_max) - 1).unsqueeze(1))
         floor = torch.where((sub.top_k <= k_max).unsqueeze(1), torch.maximum(floor, kth), floor)
+    weight = None  # [b, V] fp64 exp(scaled - top): the top-p search's and the draw's (the top is kept)
     if not sub.no_top_p:
-        floor = torch.maximum(floor, _top_p_threshold(scaled, top, floor, sub.top_p))
+        weight = torch.exp(scaled - top).double()
+        floor = torch.maximum(floor, _top_p_threshold(scaled, top, floor, sub.top_p, weight))
     keep = scaled >= floor
-    return draw_kept(scaled, keep, seeded_noise, generator)
+    return draw_kept(scaled, keep, seeded_noise, generator, weight)
 
 
-def _top_p_threshold(scaled: torch.Tensor, top: torch.Tensor, floor: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
-    """[b, 1] smallest kept value under top-p (-inf for rows with p = 1), over tokens >= floor."""
-    weight = torch.where(scaled >= floor, torch.exp(scaled - top), 0.0).double()  # [b, V]
+def _top_p_threshold(scaled: torch.Tensor, top: torch.Tensor, floor: torch.Tensor, top_p: torch.Tensor,
+                     weight: torch.Tensor) -> torch.Tensor:
+    """[b, 1] smallest kept value under top-p (-inf for rows with p = 1), over tokens >= floor.
+    ``weight``: exp(scaled - top) in fp64, not modified."""
+    if bool(torch.isfinite(floor).any()):  # min-p / top-k drop some tokens first
+        weight = torch.where(scaled >= floor, weight, 0.0)  # [b, V]
     target = top_p.double().unsqueeze(1) * weight.sum(dim=-1, keepdim=True)     # [b, 1]
-    bucket = ((top - scaled) * BINS_PER_UNIT).clamp(max=BINS - 1).long()       # [b, V]; bin 0 holds the max
+    bucket = (top - scaled).mul_(BINS_PER_UNIT).clamp_(max=BINS - 1).long()    # [b, V]; bin 0 holds the max
     mass = torch.zeros(scaled.shape[0], BINS, dtype=torch.float64).scatter_add_(1, bucket, weight)
     above = mass.cumsum(dim=-1) - mass  # [b, BINS] mass in the bins above each bin
     crossing = ((above + mass) < target).sum(dim=-1, keepdim=True).clamp(max=BINS - 1)  # [b, 1]

@@ -88,3 +88,22 @@ def test_unseeded_draws_follow_the_filtered_distribution():
     kept = torch.softmax(logits[0, :3] / 0.9, dim=-1)
     freq = torch.bincount(ids, minlength=5).float() / n
     torch.testing.assert_close(freq, torch.cat([kept, torch.zeros(2)]), atol=0.015, rtol=0)
+
+
+def test_rows_whose_top_p_mass_is_beyond_every_pool_skip_the_candidates(monkeypatch):
+    """A flat row needs p x its kept mass of candidates, each weighing at most the top token: when
+    that exceeds every pool, no topk is taken and the threshold search decides it alone."""
+    monkeypatch.setattr(candidates, "CANDIDATE_POOLS", (4, 16))
+    calls = []
+    real = candidates._sample_candidates
+    monkeypatch.setattr(candidates, "_sample_candidates", lambda x, *a, **k: calls.append(x.shape[0]) or real(x, *a, **k))
+    flat = torch.randn(1, V, generator=torch.Generator().manual_seed(4)) * 0.01  # mass ~3000: p x mass > 16
+    peaked = torch.arange(V, dtype=torch.float32).flip(0).unsqueeze(0) * 5.0  # mass ~1: 4 candidates do
+    state = _state(2)
+    params = [SamplingParams(top_p=0.9, seed=1), SamplingParams(top_p=0.9, seed=2)]
+    logits = torch.cat([flat, peaked])
+    meta = SamplingMetadata.build(params, [0, 1], state)
+    fast = candidate_sample(logits, meta)
+    assert calls == [1]  # only the peaked row went through a pool
+    meta = SamplingMetadata.build(params, [0, 1], state)
+    assert torch.equal(fast, reference_sample(logits, meta))

@@ -119,3 +119,14 @@ def test_metadata_flags_and_bad_shapes():
         SamplingMetadata.build([SamplingParams()], [0, 1], state)
     with pytest.raises(ValueError, match="backend must be"):
         Sampler(backend="cuda")
+
+
+def test_draw_with_the_callers_weights_equals_the_draw_without():
+    from engine.sampling.draw import draw_kept
+
+    scaled = torch.randn(4, 500, generator=torch.Generator().manual_seed(3)) * 2
+    keep = scaled >= scaled.quantile(0.7, dim=-1, keepdim=True)  # the row maximum is kept
+    weight = torch.exp(scaled - scaled.amax(dim=-1, keepdim=True)).double()
+    a = draw_kept(scaled, keep, {}, torch.Generator().manual_seed(9))
+    b = draw_kept(scaled, keep, {}, torch.Generator().manual_seed(9), weight)
+    assert torch.equal(a, b)
