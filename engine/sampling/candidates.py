@@ -9,7 +9,8 @@ is retried with more candidates, and finally decided on its whole row by the exa
 of threshold.py (no sort). Rows whose top-p mass provably lies beyond a pool skip it: each candidate
 weighs at most the top token, so K candidates hold at most K top-weights of mass, and a row that
 needs more (p x its kept mass, one pass over the row that the top-p target needs anyway) goes on
-without the pool's topk (for flat [64, 128k] logits under top-p 0.9 that skips ~110 ms of topk). The draw is draw.py's: inverse CDF for unseeded rows, the race on the
+without the pool's topk — near-uniform rows, whose nucleus spans thousands of tokens. (The N(0, 3)
+rows of bench/sampling.py hold only ~10 top-weights of mass: they still try both pools.) The draw is draw.py's: inverse CDF for unseeded rows, the race on the
 reference's noise for seeded ones.
 Exactness: min-p / top-k kept sets are the reference's (same float ops on the same values); top-p
 sums the mass in descending order where the reference sums ascending, so the two can differ only
