@@ -54,10 +54,10 @@ def candidate_sample(penalized: torch.Tensor, meta: SamplingMetadata,
     pending = list(range(len(sampled_rows)))
     hopeless: list[int] = []  # rows no larger pool can decide: straight to the threshold search
     pools = [pool for pool in CANDIDATE_POOLS if pool < vocab]
-    # kept mass (before top-p) of the top-p rows the first pool leaves open: [b] fp32 (NaN for
-    # the other rows), or None when there are none
+    # kept mass (before top-p) of the top-p rows without a top-k: [b] fp32 (NaN for the other
+    # rows), or None when there are none. A top-k row's kept mass depends on its k-th value.
     open_rows = [row for row, p in enumerate(sub.params)
-                 if p.top_p < 1.0 and not (p.top_k_enabled and p.top_k <= pools[0])] if pools else []
+                 if p.top_p < 1.0 and not (p.top_k_enabled and p.top_k < vocab)] if pools else []
     mass = _open_row_mass(x, sub, open_rows) if open_rows else None
     for pool, next_pool in zip(pools, pools[1:] + [None]):
         waiting = [row for row in pending if not _fits(sub, mass, row, pool)]  # provably beyond this pool
@@ -90,19 +90,29 @@ def candidate_sample(penalized: torch.Tensor, meta: SamplingMetadata,
 
 
 def _open_row_mass(x: torch.Tensor, sub: SamplingMetadata, rows: list[int]) -> torch.Tensor:
-    """[b] fp32: for `rows`, the mass min-p keeps, sum of exp(logit / T - max) — the kept mass
-    before top-p of a row whose candidates do not close (a top-k would close it); NaN for the
-    other rows. One pass over those rows of [b, V]; pure."""
+    """[b] fp32: for `rows` (rows without a top-k), the mass min-p keeps, sum of exp(logit / T -
+    max) — their kept mass before top-p; NaN for the other rows. One pass over those rows; pure."""
     every = len(rows) == x.shape[0]  # index (copy) only a strict subset
-    full = (x if every else x[rows]) / (sub.temperature if every else sub.temperature[rows]).unsqueeze(1)
-    top = full.amax(dim=-1, keepdim=True)  # [o, 1]
-    drop = None if sub.no_min_p else full < top + torch.log(sub.min_p if every else sub.min_p[rows]).unsqueeze(1)
-    full.sub_(top).exp_()  # [o, V] weights, in place (before: drop was taken on the scaled values)
+    rows_x = x if every else x[rows]
+    temperature = sub.temperature if every else sub.temperature[rows]
+    # max(x) / T is the max of x / T bitwise (T > 0: division keeps the order)
+    top = rows_x.amax(dim=-1, keepdim=True) / temperature.unsqueeze(1)  # [o, 1]
+    floor = None if sub.no_min_p else top + torch.log(sub.min_p if every else sub.min_p[rows]).unsqueeze(1)
+    mass = torch.full((x.shape[0],), math.nan)
+    mass[rows] = _floored_mass(rows_x, temperature, top, floor)
+    return mass
+
+
+def _floored_mass(x: torch.Tensor, temperature: torch.Tensor, top: torch.Tensor,
+                  floor: torch.Tensor | None) -> torch.Tensor:
+    """[o]: each row's sum of exp(x / T - top) over the tokens with x / T >= floor (all of them
+    when floor is None). One pass over x [o, V]; pure."""
+    full = x / temperature.unsqueeze(1)  # [o, V], bitwise the reference's logits / T
+    drop = None if floor is None else full < floor  # before the in-place exp below
+    full.sub_(top).exp_()
     if drop is not None:
         full.masked_fill_(drop, 0.0)
-    mass = torch.full((x.shape[0],), math.nan)
-    mass[rows] = full.sum(dim=-1)
-    return mass
+    return full.sum(dim=-1)
 
 
 def _fits(sub: SamplingMetadata, mass: torch.Tensor | None, row: int, pool: int) -> bool:
@@ -165,8 +175,8 @@ def _kept_mass(x: torch.Tensor, sub: SamplingMetadata, floor: torch.Tensor, top:
                weight: torch.Tensor, closed: torch.Tensor, known: torch.Tensor | None = None) -> torch.Tensor:
     """Sum of exp(scaled - top) over each row's kept set (before top-p), [b].
 
-    From the candidates when they hold the whole kept set; otherwise one pass over the row, or
-    `known` (`_open_row_mass`: an open row's floor is min-p's alone, since a top-k would close it).
+    From the candidates when they hold the whole kept set; otherwise `known` (`_open_row_mass`,
+    rows without a top-k) or one pass over the row.
     """
     mass = weight.sum(dim=-1)
     open_rows = (~closed).nonzero().flatten().tolist()
@@ -174,13 +184,8 @@ def _kept_mass(x: torch.Tensor, sub: SamplingMetadata, floor: torch.Tensor, top:
         mass[open_rows] = known[open_rows]
     elif open_rows:
         every = len(open_rows) == x.shape[0]  # index (copy) only a strict subset
-        rows_x = x if every else x[open_rows]
-        rows_floor = floor if every else floor[open_rows]
-        full = rows_x / (sub.temperature if every else sub.temperature[open_rows]).unsqueeze(1)  # [o, V]
         floored = not (sub.no_min_p and sub.no_top_k)  # else every floor is -inf: nothing to drop
-        drop = full < rows_floor if floored else None  # before the in-place exp below
-        full.sub_(top if every else top[open_rows]).exp_()
-        if floored:
-            full.masked_fill_(drop, 0.0)
-        mass[open_rows] = full.sum(dim=-1)
+        mass[open_rows] = _floored_mass(
+            x if every else x[open_rows], sub.temperature if every else sub.temperature[open_rows],
+            top if every else top[open_rows], (floor if every else floor[open_rows]) if floored else None)
     return mass

@@ -107,3 +107,19 @@ def test_rows_whose_top_p_mass_is_beyond_every_pool_skip_the_candidates(monkeypa
     assert calls == [1]  # only the peaked row went through a pool
     meta = SamplingMetadata.build(params, [0, 1], state)
     assert torch.equal(fast, reference_sample(logits, meta))
+
+
+def test_a_top_k_rows_top_p_mass_is_its_top_k_mass():
+    """Rows whose k-th value is the last candidate stay open; their top-p target is p x the mass of
+    their top k, not of the whole row (a heavy tail beyond k would move the cut: 70 of 200 tokens
+    differed from the reference when the whole row's mass was used)."""
+    rows = 200
+    state = PenaltyState(rows, V)
+    for slot in range(rows):
+        state.assign(slot, [], [])
+    params = [SamplingParams(top_k=200, top_p=0.5, seed=10 + i) for i in range(rows)]
+    gen = torch.Generator().manual_seed(5)
+    ramp = -0.005 * torch.arange(V, dtype=torch.float32)  # weights e^(-rank/200): a heavy tail
+    logits = torch.stack([ramp[torch.randperm(V, generator=gen)] for _ in range(rows)])
+    fast = candidate_sample(logits, SamplingMetadata.build(params, list(range(rows)), state))
+    assert torch.equal(fast, reference_sample(logits, SamplingMetadata.build(params, list(range(rows)), state)))
