@@ -80,7 +80,6 @@ class TimedSocket(gevent.socket.socket):
         self._receiving = True
         return data
 
-
     def earliest_arrival_ns(self) -> int | None:
         """The earliest the latest read's bytes can have reached the socket: after the previous
         read (which took everything queued by then) and after this request was sent."""
@@ -94,9 +93,10 @@ def line_arrival(sock: TimedSocket, rest: bytes | bytearray) -> tuple[int, bool]
     nothing else came with it). Uncertain: later bytes came in the same read, so the stamp may be
     a later packet's, and the window back to ``earliest_arrival_ns()`` is wider than
     MERGED_TOLERANCE_NS."""
-    merged = len(rest) > 2 or bool(bytes(rest).strip(b"\r\n"))
-    earliest = sock.earliest_arrival_ns()
-    return sock.rx_ns, merged and (earliest is None or sock.rx_ns - earliest > MERGED_TOLERANCE_NS)
+    if len(rest) <= 2 and not bytes(rest).strip(b"\r\n"):  # nothing past the line's event: its own stamp
+        return sock.rx_ns, False
+    earliest = sock.earliest_arrival_ns()  # only for merged lines (this runs for every stream line)
+    return sock.rx_ns, earliest is None or sock.rx_ns - earliest > MERGED_TOLERANCE_NS
 
 
 def _create_timed_socket(pool: ConnectionPool, family: int, socktype: int, protocol: int) -> TimedSocket:
