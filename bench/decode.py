@@ -29,6 +29,13 @@ time of the LM head alone (the ``[rows, dim] x [dim, vocab]`` matmul both sides 
 decode step, at the rows the engine still has running at that step, best of ``--repeats``), and the
 ceiling is ``hf`` wall / that floor — the ratio of an engine whose steps cost nothing but the LM
 head. ``engine_lm_head_share`` = floor / engine wall: how much of the engine's time is that matmul.
+``work_ratio`` counts what the two sides must compute, no timing: token rows through the decoder
+layers — ``generate``'s padded batch, B x (longest prompt + longest output - 1), over the engine's
+sum of (prompt + output - 1) per request. It is what continuous batching and no padding can buy
+on a model whose every row costs the same on both sides (1.0 uniform: generate does exactly the
+engine's work there); a ratio above it comes from per-step overhead alone (op dispatch, cache
+handling, sampling). Where a step costs what streaming the weights costs, whatever its rows (a
+larger model on one core), the number of steps bounds the gain instead.
 ``greedy_match`` is the fraction of batch-1 tokens where both produce the same ids before the first
 divergence (fp32 rounding can flip a near-tie, so 1.0 is expected but not guaranteed).
 
@@ -206,6 +213,14 @@ def lm_head_floor(hf, n_out: list[int], repeats: int) -> float:
     return sum(per_rows[r] for r in rows_per_step(n_out))
 
 
+def work_ratio(batch_prompts: list[list[int]], n_out: list[int]) -> float:
+    """Decoder-layer token rows of ``generate`` (left-padded batch, stepped to the longest output)
+    over the engine's (each request's own prompt and outputs)."""
+    hf_rows = len(batch_prompts) * (max(len(p) for p in batch_prompts) + max(n_out) - 1)
+    engine_rows = sum(len(p) + n - 1 for p, n in zip(batch_prompts, n_out))
+    return hf_rows / engine_rows
+
+
 def prefix_match(a: list[int], b: list[int]) -> float:
     n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
     return n / max(len(a), 1)
@@ -255,6 +270,7 @@ def main() -> None:
                        "lm_head_floor_s": round(floor, 4),
                        "ratio_ceiling": round(hf_wall / floor, 2),
                        "engine_lm_head_share": round(floor / engine_wall, 2),
+                       "work_ratio": round(work_ratio(batch, n_out), 2),
                        "greedy_match": round(sum(prefix_match(x, y) for x, y in zip(engine_tokens, hf_tokens)) / b, 3)}
                 if a.http:
                     server_wall = run_server(config, batch, n_out, workdir, a.repeats)

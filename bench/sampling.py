@@ -9,7 +9,8 @@ For each vocabulary size V (default 32000 and 128000), B rows (default 64) with 
 Frequency/presence penalties are left at 0: transformers has no processor for them.
 Two logit shapes: ``peaked`` (logit = -1.5 ln(rank) + N(0, 0.5), a Zipf-like LM-ish distribution
 over a random permutation of the vocabulary) and ``flat`` (N(0, 1) x 3: a nucleus that spans most of
-the vocabulary, where the engine's top-p-only rows fall back to a full sort).
+the vocabulary, where the engine's top-p-only rows outgrow its candidate pools and go to the
+threshold search of engine/sampling/threshold.py).
 Each figure is the median of `--repeats` timed runs after one warm-up; `ratio` = hf_ms / engine_ms.
 Single-threaded by default (`--threads`): the machine is shared.
 
