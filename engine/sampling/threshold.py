@@ -5,9 +5,10 @@ What: `threshold_sample(x, sub, seeded_noise, generator)` finds each row's kept 
 and a top-k; the top-p threshold is located with a histogram of the probability mass over
 fixed-width bins of (max - logit / T), then resolved exactly inside the one bin where the mass
 crosses p (only that bin's few tokens are ranked). Why: a full sort of [64, 128k] costs ~1.2 s on
-one core; this is ~15 streaming passes, run over blocks of a few rows (`rows_per_block`). Same kept-set semantics as the reference (keep a token iff
-the mass strictly above it is < p of the kept mass); sums run in another order, so the two can differ
-only when the cumulative mass is within rounding of p.
+one core; this is ~15 streaming passes, over blocks of a few rows (`rows_per_block`). Same kept-set
+semantics as the reference (keep a token iff the mass strictly above it is < p of the kept mass);
+sums run in another order, so the two can differ only when the cumulative mass is within rounding
+of p.
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ BINS_PER_UNIT = 64
 BINS = 4096
 
 # Bytes of one fp64 [rows, V] temporary per block of rows. The search makes about ten [rows, V]
-# temporaries (fp64 weights, int64 bins, masks); over the whole [64, 128k] batch each is 32-64 MB,
-# above glibc's largest mmap threshold (32 MB), so every one is a fresh mapping paid in page faults
-# and streamed through memory. Blocks of 4 MB stay cached and reuse freed heap memory: 441 -> 147 ms
-# for [64, 128k] on one core (the whole engine step of the flat case in bench/sampling.py).
+# temporaries (fp64 weights, int64 bins, masks); over a whole [64, 128k] batch the 8-byte ones are
+# 62.5 MiB, above glibc's largest mmap threshold (32 MiB), so each is a fresh mapping paid in page
+# faults (a [64, 128k] .double(): 40-52 ms fresh, 12.5 ms from reused heap memory). Blocks of 4 MB
+# stay cached and reuse freed memory: the search over [64, 128k] on one core, 441 -> 147 ms.
 BLOCK_BYTES = 4 << 20
 
 
