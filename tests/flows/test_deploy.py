@@ -21,8 +21,9 @@ from zoneinfo import ZoneInfo
 import httpx
 import pytest
 
+import flows.deploy
 from flows.deploy import (EPHEMERAL_MESSAGE, NIGHTLY, REPO_DIR, CronSchedule, DeployError,
-                          nightly_parameters)
+                          nightly_parameters, serve_nightly)
 
 SERVER_STARTUP_S = 90      # ~16 s measured on 2 shared cores; generous for a loaded machine
 SCHEDULE_WAIT_S = 45       # serve: import + register (~4 s) + the scheduler's 5 s recent-deployments loop
@@ -284,3 +285,28 @@ def test_config_dir_inside_the_checkout_is_passed_relative_to_it():
     assert nightly_parameters(str(inside), base=REPO_DIR) == {"config_dir": "scenarios/nightly"}
     assert nightly_parameters(str(inside), base=None) == {"config_dir": str(inside)}
     assert nightly_parameters(None, base=REPO_DIR) == {}
+
+
+class _InterruptedWhileRegistering:
+    """A flow entrypoint whose `serve` is stopped by Ctrl-C before Prefect's serving loop runs."""
+
+    name = "nightly-regression"
+
+    def load(self):
+        return self
+
+    def serve(self, **kwargs):
+        raise KeyboardInterrupt
+
+
+def test_ctrl_c_while_serve_registers_returns_normally_and_pauses(monkeypatch):
+    """CI once sent SIGINT while `serve` was still inside `Runner.add_flow`: the process died with a
+    traceback and exit -2 instead of stopping as documented (returns, schedule paused)."""
+    paused = []
+    monkeypatch.setattr(flows.deploy, "require_server", lambda: "http://127.0.0.1:1/api")
+    monkeypatch.setattr(flows.deploy, "_pause_deployment", paused.append)
+    try:
+        serve_nightly(name="nightly-served", flow=_InterruptedWhileRegistering())
+    except KeyboardInterrupt:  # escaping, it would also stop pytest itself
+        pytest.fail("Ctrl-C while serve registers escaped serve_nightly")
+    assert paused == ["nightly-regression/nightly-served"]
