@@ -295,7 +295,8 @@ def stream_request(user: FastHttpUser, plan: RequestPlan, intended_ns: int, user
                 kernel_clock &= n_bytes > 0
                 if kernel_clock:
                     in_flight["arrival_clock"] = "merged" if first_uncertain else "kernel"
-                    STATE["health"].add_first_token(bool(first_uncertain), measured)
+                    if first_uncertain is not None:  # only streams that had a first token count
+                        STATE["health"].add_first_token(first_uncertain, measured)
                 if state.error:
                     error = state.error
                 elif not state.done:

@@ -10,8 +10,8 @@ of threshold.py (no sort). Rows whose top-p mass provably lies beyond a pool ski
 weighs at most the top token, so K candidates hold at most K top-weights of mass, and a row that
 needs more (p x its kept mass, one pass over the row that the top-p target needs anyway) goes on
 without the pool's topk — near-uniform rows, whose nucleus spans thousands of tokens. (The N(0, 3)
-rows of bench/sampling.py hold only ~10 top-weights of mass: they still try both pools.) The draw is draw.py's: inverse CDF for unseeded rows, the race on the
-reference's noise for seeded ones.
+rows of bench/sampling.py hold only ~10 top-weights of mass: they still try both pools.) The draw
+is draw.py's: inverse CDF for unseeded rows, the race on the reference's noise for seeded ones.
 Exactness: min-p / top-k kept sets are the reference's (same float ops on the same values); top-p
 sums the mass in descending order where the reference sums ascending, so the two can differ only
 when the cumulative mass is within fp32 rounding of p. A seeded row's noise is drawn over the whole
@@ -60,8 +60,9 @@ def candidate_sample(penalized: torch.Tensor, meta: SamplingMetadata,
                  if p.top_p < 1.0 and not (p.top_k_enabled and p.top_k < vocab)] if pools else []
     mass = _open_row_mass(x, sub, open_rows) if open_rows else None
     for pool, next_pool in zip(pools, pools[1:] + [None]):
-        waiting = [row for row in pending if not _fits(sub, mass, row, pool)]  # provably beyond this pool
-        pending = [row for row in pending if _fits(sub, mass, row, pool)]
+        fits = [_fits(sub, mass, row, pool) for row in pending]
+        waiting = [row for row, ok in zip(pending, fits) if not ok]  # provably beyond this pool
+        pending = [row for row, ok in zip(pending, fits) if ok]
         if pending:
             everything = len(pending) == len(sampled_rows)  # no row copies on the first pass
             part = sub if everything else sub.select(pending)
