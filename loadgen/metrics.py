@@ -104,18 +104,26 @@ def per_request(requests: pa.Table, tokens: pa.Table | None = None) -> pa.Table:
 
 def _last_chunk_ms(requests: pa.Table, tokens: pa.Table) -> pa.ChunkedArray:
     """Per request (in `requests` order): last content chunk arrival − sent_ns, in ms."""
-    last = tokens.group_by("request_id").aggregate([("arrival_ns", "max")])
+    last = content_chunks(tokens).group_by("request_id").aggregate([("arrival_ns", "max")])
     joined = requests.select(["request_id", "sent_ns"]).append_column(
         "_order", pa.array(range(requests.num_rows), pa.int64()))
     joined = joined.join(last, "request_id", join_type="left outer").sort_by("_order")
     return _ms(joined["arrival_ns_max"], joined["sent_ns"])
 
 
+def content_chunks(tokens: pa.Table) -> pa.Table:
+    """The chunks that carried content (n_tokens > 0; a table without the column: all of them),
+    pure. Role and usage chunks carry none: they are neither a first token nor an ITL gap."""
+    if "n_tokens" not in tokens.column_names:
+        return tokens
+    return tokens.filter(pc.fill_null(pc.greater(tokens["n_tokens"], 0), True))
+
+
 def itl_gaps(tokens: pa.Table) -> pa.Table:
     """Every gap between consecutive content chunks of the same request (pure): request_id,
     index (of the later chunk, ≥ 1), itl_ms. A chunk carrying n > 1 tokens still makes one gap,
     as in vLLM bench serve."""
-    t = tokens.sort_by([("request_id", "ascending"), ("index", "ascending")])
+    t = content_chunks(tokens).sort_by([("request_id", "ascending"), ("index", "ascending")])
     if t.num_rows < 2:
         return pa.table({"request_id": pa.array([], pa.string()), "index": pa.array([], pa.int32()),
                          "itl_ms": pa.array([], pa.float64())})

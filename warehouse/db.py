@@ -1,10 +1,11 @@
 """Open the spikelens DuckDB warehouse with its schema at the latest version.
 
 Why a function and not a bare `duckdb.connect`: every writer must see the same schema, so opening
-a database also brings it forward — `schema.sql` on an empty file (version 1), then each
-`migrations/NNNN_name.sql` whose number is above the stored version, in order, each in its own
-transaction together with its `schema_version` row (a crash mid-migration leaves the previous
-version intact, and the next connect() retries it).
+a database also brings it forward — `schema.sql` on an empty file (version BASE_VERSION: the
+pre-release history squashed into one file), then each `migrations/NNNN_name.sql` whose number is
+above the stored version, in order, each in its own transaction together with its
+`schema_version` row (a crash mid-migration leaves the previous version intact, and the next
+connect() retries it). Migrations are numbered from BASE_VERSION + 1 (0016) on.
 
 A read-only connection never migrates: it refuses a database older than this code, naming the
 versions, instead of failing later on a missing table.
@@ -24,6 +25,7 @@ _HERE = Path(__file__).parent
 SCHEMA_FILE = _HERE / "schema.sql"
 MIGRATIONS_DIR = _HERE / "migrations"
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+BASE_VERSION = 15   # the version schema.sql creates; a database below it predates the squash
 
 
 class SchemaError(RuntimeError):
@@ -33,7 +35,8 @@ class SchemaError(RuntimeError):
 def migrations() -> list[tuple[int, Path]]:
     """The forward migrations shipped with the code, as (version, path), in version order.
 
-    Versions start at 2 (1 is schema.sql) and must be contiguous: a gap means a file is missing.
+    Versions start at BASE_VERSION + 1 (schema.sql is BASE_VERSION) and must be contiguous: a gap
+    means a file is missing.
     """
     found = []
     for path in sorted(MIGRATIONS_DIR.glob("*.sql")):
@@ -41,16 +44,17 @@ def migrations() -> list[tuple[int, Path]]:
         if not match:
             raise SchemaError(f"{path}: migration files are named NNNN_lowercase_name.sql")
         found.append((int(match.group(1)), path))
-    expected = list(range(2, 2 + len(found)))
+    first = BASE_VERSION + 1
+    expected = list(range(first, first + len(found)))
     if [v for v, _ in found] != expected:
         raise SchemaError(f"{MIGRATIONS_DIR}: migration versions {[v for v, _ in found]} "
-                          f"must be contiguous from 2 ({expected})")
+                          f"must be contiguous from {first} ({expected})")
     return found
 
 
 def latest_version() -> int:
     """The schema version this code expects after all migrations."""
-    return 1 + len(migrations())
+    return BASE_VERSION + len(migrations())
 
 
 def schema_version(conn: duckdb.DuckDBPyConnection) -> int:
@@ -67,7 +71,7 @@ def _apply(conn: duckdb.DuckDBPyConnection, sql: str, version: int, name: str) -
     conn.execute("BEGIN TRANSACTION")
     try:
         conn.execute(sql)
-        if version > 1:  # schema.sql records version 1 itself
+        if version > BASE_VERSION:  # schema.sql records its own version
             conn.execute("INSERT INTO schema_version (version, name) VALUES (?, ?)", [version, name])
         conn.execute("COMMIT")
     except Exception:
@@ -79,8 +83,12 @@ def migrate(conn: duckdb.DuckDBPyConnection) -> int:
     """Bring the schema to the latest version; returns the version reached. Idempotent."""
     current = schema_version(conn)
     if current == 0:
-        _apply(conn, SCHEMA_FILE.read_text(), 1, SCHEMA_FILE.name)
-        current = 1
+        _apply(conn, SCHEMA_FILE.read_text(), BASE_VERSION, SCHEMA_FILE.name)
+        current = BASE_VERSION
+    elif current < BASE_VERSION:
+        raise SchemaError(f"database schema version {current} predates version {BASE_VERSION}, "
+                          "from which this code's migrations start: move the file aside and "
+                          "ingest the runs again (their files in runs/<run_id>/ are unchanged)")
     for version, path in migrations():
         if version > current:
             _apply(conn, path.read_text(), version, path.name)

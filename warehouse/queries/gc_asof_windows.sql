@@ -2,11 +2,7 @@
 -- or before the window's end (ASOF join), and the latest gen-2 one — how long ago, how long it
 -- lasted. Shows whether a slow window sits right after a full collection.
 WITH run AS (SELECT * FROM run_axis($run_id, $window_s)),
-grid AS (
-    SELECT g.range AS w, run.t0_ns + (g.range + 1) * run.window_ns AS end_ns
-    FROM run, range(CAST(ceil(coalesce(run.duration_s, 0) * 1e9 / run.window_ns) AS BIGINT)) g
-    WHERE run.t0_ns IS NOT NULL          -- no load start, no requests: no time axis
-),
+grid AS (SELECT w, end_ns FROM window_grid($run_id, $window_s)),
 pauses AS (
     SELECT g.start_ns, g.end_ns, g.generation FROM gc g, run WHERE g.run_id = run.run_id
 ),

@@ -3,11 +3,7 @@
 -- each with prompt_tokens + the share of its output generated so far (linear in time). Penalty
 -- work that scales with history (the slow path) tracks this; batch size alone does not.
 WITH run AS (SELECT * FROM run_axis($run_id, $window_s)),
-grid AS (
-    SELECT g.range AS w, run.t0_ns + g.range * run.window_ns + run.window_ns // 2 AS mid_ns
-    FROM run, range(CAST(ceil(coalesce(run.duration_s, 0) * 1e9 / run.window_ns) AS BIGINT)) g
-    WHERE run.t0_ns IS NOT NULL
-),
+grid AS (SELECT w, mid_ns FROM window_grid($run_id, $window_s)),
 in_flight AS (
     SELECT e.first_token_ns, e.done_ns, coalesce(e.prompt_tokens, 0) AS prompt_tokens,
            coalesce(e.output_tokens, 0) AS output_tokens

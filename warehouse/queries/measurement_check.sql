@@ -7,17 +7,10 @@
 -- there). kernel_stamped_share: the share of pairs stamped by the kernel at both ends (a first token
 -- that came merged with a later packet, arrival_clock 'merged', is not: its time is that packet's). No rows in
 -- server_requests (an external target): NULL figures.
-WITH run AS (
-    SELECT r.run_id, run_t0(r.run_id) AS t0_ns
-    FROM runs r
-    WHERE r.run_id = $run_id
-),
-measured AS (
-    SELECT q.request_id, q.sent_ns, q.first_token_ns, q.done_ns, q.arrival_clock
-    FROM requests q, run
-    WHERE q.run_id = run.run_id
-      AND (q.phase = 'measure' OR (q.phase IS NULL AND q.sent_ns >= run.t0_ns))
-      AND coalesce(q.status = 'ok', coalesce(q.error, '') = '')
+WITH measured AS (
+    SELECT request_id, sent_ns, first_token_ns, done_ns, arrival_clock
+    FROM measured_requests($run_id)
+    WHERE ok
 ),
 paired AS (
     SELECT

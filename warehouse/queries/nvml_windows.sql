@@ -4,17 +4,9 @@ WITH run AS (SELECT * FROM run_axis($run_id, $window_s)),
 samples AS (
     SELECT n.* FROM nvml n, run WHERE n.run_id = run.run_id
 ),
-n_windows AS (
-    SELECT CASE WHEN run.duration_s IS NOT NULL
-                THEN CAST(ceil(run.duration_s * 1e9 / run.window_ns) AS BIGINT)
-                ELSE coalesce((SELECT CAST(floor((max(ts_ns) - run.t0_ns) / run.window_ns) AS BIGINT) + 1
-                               FROM samples), 0) END AS n
-    FROM run
-),
 grid AS (
-    SELECT g.range AS w, gpus.gpu, run.t0_ns + (g.range + 1) * run.window_ns AS end_ns
-    FROM n_windows, range(n_windows.n) g, run, (SELECT DISTINCT gpu FROM samples) gpus
-    WHERE run.t0_ns IS NOT NULL          -- no load start, no requests: no time axis
+    SELECT g.w, gpus.gpu, g.end_ns
+    FROM window_grid($run_id, $window_s) g, (SELECT DISTINCT gpu FROM samples) gpus
 )
 SELECT
     grid.w AS "window",

@@ -3,10 +3,8 @@
 WITH run AS (SELECT * FROM run_axis($run_id, $window_s)),
 measured AS (
     SELECT q.*
-    FROM requests q, run
-    WHERE q.run_id = run.run_id
-      AND (q.phase = 'measure' OR (q.phase IS NULL AND q.sent_ns >= run.t0_ns))
-      AND q.done_ns IS NOT NULL AND q.done_ns >= run.t0_ns
+    FROM measured_requests($run_id) q, run
+    WHERE q.done_ns IS NOT NULL AND q.done_ns >= run.t0_ns
 )
 SELECT
     CAST(floor((m.done_ns - run.t0_ns) / run.window_ns) AS BIGINT) AS "window",

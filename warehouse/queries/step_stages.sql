@@ -16,16 +16,7 @@ primary_steps AS (
     JOIN cross_rank cr ON cr.step = sg.step
     WHERE sg.run_id = run.run_id AND sg.rank = 0 AND sg.end_ns >= run.t0_ns
 ),
-n_windows AS (
-    SELECT CASE WHEN run.duration_s IS NOT NULL
-                THEN CAST(ceil(run.duration_s * 1e9 / run.window_ns) AS BIGINT)
-                ELSE coalesce((SELECT max(w) + 1 FROM primary_steps), 0) END AS n
-    FROM run
-),
-grid AS (
-    SELECT range AS w FROM n_windows, range(n_windows.n), run
-    WHERE run.t0_ns IS NOT NULL          -- no load start, no requests: no time axis
-),
+grid AS (SELECT w FROM window_grid($run_id, $window_s)),
 per_window AS (
     SELECT
         w,

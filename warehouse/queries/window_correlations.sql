@@ -3,38 +3,15 @@
 -- (pause start in window), arrivals, and the latest NVML sample at the window's end (ASOF join,
 -- mean over GPUs). Rows with fewer than 3 windows where both are present are left out.
 WITH run AS (SELECT * FROM run_axis($run_id, $window_s)),
-n_windows AS (
-    SELECT CAST(ceil(coalesce(run.duration_s, 0) * 1e9 / run.window_ns) AS BIGINT) AS n FROM run
-),
-grid AS (
-    SELECT g.range AS w, run.t0_ns + (g.range + 1) * run.window_ns AS end_ns
-    FROM n_windows, range(n_windows.n) g, run
-    WHERE run.t0_ns IS NOT NULL          -- no load start, no requests: no time axis
-),
-measured AS (
-    SELECT q.* FROM requests q, run
-    WHERE q.run_id = run.run_id AND (q.phase = 'measure' OR (q.phase IS NULL AND q.sent_ns >= run.t0_ns))
-),
-gaps AS (
-    SELECT t.arrival_ns,
-           t.arrival_ns - lag(t.arrival_ns) OVER (PARTITION BY t.request_id ORDER BY t."index") AS gap_ns
-    FROM tokens t JOIN measured m ON m.request_id = t.request_id
-    WHERE t.run_id = $run_id AND coalesce(t.n_tokens, 1) > 0
-),
+grid AS (SELECT w, end_ns FROM window_grid($run_id, $window_s)),
+measured AS (SELECT * FROM measured_requests($run_id)),
 latency AS (
-    SELECT w,
-           quantile_cont(gap_ms, 0.99) FILTER (WHERE kind = 'itl') AS itl_p99_ms,
-           quantile_cont(gap_ms, 0.99) FILTER (WHERE kind = 'ttft') AS ttft_p99_ms
-    FROM (
-        SELECT 'itl' AS kind, CAST(floor((g.arrival_ns - run.t0_ns) / run.window_ns) AS BIGINT) AS w,
-               g.gap_ns / 1e6 AS gap_ms
-        FROM gaps g, run WHERE g.gap_ns IS NOT NULL AND g.arrival_ns >= run.t0_ns
-        UNION ALL
-        SELECT 'ttft', CAST(floor((m.first_token_ns - run.t0_ns) / run.window_ns) AS BIGINT),
-               (m.first_token_ns - m.sent_ns) / 1e6
-        FROM measured m, run WHERE m.first_token_ns >= run.t0_ns
-    )
-    GROUP BY w
+    SELECT CAST(floor((s.ts_ns - run.t0_ns) / run.window_ns) AS BIGINT) AS w,
+           quantile_cont(s.value_ms, 0.99) FILTER (WHERE s.metric = 'itl') AS itl_p99_ms,
+           quantile_cont(s.value_ms, 0.99) FILTER (WHERE s.metric = 'ttft') AS ttft_p99_ms
+    FROM latency_samples($run_id) s, run
+    WHERE s.ts_ns >= run.t0_ns
+    GROUP BY 1
 ),
 step_signals AS (
     SELECT CAST(floor((sg.end_ns - run.t0_ns) / run.window_ns) AS BIGINT) AS w,

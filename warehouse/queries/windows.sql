@@ -1,43 +1,19 @@
--- Latency percentiles per window of $window_s seconds from load_started_ns (measured phase only).
--- TTFT = first_token_ns - sent_ns, in the window of the first token's arrival;
--- ITL  = every gap between consecutive content chunks of a request, in the window of the later chunk;
--- E2E  = done_ns - sent_ns of successful requests (status 'ok'; without a status: no error), in
---        the window of completion; errors = status 'error' (cancelled at the end of the test is not one).
+-- Latency percentiles per window of $window_s seconds from load_started_ns (measured phase only),
+-- under the definitions of the latency_samples macro (schema migration 0016): TTFT in the window
+-- of the first token's arrival, ITL in the window of the later chunk, E2E in the window of
+-- completion, all of ok requests; arrivals, completions and errors (status 'error'; cancelled at
+-- the end of the test is not one) of every measured request; tokens of every content chunk.
 -- Windows run from 0 to duration_s (all of them, empty ones with NULL percentiles).
 WITH run AS (SELECT * FROM run_axis($run_id, $window_s)),
-measured AS (
-    -- phase is NULL only in files written before the column existed: keep what was sent after t0
-    SELECT q.*
-    FROM requests q, run
-    WHERE q.run_id = run.run_id
-      AND (q.phase = 'measure' OR (q.phase IS NULL AND q.sent_ns >= run.t0_ns))
-),
-content_chunks AS (
-    SELECT t.request_id, t."index", t.arrival_ns, t.n_tokens
-    FROM tokens t
-    JOIN measured m ON m.request_id = t.request_id
-    WHERE t.run_id = $run_id AND coalesce(t.n_tokens, 1) > 0
-),
-gaps AS (
-    SELECT arrival_ns,
-           arrival_ns - lag(arrival_ns) OVER (PARTITION BY request_id ORDER BY "index") AS gap_ns
-    FROM content_chunks
-),
 samples AS (
-    SELECT 'itl' AS metric, arrival_ns AS ts_ns, gap_ns / 1e6 AS value FROM gaps WHERE gap_ns IS NOT NULL
-    UNION ALL
-    SELECT 'ttft', first_token_ns, (first_token_ns - sent_ns) / 1e6 FROM measured
-    WHERE first_token_ns IS NOT NULL AND sent_ns IS NOT NULL
-    UNION ALL
-    SELECT 'e2e', done_ns, (done_ns - sent_ns) / 1e6 FROM measured
-    WHERE done_ns IS NOT NULL AND sent_ns IS NOT NULL AND coalesce(status = 'ok', coalesce(error, '') = '')
+    SELECT metric, ts_ns, value_ms AS value FROM latency_samples($run_id)
     UNION ALL
     -- markers that carry counts (and, for 'done', the request's output length)
-    SELECT 'sent', sent_ns, 0 FROM measured WHERE sent_ns IS NOT NULL
+    SELECT 'sent', sent_ns, 0 FROM measured_requests($run_id) WHERE sent_ns IS NOT NULL
     UNION ALL
-    SELECT 'done', done_ns, output_tokens FROM measured WHERE done_ns IS NOT NULL
+    SELECT 'done', done_ns, output_tokens FROM measured_requests($run_id) WHERE done_ns IS NOT NULL
     UNION ALL
-    SELECT 'error', coalesce(done_ns, sent_ns), 0 FROM measured WHERE coalesce(status = 'error', coalesce(error, '') <> '')
+    SELECT 'error', coalesce(done_ns, sent_ns), 0 FROM measured_requests($run_id) WHERE failed
 ),
 bucketed AS (
     SELECT s.metric, s.value, CAST(floor((s.ts_ns - run.t0_ns) / run.window_ns) AS BIGINT) AS w
@@ -45,21 +21,12 @@ bucketed AS (
     WHERE s.ts_ns >= run.t0_ns
 ),
 token_counts AS (
-    SELECT CAST(floor((c.arrival_ns - run.t0_ns) / run.window_ns) AS BIGINT) AS w, sum(coalesce(c.n_tokens, 1)) AS tokens
-    FROM content_chunks c, run
+    SELECT CAST(floor((c.arrival_ns - run.t0_ns) / run.window_ns) AS BIGINT) AS w, sum(c.n_tokens) AS tokens
+    FROM content_chunks($run_id) c, run
     WHERE c.arrival_ns >= run.t0_ns
     GROUP BY ALL
 ),
-n_windows AS (
-    SELECT CASE WHEN run.duration_s IS NOT NULL
-                THEN CAST(ceil(run.duration_s * 1e9 / run.window_ns) AS BIGINT)
-                ELSE coalesce((SELECT max(w) + 1 FROM bucketed), 0) END AS n
-    FROM run
-),
-grid AS (
-    SELECT range AS w FROM n_windows, range(n_windows.n), run
-    WHERE run.t0_ns IS NOT NULL          -- no load start, no requests: no time axis
-),
+grid AS (SELECT w FROM window_grid($run_id, $window_s)),
 per_window AS (
     SELECT
         w,
