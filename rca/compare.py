@@ -204,10 +204,11 @@ def compare_runs(db_path, candidate: str, baselines: list[str], metrics: dict[st
 
 def store_verdicts(db_path, run_id: str, scenario_name: str, verdicts: list[MetricVerdict],
                    baseline_runs: list[str]) -> None:
-    """Replace the run's rows in nightly_verdicts (one transaction)."""
+    """Replace the run's rows in nightly_verdicts (one transaction, warehouse.store)."""
     import pyarrow as pa
 
     from warehouse.db import connect
+    from warehouse.store import replace_run_rows
 
     def row(v: MetricVerdict) -> dict:
         out = {k: x for k, x in v.to_dict().items() if k not in ("n_baseline", "n_candidate")}
@@ -218,14 +219,4 @@ def store_verdicts(db_path, run_id: str, scenario_name: str, verdicts: list[Metr
 
     rows = pa.Table.from_pylist([row(v) for v in verdicts])
     with connect(db_path) as conn:
-        conn.execute("BEGIN TRANSACTION")
-        try:
-            conn.execute("DELETE FROM nightly_verdicts WHERE run_id = ?", [run_id])
-            if rows.num_rows:
-                conn.register("verdict_rows", rows)
-                conn.execute("INSERT INTO nightly_verdicts BY NAME SELECT * FROM verdict_rows")
-                conn.unregister("verdict_rows")
-            conn.execute("COMMIT")
-        except Exception:
-            conn.execute("ROLLBACK")
-            raise
+        replace_run_rows(conn, run_id, {"nightly_verdicts": rows})

@@ -1,6 +1,6 @@
 -- spikelens warehouse schema, version 15.
 --
--- The tables hold the files of a run directory (docs/run-files.md) and the analysis made from
+-- The tables hold the files of a run directory (docs/design.md, "Files in a run directory") and the analysis made from
 -- them. warehouse.db.connect() applies this file once to an empty database, then every
 -- migrations/NNNN_*.sql above 15 in order. This file is the pre-release history (versions 1-15)
 -- squashed into one: it is never edited again; a change to the schema is a new migration file,

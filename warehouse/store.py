@@ -12,14 +12,15 @@ import pyarrow as pa
 def replace_run_rows(conn: duckdb.DuckDBPyConnection, run_id: str, tables: dict[str, pa.Table]) -> None:
     """For each {table: rows}: delete the run's rows, insert `rows` (columns matched by name).
 
-    Every given Arrow table must carry a `run_id` column equal to `run_id` on each row.
+    Every given Arrow table with rows must carry a `run_id` column equal to `run_id` on each
+    row; an empty one (any columns) only deletes.
     """
     for name, rows in tables.items():
-        if "run_id" not in rows.column_names:
+        if rows.num_rows and "run_id" not in rows.column_names:
             raise ValueError(f"rows for table {name!r} need a run_id column")
         if not name.isidentifier():
             raise ValueError(f"table name {name!r} is not an identifier")
-        ids = set(rows.column("run_id").to_pylist())
+        ids = set(rows.column("run_id").to_pylist()) if rows.num_rows else set()
         if ids - {run_id}:
             raise ValueError(f"rows for table {name!r} carry run_id {sorted(ids - {run_id})}, expected {run_id!r}")
     views: list[str] = []

@@ -1,0 +1,47 @@
+"""warehouse.store.replace_run_rows: the one write path of derived per-run rows."""
+import pyarrow as pa
+import pytest
+
+from warehouse.db import connect
+from warehouse.store import replace_run_rows
+
+
+def _verdicts(run_id, metrics):
+    return pa.table({"run_id": [run_id] * len(metrics), "scenario_name": ["s"] * len(metrics),
+                     "metric": metrics, "verdict": ["unchanged"] * len(metrics)})
+
+
+def _stored(conn):
+    return conn.execute("SELECT run_id, metric FROM nightly_verdicts ORDER BY ALL").fetchall()
+
+
+def test_replaces_only_that_runs_rows(tmp_path):
+    with connect(tmp_path / "w.duckdb") as conn:
+        replace_run_rows(conn, "a", {"nightly_verdicts": _verdicts("a", ["ttft_p50", "itl_p99"])})
+        replace_run_rows(conn, "b", {"nightly_verdicts": _verdicts("b", ["ttft_p50"])})
+        replace_run_rows(conn, "a", {"nightly_verdicts": _verdicts("a", ["e2e_p99"])})
+        assert _stored(conn) == [("a", "e2e_p99"), ("b", "ttft_p50")]
+
+
+def test_an_empty_table_only_deletes(tmp_path):
+    with connect(tmp_path / "w.duckdb") as conn:
+        replace_run_rows(conn, "a", {"nightly_verdicts": _verdicts("a", ["ttft_p50"])})
+        replace_run_rows(conn, "a", {"nightly_verdicts": pa.Table.from_pylist([])})
+        assert _stored(conn) == []
+
+
+def test_rows_of_another_run_are_refused_and_nothing_changes(tmp_path):
+    with connect(tmp_path / "w.duckdb") as conn:
+        replace_run_rows(conn, "a", {"nightly_verdicts": _verdicts("a", ["ttft_p50"])})
+        with pytest.raises(ValueError, match=r"carry run_id \['b'\], expected 'a'"):
+            replace_run_rows(conn, "a", {"nightly_verdicts": _verdicts("b", ["itl_p99"])})
+        assert _stored(conn) == [("a", "ttft_p50")]
+
+
+def test_a_failed_insert_rolls_back_the_delete(tmp_path):
+    with connect(tmp_path / "w.duckdb") as conn:
+        replace_run_rows(conn, "a", {"nightly_verdicts": _verdicts("a", ["ttft_p50"])})
+        bad = pa.table({"run_id": ["a"], "metric": ["x"], "no_such_column": [1]})
+        with pytest.raises(Exception):
+            replace_run_rows(conn, "a", {"nightly_verdicts": bad})
+        assert _stored(conn) == [("a", "ttft_p50")]
