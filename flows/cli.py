@@ -106,6 +106,18 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def _require(command: str) -> None:
+    """Exit 2 before any work when `command`'s optional dependencies are missing."""
+    from rich.markup import escape
+
+    from flows.requirements import MissingExtra, check
+
+    try:
+        check(command)
+    except MissingExtra as e:
+        _fail(escape(str(e)))
+
+
 def _json_option(name: str, value: str | None) -> dict | None:
     import json
 
@@ -255,28 +267,85 @@ def report(run_id: str = typer.Argument(..., help="Run id (see the runs folder).
     print(page)
 
 
+# `spikelens engine` flags → CONFIG.json keys ("engine" block unless noted), named as vLLM's.
+_ENGINE_FLAG_KEYS = {"model": "model", "max_model_len": "max_model_len", "max_num_seqs": "max_num_seqs",
+                     "kv_blocks": "kv_blocks", "block_size": "block_size",
+                     "max_num_batched_tokens": "max_num_batched_tokens", "dtype": "dtype",
+                     "tensor_parallel_size": "tp", "seed": "seed", "device": "device"}
+
+
 @app.command()
-def engine(config: Optional[Path] = typer.Option(None, help="Engine config JSON (see docs)."),
-           model: str = typer.Option("small", help="Preset name or HF checkpoint folder."),
-           host: str = typer.Option("127.0.0.1"), port: int = typer.Option(8000),
+def engine(model_arg: Optional[str] = typer.Argument(
+               None, metavar="[MODEL]", help="Same as --model (as in `vllm serve MODEL`)."),
+           model: Optional[str] = typer.Option(
+               None, help="Preset (tiny, small, medium; default small) or a Hugging Face Llama "
+                          "checkpoint folder."),
+           config: Optional[Path] = typer.Option(
+               None, exists=True, dir_okay=False,
+               help="CONFIG.json {engine, faults, server} (docs/engine-server.md); every flag "
+                    "given on the command line overrides the file's value."),
+           max_model_len: Optional[int] = typer.Option(
+               None, help="Context length (prompt + output). Default: the model's "
+                          "max_position_embeddings, capped by the KV cache (kv-blocks × block-size)."),
+           max_num_seqs: Optional[int] = typer.Option(None, help="Running-batch limit (default 32)."),
+           kv_blocks: Optional[int] = typer.Option(
+               None, "--kv-blocks", "--num-gpu-blocks-override",
+               help="Paged KV cache size in blocks (default 512)."),
+           block_size: Optional[int] = typer.Option(None, help="Tokens per KV block (default 16)."),
+           max_num_batched_tokens: Optional[int] = typer.Option(
+               None, help="Tokens one step may process (default: max-model-len)."),
+           dtype: Optional[str] = typer.Option(
+               None, help="float32 (default), bfloat16, float16; also half, float, auto "
+                          "(the checkpoint's dtype)."),
+           tensor_parallel_size: Optional[int] = typer.Option(
+               None, "--tensor-parallel-size", "--tp", help="Tensor-parallel ranks (default 1)."),
+           seed: Optional[int] = typer.Option(None, help="Seed of synthetic weights and unseeded sampling (default 0)."),
+           device: Optional[str] = typer.Option(None, help="cpu (default), cuda or auto."),
+           served_model_name: Optional[str] = typer.Option(
+               None, help="Model id answered by /v1/models (default spikelens)."),
+           host: str = typer.Option("127.0.0.1", help="Address to bind."),
+           port: int = typer.Option(8000, help="Port."),
            run_dir: Optional[Path] = typer.Option(None, help="Where to write telemetry files.")
            ) -> None:
-    """Serve the engine alone (OpenAI-compatible API) until Ctrl-C."""
-    import json
-    import os
-    import subprocess
-    import tempfile
+    """Serve the engine alone (OpenAI-compatible API, as `vllm serve` does) until Ctrl-C.
 
-    if config is None:
-        fd, name = tempfile.mkstemp(suffix=".json")
-        os.write(fd, json.dumps({"run_id": "adhoc", "engine": {"model": model},
-                                 "faults": []}).encode())
-        os.close(fd)
-        config = Path(name)
+    `spikelens engine --model DIR` needs no other flag: the context length comes from the
+    checkpoint. With --config FILE, the flags given override the file's values.
+    """
+    import json
+    import subprocess
+
+    data: dict = {"run_id": "adhoc", "faults": []}
+    if config is not None:
+        try:
+            data = json.loads(config.read_text())
+        except json.JSONDecodeError as e:
+            _fail(f"--config {config}: not valid JSON ({e})")
+        if not isinstance(data, dict):
+            _fail(f"--config {config}: must hold a JSON object {{engine, faults, server}}")
+    if model_arg and model and model_arg != model:
+        _fail(f"give the model once: MODEL {model_arg!r} and --model {model!r} differ")
+    flags = {"model": model or model_arg, "max_model_len": max_model_len,
+             "max_num_seqs": max_num_seqs, "kv_blocks": kv_blocks, "block_size": block_size,
+             "max_num_batched_tokens": max_num_batched_tokens, "dtype": dtype,
+             "tensor_parallel_size": tensor_parallel_size, "seed": seed, "device": device}
+    engine_block = data.get("engine") if isinstance(data.get("engine"), dict) else {}
+    data["engine"] = {**engine_block, **{_ENGINE_FLAG_KEYS[k]: v for k, v in flags.items() if v is not None}}
+    if served_model_name is not None:
+        data["server"] = {**(data.get("server") or {}), "model_name": served_model_name}
     run_dir = run_dir or StatePaths.from_env().ensure().runs / "adhoc-engine"
-    cmd = [sys.executable, "-m", "engine", "serve", "--config", str(config), "--run-dir",
+    run_dir.mkdir(parents=True, exist_ok=True)
+    merged = run_dir / "engine-config.json"
+    merged.write_text(json.dumps(data, indent=1))
+    cmd = [sys.executable, "-m", "engine", "serve", "--config", str(merged), "--run-dir",
            str(run_dir), "--host", host, "--port", str(port)]
-    raise typer.Exit(subprocess.call(cmd))
+    proc = subprocess.Popen(cmd)
+    signal.signal(signal.SIGTERM, lambda *_: proc.terminate())   # pass a stop on to the server
+    while True:
+        try:
+            raise typer.Exit(proc.wait())
+        except KeyboardInterrupt:   # the terminal's Ctrl-C reached the server too: let it flush
+            continue
 
 
 @app.command()
@@ -353,6 +422,8 @@ def evaluate(suite_dir: Optional[Path] = typer.Argument(
                  None, help="Id of an earlier evaluation: re-analyse and score its runs, run nothing.")
              ) -> None:
     """Run a suite of fault scenarios; score detection and attribution vs ground truth and peers."""
+    if peers:   # BARO/NSigma need the eval extra: say so now, not after the suite has run
+        _require("evaluate")
     from flows.evaluate import default_suite_dir, evaluation, previous_suite, suite_scenarios
     from flows.scenario import ScenarioError, load_scenario
 

@@ -27,7 +27,7 @@ def test_from_dict_unknown_key_is_named():
 
 
 @pytest.mark.parametrize("field,value", [("tp", 0), ("max_num_seqs", 0), ("block_size", 0), ("threads", 0),
-                                         ("dtype", "int8"), ("device", "tpu"), ("kv_blocks", 1), ("seed", -1)])
+                                         ("dtype", "int8"), ("device", "tpu"), ("kv_blocks", 0), ("seed", -1)])
 def test_out_of_range_names_field(field, value):
     with pytest.raises(ValueError, match=f"engine.{field}"):
         EngineConfig.from_dict({field: value})
@@ -37,3 +37,44 @@ def test_from_dict_roundtrip():
     c = EngineConfig.from_dict({"model": "tiny", "kv_blocks": 256, "max_num_batched_tokens": 4096})
     assert EngineConfig.from_dict(c.to_dict()) == c
     assert c.token_budget == 4096
+
+
+def _checkpoint_config(tmp_path, **cfg):
+    (tmp_path / "config.json").write_text(__import__("json").dumps({"model_type": "llama", **cfg}))
+    return str(tmp_path)
+
+
+def test_max_model_len_comes_from_the_checkpoint(tmp_path):
+    folder = _checkpoint_config(tmp_path, max_position_embeddings=256)
+    assert EngineConfig(model=folder).max_model_len == 256
+    assert EngineConfig(model=folder, max_model_len=128).max_model_len == 128
+
+
+def test_max_model_len_is_capped_by_the_kv_cache(tmp_path):
+    folder = _checkpoint_config(tmp_path, max_position_embeddings=131072)
+    assert EngineConfig(model=folder, kv_blocks=64, block_size=16).max_model_len == 1024
+    assert EngineConfig(model="tiny", kv_blocks=8, block_size=4).max_model_len == 32
+    assert EngineConfig(model="small").max_model_len == MODEL_PRESETS["small"].max_position == 2048
+
+
+def test_explicit_max_model_len_above_the_model_names_the_range(tmp_path):
+    folder = _checkpoint_config(tmp_path, max_position_embeddings=256)
+    with pytest.raises(ValueError, match=r"engine.max_model_len: must be in \[2, 256\].*got 2048"):
+        EngineConfig.from_dict({"model": folder, "max_model_len": 2048})
+
+
+def test_a_model_that_is_neither_preset_nor_checkpoint_is_named(tmp_path):
+    with pytest.raises(ValueError, match="engine.model: .*neither a preset"):
+        EngineConfig(model=str(tmp_path / "missing"))
+
+
+def test_vllm_dtype_spellings_and_auto(tmp_path):
+    assert EngineConfig(model="tiny", dtype="half").dtype == "float16"
+    assert EngineConfig(model="tiny", dtype="auto").dtype == "float32"
+    folder = _checkpoint_config(tmp_path, torch_dtype="bfloat16")
+    assert EngineConfig(model=folder, dtype="auto").dtype == "bfloat16"
+
+
+def test_explicit_max_model_len_beyond_the_kv_cache_names_kv_blocks():
+    with pytest.raises(ValueError, match="engine.kv_blocks: .*need kv_blocks >= 128"):
+        EngineConfig.from_dict({"model": "tiny", "kv_blocks": 1, "max_model_len": 2048})
