@@ -114,8 +114,9 @@ def _require(command: str) -> None:
 
     try:
         check(command)
-    except MissingExtra as e:
-        _fail(escape(str(e)))
+    except MissingExtra as e:   # one line, however narrow the terminal: scripts grep for it
+        console.print(f"[red]error:[/red] {escape(str(e))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
 
 
 def _json_option(name: str, value: str | None) -> dict | None:
