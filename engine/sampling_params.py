@@ -30,8 +30,11 @@ class Range:
 
     def shown(self) -> str:
         """The range as error messages write it: [0, 2], (0, 1], [1, inf)."""
-        low = "-inf" if self.low is None else f"{self.low:g}"
-        high = "inf" if self.high is None else f"{self.high:g}"
+        def text_of(v: float) -> str:
+            return str(v) if isinstance(v, int) else f"{v:g}"
+
+        low = "-inf" if self.low is None else text_of(self.low)
+        high = "inf" if self.high is None else text_of(self.high)
         text = f"{'(' if self.low_open else '['}{low}, {high}{']' if self.high is not None else ')'}"
         return f"{text} ({self.off})" if self.off else text
 
