@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -130,6 +131,20 @@ DTYPES = ("float32", "bfloat16", "float16")
 # vLLM's spellings of the same dtypes; "auto" = the checkpoint's own dtype (float32 for a preset).
 DTYPE_ALIASES = {"float": "float32", "half": "float16", "fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 DEVICES = ("cpu", "cuda", "auto")
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+_SIZE_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
+               "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
+
+
+def parse_size(value: int | str, where: str) -> int:
+    """Bytes from an int or a human-readable size ("512MiB", "2GiB", "1G", "1.5G"); >= 1."""
+    if isinstance(value, str):
+        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kmgt]i?)?b?\s*", value.lower())
+        if not match:
+            raise ValueError(f"{where}: must be a size in bytes such as 1073741824, 512MiB or 2GiB, got {value!r}")
+        value = int(float(match.group(1)) * _SIZE_UNITS[match.group(2) or ""])
+    _check_int(where.split(".")[-1], value, 1, None, where.rsplit(".", 1)[0])
+    return value
 
 
 @dataclass
@@ -150,6 +165,10 @@ class EngineConfig:
     # auto (a checkpoint's torch_dtype when it is one of DTYPES, else float32).
     dtype: str = "float32"
     threads: int = 1  # torch intra-op threads: 1 keeps a 2-core box responsive for the client
+    # KV cache size per rank in bytes (int, or "512MiB", "2GiB", "1G"), as vLLM's
+    # --kv-cache-memory-bytes; when set it replaces kv_blocks: the blocks of the model's shape
+    # (2 x layers x KV heads per rank x head_dim x block_size x dtype bytes each) that fit in it.
+    kv_cache_memory_bytes: int | str | None = None
     # Token budget of one step (prefill + decode tokens); None = max_model_len, so any prompt fits.
     max_num_batched_tokens: int | None = None
     device: str = "cpu"  # cpu, cuda, or auto (cuda when available)
@@ -159,12 +178,18 @@ class EngineConfig:
             raise ValueError(f"engine.model: must be a preset name ({', '.join(MODEL_PRESETS)}) or a checkpoint folder, got {self.model!r}")
         _check_int("tp", self.tp, 1, 64)
         _check_int("max_num_seqs", self.max_num_seqs, 1, 4096)
-        _check_int("kv_blocks", self.kv_blocks, 1, 10_000_000)
         _check_int("block_size", self.block_size, 1, 1024)
+        self.dtype = self._resolve_dtype()
+        if self.kv_cache_memory_bytes is not None:
+            self.kv_cache_memory_bytes = parse_size(self.kv_cache_memory_bytes, "engine.kv_cache_memory_bytes")
+            self.kv_blocks = self.kv_cache_memory_bytes // self.kv_block_bytes()
+            if self.kv_blocks < 1:
+                raise ValueError(f"engine.kv_cache_memory_bytes: {self.kv_cache_memory_bytes} bytes hold no KV "
+                                 f"block; one block of this model takes {self.kv_block_bytes()} bytes")
+        _check_int("kv_blocks", self.kv_blocks, 1, 10_000_000)
         self._resolve_max_model_len()
         _check_int("seed", self.seed, 0, 2**63 - 1)
         _check_int("threads", self.threads, 1, 1024)
-        self.dtype = self._resolve_dtype()
         if self.device not in DEVICES:
             raise ValueError(f"engine.device: must be one of {', '.join(DEVICES)}, got {self.device!r}")
         if self.kv_blocks * self.block_size < self.max_model_len:
@@ -173,6 +198,17 @@ class EngineConfig:
                 f"one max_model_len={self.max_model_len} sequence; need kv_blocks >= {-(-self.max_model_len // self.block_size)}")
         if self.max_num_batched_tokens is not None:
             _check_int("max_num_batched_tokens", self.max_num_batched_tokens, self.max_model_len, 10_000_000)
+
+    def kv_block_bytes(self) -> int:
+        """Bytes of one KV block on one rank: K and V of every layer for block_size tokens."""
+        if self.model in MODEL_PRESETS:
+            args = MODEL_PRESETS[self.model]
+        else:
+            from engine.checkpoint import model_args_from_hf
+
+            args = model_args_from_hf(read_hf_config(self.model), f"{self.model}/config.json")
+        kv_heads = max(args.n_kv_heads // self.tp, 1)
+        return 2 * args.n_layers * kv_heads * args.head_dim * self.block_size * DTYPE_BYTES[self.dtype]
 
     def _resolve_dtype(self) -> str:
         if self.dtype == "auto":

@@ -270,7 +270,8 @@ def report(run_id: str = typer.Argument(..., help="Run id (see the runs folder).
 
 # `spikelens engine` flags → CONFIG.json keys ("engine" block unless noted), named as vLLM's.
 _ENGINE_FLAG_KEYS = {"model": "model", "max_model_len": "max_model_len", "max_num_seqs": "max_num_seqs",
-                     "kv_blocks": "kv_blocks", "block_size": "block_size",
+                     "kv_blocks": "kv_blocks", "kv_cache_memory_bytes": "kv_cache_memory_bytes",
+                     "block_size": "block_size",
                      "max_num_batched_tokens": "max_num_batched_tokens", "dtype": "dtype",
                      "tensor_parallel_size": "tp", "seed": "seed", "device": "device"}
 
@@ -292,6 +293,8 @@ def engine(model_arg: Optional[str] = typer.Argument(
            kv_blocks: Optional[int] = typer.Option(
                None, "--kv-blocks", "--num-gpu-blocks-override",
                help="Paged KV cache size in blocks (default 512)."),
+           kv_cache_memory_bytes: Optional[str] = typer.Option(
+               None, help="KV cache size per rank instead of --kv-blocks, e.g. 512MiB or 2GiB."),
            block_size: Optional[int] = typer.Option(None, help="Tokens per KV block (default 16)."),
            max_num_batched_tokens: Optional[int] = typer.Option(
                None, help="Tokens one step may process (default: max-model-len)."),
@@ -324,10 +327,13 @@ def engine(model_arg: Optional[str] = typer.Argument(
             _fail(f"--config {config}: not valid JSON ({e})")
         if not isinstance(data, dict):
             _fail(f"--config {config}: must hold a JSON object {{engine, faults, server}}")
+    if kv_blocks is not None and kv_cache_memory_bytes is not None:
+        _fail("give the KV cache size once: --kv-blocks or --kv-cache-memory-bytes")
     if model_arg and model and model_arg != model:
         _fail(f"give the model once: MODEL {model_arg!r} and --model {model!r} differ")
     flags = {"model": model or model_arg, "max_model_len": max_model_len,
-             "max_num_seqs": max_num_seqs, "kv_blocks": kv_blocks, "block_size": block_size,
+             "max_num_seqs": max_num_seqs, "kv_blocks": kv_blocks,
+             "kv_cache_memory_bytes": kv_cache_memory_bytes, "block_size": block_size,
              "max_num_batched_tokens": max_num_batched_tokens, "dtype": dtype,
              "tensor_parallel_size": tensor_parallel_size, "seed": seed, "device": device}
     engine_block = data.get("engine") if isinstance(data.get("engine"), dict) else {}

@@ -78,3 +78,23 @@ def test_vllm_dtype_spellings_and_auto(tmp_path):
 def test_explicit_max_model_len_beyond_the_kv_cache_names_kv_blocks():
     with pytest.raises(ValueError, match="engine.kv_blocks: .*need kv_blocks >= 128"):
         EngineConfig.from_dict({"model": "tiny", "kv_blocks": 1, "max_model_len": 2048})
+
+
+def test_kv_cache_size_in_bytes_gives_the_blocks_that_fit():
+    from engine.llm_engine import LLMEngine
+
+    config = EngineConfig(model="tiny", kv_cache_memory_bytes="4MiB", max_num_seqs=2)
+    tiny = MODEL_PRESETS["tiny"]
+    per_block = 2 * tiny.n_layers * tiny.n_kv_heads * tiny.head_dim * 16 * 4
+    assert config.kv_block_bytes() == per_block and config.kv_blocks == (4 << 20) // per_block
+    eng = LLMEngine(config)
+    allocated = sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in eng.kv.layers)
+    assert allocated == config.kv_blocks * per_block <= 4 << 20
+    eng.telemetry.close()
+    assert EngineConfig(model="tiny", kv_cache_memory_bytes="4MiB", dtype="half").kv_blocks == 2 * config.kv_blocks
+
+
+@pytest.mark.parametrize("value,needle", [("lots", "such as"), (0, r"\[1, inf\]"), ("1KiB", "hold no KV block")])
+def test_bad_kv_cache_sizes_name_the_field(value, needle):
+    with pytest.raises(ValueError, match=f"engine.kv_cache_memory_bytes: .*{needle}"):
+        EngineConfig(model="tiny", kv_cache_memory_bytes=value)

@@ -89,7 +89,7 @@ def test_help_lists_the_vllm_style_flags(tmp_path):
     proc = subprocess.run([SPIKELENS, "engine", "--help"], env={**_env(tmp_path), "COLUMNS": "200"},
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0
-    for flag in ("--model", "--max-model-len", "--max-num-seqs", "--kv-blocks", "--dtype",
+    for flag in ("--model", "--max-model-len", "--max-num-seqs", "--kv-blocks", "--kv-cache-memory-bytes", "--dtype",
                  "--tensor-parallel-size", "--tp", "--seed", "--host", "--port", "--config"):
         assert flag in proc.stdout
     assert "override the file" in " ".join(proc.stdout.split())
