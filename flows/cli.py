@@ -346,13 +346,17 @@ def engine(model_arg: Optional[str] = typer.Argument(
     merged.write_text(json.dumps(data, indent=1))
     cmd = [sys.executable, "-m", "engine", "serve", "--config", str(merged), "--run-dir",
            str(run_dir), "--host", host, "--port", str(port)]
-    proc = subprocess.Popen(cmd)
-    signal.signal(signal.SIGTERM, lambda *_: proc.terminate())   # pass a stop on to the server
+    from flows.supervisor import die_with_parent
+
+    # Its own session, so one Ctrl-C or SIGTERM reaches it once (forwarded from here): a second
+    # signal would make uvicorn skip the graceful period. It still dies with a SIGKILLed CLI.
+    proc = subprocess.Popen(cmd, start_new_session=True, preexec_fn=die_with_parent)
+    signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
     while True:
         try:
             raise typer.Exit(proc.wait())
-        except KeyboardInterrupt:   # the terminal's Ctrl-C reached the server too: let it flush
-            continue
+        except KeyboardInterrupt:   # stop the server the same way; it flushes, then exits
+            proc.send_signal(signal.SIGINT)
 
 
 @app.command()

@@ -58,7 +58,7 @@ def test_engine_serves_a_256_position_checkpoint_with_no_engine_flag(hf_llama_25
         with pytest.raises(openai.BadRequestError, match="max_model_len=256"):
             client.completions.create(model="spikelens", prompt=[5] * 300, max_tokens=4)
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
+        proc.send_signal(signal.SIGINT)   # Ctrl-C of the CLI: forwarded once, the server flushes
         assert proc.wait(timeout=60) == 0
     run_dir = tmp_path / "home" / "runs" / "adhoc-engine"
     assert (run_dir / "steps.parquet").exists()
