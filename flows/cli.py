@@ -268,14 +268,6 @@ def report(run_id: str = typer.Argument(..., help="Run id (see the runs folder).
     print(page)
 
 
-# `spikelens engine` flags → CONFIG.json keys ("engine" block unless noted), named as vLLM's.
-_ENGINE_FLAG_KEYS = {"model": "model", "max_model_len": "max_model_len", "max_num_seqs": "max_num_seqs",
-                     "kv_blocks": "kv_blocks", "kv_cache_memory_bytes": "kv_cache_memory_bytes",
-                     "block_size": "block_size",
-                     "max_num_batched_tokens": "max_num_batched_tokens", "dtype": "dtype",
-                     "tensor_parallel_size": "tp", "seed": "seed", "device": "device"}
-
-
 @app.command()
 def engine(model_arg: Optional[str] = typer.Argument(
                None, metavar="[MODEL]", help="Same as --model (as in `vllm serve MODEL`)."),
@@ -317,7 +309,30 @@ def engine(model_arg: Optional[str] = typer.Argument(
     checkpoint. With --config FILE, the flags given override the file's values.
     """
     import json
-    import subprocess
+
+    if kv_blocks is not None and kv_cache_memory_bytes is not None:
+        _fail("give the KV cache size once: --kv-blocks or --kv-cache-memory-bytes")
+    if model_arg and model and model_arg != model:
+        _fail(f"give the model once: MODEL {model_arg!r} and --model {model!r} differ")
+    engine_flags = {"model": model or model_arg, "max_model_len": max_model_len,
+                    "max_num_seqs": max_num_seqs, "kv_blocks": kv_blocks,
+                    "kv_cache_memory_bytes": kv_cache_memory_bytes, "block_size": block_size,
+                    "max_num_batched_tokens": max_num_batched_tokens, "dtype": dtype,
+                    "tp": tensor_parallel_size, "seed": seed, "device": device}
+    data = _engine_run_config(config, engine_flags, {"model_name": served_model_name})
+    run_dir = run_dir or StatePaths.from_env().ensure().runs / "adhoc-engine"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    merged = run_dir / "engine-config.json"   # what the server ran with, for the record
+    merged.write_text(json.dumps(data, indent=1))
+    raise typer.Exit(_serve_until_stopped(
+        [sys.executable, "-m", "engine", "serve", "--config", str(merged), "--run-dir", str(run_dir),
+         "--host", host, "--port", str(port)]))
+
+
+def _engine_run_config(config: Optional[Path], engine_flags: dict, server_flags: dict) -> dict:
+    """CONFIG.json for `python -m engine serve`: the --config file (if any) with the flags given
+    laid over its `engine` and `server` blocks. The server validates the result."""
+    import json
 
     data: dict = {"run_id": "adhoc", "faults": []}
     if config is not None:
@@ -327,34 +342,29 @@ def engine(model_arg: Optional[str] = typer.Argument(
             _fail(f"--config {config}: not valid JSON ({e})")
         if not isinstance(data, dict):
             _fail(f"--config {config}: must hold a JSON object {{engine, faults, server}}")
-    if kv_blocks is not None and kv_cache_memory_bytes is not None:
-        _fail("give the KV cache size once: --kv-blocks or --kv-cache-memory-bytes")
-    if model_arg and model and model_arg != model:
-        _fail(f"give the model once: MODEL {model_arg!r} and --model {model!r} differ")
-    flags = {"model": model or model_arg, "max_model_len": max_model_len,
-             "max_num_seqs": max_num_seqs, "kv_blocks": kv_blocks,
-             "kv_cache_memory_bytes": kv_cache_memory_bytes, "block_size": block_size,
-             "max_num_batched_tokens": max_num_batched_tokens, "dtype": dtype,
-             "tensor_parallel_size": tensor_parallel_size, "seed": seed, "device": device}
-    engine_block = data.get("engine") if isinstance(data.get("engine"), dict) else {}
-    data["engine"] = {**engine_block, **{_ENGINE_FLAG_KEYS[k]: v for k, v in flags.items() if v is not None}}
-    if served_model_name is not None:
-        data["server"] = {**(data.get("server") or {}), "model_name": served_model_name}
-    run_dir = run_dir or StatePaths.from_env().ensure().runs / "adhoc-engine"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    merged = run_dir / "engine-config.json"
-    merged.write_text(json.dumps(data, indent=1))
-    cmd = [sys.executable, "-m", "engine", "serve", "--config", str(merged), "--run-dir",
-           str(run_dir), "--host", host, "--port", str(port)]
+    for block, flags in (("engine", engine_flags), ("server", server_flags)):
+        given = {k: v for k, v in flags.items() if v is not None}
+        if given:
+            base = data.get(block) if isinstance(data.get(block), dict) else {}
+            data[block] = {**base, **given}
+    return data
+
+
+def _serve_until_stopped(cmd: list[str]) -> int:
+    """Run the server until it exits; Ctrl-C and SIGTERM of this process stop it gracefully.
+
+    It runs in its own session, so each stop reaches it once (forwarded from here): a second
+    signal would make uvicorn skip the graceful period. It still dies with a SIGKILLed CLI.
+    """
+    import subprocess
+
     from flows.supervisor import die_with_parent
 
-    # Its own session, so one Ctrl-C or SIGTERM reaches it once (forwarded from here): a second
-    # signal would make uvicorn skip the graceful period. It still dies with a SIGKILLed CLI.
     proc = subprocess.Popen(cmd, start_new_session=True, preexec_fn=die_with_parent)
     signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
     while True:
         try:
-            raise typer.Exit(proc.wait())
+            return proc.wait()
         except KeyboardInterrupt:   # stop the server the same way; it flushes, then exits
             proc.send_signal(signal.SIGINT)
 
