@@ -60,6 +60,7 @@ def test_engine_serves_a_256_position_checkpoint_with_no_engine_flag(hf_llama_25
     finally:
         proc.send_signal(signal.SIGINT)   # Ctrl-C of the CLI: forwarded once, the server flushes
         assert proc.wait(timeout=60) == 0
+    assert "max_model_len=256" in proc.stderr.read()   # the server says what it derived
     run_dir = tmp_path / "home" / "runs" / "adhoc-engine"
     assert (run_dir / "steps.parquet").exists()
     assert json.loads((run_dir / "engine-config.json").read_text())["engine"] == {"model": str(hf_llama_256)}
