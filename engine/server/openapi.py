@@ -111,10 +111,22 @@ def _json(description: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
+# Request examples (schemathesis' examples phase sends them: both answer shapes get exercised).
+_EXAMPLES = {
+    "CompletionRequest": {"prompt": "The capital of France is", "max_tokens": 8, "temperature": 0.7},
+    "ChatCompletionRequest": {"messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 8},
+}
+
+
 def _generation(request: str, response: str, chunk: str, summary: str) -> dict[str, Any]:
+    body = _EXAMPLES[request]
+    examples = {"plain": {"summary": "one JSON answer", "value": body},
+                "stream": {"summary": "an event stream with the usage chunk",
+                           "value": {**body, "stream": True, "stream_options": {"include_usage": True}}}}
     return {
         "summary": summary,
-        "requestBody": {"required": True, "content": {"application/json": {"schema": _ref(request)}}},
+        "requestBody": {"required": True, "content": {"application/json": {"schema": _ref(request),
+                                                                           "examples": examples}}},
         "responses": {
             "200": {"description": f"`{response}`, or with `stream: true` an event stream of `{chunk}`",
                     "content": {"application/json": {"schema": _ref(response)},

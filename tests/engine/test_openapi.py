@@ -105,10 +105,11 @@ def test_schemathesis_finds_no_server_error_and_no_rejected_data(tmp_path):
             [st, "--no-color", "--config-file", str(config), "run", proc.url + "/openapi.json",
              "--exclude-checks", "positive_data_acceptance", "--max-examples", "12", "--seed", "1",
              "--workers", "2", "--request-timeout", "20", "--generation-database", "none",
-             "--report", "json", "--report-dir", str(tmp_path / "report")],
+             "--report", "json,har", "--report-dir", str(tmp_path / "report")],
             capture_output=True, text=True, timeout=200, cwd=tmp_path, env={**os.environ, "COLUMNS": "200"})
     out = result.stdout + result.stderr
-    report = json.loads(next((tmp_path / "report").glob("*.json")).read_text())
+    report = json.loads(next((tmp_path / "report").glob("json-*.json")).read_text())
+    har = json.loads(next((tmp_path / "report").glob("har-*.json")).read_text())
     assert result.returncode == 0, out[-6000:]
     assert report["failures"] == [] and report["errors"] == [] and report["complete"]
     assert not any(report["warnings"].values()), report["warnings"]
@@ -118,3 +119,7 @@ def test_schemathesis_finds_no_server_error_and_no_rejected_data(tmp_path):
     for op in ("POST /v1/completions", "POST /v1/chat/completions"):
         accepted = sum(phase["accepted"] for phase in rates[op].values())
         assert accepted >= 10, (op, rates[op])   # the generation endpoints really generated
+        streams = [e for e in har["log"]["entries"] if e["request"]["url"].endswith(op.split()[1])
+                   and e["response"]["content"].get("mimeType", "").startswith("text/event-stream")]
+        assert streams, f"{op}: no event stream was exercised"   # the schema's examples send one
+    assert report["phases"]["examples"]["status"] == "success"
