@@ -312,6 +312,14 @@ def engine(model_arg: Optional[str] = typer.Argument(
 
     if kv_blocks is not None and kv_cache_memory_bytes is not None:
         _fail("give the KV cache size once: --kv-blocks or --kv-cache-memory-bytes")
+    if device in ("cuda", "auto"):
+        from rich.markup import escape
+
+        from flows.requirements import note
+
+        missing = note("engine --device cuda")
+        if missing:
+            console.print(f"[yellow]note:[/yellow] {escape(missing)}", highlight=False, soft_wrap=True)
     if model_arg and model and model_arg != model:
         _fail(f"give the model once: MODEL {model_arg!r} and --model {model!r} differ")
     engine_flags = {"model": model or model_arg, "max_model_len": max_model_len,

@@ -36,6 +36,10 @@ REQUIREMENTS: dict[str, Requirement] = {
     "evaluate": Requirement(
         "eval", ("pandas", "RCAEval", "matplotlib", "statsmodels", "causallearn", "networkx", "tqdm", "requests"),
         without="or score without the peers: spikelens evaluate --no-peers"),
+    # On a GPU the engine samples with Triton kernels; without them it falls back to the torch
+    # reference (correct, slower), so this one is a note, not an error (see `note`).
+    "engine --device cuda": Requirement(
+        "kernels", ("triton",), without="until then sampling runs on the torch reference (slower)"),
     # The Triton kernels vs the torch reference (GPU; the interpreter on a CPU).
     "bench/kernels.py": Requirement("kernels", ("triton",)),
     # The engine against transformers' generate and logits processors.
@@ -72,6 +76,15 @@ def check(command: str, table: dict[str, Requirement] | None = None) -> None:
         message = (f"{label} needs the {req.extra!r} extra (missing: {', '.join(missing)}); "
                    f"install it with: {req.install_command()}")
         raise MissingExtra(message + (f"; {req.without}" if req.without else ""))
+
+
+def note(command: str) -> str | None:
+    """``check``'s message for a part a command can run without (said up front), or None."""
+    try:
+        check(command)
+    except MissingExtra as e:
+        return str(e)
+    return None
 
 
 def require(command: str) -> None:

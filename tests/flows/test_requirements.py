@@ -67,3 +67,17 @@ def test_evaluate_no_peers_needs_no_extra(tmp_path):
     proc = subprocess.run([SPIKELENS, "evaluate", "--no-peers", str(tmp_path / "no-such-suite")], env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "eval' extra" not in proc.stderr
+
+
+def test_engine_on_a_gpu_without_triton_says_so_up_front(tmp_path):
+    """The engine runs without Triton (torch reference): a note before it starts, not an error."""
+    (tmp_path / "block").mkdir()
+    (tmp_path / "block" / "sitecustomize.py").write_text(BLOCKER.replace('{"pandas", "RCAEval"}', '{"triton"}'))
+    env = {**os.environ, "SPIKELENS_HOME": str(tmp_path / "home"),
+           "PYTHONPATH": os.pathsep.join([str(tmp_path / "block"), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([SPIKELENS, "engine", "--model", "tiny", "--device", "cuda", "--max-num-seqs", "0"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert ("note: spikelens engine --device cuda needs the 'kernels' extra (missing: triton); install it "
+            "with: make setup-test  (or pip install -e '.[kernels]' -c constraints.txt); until then sampling "
+            "runs on the torch reference (slower)") in proc.stderr
+    assert proc.returncode == 2 and "engine.max_num_seqs" in proc.stderr   # then the server's own check
