@@ -94,3 +94,22 @@ def test_help_lists_the_vllm_style_flags(tmp_path):
                  "--tensor-parallel-size", "--tp", "--seed", "--host", "--port", "--config"):
         assert flag in proc.stdout
     assert "override the file" in " ".join(proc.stdout.split())
+
+
+def test_sigterm_of_the_cli_stops_the_server_gracefully(tmp_path):
+    """SIGTERM reaches only the CLI (the server has its own session); it is forwarded once, the
+    server flushes its telemetry and exits 0, and no process is left behind."""
+    psutil = pytest.importorskip("psutil")
+    port = free_port()
+    proc = subprocess.Popen([SPIKELENS, "engine", "tiny", "--max-model-len", "64", "--kv-blocks", "8",
+                             "--port", str(port)], env=_env(tmp_path), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_healthy(proc, f"http://127.0.0.1:{port}")
+        children = psutil.Process(proc.pid).children(recursive=True)
+        assert children
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=60) == 0
+    assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+    assert (tmp_path / "home" / "runs" / "adhoc-engine" / "steps.parquet").exists()
