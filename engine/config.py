@@ -14,8 +14,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
 # The project tokenizer's vocabulary (engine/assets/tokenizer.json).
@@ -126,6 +126,7 @@ def model_max_position(model: str) -> int:
     value = read_hf_config(model).get("max_position_embeddings", HF_DEFAULT_MAX_POSITION)
     _check_int("max_position_embeddings", value, 1, None, f"{model}/config.json")
     return value
+
 
 DTYPES = ("float32", "bfloat16", "float16")
 # vLLM's spellings of the same dtypes; "auto" = the checkpoint's own dtype (float32 for a preset).
