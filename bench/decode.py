@@ -238,6 +238,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="runs per figure; the best is reported")
     ap.add_argument("--http", action="store_true", help="also measure through the HTTP server")
     a = ap.parse_args()
+    from flows.requirements import require
+
+    require("bench/decode.py")  # transformers missing: say so before the engine side runs
     torch.set_num_threads(a.threads)
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)

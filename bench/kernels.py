@@ -138,6 +138,9 @@ def main() -> int:
                           "reason": "no CUDA device (torch.cuda.is_available() is False); "
                                     "the kernels are checked on the CPU by tests/engine/test_kernels.py"}))
         return 0
+    from flows.requirements import require
+
+    require("bench/kernels.py")  # Triton missing: say how to install it before any shape runs
     device = torch.device("cpu" if args.smoke else "cuda")
     batches, vocabs, iters = ([2], [512], 2) if args.smoke else (args.batch, args.vocab, args.iters)
     peak = None if args.smoke else dram_peak_gbps()

@@ -25,7 +25,11 @@ import statistics
 import time
 
 import torch
-from transformers import (LogitsProcessorList, MinPLogitsWarper, RepetitionPenaltyLogitsProcessor,
+
+from flows.requirements import require
+
+require("bench/sampling.py")  # before the transformers import below fails with a traceback
+from transformers import (  # noqa: E402LogitsProcessorList, MinPLogitsWarper, RepetitionPenaltyLogitsProcessor,
                           TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper)
 
 from engine.sampling import PenaltyState, Sampler, SamplingMetadata

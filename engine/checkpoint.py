@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from engine.config import ModelArgs
+from engine.config import HF_DEFAULT_MAX_POSITION, ModelArgs
 from engine.model import DecoderModel
 from engine.tokenizer import Tokenizer
 
@@ -41,7 +41,7 @@ def model_args_from_hf(cfg: dict, where: str = "config.json") -> ModelArgs:
         dim=cfg["hidden_size"], n_layers=cfg["num_hidden_layers"], n_heads=heads,
         n_kv_heads=cfg.get("num_key_value_heads") or heads, ffn_dim=cfg["intermediate_size"],
         vocab_size=cfg["vocab_size"], rope_theta=float(rope_theta),
-        norm_eps=float(cfg.get("rms_norm_eps", 1e-6)), max_position=cfg.get("max_position_embeddings", 2048),
+        norm_eps=float(cfg.get("rms_norm_eps", 1e-6)), max_position=cfg.get("max_position_embeddings", HF_DEFAULT_MAX_POSITION),
         tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
         head_size=head_dim if head_dim and head_dim != cfg["hidden_size"] // heads else None,
         rope_scaling=rope_scaling,

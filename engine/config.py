@@ -2,16 +2,26 @@
 
 Both are dataclasses validated on construction; ``from_dict`` rejects unknown keys by name, so a
 typo in a scenario's ``engine:`` block fails loudly instead of silently running the default.
+
+The context length (``max_model_len``) defaults the way vLLM's does: the model's own
+(``max_position_embeddings`` of a checkpoint, ``max_position`` of a preset), capped by what the
+KV cache can hold (``kv_blocks * block_size``: a longer sequence could never run). An explicit
+value above the model's is an error naming the field and the valid range.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
 # The project tokenizer's vocabulary (engine/assets/tokenizer.json).
 PROJECT_VOCAB_SIZE = 32000
+# A Llama config.json without max_position_embeddings: transformers' LlamaConfig default.
+HF_DEFAULT_MAX_POSITION = 2048
 
 
 def _check_keys(cls, data: Mapping[str, Any], where: str) -> None:
@@ -87,13 +97,55 @@ MODEL_PRESETS: dict[str, ModelArgs] = {
     # Default: a batched decode step costs a few ms on one CPU core (see bench/ figures in
     # docs/engine-core.md), so stage timings and spikes look like a real engine's.
     # The 32k-vocabulary lm_head is about 80% of its weights.
-    "small": ModelArgs(dim=128, n_layers=4, n_heads=4, n_kv_heads=2, ffn_dim=384),
+    # max_position 2048 is the context a preset serves by default (max_model_len unset).
+    "small": ModelArgs(dim=128, n_layers=4, n_heads=4, n_kv_heads=2, ffn_dim=384, max_position=2048),
     # Heavier CPU runs / GPU: ~10x the small model's weights.
-    "medium": ModelArgs(dim=768, n_layers=8, n_heads=12, n_kv_heads=4, ffn_dim=2048),
+    "medium": ModelArgs(dim=768, n_layers=8, n_heads=12, n_kv_heads=4, ffn_dim=2048, max_position=2048),
 }
 
+
+def read_hf_config(folder: str | Path) -> dict[str, Any]:
+    """A checkpoint folder's ``config.json`` (a ValueError naming ``engine.model`` if unreadable)."""
+    path = Path(folder) / "config.json"
+    if not path.is_file():
+        raise ValueError(f"engine.model: {str(folder)!r} is neither a preset ({', '.join(MODEL_PRESETS)}) "
+                         f"nor a checkpoint folder with a config.json")
+    try:
+        cfg = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"engine.model: {path} is not readable JSON ({e})") from None
+    if not isinstance(cfg, dict):
+        raise ValueError(f"engine.model: {path} must hold a JSON object")
+    return cfg
+
+
+def model_max_position(model: str) -> int:
+    """The longest sequence ``model`` (a preset name or a checkpoint folder) was built for."""
+    if model in MODEL_PRESETS:
+        return MODEL_PRESETS[model].max_position
+    value = read_hf_config(model).get("max_position_embeddings", HF_DEFAULT_MAX_POSITION)
+    _check_int("max_position_embeddings", value, 1, None, f"{model}/config.json")
+    return value
+
+
 DTYPES = ("float32", "bfloat16", "float16")
+# vLLM's spellings of the same dtypes; "auto" = the checkpoint's own dtype (float32 for a preset).
+DTYPE_ALIASES = {"float": "float32", "half": "float16", "fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 DEVICES = ("cpu", "cuda", "auto")
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+_SIZE_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
+               "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
+
+
+def parse_size(value: int | str, where: str) -> int:
+    """Bytes from an int or a human-readable size ("512MiB", "2GiB", "1G", "1.5G"); >= 1."""
+    if isinstance(value, str):
+        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kmgt]i?)?b?\s*", value.lower())
+        if not match:
+            raise ValueError(f"{where}: must be a size in bytes such as 1073741824, 512MiB or 2GiB, got {value!r}")
+        value = int(float(match.group(1)) * _SIZE_UNITS[match.group(2) or ""])
+    _check_int(where.split(".")[-1], value, 1, None, where.rsplit(".", 1)[0])
+    return value
 
 
 @dataclass
@@ -105,10 +157,19 @@ class EngineConfig:
     max_num_seqs: int = 32  # running-batch limit: more requests wait in the queue (load signal)
     kv_blocks: int = 512  # paged KV cache size in blocks: running out forces preemption (memory signal)
     block_size: int = 16  # tokens per KV block (vLLM's default)
-    max_model_len: int = 2048  # prompt + output limit per sequence
+    # Prompt + output limit per sequence; None = the model's own (checkpoint max_position_embeddings,
+    # preset max_position), capped by the KV cache's kv_blocks * block_size, as vLLM derives it.
+    # Resolved on construction, so the field always holds an int afterwards.
+    max_model_len: int | None = None
     seed: int = 0  # synthetic weights and the engine's sampling stream for unseeded requests
-    dtype: str = "float32"  # weights/activations; logits and penalties are always fp32
+    # Weights/activations; logits and penalties are always fp32. Also vLLM's names (half, float) and
+    # auto (a checkpoint's torch_dtype when it is one of DTYPES, else float32).
+    dtype: str = "float32"
     threads: int = 1  # torch intra-op threads: 1 keeps a 2-core box responsive for the client
+    # KV cache size per rank in bytes (int, or "512MiB", "2GiB", "1G"), as vLLM's
+    # --kv-cache-memory-bytes; when set it replaces kv_blocks: the blocks of the model's shape
+    # (2 x layers x KV heads per rank x head_dim x block_size x dtype bytes each) that fit in it.
+    kv_cache_memory_bytes: int | str | None = None
     # Token budget of one step (prefill + decode tokens); None = max_model_len, so any prompt fits.
     max_num_batched_tokens: int | None = None
     device: str = "cpu"  # cpu, cuda, or auto (cuda when available)
@@ -118,13 +179,18 @@ class EngineConfig:
             raise ValueError(f"engine.model: must be a preset name ({', '.join(MODEL_PRESETS)}) or a checkpoint folder, got {self.model!r}")
         _check_int("tp", self.tp, 1, 64)
         _check_int("max_num_seqs", self.max_num_seqs, 1, 4096)
-        _check_int("kv_blocks", self.kv_blocks, 1, 10_000_000)
         _check_int("block_size", self.block_size, 1, 1024)
-        _check_int("max_model_len", self.max_model_len, 2, 1_000_000)
+        self.dtype = self._resolve_dtype()
+        if self.kv_cache_memory_bytes is not None:
+            self.kv_cache_memory_bytes = parse_size(self.kv_cache_memory_bytes, "engine.kv_cache_memory_bytes")
+            self.kv_blocks = self.kv_cache_memory_bytes // self.kv_block_bytes()
+            if self.kv_blocks < 1:
+                raise ValueError(f"engine.kv_cache_memory_bytes: {self.kv_cache_memory_bytes} bytes hold no KV "
+                                 f"block; one block of this model takes {self.kv_block_bytes()} bytes")
+        _check_int("kv_blocks", self.kv_blocks, 1, 10_000_000)
+        self._resolve_max_model_len()
         _check_int("seed", self.seed, 0, 2**63 - 1)
         _check_int("threads", self.threads, 1, 1024)
-        if self.dtype not in DTYPES:
-            raise ValueError(f"engine.dtype: must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         if self.device not in DEVICES:
             raise ValueError(f"engine.device: must be one of {', '.join(DEVICES)}, got {self.device!r}")
         if self.kv_blocks * self.block_size < self.max_model_len:
@@ -133,6 +199,41 @@ class EngineConfig:
                 f"one max_model_len={self.max_model_len} sequence; need kv_blocks >= {-(-self.max_model_len // self.block_size)}")
         if self.max_num_batched_tokens is not None:
             _check_int("max_num_batched_tokens", self.max_num_batched_tokens, self.max_model_len, 10_000_000)
+
+    def kv_block_bytes(self) -> int:
+        """Bytes of one KV block on one rank: K and V of every layer for block_size tokens."""
+        if self.model in MODEL_PRESETS:
+            args = MODEL_PRESETS[self.model]
+        else:
+            from engine.checkpoint import model_args_from_hf
+
+            args = model_args_from_hf(read_hf_config(self.model), f"{self.model}/config.json")
+        kv_heads = max(args.n_kv_heads // self.tp, 1)
+        return 2 * args.n_layers * kv_heads * args.head_dim * self.block_size * DTYPE_BYTES[self.dtype]
+
+    def _resolve_dtype(self) -> str:
+        if self.dtype == "auto":
+            if self.model in MODEL_PRESETS:
+                return "float32"
+            cfg = read_hf_config(self.model)
+            own = cfg.get("torch_dtype") or cfg.get("dtype")
+            return own if own in DTYPES else "float32"
+        dtype = DTYPE_ALIASES.get(self.dtype, self.dtype) if isinstance(self.dtype, str) else self.dtype
+        if dtype not in DTYPES:
+            raise ValueError(f"engine.dtype: must be one of {', '.join(DTYPES)} (or auto, "
+                             f"{', '.join(DTYPE_ALIASES)}), got {self.dtype!r}")
+        return dtype
+
+    def _resolve_max_model_len(self) -> None:
+        """Fill an unset ``max_model_len`` from the model; check an explicit one against it."""
+        model_len = model_max_position(self.model)
+        if self.max_model_len is None:
+            self.max_model_len = max(2, min(model_len, self.kv_blocks * self.block_size, 1_000_000))
+            return
+        _check_int("max_model_len", self.max_model_len, 2, 1_000_000)
+        if self.max_model_len > model_len:
+            raise ValueError(f"engine.max_model_len: must be in [2, {model_len}] (the model's "
+                             f"max_position_embeddings is {model_len}), got {self.max_model_len}")
 
     @property
     def token_budget(self) -> int:

@@ -3,6 +3,8 @@
 What: `SamplingParams`, the one object that carries a request's decoding settings from the HTTP
 server to the sampler. Why: every range is checked here, once, so the server can turn a bad value
 into a 400 that names the field (`SamplingParamsError.field`) and the sampler can trust its input.
+The ranges live in one table, `SAMPLING_RANGES`: the validator reads it, and so does the server's
+OpenAPI schema (`Range.json_schema`), so the published contract is the enforced one.
 """
 
 from __future__ import annotations
@@ -14,6 +16,67 @@ from typing import Any, Mapping
 # Below this temperature a request is decoded greedily (argmax after penalties): dividing logits by
 # a near-zero temperature would overflow fp32 and turn the softmax into a one-hot anyway.
 GREEDY_TEMPERATURE = 1e-5
+
+
+@dataclass(frozen=True)
+class Range:
+    """An interval of valid values, the one definition shared by the validator and the API schema."""
+
+    low: float | None  # None = unbounded below
+    high: float | None  # None = unbounded above
+    low_open: bool = False  # (low, ... instead of [low, ...
+    integer: bool = False  # an int (bool is not); else any finite real number
+    off: str = ""  # what a special value inside the range means, e.g. "-1 or 0 = off"
+
+    def shown(self) -> str:
+        """The range as error messages write it: [0, 2], (0, 1], [1, inf)."""
+        def text_of(v: float) -> str:
+            return str(v) if isinstance(v, int) else f"{v:g}"
+
+        low = "-inf" if self.low is None else text_of(self.low)
+        high = "inf" if self.high is None else text_of(self.high)
+        text = f"{'(' if self.low_open else '['}{low}, {high}{']' if self.high is not None else ')'}"
+        return f"{text} ({self.off})" if self.off else text
+
+    def error(self, name: str, value: Any) -> str | None:
+        """Why ``value`` is not valid for field ``name``, or None when it is."""
+        kind = "an integer" if self.integer else "a number"
+        if isinstance(value, bool) or not isinstance(value, int if self.integer else (int, float)) \
+                or (not self.integer and not math.isfinite(value)):
+            return f"{name} must be {kind} in {self.shown()}, got {value!r}"
+        below = self.low is not None and (value <= self.low if self.low_open else value < self.low)
+        if below or (self.high is not None and value > self.high):
+            return f"{name} must be in {self.shown()}, got {value!r}"
+        return None
+
+    def json_schema(self, high: float | None = None) -> dict[str, Any]:
+        """JSON Schema (2020-12, OpenAPI 3.1) of the range; ``high`` tightens the upper bound."""
+        schema: dict[str, Any] = {"type": "integer" if self.integer else "number"}
+        if self.low is not None:
+            schema["exclusiveMinimum" if self.low_open else "minimum"] = self.low
+        top = self.high if high is None else (high if self.high is None else min(high, self.high))
+        if top is not None:
+            schema["maximum"] = top
+        if self.off:
+            schema["description"] = self.off
+        return schema
+
+
+# The ranges of DESIGN.md (OpenAPI / vLLM semantics), by request field name.
+SAMPLING_RANGES: dict[str, Range] = {
+    "temperature": Range(0.0, 2.0),
+    "top_p": Range(0.0, 1.0, low_open=True),
+    "top_k": Range(-1, None, integer=True, off="-1 or 0 = off"),
+    "min_p": Range(0.0, 1.0),
+    "frequency_penalty": Range(-2.0, 2.0),
+    "presence_penalty": Range(-2.0, 2.0),
+    "repetition_penalty": Range(0.0, 2.0, low_open=True),
+    "max_tokens": Range(1, None, integer=True),
+    # A signed 64-bit integer, as vLLM bounds it (any such value seeds the per-step SplitMix64).
+    "seed": Range(-(2**63), 2**63 - 1, integer=True),
+}
+# Each id of stop_token_ids.
+STOP_TOKEN_ID_RANGE = Range(0, None, integer=True)
 
 
 class SamplingParamsError(ValueError):
@@ -52,26 +115,17 @@ class SamplingParams:
     ignore_eos: bool = False
 
     def __post_init__(self) -> None:
-        _check_float("temperature", self.temperature, 0.0, 2.0, "[0, 2]")
-        _check_float("top_p", self.top_p, 0.0, 1.0, "(0, 1]", low_open=True)
-        _check_int("top_k", self.top_k)
-        if self.top_k < -1:
-            raise SamplingParamsError("top_k", f"top_k must be -1 or 0 (off) or >= 1, got {self.top_k}")
-        _check_float("min_p", self.min_p, 0.0, 1.0, "[0, 1]")
-        _check_float("frequency_penalty", self.frequency_penalty, -2.0, 2.0, "[-2, 2]")
-        _check_float("presence_penalty", self.presence_penalty, -2.0, 2.0, "[-2, 2]")
-        _check_float("repetition_penalty", self.repetition_penalty, 0.0, 2.0, "(0, 2]", low_open=True)
-        _check_int("max_tokens", self.max_tokens)
-        if self.max_tokens < 1:
-            raise SamplingParamsError("max_tokens", f"max_tokens must be >= 1, got {self.max_tokens}")
-        if self.seed is not None:
-            _check_int("seed", self.seed)
+        for name, valid in SAMPLING_RANGES.items():
+            value = getattr(self, name)
+            problem = None if name == "seed" and value is None else valid.error(name, value)
+            if problem:
+                raise SamplingParamsError(name, problem)
         if isinstance(self.stop_token_ids, (str, bytes)) or not hasattr(self.stop_token_ids, "__iter__"):
             raise SamplingParamsError(
                 "stop_token_ids", f"stop_token_ids must be a list of ints >= 0, got {self.stop_token_ids!r}")
         stop = tuple(self.stop_token_ids)
         for token_id in stop:
-            if isinstance(token_id, bool) or not isinstance(token_id, int) or token_id < 0:
+            if STOP_TOKEN_ID_RANGE.error("stop_token_ids", token_id):
                 raise SamplingParamsError(
                     "stop_token_ids", f"stop_token_ids must be a list of ints >= 0, got {token_id!r}")
         object.__setattr__(self, "stop_token_ids", stop)  # frozen: normalise a list to a tuple
@@ -103,17 +157,3 @@ class SamplingParams:
                     str(key), f"unknown sampling parameter {key!r}; known: {', '.join(sorted(known))}")
         return cls(**dict(values))
 
-
-def _check_float(name: str, value: Any, low: float, high: float, shown: str, low_open: bool = False) -> None:
-    """Raise SamplingParamsError unless `value` is a finite real number inside the range `shown`."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise SamplingParamsError(name, f"{name} must be a number in {shown}, got {value!r}")
-    below = value <= low if low_open else value < low
-    if below or value > high:
-        raise SamplingParamsError(name, f"{name} must be in {shown}, got {value!r}")
-
-
-def _check_int(name: str, value: Any) -> None:
-    """Raise SamplingParamsError unless `value` is an int (bool is rejected: True is not a count)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise SamplingParamsError(name, f"{name} must be an integer, got {value!r}")

@@ -106,6 +106,19 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def _require(command: str) -> None:
+    """Exit 2 before any work when `command`'s optional dependencies are missing."""
+    from rich.markup import escape
+
+    from flows.requirements import MissingExtra, check
+
+    try:
+        check(command)
+    except MissingExtra as e:   # one line, however narrow the terminal: scripts grep for it
+        console.print(f"[red]error:[/red] {escape(str(e))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
+
+
 def _json_option(name: str, value: str | None) -> dict | None:
     import json
 
@@ -256,27 +269,112 @@ def report(run_id: str = typer.Argument(..., help="Run id (see the runs folder).
 
 
 @app.command()
-def engine(config: Optional[Path] = typer.Option(None, help="Engine config JSON (see docs)."),
-           model: str = typer.Option("small", help="Preset name or HF checkpoint folder."),
-           host: str = typer.Option("127.0.0.1"), port: int = typer.Option(8000),
+def engine(model_arg: Optional[str] = typer.Argument(
+               None, metavar="[MODEL]", help="Same as --model (as in `vllm serve MODEL`)."),
+           model: Optional[str] = typer.Option(
+               None, help="Preset (tiny, small, medium; default small) or a Hugging Face Llama "
+                          "checkpoint folder."),
+           config: Optional[Path] = typer.Option(
+               None, exists=True, dir_okay=False,
+               help="CONFIG.json {engine, faults, server} (docs/engine-server.md); every flag "
+                    "given on the command line overrides the file's value."),
+           max_model_len: Optional[int] = typer.Option(
+               None, help="Context length (prompt + output). Default: the model's "
+                          "max_position_embeddings, capped by the KV cache (kv-blocks × block-size)."),
+           max_num_seqs: Optional[int] = typer.Option(None, help="Running-batch limit (default 32)."),
+           kv_blocks: Optional[int] = typer.Option(
+               None, "--kv-blocks", "--num-gpu-blocks-override",
+               help="Paged KV cache size in blocks (default 512)."),
+           kv_cache_memory_bytes: Optional[str] = typer.Option(
+               None, help="KV cache size per rank instead of --kv-blocks, e.g. 512MiB or 2GiB."),
+           block_size: Optional[int] = typer.Option(None, help="Tokens per KV block (default 16)."),
+           max_num_batched_tokens: Optional[int] = typer.Option(
+               None, help="Tokens one step may process (default: max-model-len)."),
+           dtype: Optional[str] = typer.Option(
+               None, help="float32 (default), bfloat16, float16; also half, float, auto "
+                          "(the checkpoint's dtype)."),
+           tensor_parallel_size: Optional[int] = typer.Option(
+               None, "--tensor-parallel-size", "--tp", help="Tensor-parallel ranks (default 1)."),
+           seed: Optional[int] = typer.Option(None, help="Seed of synthetic weights and unseeded sampling (default 0)."),
+           device: Optional[str] = typer.Option(None, help="cpu (default), cuda or auto."),
+           served_model_name: Optional[str] = typer.Option(
+               None, help="Model id answered by /v1/models (default spikelens)."),
+           host: str = typer.Option("127.0.0.1", help="Address to bind."),
+           port: int = typer.Option(8000, help="Port."),
            run_dir: Optional[Path] = typer.Option(None, help="Where to write telemetry files.")
            ) -> None:
-    """Serve the engine alone (OpenAI-compatible API) until Ctrl-C."""
-    import json
-    import os
-    import subprocess
-    import tempfile
+    """Serve the engine alone (OpenAI-compatible API, as `vllm serve` does) until Ctrl-C.
 
-    if config is None:
-        fd, name = tempfile.mkstemp(suffix=".json")
-        os.write(fd, json.dumps({"run_id": "adhoc", "engine": {"model": model},
-                                 "faults": []}).encode())
-        os.close(fd)
-        config = Path(name)
+    `spikelens engine --model DIR` needs no other flag: the context length comes from the
+    checkpoint. With --config FILE, the flags given override the file's values.
+    """
+    import json
+
+    if kv_blocks is not None and kv_cache_memory_bytes is not None:
+        _fail("give the KV cache size once: --kv-blocks or --kv-cache-memory-bytes")
+    if device in ("cuda", "auto"):
+        from rich.markup import escape
+
+        from flows.requirements import note
+
+        missing = note("engine --device cuda")
+        if missing:
+            console.print(f"[yellow]note:[/yellow] {escape(missing)}", highlight=False, soft_wrap=True)
+    if model_arg and model and model_arg != model:
+        _fail(f"give the model once: MODEL {model_arg!r} and --model {model!r} differ")
+    engine_flags = {"model": model or model_arg, "max_model_len": max_model_len,
+                    "max_num_seqs": max_num_seqs, "kv_blocks": kv_blocks,
+                    "kv_cache_memory_bytes": kv_cache_memory_bytes, "block_size": block_size,
+                    "max_num_batched_tokens": max_num_batched_tokens, "dtype": dtype,
+                    "tp": tensor_parallel_size, "seed": seed, "device": device}
+    data = _engine_run_config(config, engine_flags, {"model_name": served_model_name})
     run_dir = run_dir or StatePaths.from_env().ensure().runs / "adhoc-engine"
-    cmd = [sys.executable, "-m", "engine", "serve", "--config", str(config), "--run-dir",
-           str(run_dir), "--host", host, "--port", str(port)]
-    raise typer.Exit(subprocess.call(cmd))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    merged = run_dir / "engine-config.json"   # what the server ran with, for the record
+    merged.write_text(json.dumps(data, indent=1))
+    raise typer.Exit(_serve_until_stopped(
+        [sys.executable, "-m", "engine", "serve", "--config", str(merged), "--run-dir", str(run_dir),
+         "--host", host, "--port", str(port)]))
+
+
+def _engine_run_config(config: Optional[Path], engine_flags: dict, server_flags: dict) -> dict:
+    """CONFIG.json for `python -m engine serve`: the --config file (if any) with the flags given
+    laid over its `engine` and `server` blocks. The server validates the result."""
+    import json
+
+    data: dict = {"run_id": "adhoc", "faults": []}
+    if config is not None:
+        try:
+            data = json.loads(config.read_text())
+        except json.JSONDecodeError as e:
+            _fail(f"--config {config}: not valid JSON ({e})")
+        if not isinstance(data, dict):
+            _fail(f"--config {config}: must hold a JSON object {{engine, faults, server}}")
+    for block, flags in (("engine", engine_flags), ("server", server_flags)):
+        given = {k: v for k, v in flags.items() if v is not None}
+        if given:
+            base = data.get(block) if isinstance(data.get(block), dict) else {}
+            data[block] = {**base, **given}
+    return data
+
+
+def _serve_until_stopped(cmd: list[str]) -> int:
+    """Run the server until it exits; Ctrl-C and SIGTERM of this process stop it gracefully.
+
+    It runs in its own session, so each stop reaches it once (forwarded from here): a second
+    signal would make uvicorn skip the graceful period. It still dies with a SIGKILLed CLI.
+    """
+    import subprocess
+
+    from flows.supervisor import die_with_parent
+
+    proc = subprocess.Popen(cmd, start_new_session=True, preexec_fn=die_with_parent)
+    signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
+    while True:
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:   # stop the server the same way; it flushes, then exits
+            proc.send_signal(signal.SIGINT)
 
 
 @app.command()
@@ -353,6 +451,8 @@ def evaluate(suite_dir: Optional[Path] = typer.Argument(
                  None, help="Id of an earlier evaluation: re-analyse and score its runs, run nothing.")
              ) -> None:
     """Run a suite of fault scenarios; score detection and attribution vs ground truth and peers."""
+    if peers:   # BARO/NSigma need the eval extra: say so now, not after the suite has run
+        _require("evaluate")
     from flows.evaluate import default_suite_dir, evaluation, previous_suite, suite_scenarios
     from flows.scenario import ScenarioError, load_scenario
 

@@ -157,7 +157,8 @@ def _sample_candidates(x: torch.Tensor, sub: SamplingMetadata, pool: int, next_p
         weight = torch.where(keep, torch.exp(scaled - scaled[:, :1]), 0.0)  # [b, K] unnormalised probs
         target = sub.top_p * _kept_mass(x, sub, floor, scaled[:, :1], weight, closed, mass)  # [b]
         above = weight.cumsum(dim=-1) - weight  # mass of the candidates ranked above each one
-        keep &= above < target.unsqueeze(1)  # the top token (above = 0) stays
+        keep &= above < target.unsqueeze(1)
+        keep[:, 0] = True  # the top token stays, even when a tiny top_p rounds to 0 in fp32
         if next_pool is not None:
             # The next pool adds next_pool - K tokens, none heavier than the last candidate: if even
             # that cannot reach the target, a top-p row cannot be decided by it.

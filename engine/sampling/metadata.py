@@ -137,6 +137,10 @@ class SamplingMetadata:
                 generator.manual_seed(seed)
                 generators[row] = generator
 
+        # Valid values below fp32's smallest normal (top_p = 5e-324 is in (0, 1]) would round to 0
+        # and turn "keep the top token" into "keep nothing": keep them positive.
+        floats[1].clamp_(min=torch.finfo(torch.float32).tiny)
+        floats[5].clamp_(min=torch.finfo(torch.float32).tiny)
         no_penalties = not any(p.needs_penalties for p in params_list)
         return cls(
             temperature=floats[0], top_p=floats[1], min_p=floats[2],

@@ -28,6 +28,7 @@ from engine.server.config import ServerConfig
 from engine.server.errors import APIError, invalid_request
 from engine.server.generation import TextGeneration
 from engine.server.metrics import ServerMetrics
+from engine.server.openapi import ServerLimits, engine_openapi
 from engine.server.protocol import (ChatCompletionRequest, CompletionRequest, parse_request,
                                     to_sampling_params)
 from engine.server.responses import (ResponseMeta, StreamEncoder, full_response, usage,
@@ -226,6 +227,12 @@ def create_app(engine: Any, config: ServerConfig | None = None) -> FastAPI:
             written.append(app.state.wire_log.write(run_dir))
         return {"status": "flushed", "files": [str(p) for p in written]}
 
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            app.openapi_schema = engine_openapi(app, ServerLimits(max_model_len, model_vocab_size))
+        return app.openapi_schema
+
+    app.openapi = openapi
     return app
 
 
@@ -263,7 +270,7 @@ def _checked_ids(ids: list[int], vocab_size: int) -> list[int]:
 def _parse_arm(body: bytes) -> int:
     try:
         data = json.loads(body or b"{}")
-    except json.JSONDecodeError as e:
+    except ValueError as e:  # not UTF-8, not JSON, or an integer beyond Python's digit limit
         raise invalid_request(f"body: the request body is not valid JSON ({e})", "body") from None
     t0 = data.get("t0_ns") if isinstance(data, dict) else None
     if isinstance(t0, bool) or not isinstance(t0, int) or t0 <= 0:

@@ -3,7 +3,11 @@
 Why pydantic with ``extra="ignore"``: clients and benchmark tools send fields we do not implement
 (``logprobs``, ``echo``, ``tools``, ``response_format``…); vLLM and OpenAI accept those requests, so we
 do too rather than fail a load test on a field that does not change decoding. Types are checked here;
-value ranges are checked by ``SamplingParams`` (one source of truth for the ranges of DESIGN.md).
+value ranges are checked by ``SamplingParams`` against ``SAMPLING_RANGES`` (one source of truth for
+the ranges of DESIGN.md). The models' JSON schemas state the same ranges (``WithJsonSchema`` built
+from that table), so ``/openapi.json`` publishes the contract the server enforces. Types are strict
+(``strict=True``): a string is not a number and 0 is not ``false``, as the schema says; an integer
+is still a valid float.
 
 ``parse_request`` turns a raw body into a model or an ``APIError`` (400) that names the field.
 """
@@ -11,12 +15,13 @@ value ranges are checked by ``SamplingParams`` (one source of truth for the rang
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 
-from engine.sampling_params import SamplingParams
+from engine.sampling_params import SAMPLING_RANGES, STOP_TOKEN_ID_RANGE, Range, SamplingParams
 from engine.server.errors import APIError, invalid_request
+from engine.tokenizer import ROLE_TOKENS
 
 # Request fields copied into SamplingParams when the client set them (SamplingParams' defaults
 # apply otherwise). Names are the same on both sides.
@@ -24,8 +29,30 @@ SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "min_p", "frequency_penalty"
                    "repetition_penalty", "seed", "ignore_eos", "stop_token_ids")
 
 
+# Request fields outside SamplingParams that the server checks against a range.
+REQUEST_RANGES: dict[str, Range] = {"n": Range(1, 1, integer=True, off="only 1 is supported")}
+
+
+def _ranged(valid: Range):
+    """A number type whose schema states ``valid`` (the value is checked against the same Range)."""
+    return Annotated[int if valid.integer else float, WithJsonSchema(valid.json_schema())]
+
+
+Temperature = _ranged(SAMPLING_RANGES["temperature"])
+TopP = _ranged(SAMPLING_RANGES["top_p"])
+TopK = _ranged(SAMPLING_RANGES["top_k"])
+MinP = _ranged(SAMPLING_RANGES["min_p"])
+FrequencyPenalty = _ranged(SAMPLING_RANGES["frequency_penalty"])
+PresencePenalty = _ranged(SAMPLING_RANGES["presence_penalty"])
+RepetitionPenalty = _ranged(SAMPLING_RANGES["repetition_penalty"])
+MaxTokens = _ranged(SAMPLING_RANGES["max_tokens"])
+Seed = _ranged(SAMPLING_RANGES["seed"])
+StopTokenId = _ranged(STOP_TOKEN_ID_RANGE)
+N = _ranged(REQUEST_RANGES["n"])
+
+
 class StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
     include_usage: bool = False
     # vLLM extension: every chunk carries the running usage (exact tokens per chunk for clients).
     continuous_usage_stats: bool = False
@@ -34,22 +61,22 @@ class StreamOptions(BaseModel):
 class _SamplingRequest(BaseModel):
     """Fields shared by both endpoints (OpenAI's plus vLLM's extensions)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     model: str | None = None
-    max_tokens: int | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    top_k: int | None = None
-    min_p: float | None = None
-    frequency_penalty: float | None = None
-    presence_penalty: float | None = None
-    repetition_penalty: float | None = None
-    seed: int | None = None
+    max_tokens: MaxTokens | None = None
+    temperature: Temperature | None = None
+    top_p: TopP | None = None
+    top_k: TopK | None = None
+    min_p: MinP | None = None
+    frequency_penalty: FrequencyPenalty | None = None
+    presence_penalty: PresencePenalty | None = None
+    repetition_penalty: RepetitionPenalty | None = None
+    seed: Seed | None = None
     stop: str | list[str] | None = None
-    stop_token_ids: list[int] | None = None
+    stop_token_ids: list[StopTokenId] | None = None
     ignore_eos: bool | None = None
-    n: int = 1
+    n: N = 1
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: str | None = None
@@ -76,14 +103,24 @@ class _SamplingRequest(BaseModel):
         return {name: getattr(self, name) for name in SAMPLING_FIELDS if getattr(self, name) is not None}
 
 
+# What single_prompt() and the vocabulary check accept (the server adds maxItems and the top id).
+PROMPT_SCHEMA = {
+    "description": "a string, token ids, or a one-element list of either",
+    "anyOf": [{"type": "string"},
+              {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1},
+              {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 1},
+              {"type": "array", "minItems": 1, "maxItems": 1,
+               "items": {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1}}]}
+
+
 class CompletionRequest(_SamplingRequest):
     """``POST /v1/completions``: ``prompt`` is a string, token ids, or a one-element list of either.
 
     ``max_tokens`` defaults to 16, as in OpenAI's and vLLM's completions API.
     """
 
-    prompt: str | list[int] | list[str] | list[list[int]]
-    max_tokens: int | None = 16
+    prompt: Annotated[str | list[int] | list[str] | list[list[int]], WithJsonSchema(PROMPT_SCHEMA)]
+    max_tokens: MaxTokens | None = 16
 
     def single_prompt(self) -> str | list[int]:
         p = self.prompt
@@ -98,15 +135,22 @@ class CompletionRequest(_SamplingRequest):
         return p[0]
 
 
+# Roles newer OpenAI clients send, mapped onto the three the chat templates know.
+_ROLE_ALIASES = {"developer": "system"}
+CHAT_ROLES = sorted(ROLE_TOKENS) + sorted(_ROLE_ALIASES)
+
+
 class ChatContentPart(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    type: str
-    text: str | None = None
+    # Only text parts are served; text() answers 400 for any other part, so the schema requires both.
+    model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=lambda schema: schema.update(
+        required=["type", "text"], properties={**schema["properties"], "text": {"type": "string"}}))
+    type: Annotated[str, WithJsonSchema({"const": "text", "description": "only text parts are supported"})]
+    text: Annotated[str | None, WithJsonSchema({"type": "string"})] = None
 
 
 class ChatMessageIn(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    role: str
+    model_config = ConfigDict(extra="ignore", strict=True)
+    role: Annotated[str, WithJsonSchema({"enum": CHAT_ROLES})]
     content: str | list[ChatContentPart] | None = None
 
     def text(self, index: int) -> str:
@@ -125,8 +169,6 @@ class ChatMessageIn(BaseModel):
         return "".join(texts)
 
 
-# Roles newer OpenAI clients send, mapped onto the three the chat templates know.
-_ROLE_ALIASES = {"developer": "system"}
 
 
 class ChatCompletionRequest(_SamplingRequest):
@@ -136,7 +178,7 @@ class ChatCompletionRequest(_SamplingRequest):
     """
 
     messages: list[ChatMessageIn] = Field(min_length=1)
-    max_completion_tokens: int | None = None
+    max_completion_tokens: MaxTokens | None = None
 
     def requested_max_tokens(self) -> tuple[int | None, str]:
         if self.max_completion_tokens is not None:
@@ -155,8 +197,9 @@ def to_sampling_params(req: _SamplingRequest, prompt_len: int, max_model_len: in
     Raises a 400 naming the field: ``n`` other than 1, a prompt that fills the context
     (``prompt_field``), ``max_tokens`` beyond the context, or any range ``SamplingParams`` rejects.
     """
-    if req.n != 1:
-        raise invalid_request(f"n: only n=1 is supported, got {req.n}", "n")
+    problem = REQUEST_RANGES["n"].error("n", req.n)
+    if problem:
+        raise invalid_request(f"n: {problem}", "n")
     if prompt_len >= max_model_len:
         raise invalid_request(
             f"{prompt_field}: the prompt has {prompt_len} tokens; it must be shorter than the context "
@@ -190,7 +233,7 @@ def parse_request(body: bytes, model: type[RequestModel]) -> RequestModel:
     """Raw body → validated request model, or a 400 ``APIError`` naming the field (or ``body``)."""
     try:
         data = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except ValueError as e:  # not UTF-8, not JSON, or an integer beyond Python's digit limit
         raise invalid_request(f"body: the request body is not valid JSON ({e})", "body") from None
     if not isinstance(data, dict):
         raise invalid_request(f"body: the request body must be a JSON object, got {type(data).__name__}",

@@ -112,8 +112,10 @@ def serve(config_path: str | Path, run_dir: str | Path, host: str = "127.0.0.1",
     # handler that was installed before it; a no-op one lets us flush and exit 0 instead of dying.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
-    log.warning("engine %s serving %s on http://%s:%d (run dir %s)", run_config.run_id or "-",
-                run_config.engine.model, host, port, run_dir)
+    e = run_config.engine
+    log.warning("engine %s serving %s on http://%s:%d (max_model_len=%d, max_num_seqs=%d, kv_blocks=%dx%d, "
+                "dtype %s, tp %d; run dir %s)", run_config.run_id or "-", e.model, host, port,
+                e.max_model_len, e.max_num_seqs, e.kv_blocks, e.block_size, e.dtype, e.tp, run_dir)
     stamping = keep_stamping_on()  # the kernel stamps every request's arrival from the first on
     try:
         server.run()

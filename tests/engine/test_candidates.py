@@ -123,3 +123,11 @@ def test_a_top_k_rows_top_p_mass_is_its_top_k_mass():
     logits = torch.stack([ramp[torch.randperm(V, generator=gen)] for _ in range(rows)])
     fast = candidate_sample(logits, SamplingMetadata.build(params, list(range(rows)), state))
     assert torch.equal(fast, reference_sample(logits, SamplingMetadata.build(params, list(range(rows)), state)))
+
+
+def test_a_top_p_that_underflows_fp32_keeps_the_top_token():
+    """top_p = 5e-324 is valid ((0, 1]) but 0 in fp32: the row must still draw its top token."""
+    params = [SamplingParams(top_p=5e-324), SamplingParams(top_p=1e-45, seed=3)]
+    meta = SamplingMetadata.build(params, [0, 1], PenaltyState(2, 100, torch.device("cpu")))
+    x = torch.randn(2, 100)
+    assert candidate_sample(reference_penalties(x, meta), meta, None).tolist() == x.argmax(-1).tolist()

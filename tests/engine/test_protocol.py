@@ -120,3 +120,20 @@ def test_stop_strings_forms():
     assert parse_request(_chat(stop="\n"), ChatCompletionRequest).stop_strings() == ["\n"]
     assert parse_request(_chat(stop=["a", ""]), ChatCompletionRequest).stop_strings() == ["a"]
     assert parse_request(_chat(), ChatCompletionRequest).stop_strings() == []
+
+
+@pytest.mark.parametrize("field,value", [("temperature", "0.5"), ("max_tokens", "16"), ("ignore_eos", 0),
+                                         ("stream", "yes"), ("seed", 1.5)])
+def test_types_are_strict_as_the_schema_says(field, value):
+    """A string is not a number and 0 is not false (the published schema's types); ints are floats."""
+    err = _error(parse_request, _chat(**{field: value}), ChatCompletionRequest)
+    assert err.param == field
+    assert parse_request(_chat(temperature=1), ChatCompletionRequest).temperature == 1
+
+
+def test_seed_range_and_an_oversized_integer_are_400s():
+    req = parse_request(_chat(seed=2**63), ChatCompletionRequest)
+    err = _error(to_sampling_params, req, 5, 64, "messages")
+    assert err.param == "seed" and "[-9223372036854775808, 9223372036854775807]" in err.message
+    err = _error(parse_request, b'{"prompt": "x", "seed": 1' + b"0" * 5000 + b"}", CompletionRequest)
+    assert err.param == "body"

@@ -111,3 +111,14 @@ def test_traffic_fault_params_are_checked_by_loadgen(tmp_path):
     text = GOOD.replace("memory.gc_storm", "load.burst") + "    params: {factor: -2}\n"
     with pytest.raises(ScenarioError, match="factor"):
         load_scenario(write(tmp_path, text))
+
+
+def test_a_checkpoint_engine_takes_its_context_length_from_the_checkpoint(tmp_path):
+    """As `spikelens engine --model DIR`: max_model_len unset = max_position_embeddings."""
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "llama", "max_position_embeddings": 256}')
+    text = GOOD.replace("  model: tiny", f"  model: {folder}")
+    assert load_scenario(write(tmp_path, text)).engine.max_model_len == 256
+    with pytest.raises(ScenarioError, match=r"engine.max_model_len: must be in \[2, 256\]"):
+        load_scenario(write(tmp_path, text.replace("  max_num_seqs: 8", "  max_num_seqs: 8\n  max_model_len: 2048")))
