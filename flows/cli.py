@@ -256,6 +256,24 @@ def report(run_id: str = typer.Argument(..., help="Run id (see the runs folder).
 
 
 @app.command()
+def compare(run_a: str = typer.Argument(..., help="Baseline run id."),
+            run_b: str = typer.Argument(..., help="Candidate run id, judged against RUN_A.")) -> None:
+    """Compare two stored runs with the nightly's bootstrap verdicts: exit 1 when B regressed
+    against A, 0 when not, 2 on a usage error (e.g. an unknown run id)."""
+    from flows.compare import CompareUsageError, compare_stored_runs
+
+    try:
+        result = compare_stored_runs(run_a, run_b)
+    except CompareUsageError as e:
+        _fail(str(e), 2)
+    bad = result.regressed
+    console.print(f"{run_b} vs {run_a}: "
+                  + (f"[red]regressed[/red] {', '.join(bad)}" if bad else "[green]no regression[/green]"))
+    print(result.report)
+    raise typer.Exit(1 if bad else 0)
+
+
+@app.command()
 def engine(config: Optional[Path] = typer.Option(None, help="Engine config JSON (see docs)."),
            model: str = typer.Option("small", help="Preset name or HF checkpoint folder."),
            host: str = typer.Option("127.0.0.1"), port: int = typer.Option(8000),
