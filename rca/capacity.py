@@ -210,3 +210,31 @@ def queueing_reading(evidence: dict | None,
                         f"(p90 {p90:g}){batch_txt}"}
     return {"queueing": False,
             "note": f"no queueing: median {med:g} request(s) waiting (p90 {p90:g}){batch_txt}"}
+
+
+def capacity_verdict(metric: str, candidate: float | None, baselines: list[float | None],
+                     drop_rel: float) -> dict:
+    """Nightly verdict of a sweep's capacity against earlier sweeps of the same steps (pure).
+
+    A capacity of None (even the lowest step failed) counts as 0. Regressed when the candidate is
+    below the *lowest* baseline capacity by more than `drop_rel` (a clean sweep on a shared box
+    can lose one step to noise, and the lowest clean sweep bounds that); improved when above the
+    highest by more than `drop_rel`; insufficient without a baseline. The row has the keys of
+    rca.compare.MetricVerdict (no bootstrap CI: a capacity is one number per sweep).
+    """
+    nan = float("nan")
+    cand = candidate or 0.0
+    base = [b or 0.0 for b in baselines]
+    row = {"metric": metric, "baseline": nan, "candidate": cand, "delta": nan, "ci_low": nan,
+           "ci_high": nan, "rel_delta": nan, "verdict": "insufficient", "n_baseline": len(base),
+           "n_candidate": 1, "run_noise": nan}
+    if not base:
+        return row
+    low, high = min(base), max(base)
+    ref = low if cand < low else high if cand > high else low
+    rel = (cand - ref) / ref if ref else (0.0 if cand == ref else math.inf)
+    verdict = ("regressed" if cand < low * (1 - drop_rel) else
+               "improved" if cand > high * (1 + drop_rel) else "unchanged")
+    spread = (high - low) / low if low else nan
+    return {**row, "baseline": ref, "delta": cand - ref, "rel_delta": rel, "verdict": verdict,
+            "run_noise": spread}

@@ -260,3 +260,19 @@ def render_compare(context: dict, out_dir: str | Path, index_href: str | None = 
                          headline=f"vs {ctx['run_a']['run_id']}: {ctx['headline']}")
     return _write_page(Path(out_dir), "compare.html.j2", ctx=ctx, metric_rows=rows,
                        index_href=index_href, manifest=manifest)
+
+
+def render_capacity(context: dict, out_dir: str | Path, index_href: str | None = None,
+                    interactive: bool | None = None) -> Path:
+    """Write a capacity page: throughput and latency against load, the knee, causes past it."""
+    from templates.capacity_charts import capacity_figures
+    from templates.capacity_context import check_capacity_context
+
+    ctx = check_capacity_context(context)
+    charts = capacity_figures(ctx) if _want_charts(interactive) else []
+    past = [s for s in ctx["steps"] if s["cause"]["past_knee"] and s["cause"]["cause"]]
+    manifest = _manifest(ctx["run"], "capacity",
+                         verdict=None,
+                         top_cause=past[0]["cause"]["cause"] if past else None, headline=ctx["headline"])
+    return _write_page(Path(out_dir), "capacity.html.j2", charts=charts, ctx=ctx, index_href=index_href,
+                       manifest=manifest)

@@ -107,3 +107,16 @@ def test_queueing_reading_claims_only_what_the_signals_show():
     assert q["queueing"] is False and q["note"].startswith("no queueing")
     assert queueing_reading({"steps": 0})["queueing"] is None
     assert queueing_reading(None)["queueing"] is None
+
+
+def test_capacity_verdict_against_the_lowest_and_highest_baseline_sweep():
+    from rca.capacity import capacity_verdict
+
+    v = capacity_verdict("capacity_users", 4, [8, 6, 8], drop_rel=0.2)
+    assert v["verdict"] == "regressed" and v["baseline"] == 6 and abs(v["rel_delta"] + 1 / 3) < 1e-9
+    assert capacity_verdict("capacity_users", 6, [8, 6, 8], 0.2)["verdict"] == "unchanged"   # as low as a clean sweep
+    assert capacity_verdict("capacity_users", 5, [6], 0.2)["verdict"] == "unchanged"         # -17 %: within drop_rel
+    assert capacity_verdict("capacity_users", 16, [8, 6], 0.2)["verdict"] == "improved"
+    assert capacity_verdict("capacity_users", None, [2], 0.2)["verdict"] == "regressed"      # below range = 0
+    none = capacity_verdict("capacity_users", 4, [], 0.2)
+    assert none["verdict"] == "insufficient" and none["candidate"] == 4
