@@ -98,7 +98,10 @@ def judge(run_dir: Path, load: float, attainment: float) -> StepOutcome:
     if not summary:
         raise RuntimeError(f"run {manifest['run_id']}: run.json has no load summary "
                            f"(status {manifest.get('status')}: {'; '.join(manifest.get('errors') or [])})")
-    return judge_step(load, manifest["run_id"], summary, attainment, manifest.get("status", "ok"))
+    extra = manifest.get("extra") or {}
+    reasons = list((extra.get("client_health") or {}).get("reasons") or []) + list(manifest.get("errors") or [])
+    return judge_step(load, manifest["run_id"], summary, attainment, manifest.get("status", "ok"),
+                      "; ".join(reasons))
 
 
 @task(name="step-evidence", cache_policy=NONE, retries=2, retry_delay_seconds=1)

@@ -64,6 +64,7 @@ class StepOutcome:
     passed: bool
     metrics: dict                # flat figures: request_throughput, goodput, ttft_p99_ms, …
     run_status: str = "ok"       # the run's own status (ok | invalid | failed)
+    run_note: str = ""           # why, when not ok (the client-health reasons, the run's errors)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -104,7 +105,7 @@ def step_metrics(summary: dict) -> dict:
 
 
 def judge_step(load: float, run_id: str, summary: dict, attainment: float,
-               run_status: str = "ok") -> StepOutcome:
+               run_status: str = "ok", run_note: str = "") -> StepOutcome:
     """A step's outcome. `summary` must carry the SLO's good_requests (summarize(..., slo=…))."""
     if not 0 < attainment <= 1:
         raise ValueError(f"attainment: must be in (0, 1], got {attainment}")
@@ -115,7 +116,7 @@ def judge_step(load: float, run_id: str, summary: dict, attainment: float,
     share = good / judged if judged else None
     passed = share is not None and share >= attainment
     return StepOutcome(float(load), run_id, judged, good, share, passed, step_metrics(summary),
-                       run_status)
+                       run_status, run_note)
 
 
 def find_knee(steps: list[StepOutcome]) -> Knee:

@@ -68,7 +68,7 @@ def check_capacity_context(context: dict) -> dict:
     for i, s in enumerate(ctx["steps"]):
         where = f"steps[{i}]"
         complete(s, where, ("load", "run_id", "passed", "metrics", "cause"),
-                 {"attainment": None, "judged": None, "good_requests": None, "run_status": None,
+                 {"attainment": None, "judged": None, "good_requests": None, "run_status": None, "run_note": "",
                   "report_href": None, "queue": None})
         need_number(s["load"], f"{where}.load", allow_none=False)
         for key in STEP_METRICS:

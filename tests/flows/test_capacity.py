@@ -1,7 +1,7 @@
 """The capacity flow's pieces without an engine: SLO resolution, load overrides, what the page says
 per step, the warehouse rows and the baseline query, the page itself, and the CLI's usage errors."""
 import json
-from pathlib import Path
+from dataclasses import replace
 
 import pytest
 from typer.testing import CliRunner
@@ -99,7 +99,8 @@ def test_steps_are_stored_and_found_again_as_a_baseline(tmp_path):
 
 
 def test_the_page_marks_the_knee_and_links_each_step(tmp_path):
-    steps = [step(2, True, 20), step(6, False, 900)]
+    late = "client p1 read 7.7% of first tokens late"
+    steps = [replace(step(2, True, 20), run_status="invalid", run_note=late), step(6, False, 900)]
     ev = {"run-2": evidence(IDLE), "run-6": evidence(QUEUED)}
     s = sweep_summary("sw-1", "cap", CapacityOptions(loads=(2, 6)), {"ttft_ms": 150}, steps, ev,
                       "spikelens capacity s.yaml --users 2,6")
@@ -107,6 +108,7 @@ def test_the_page_marks_the_knee_and_links_each_step(tmp_path):
     html = page.read_text()
     assert "Capacity 2 users: the SLO (TTFT ≤ 150 ms for ≥ 90% of requests) holds up to 2" in html
     assert 'href="../run-6/index.html"' in html and "load (queueing)" in html
+    assert "status-invalid" in html and late in html       # a flagged step's reason is on the page
     manifest = json.loads((page.parent / "report.json").read_text())
     assert manifest["kind"] == "capacity" and manifest["top_cause"] == "load"
 
