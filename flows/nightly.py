@@ -126,16 +126,11 @@ def capacity_baseline(db_path: Path, scenario_name: str, check: CapacityCheck,
     return same[:check.last_n]
 
 
-def capacity_check(paths: StatePaths, check: CapacityCheck) -> ScenarioVerdict:
-    """Sweep the capacity scenario and judge its capacity against the earlier sweeps."""
-    from flows.capacity import CapacityOptions, capacity_sweep
+def judge_capacity(db_path: Path, sweep, check: CapacityCheck, started_ns: int) -> ScenarioVerdict:
+    """A finished sweep (flows.capacity.CapacityResult) judged against the sweeps before it."""
     from rca.capacity import capacity_verdict
 
-    started_ns = time.time_ns()
-    sweep = capacity_sweep(str(check.scenario), CapacityOptions(
-        kind=check.kind, loads=check.loads, slo=check.slo, attainment=check.attainment),
-        state_home=str(paths.home))
-    baseline = capacity_baseline(paths.warehouse, sweep.scenario_name, check, started_ns)
+    baseline = capacity_baseline(db_path, sweep.scenario_name, check, started_ns)
     verdict = capacity_verdict(f"capacity_{check.kind}", sweep.knee["capacity"],
                                [b["capacity"] for b in baseline], check.drop_rel)
     progress.info("capacity %s: %s vs %d earlier sweep(s)", sweep.knee["capacity"],
@@ -143,6 +138,17 @@ def capacity_check(paths: StatePaths, check: CapacityCheck) -> ScenarioVerdict:
     slug = re.sub(r"[^a-z0-9]+", "-", sweep.scenario_name.lower()).strip("-")
     return ScenarioVerdict(f"capacity-{slug}", sweep.sweep_id, sweep.report,
                            [b["sweep_id"] for b in baseline], [verdict])
+
+
+def capacity_check(paths: StatePaths, check: CapacityCheck) -> ScenarioVerdict:
+    """Sweep the capacity scenario and judge its capacity against the earlier sweeps."""
+    from flows.capacity import CapacityOptions, capacity_sweep
+
+    started_ns = time.time_ns()
+    sweep = capacity_sweep(str(check.scenario), CapacityOptions(
+        kind=check.kind, loads=check.loads, slo=check.slo, attainment=check.attainment),
+        state_home=str(paths.home))
+    return judge_capacity(paths.warehouse, sweep, check, started_ns)
 
 
 @task(name="render-nightly-report", cache_policy=NONE)

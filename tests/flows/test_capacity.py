@@ -2,6 +2,7 @@
 per step, the warehouse rows and the baseline query, the page itself, and the CLI's usage errors."""
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -127,3 +128,32 @@ def test_cli_usage_errors_name_the_option(scenario):
     assert bad_slo.exit_code == 2 and "unknown key 'ttft'" in bad_slo.output
     bad_search = runner.invoke(app, ["capacity", str(scenario), "--search", "qps", "--slo", "ttft_ms=5"])
     assert bad_search.exit_code == 2 and "kind" in bad_search.output
+
+
+def test_publish_leaves_a_table_and_a_markdown_artifact_in_prefect(tmp_path):
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from prefect.testing.utilities import prefect_test_harness
+
+    from flows.capacity import publish
+
+    steps = [step(2, True, 20), step(6, False, 900)]
+    ev = {"run-2": evidence(IDLE), "run-6": evidence(QUEUED)}
+    sweep = sweep_summary("20261201T000000Z-capacity-cap-0001", "cap", CapacityOptions(loads=(2, 6)),
+                          {"ttft_ms": 150}, steps, ev, "cmd")
+    @flow
+    def publish_sweep(sweep: dict, report: Path) -> None:
+        publish(sweep, report)
+
+    with prefect_test_harness(server_startup_timeout=120):
+        publish_sweep(sweep, tmp_path / "page.html")
+        with get_client(sync_client=True) as client:
+            table = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(
+                any_=["capacity-20261201t000000z-capacity-cap-0001"])))
+            summary = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(
+                any_=["capacity-summary"])))
+    assert table and table[0].type == "table"
+    rows = json.loads(table[0].data)
+    assert [r["load"] for r in rows] == ["2", "6"] and rows[1]["cause"] == "load (queueing)"
+    assert summary and "capacity **2 users**" in summary[0].data
