@@ -193,7 +193,7 @@ def publish(sweep: dict, report: Path) -> None:
                              description="spikelens capacity sweep")
 
 
-def _step_cause(step: StepOutcome, evidence: dict, past_knee: bool) -> dict:
+def _step_cause(evidence: dict, past_knee: bool) -> dict:
     """What the page says about a step's slowdown: its worst spike's cause, else the queue."""
     spikes, queueing = evidence["spikes"], evidence["queueing"]
     if spikes:
@@ -214,7 +214,7 @@ def sweep_summary(sweep_id: str, scenario_name: str, options: CapacityOptions, s
     rows = []
     for s in sorted(steps, key=lambda s: s.load):
         past = s.load > knee.past
-        rows.append({**s.to_dict(), "cause": _step_cause(s, evidence[s.run_id], past),
+        rows.append({**s.to_dict(), "cause": _step_cause(evidence[s.run_id], past),
                      "queue": evidence[s.run_id]["queue"], "report_href": f"../{s.run_id}/index.html"})
     return {"sweep_id": sweep_id, "scenario_name": scenario_name, "kind": options.kind,
             "slo": slo, "attainment": options.attainment, "knee": knee.to_dict(), "steps": rows,

@@ -43,6 +43,7 @@ def _figure(title: str, steps: list[dict], knee: dict, unit: str, series, y_titl
             for key, label, color in series if any(v is not None for v in _series(steps, key))]
     layout = base_layout(title, height=320, shapes=knee_shapes(knee), annotations=knee_labels(knee))
     layout["xaxis"].update({"title": {"text": unit}})
+    layout["legend"] = {"orientation": "h", "y": -0.28}   # below the axis title
     layout["yaxis"].update({"title": {"text": y_title}, "rangemode": "tozero"})
     if log:
         layout["yaxis"] = {**layout["yaxis"], "type": "log"}
@@ -54,7 +55,7 @@ def capacity_figures(ctx: dict) -> list[dict]:
     """[throughput vs load, latency percentiles vs load with the SLO lines]: [{id, figure, summary}]."""
     steps, knee, unit = ctx["steps"], ctx["knee"], ctx["load_unit"]
     thr = _figure("Throughput and goodput against load", steps, knee, unit, THROUGHPUT, "per second", False)
-    lat = _figure("Latency percentiles against load (SLO objectives dashed)", steps, knee, unit, LATENCY, "ms", True)
+    lat = _figure("Latency percentiles against load", steps, knee, unit, LATENCY, "ms", True)
     colors = {key: color for key, _, color in LATENCY}
     for objective, limit in (ctx.get("slo") or {}).items():
         lat["layout"]["shapes"].append({"type": "line", "xref": "paper", "yref": "y", "x0": 0, "x1": 1,

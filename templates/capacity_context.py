@@ -31,7 +31,8 @@ def _headline(ctx: dict) -> str:
     if knee["status"] == "not_reached":
         return (f"Every step met the SLO ({slo}), up to {knee['capacity']:g} {unit}: the knee lies "
                 "beyond the loads tried.")
-    return f"Even the lowest step ({ctx['steps'][0]['load']:g} {unit}) missed the SLO ({slo})."
+    lowest = min(s["load"] for s in ctx["steps"])
+    return f"Even the lowest step ({lowest:g} {unit}) missed the SLO ({slo})."
 
 
 def capacity_context(sweep: dict) -> dict:

@@ -12,7 +12,7 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
-from templates.context_checks import ContextError, clean_floats, complete, need_mapping
+from templates.context_checks import ContextError, clean_floats, complete, need_mapping, relative_href
 from templates.page_contexts import check_nightly_context
 
 _SIDE_KEYS = ("run_id", "scenario_name", "status", "started_at", "git_commit", "host", "command",
@@ -66,6 +66,8 @@ def check_compare_context(context: dict) -> dict:
             raise ContextError(f"context: missing key {key!r}")
     for side in ("run_a", "run_b"):
         complete(ctx[side], side, ("run_id",), {k: None for k in _SIDE_KEYS if k != "run_id"})
+        if ctx[side]["report_href"] is not None:
+            ctx[side]["report_href"] = relative_href(ctx[side]["report_href"], f"{side}.report_href")
     ctx.setdefault("differs", [])
     ctx.setdefault("headline", "")
     nightly = check_nightly_context({"run": {"run_id": ctx["run_b"]["run_id"], "command": ctx["command"]},
