@@ -133,8 +133,10 @@ def judge_capacity(db_path: Path, sweep, check: CapacityCheck, started_ns: int) 
     baseline = capacity_baseline(db_path, sweep.scenario_name, check, started_ns)
     verdict = capacity_verdict(f"capacity_{check.kind}", sweep.knee["capacity"],
                                [b["capacity"] for b in baseline], check.drop_rel)
-    progress.info("capacity %s: %s vs %d earlier sweep(s)", sweep.knee["capacity"],
-                  verdict["verdict"], len(baseline))
+    found = sweep.knee["capacity"]
+    progress.info("capacity %s: %s vs %d earlier sweep(s)",
+                  "below the lowest step" if found is None else f"{found:g}", verdict["verdict"],
+                  len(baseline))
     slug = re.sub(r"[^a-z0-9]+", "-", sweep.scenario_name.lower()).strip("-")
     return ScenarioVerdict(f"capacity-{slug}", sweep.sweep_id, sweep.report,
                            [b["sweep_id"] for b in baseline], [verdict])
