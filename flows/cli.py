@@ -291,6 +291,8 @@ def capacity(scenario: Path = typer.Argument(..., exists=True, dir_okay=False, h
              attainment: float = typer.Option(0.9, help="Share of requests that must meet the SLO.")
              ) -> None:
     """Capacity sweep: run SCENARIO at each load step, find the highest load meeting the SLO."""
+    import dataclasses
+
     from flows.capacity import CapacityError, CapacityOptions, capacity_sweep, resolve_slo
     from flows.scenario import ScenarioError
     from loadgen.errors import SpecError
@@ -306,7 +308,7 @@ def capacity(scenario: Path = typer.Argument(..., exists=True, dir_okay=False, h
         else:
             kind = "users" if users is not None else "rate"
             options = CapacityOptions(kind=kind, loads=tuple(parse_loads(users or rates, kind)))
-        options = CapacityOptions(**{**options.__dict__, "slo": _slo_option(slo), "attainment": attainment})
+        options = dataclasses.replace(options, slo=_slo_option(slo), attainment=attainment)
         resolve_slo(str(scenario), options)   # fail fast, before Prefect starts
     except (ValueError, ScenarioError, SpecError, CapacityError) as e:
         _fail(str(e))

@@ -169,19 +169,20 @@ def next_search_load(steps: list[StepOutcome], options: SearchOptions) -> float 
 
 def parse_loads(text: str, kind: str) -> list[float]:
     """'2,4,8' → [2.0, 4.0, 8.0]; users must be integers >= 1, rates > 0; sorted, no repeats."""
+    flag = "--users" if kind == "users" else "--rates"
     try:
         loads = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise ValueError(f"--{kind}: a comma-separated list of numbers, got {text!r}") from None
+        raise ValueError(f"{flag}: a comma-separated list of numbers, got {text!r}") from None
     if not loads:
-        raise ValueError(f"--{kind}: at least one load step")
+        raise ValueError(f"{flag}: at least one load step")
     for x in loads:
         if kind == "users" and (x != int(x) or not 1 <= x <= 100_000):
             raise ValueError(f"--users: each step must be an integer in [1, 100000], got {x:g}")
         if kind == "rate" and not 0 < x <= 100_000:
             raise ValueError(f"--rates: each step must be in (0, 100000] requests/s, got {x:g}")
     if len(set(loads)) != len(loads):
-        raise ValueError(f"--{kind}: a load step is repeated in {text!r}")
+        raise ValueError(f"{flag}: a load step is repeated in {text!r}")
     return sorted(loads)
 
 

@@ -94,6 +94,8 @@ def test_search_options_name_the_bad_field():
 def test_parse_loads():
     assert parse_loads("8, 2,4", "users") == [2, 4, 8]
     assert parse_loads("0.5,2", "rate") == [0.5, 2]
+    with pytest.raises(ValueError, match="--rates: a comma-separated"):
+        parse_loads("1,fast", "rate")
     for bad, kind, word in (("2,x", "users", "numbers"), ("1.5", "users", "integer"),
                             ("0", "rate", "requests/s"), ("2,2", "users", "repeated"), ("", "users", "at least")):
         with pytest.raises(ValueError, match=word):
