@@ -9,7 +9,9 @@ no spike was detected and what the engine's queue shows. Steps and the knee go t
 (`capacity_steps`), so the nightly can judge a capacity drop as a regression.
 
 Loads: an explicit list (`loads`), or a search (doubling from `search.start` until a step fails,
-then bisecting between the last pass and the first fail, at most `search.max_steps` runs).
+then bisecting between the last pass and the first fail, at most `search.max_steps` runs). A
+step whose run raises once started (the engine died under the load) is a failed step, shown with
+its error; the sweep goes on.
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from flows.paths import StatePaths
 from flows.scenario import load_scenario
 from flows.tasks import progress, refresh_index
 from rca.capacity import (SearchOptions, StepOutcome, find_knee, judge_step, next_search_load,
-                          queueing_reading)
+                          queueing_reading, step_metrics)
 
 DEFAULT_ATTAINMENT = 0.9   # DistServe's and vLLM's usual goodput target: 90 % of requests in SLO
 
@@ -199,8 +201,12 @@ def _step_cause(evidence: dict, past_knee: bool) -> dict:
     if spikes:
         worst = spikes[0]
         share = f" ({worst['top_share']:.0%} of the excess)" if worst.get("top_share") is not None else ""
+        # The spike explains the step's worst moment; queueing, when the engine shows it, is
+        # what keeps the whole step slow, so both are said.
+        notes = [worst.get("summary") or ""] + ([queueing["note"]] if queueing["queueing"] else [])
         return {"cause": worst["top_cause"], "label": f"{worst['top_cause']}{share}",
-                "note": worst.get("summary") or "", "spikes": evidence["spike_count"], "past_knee": past_knee}
+                "note": "; ".join(n for n in notes if n), "spikes": evidence["spike_count"],
+                "past_knee": past_knee}
     note = "no spike detected; " + queueing["note"]
     return {"cause": "load" if queueing["queueing"] else None,
             "label": "load (queueing)" if queueing["queueing"] else "no spike detected",
@@ -233,6 +239,48 @@ def _command(scenario_path: str, options: CapacityOptions) -> str:
             + (f" --slo {slo}" if slo else "") + f" --attainment {options.attainment:g}")
 
 
+def _run_step(paths: StatePaths, scenario_path: str, options: CapacityOptions, slo: dict,
+              load: float) -> StepOutcome:
+    """One load step as a full incident run. A run that fails once started (the engine died
+    under the load, a timeout) is a failed step, not the end of the sweep: what it collected is
+    judged, and the error is shown beside the step."""
+    started_ns = time.time_ns()
+    try:
+        run = incident_replay(scenario_path, state_home=str(paths.home), kind="capacity",
+                              overrides={"load": load_override(options.kind, load), "slo": slo})
+    except Exception as e:   # noqa: BLE001 — recorded as the step's failure
+        run_dir = newest_run_since(paths.runs, started_ns)
+        if run_dir is None:
+            raise            # nothing started: a broken setup, not a property of the load
+        progress.info("capacity step at %g failed: %s", load, e)
+        return failed_step(run_dir, load, options.attainment, e)
+    return judge(run.run_dir, load, options.attainment)
+
+
+def newest_run_since(runs_root: Path, since_ns: int) -> Path | None:
+    """The newest capacity run directory whose run.json says it started at or after `since_ns`."""
+    found = []
+    for manifest in runs_root.glob("*/run.json"):
+        try:
+            meta = json.loads(manifest.read_text())
+        except (OSError, ValueError):
+            continue
+        if meta.get("kind") == "capacity" and (meta.get("started_ns") or 0) >= since_ns:
+            found.append((meta["started_ns"], manifest.parent))
+    return max(found)[1] if found else None
+
+
+def failed_step(run_dir: Path, load: float, attainment: float, error: BaseException) -> StepOutcome:
+    """A step whose run raised: judged on its summary when it has one, else nothing passed."""
+    manifest = json.loads((run_dir / "run.json").read_text())
+    summary = (manifest.get("extra") or {}).get("summary")
+    note = "; ".join(list(manifest.get("errors") or []) or [f"{type(error).__name__}: {error}"])
+    if summary and "good_requests" in summary:
+        return judge_step(load, manifest["run_id"], summary, attainment, "failed", note)
+    return StepOutcome(float(load), manifest["run_id"], 0, 0, None, False, step_metrics({}),
+                       "failed", note)
+
+
 def _next_load(planned: list[float], steps: list[StepOutcome], options: CapacityOptions) -> float | None:
     """The next explicit step (consumed from `planned`), or the search's next load."""
     if options.loads:
@@ -253,14 +301,15 @@ def capacity_sweep(scenario_path: str, options: CapacityOptions = CapacityOption
     planned = list(options.loads)
     while (load := _next_load(planned, steps, options)) is not None:
         progress.info("capacity step %d: %g %s", len(steps) + 1, load, options.kind)
-        run = incident_replay(scenario_path, state_home=str(paths.home), kind="capacity",
-                              overrides={"load": load_override(options.kind, load), "slo": slo})
-        step = judge(run.run_dir, load, options.attainment)
+        step = _run_step(paths, scenario_path, options, slo, load)
         steps.append(step)
         evidence[step.run_id] = step_evidence(paths.warehouse, step.run_id)
     store(paths.warehouse, _rows(sweep_id, scenario_name, options, slo, steps, evidence, started_ns))
     sweep = sweep_summary(sweep_id, scenario_name, options, slo, steps, evidence,
                           _command(scenario_path, options))
+    for s in sweep["steps"]:        # a step whose run died before its report: no dead link
+        if not (paths.reports / s["run_id"] / "index.html").is_file():
+            s["report_href"] = None
     sweep["started_at"] = datetime.fromtimestamp(started_ns / 1e9, tz=timezone.utc).isoformat(
         timespec="seconds")
     report = render_page(sweep, paths.reports / sweep_id)

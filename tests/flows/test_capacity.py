@@ -78,6 +78,7 @@ def test_past_the_knee_the_worst_spike_names_the_cause_else_the_queue_or_nothing
     assert by_load[4]["note"].startswith("no spike detected; load/queueing: median 4")
     assert by_load[6]["cause"] is None and by_load[6]["label"] == "no spike detected"
     assert by_load[8]["cause"] == "memory" and by_load[8]["label"] == "memory (80% of the excess)"
+    assert by_load[8]["note"].startswith("GC gen-2 pauses, 200 ms on average; load/queueing: median 4")
     assert s["steps"][1]["report_href"] == "../run-4/index.html"
 
 
@@ -157,3 +158,23 @@ def test_publish_leaves_a_table_and_a_markdown_artifact_in_prefect(tmp_path):
     rows = json.loads(table[0].data)
     assert [r["load"] for r in rows] == ["2", "6"] and rows[1]["cause"] == "load (queueing)"
     assert summary and "capacity **2 users**" in summary[0].data
+
+
+def test_a_step_whose_run_failed_is_a_failed_step_not_the_end_of_the_sweep(tmp_path):
+    from flows.capacity import failed_step, newest_run_since
+
+    runs = tmp_path / "runs"
+    for name, kind, started in (("old", "capacity", 100), ("other", "incident", 300), ("died", "capacity", 250)):
+        (runs / name).mkdir(parents=True)
+        errors = ["engine exited with code -9"] if name == "died" else []
+        (runs / name / "run.json").write_text(json.dumps({"run_id": name, "kind": kind, "started_ns": started,
+                                                          "errors": errors, "extra": {}}))
+    assert newest_run_since(runs, 200).name == "died" and newest_run_since(runs, 400) is None
+    s = failed_step(runs / "died", 8, 0.9, RuntimeError("boom"))
+    assert (s.run_id, s.passed, s.run_status, s.run_note) == ("died", False, "failed", "engine exited with code -9")
+    assert s.attainment is None and s.metrics["ttft_p99_ms"] is None
+    meta = json.loads((runs / "died" / "run.json").read_text())
+    meta["extra"]["summary"] = {"completed": 10, "failed": 0, "good_requests": 10}
+    (runs / "died" / "run.json").write_text(json.dumps(meta))
+    judged = failed_step(runs / "died", 8, 0.9, RuntimeError("boom"))
+    assert judged.passed and judged.run_status == "failed"     # judged on what it measured, flagged
