@@ -66,7 +66,8 @@ class CapacityCheck:
             if key not in known:
                 raise NightlyConfigError(f"{where}.{key}: unknown key; valid: {', '.join(sorted(known))}")
         if not isinstance(raw.get("scenario"), str) or not (base / raw["scenario"]).is_file():
-            raise NightlyConfigError(f"{where}.scenario: a scenario file beside config.yaml, got {raw.get('scenario')!r}")
+            raise NightlyConfigError(f"{where}.scenario: a scenario file beside config.yaml, "
+                                     f"got {raw.get('scenario')!r}")
         if ("users" in raw) == ("rates" in raw):
             raise NightlyConfigError(f"{where}: give exactly one of users: [2, 4, 8] or rates: [1, 2, 4]")
         kind, loads = ("users", raw["users"]) if "users" in raw else ("rate", raw["rates"])
