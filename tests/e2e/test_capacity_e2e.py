@@ -61,3 +61,23 @@ def test_the_page_names_a_cause_for_the_step_past_the_knee(sweep):
     assert f'href="../{past_run}/index.html"' in row
     assert (page.parent.parent / past_run / "index.html").is_file()
     assert (page.parent / "static" / "plotly.min.js").is_file() and "chart-capacity-latency" in html
+
+
+def test_compare_runs_on_the_two_engine_runs_and_its_exit_code_follows_the_verdicts(sweep):
+    """`spikelens compare` on two real engine runs. Which metrics reach a verdict depends on the
+    sample counts (TTFT p50 of 12-20 requests is `insufficient`: fewer than 10 beyond the median),
+    so the test checks that the exit code is the verdicts' and that TTFT moved the right way."""
+    from flows.compare import compare_stored_runs
+
+    home, _, _ = sweep
+    db = duckdb.connect(str(home / "warehouse.duckdb"), read_only=True)
+    low, high = (r[0] for r in db.execute("SELECT run_id FROM capacity_steps ORDER BY load").fetchall())
+    db.close()
+    env = {**os.environ, "SPIKELENS_HOME": str(home)}
+    proc = subprocess.run([sys.executable, "-m", "flows.cli", "compare", low, high], env=env,
+                          capture_output=True, text=True, timeout=120)
+    verdicts = {v["metric"]: v for v in compare_stored_runs(low, high, state_home=str(home)).verdicts}
+    regressed = any(v["verdict"] == "regressed" for v in verdicts.values())
+    assert proc.returncode == (1 if regressed else 0), proc.stderr[-2000:]
+    assert verdicts["ttft_p50"]["delta"] > 300 and verdicts["ttft_p50"]["verdict"] in ("regressed", "insufficient")
+    assert Path(proc.stdout.strip()).is_file()
