@@ -268,6 +268,93 @@ def report(run_id: str = typer.Argument(..., help="Run id (see the runs folder).
     print(page)
 
 
+def _slo_option(value: str | None) -> dict | None:
+    """'ttft_ms=500,tpot_ms=50' → {'ttft_ms': 500.0, 'tpot_ms': 50.0}; checked by loadgen's SLO."""
+    from loadgen.errors import SpecError
+    from loadgen.metrics import SLO
+
+    if value is None:
+        return None
+    slo = {}
+    for part in (p for p in value.split(",") if p.strip()):
+        key, sep, number = part.partition("=")
+        try:
+            slo[key.strip()] = float(number) if sep else None
+        except ValueError:
+            _fail(f"--slo: {part!r}: expected NAME=MS, e.g. ttft_ms=500")
+    try:
+        SLO.from_dict(slo, where="--slo")
+    except SpecError as e:
+        _fail(str(e))
+    return slo
+
+
+@app.command()
+def capacity(scenario: Path = typer.Argument(..., exists=True, dir_okay=False, help="Scenario YAML file."),
+             users: Optional[str] = typer.Option(None, help="Closed-loop steps, e.g. 2,4,8,16."),
+             rates: Optional[str] = typer.Option(None, help="Open-loop steps in requests/s, e.g. 2,4,8."),
+             search: Optional[str] = typer.Option(
+                 None, help="Search instead of steps: 'users' or 'rate' (double until the SLO "
+                            "fails, then bisect)."),
+             start: float = typer.Option(1.0, help="Search: first load."),
+             max_load: float = typer.Option(256.0, help="Search: highest load tried."),
+             max_steps: int = typer.Option(8, help="Search: most runs in all."),
+             slo: Optional[str] = typer.Option(
+                 None, help="Objectives in ms, e.g. ttft_ms=500,tpot_ms=50 (default: the scenario's slo:)."),
+             attainment: float = typer.Option(0.9, help="Share of requests that must meet the SLO.")
+             ) -> None:
+    """Capacity sweep: run SCENARIO at each load step, find the highest load meeting the SLO."""
+    import dataclasses
+
+    from flows.capacity import CapacityError, CapacityOptions, capacity_sweep, resolve_slo
+    from flows.scenario import ScenarioError
+    from loadgen.errors import SpecError
+    from rca.capacity import SearchOptions, parse_loads
+
+    if sum(x is not None for x in (users, rates, search)) != 1:
+        _fail("give exactly one of --users 2,4,8, --rates 1,2,4 or --search users|rate")
+    try:
+        if search is not None:
+            options = CapacityOptions(kind=search, search=SearchOptions(
+                kind=search, start=start, max_load=max_load, max_steps=max_steps,
+                resolution=1.0 if search == "users" else max(start / 4, 0.05)).check())
+        else:
+            kind = "users" if users is not None else "rate"
+            options = CapacityOptions(kind=kind, loads=tuple(parse_loads(users or rates, kind)))
+        options = dataclasses.replace(options, slo=_slo_option(slo), attainment=attainment)
+        resolve_slo(str(scenario), options)   # fail fast, before Prefect starts
+    except (ValueError, ScenarioError, SpecError, CapacityError) as e:
+        _fail(str(e))
+    _supervise()
+    try:
+        result = _with_progress(f"capacity sweep of {scenario.name}", capacity_sweep, str(scenario), options)
+    except KeyboardInterrupt:
+        _fail("interrupted; the engine and Locust were stopped", 130)
+    knee = result.knee
+    console.print(f"sweep {result.sweep_id}: " + (
+        f"capacity {knee['capacity']:g}, knee between {knee['capacity']:g} and {knee['first_fail']:g}"
+        if knee["status"] == "found" else f"knee {knee['status'].replace('_', ' ')}"))
+    print(result.report)
+
+
+@app.command()
+def compare(run_a: str = typer.Argument(..., help="Baseline run id."),
+            run_b: str = typer.Argument(..., help="Candidate run id, judged against RUN_A.")) -> None:
+    """Compare two stored runs with the nightly's bootstrap verdicts: exit 1 when B regressed
+    against A, 0 when not, 2 on a usage error (e.g. an unknown run id)."""
+    from flows.compare import CompareUsageError, compare_stored_runs
+
+    try:
+        result = compare_stored_runs(run_a, run_b)
+    except CompareUsageError as e:
+        _fail(str(e), 2)
+    bad = result.regressed
+    console.print(f"{run_b} vs {run_a}: "
+                  + (f"[red]regressed[/red] {', '.join(bad)}" if bad else "[green]no regression[/green]"))
+    print(result.report)
+    raise typer.Exit(1 if bad else 0)
+
+
 @app.command()
 def engine(model_arg: Optional[str] = typer.Argument(
                None, metavar="[MODEL]", help="Same as --model (as in `vllm serve MODEL`)."),

@@ -4,9 +4,14 @@ Per scenario: an incident run (engine, load, warehouse, causes, report) with kin
 bootstrap comparison per metric against the rolling window of the last N passing nightlies of the
 same scenario (or a pinned run). Verdicts go to DuckDB (`nightly_verdicts`), to Prefect artifacts
 (a markdown summary and a table) and to the nightly report. A regression makes the CLI exit 1.
+
+Optionally (a `capacity:` block in the config; off in the shipped one, to keep CI short) a
+capacity sweep runs last, and a capacity below every recent sweep's by more than `drop_rel` is a
+regression like any other (it shows as a `capacity-<scenario>` entry).
 """
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from importlib import resources
@@ -17,7 +22,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
 from flows.incident import incident_replay
-from flows.nightly_config import METRICS, NightlyConfig
+from flows.nightly_config import METRICS, CapacityCheck, NightlyConfig
 from flows.paths import StatePaths
 from flows.tasks import progress, refresh_index
 
@@ -107,6 +112,47 @@ def publish(result: NightlyResult) -> None:
                              description="spikelens nightly regression")
 
 
+@task(name="capacity-baseline", cache_policy=NONE, retries=2, retry_delay_seconds=1)
+def capacity_baseline(db_path: Path, scenario_name: str, check: CapacityCheck,
+                      before_ns: int) -> list[dict]:
+    """The last `check.last_n` earlier sweeps of this scenario over the same load steps."""
+    from warehouse.db import connect
+    from warehouse.queries import query
+
+    with connect(db_path, read_only=True) as conn:
+        rows = query(conn, "capacity_baseline", scenario_name=scenario_name, load_kind=check.kind,
+                     before_ns=before_ns, last_n=1000)
+    same = [r for r in rows if [float(x) for x in r["loads"]] == [float(x) for x in check.loads]]
+    return same[:check.last_n]
+
+
+def judge_capacity(db_path: Path, sweep, check: CapacityCheck, started_ns: int) -> ScenarioVerdict:
+    """A finished sweep (flows.capacity.CapacityResult) judged against the sweeps before it."""
+    from rca.capacity import capacity_verdict
+
+    baseline = capacity_baseline(db_path, sweep.scenario_name, check, started_ns)
+    verdict = capacity_verdict(f"capacity_{check.kind}", sweep.knee["capacity"],
+                               [b["capacity"] for b in baseline], check.drop_rel)
+    found = sweep.knee["capacity"]
+    progress.info("capacity %s: %s vs %d earlier sweep(s)",
+                  "below the lowest step" if found is None else f"{found:g}", verdict["verdict"],
+                  len(baseline))
+    slug = re.sub(r"[^a-z0-9]+", "-", sweep.scenario_name.lower()).strip("-")
+    return ScenarioVerdict(f"capacity-{slug}", sweep.sweep_id, sweep.report,
+                           [b["sweep_id"] for b in baseline], [verdict])
+
+
+def capacity_check(paths: StatePaths, check: CapacityCheck) -> ScenarioVerdict:
+    """Sweep the capacity scenario and judge its capacity against the earlier sweeps."""
+    from flows.capacity import CapacityOptions, capacity_sweep
+
+    started_ns = time.time_ns()
+    sweep = capacity_sweep(str(check.scenario), CapacityOptions(
+        kind=check.kind, loads=check.loads, slo=check.slo, attainment=check.attainment),
+        state_home=str(paths.home))
+    return judge_capacity(paths.warehouse, sweep, check, started_ns)
+
+
 @task(name="render-nightly-report", cache_policy=NONE)
 def render_nightly_report(db_path: Path, run_id: str, out_dir: Path) -> Path:
     """The nightly page of one scenario's run: verdict per metric with its CI, and trends."""
@@ -138,6 +184,8 @@ def nightly_regression(config_dir: str | None = None, state_home: str | None = N
         result.scenarios.append(ScenarioVerdict(scenario_name, run.run_id, str(page),
                                                 baseline, verdicts))
     result.report = result.scenarios[-1].report if result.scenarios else None
+    if config.capacity is not None:
+        result.scenarios.append(capacity_check(paths, config.capacity))
     refresh_index(paths.reports)
     publish(result)
     return result

@@ -43,6 +43,62 @@ class Thresholds:
 
 
 @dataclass(frozen=True)
+class CapacityCheck:
+    """An optional capacity sweep in the nightly (off unless the config has a `capacity:` block):
+    a capacity below every one of the last `last_n` sweeps' by more than `drop_rel` regressed."""
+
+    scenario: Path                     # the scenario swept (its own `slo:` unless `slo` is given)
+    kind: str                          # users (closed loop) | rate (open loop, requests/s)
+    loads: tuple[float, ...]           # the steps; the baseline is sweeps of the same steps
+    slo: dict | None = None            # objectives in ms, e.g. {ttft_ms: 500}
+    attainment: float = 0.9            # share of requests that must meet the SLO
+    drop_rel: float = 0.2              # steps are coarse: one step down from 8 to 6 users is -25 %
+    last_n: int = 3                    # baseline sweeps; below the lowest of them is a drop (a
+    #                                    sweep on a shared box can lose a step to noise once)
+
+    @classmethod
+    def from_dict(cls, raw: Any, base: Path, where: str) -> "CapacityCheck":
+        where = f"{where}: capacity"
+        if not isinstance(raw, dict):
+            raise NightlyConfigError(f"{where}: a mapping with scenario and users or rates")
+        known = {"scenario", "users", "rates", "slo", "attainment", "drop_rel", "last_n"}
+        for key in raw:
+            if key not in known:
+                raise NightlyConfigError(f"{where}.{key}: unknown key; valid: {', '.join(sorted(known))}")
+        if not isinstance(raw.get("scenario"), str) or not (base / raw["scenario"]).is_file():
+            raise NightlyConfigError(f"{where}.scenario: a scenario file beside config.yaml, "
+                                     f"got {raw.get('scenario')!r}")
+        if ("users" in raw) == ("rates" in raw):
+            raise NightlyConfigError(f"{where}: give exactly one of users: [2, 4, 8] or rates: [1, 2, 4]")
+        kind, loads = ("users", raw["users"]) if "users" in raw else ("rate", raw["rates"])
+        from rca.capacity import parse_loads
+
+        try:
+            steps = parse_loads(",".join(str(x) for x in loads) if isinstance(loads, list) else str(loads), kind)
+        except ValueError as e:
+            raise NightlyConfigError(f"{where}.{'users' if kind == 'users' else 'rates'}: {e}") from None
+        slo = raw.get("slo")
+        if slo is not None:
+            from loadgen.errors import SpecError
+            from loadgen.metrics import SLO
+
+            try:
+                SLO.from_dict(slo if isinstance(slo, dict) else {"": slo}, where=f"{where}.slo")
+            except SpecError as e:
+                raise NightlyConfigError(str(e)) from None
+        for key, lo, hi in (("attainment", 0.0, 1.0), ("drop_rel", 0.0, 1.0)):
+            value = raw.get(key, getattr(cls, key))
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo < value <= hi:
+                raise NightlyConfigError(f"{where}.{key}: must be a number in ({lo:g}, {hi:g}], got {value!r}")
+        last_n = raw.get("last_n", 3)
+        if isinstance(last_n, bool) or not isinstance(last_n, int) or not 1 <= last_n <= 50:
+            raise NightlyConfigError(f"{where}.last_n: must be an integer in [1, 50], got {last_n!r}")
+        return cls(scenario=(base / raw["scenario"]).resolve(), kind=kind, loads=tuple(steps),
+                   slo=dict(slo) if slo else None, attainment=float(raw.get("attainment", 0.9)),
+                   drop_rel=float(raw.get("drop_rel", 0.2)), last_n=last_n)
+
+
+@dataclass(frozen=True)
 class NightlyConfig:
     scenarios: tuple[Path, ...]              # scenario files, run in order
     baseline: str = "rolling"                # rolling (last N passing nightlies) | pinned
@@ -54,6 +110,7 @@ class NightlyConfig:
     # With ≥ 2 baseline runs, a change must also exceed their own spread (rca/compare.py): on a
     # shared host clean runs differ by tens of percent; off only on a dedicated, quiet machine.
     noise_guard: bool = True
+    capacity: CapacityCheck | None = None    # optional capacity sweep (off in the shipped config)
 
     @classmethod
     def load(cls, config_dir: str | Path) -> "NightlyConfig":
@@ -105,6 +162,9 @@ class NightlyConfig:
         noise_guard = raw.get("noise_guard", True)
         if not isinstance(noise_guard, bool):
             raise NightlyConfigError(f"{where}: noise_guard: must be true or false")
+        capacity = (CapacityCheck.from_dict(raw["capacity"], base, where)
+                    if raw.get("capacity") is not None else None)
         return cls(scenarios=paths, baseline=baseline, last_n=last_n,
                    pinned_run_id=raw.get("pinned_run_id"), metrics=metrics,
-                   thresholds=Thresholds(**t_raw), bootstrap_reps=reps, noise_guard=noise_guard)
+                   thresholds=Thresholds(**t_raw), bootstrap_reps=reps, noise_guard=noise_guard,
+                   capacity=capacity)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from templates.context_checks import (ContextError, clean_floats, complete, need_list, need_mapping,
                                       need_number, need_share, need_str, relative_href)
 
-RUN_KINDS = ("incident", "nightly", "replay", "sweep", "evaluation")
+RUN_KINDS = ("incident", "nightly", "replay", "sweep", "evaluation", "capacity", "compare")
 # rca.compare.MetricVerdict's words, used for each metric and for the page as a whole.
 VERDICTS = ("regressed", "improved", "unchanged", "insufficient")
 

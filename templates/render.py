@@ -243,3 +243,36 @@ def render_evaluation(context: dict, out_dir: str | Path, index_href: str | None
     return _write_page(Path(out_dir), "evaluation.html.j2", charts=charts, ctx=ctx, total=total,
                        accuracy=accuracy, best=best, confusion_rows=matrix_rows(ctx["labels"], ctx["confusion"]),
                        index_href=index_href, manifest=manifest)
+
+
+def render_compare(context: dict, out_dir: str | Path, index_href: str | None = None) -> Path:
+    """Write a run-vs-run page: both runs side by side, B − A per metric with its CI and verdict."""
+    from templates.compare_context import check_compare_context
+
+    ctx = check_compare_context(context)
+    if not ctx["headline"].strip():
+        ctx["headline"] = _nightly_headline({"metrics": ctx["metrics"],
+                                             "baseline_label": f"run A ({ctx['run_a']['run_id']})"})
+    rows = [{"metric": m, "bar": ci_bar(m["delta"], m["ci_low"], m["ci_high"])} for m in ctx["metrics"]]
+    b = ctx["run_b"]
+    run = {"run_id": b["run_id"], "started_at": b["started_at"], "scenario_name": b["scenario_name"]}
+    manifest = _manifest(run, "compare", verdict=ctx["verdict"], top_cause=None,
+                         headline=f"vs {ctx['run_a']['run_id']}: {ctx['headline']}")
+    return _write_page(Path(out_dir), "compare.html.j2", ctx=ctx, metric_rows=rows,
+                       index_href=index_href, manifest=manifest)
+
+
+def render_capacity(context: dict, out_dir: str | Path, index_href: str | None = None,
+                    interactive: bool | None = None) -> Path:
+    """Write a capacity page: throughput and latency against load, the knee, causes past it."""
+    from templates.capacity_charts import capacity_figures
+    from templates.capacity_context import check_capacity_context
+
+    ctx = check_capacity_context(context)
+    charts = capacity_figures(ctx) if _want_charts(interactive) else []
+    past = [s for s in ctx["steps"] if s["cause"]["past_knee"] and s["cause"]["cause"]]
+    manifest = _manifest(ctx["run"], "capacity",
+                         verdict=None,
+                         top_cause=past[0]["cause"]["cause"] if past else None, headline=ctx["headline"])
+    return _write_page(Path(out_dir), "capacity.html.j2", charts=charts, ctx=ctx, index_href=index_href,
+                       manifest=manifest)

@@ -70,3 +70,51 @@ def test_baseline_and_verdicts(harness, tmp_path):
     # n3 regressed, so it never becomes a baseline of the next night
     base, _ = judge(db, nightly_run(tmp_path, db, "n4", 3, seed=4), config)
     assert base == ["n2", "n1"]
+
+
+def stored_sweeps(tmp_path):
+    """Four stored capacity sweeps of scenario `cap`; returns (db, check over steps 2 and 4)."""
+    from flows.capacity import CapacityOptions, _rows
+    from flows.capacity import store as store_capacity
+    from flows.nightly_config import CapacityCheck
+    from rca.capacity import StepOutcome, queueing_reading
+    from warehouse.db import connect
+
+    db = tmp_path / "w.duckdb"
+    connect(db).close()
+    ev = {f"r{i}": {"spikes": [], "spike_count": 0, "queue": None, "queueing": queueing_reading(None)}
+          for i in range(3)}
+    for sweep_id, loads, started, cap in (("old", (2, 4), 100, 4), ("other-steps", (2, 8), 150, 8),
+                                          ("new", (2, 4), 200, 2), ("later", (2, 4), 900, 4)):
+        steps = [StepOutcome(float(x), f"r{i}", 10, 10 if x <= cap else 0, 1.0 if x <= cap else 0.0,
+                             x <= cap, {}) for i, x in enumerate(loads)]
+        store_capacity.fn(db, _rows(sweep_id, "cap", CapacityOptions(loads=loads), {"ttft_ms": 1},
+                                    steps, ev, started))
+    return db, CapacityCheck(scenario=tmp_path, kind="users", loads=(2.0, 4.0), last_n=3)
+
+
+def test_capacity_baseline_is_earlier_sweeps_over_the_same_steps(tmp_path):
+    """The optional capacity check's baseline: same scenario, kind and steps, before the sweep."""
+    from flows.nightly import capacity_baseline
+
+    db, check = stored_sweeps(tmp_path)
+    base = capacity_baseline.fn(db, "cap", check, before_ns=500)
+    assert [(b["sweep_id"], b["capacity"]) for b in base] == [("new", 2.0), ("old", 4.0)]
+
+
+def test_a_capacity_drop_is_a_nightly_regression(harness, tmp_path):
+    """Below the lowest earlier sweep is a regression; as low as one is not; no sweep: insufficient."""
+    from flows.capacity import CapacityResult
+    from flows.nightly import NightlyResult, judge_capacity
+
+    db, check = stored_sweeps(tmp_path)
+
+    def judged(capacity, before_ns=500):
+        sweep = CapacityResult("sw-x", "cap", "users", [], {"capacity": capacity}, "page.html")
+        return flow(judge_capacity)(db, sweep, check, before_ns)
+    dropped = judged(None)                     # even 2 users failed: below both earlier sweeps
+    assert dropped.scenario_name == "capacity-cap" and dropped.regressed == ["capacity_users"]
+    assert dropped.baseline_runs == ["new", "old"] and NightlyResult([dropped]).regressed
+    assert judged(2.0).regressed == [] and judged(2.0).verdicts[0]["verdict"] == "unchanged"
+    first = judged(2.0, before_ns=50)          # no earlier sweep: the first one starts the baseline
+    assert first.verdicts[0]["verdict"] == "insufficient" and not NightlyResult([first]).regressed
