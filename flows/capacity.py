@@ -139,23 +139,14 @@ def _rows(sweep_id: str, scenario_name: str, options: CapacityOptions, slo: dict
 
 @task(name="store-capacity", cache_policy=NONE, retries=3, retry_delay_seconds=2)
 def store(db_path: Path, rows: list[dict]) -> int:
-    """Replace the sweep's rows in capacity_steps (one transaction)."""
+    """Replace the sweep's rows in capacity_steps (one transaction, warehouse.store)."""
     import pyarrow as pa
 
     from warehouse.db import connect
+    from warehouse.store import replace_rows
 
-    table = pa.Table.from_pylist(rows)
     with connect(db_path) as conn:
-        conn.execute("BEGIN TRANSACTION")
-        try:
-            conn.execute("DELETE FROM capacity_steps WHERE sweep_id = ?", [rows[0]["sweep_id"]])
-            conn.register("capacity_rows", table)
-            conn.execute("INSERT INTO capacity_steps BY NAME SELECT * FROM capacity_rows")
-            conn.unregister("capacity_rows")
-            conn.execute("COMMIT")
-        except Exception:
-            conn.execute("ROLLBACK")
-            raise
+        replace_rows(conn, "sweep_id", rows[0]["sweep_id"], {"capacity_steps": pa.Table.from_pylist(rows)})
     return len(rows)
 
 

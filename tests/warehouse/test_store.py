@@ -45,3 +45,20 @@ def test_a_failed_insert_rolls_back_the_delete(tmp_path):
         with pytest.raises(Exception):
             replace_run_rows(conn, "a", {"nightly_verdicts": bad})
         assert _stored(conn) == [("a", "ttft_p50")]
+
+
+def test_rows_keyed_by_another_column(tmp_path):
+    from warehouse.store import replace_rows
+
+    def steps(sweep, loads):
+        return pa.table({"sweep_id": [sweep] * len(loads), "load": loads})
+
+    with connect(tmp_path / "w.duckdb") as conn:
+        conn.execute("CREATE TABLE sweep_steps (sweep_id VARCHAR NOT NULL, load DOUBLE)")
+        replace_rows(conn, "sweep_id", "a", {"sweep_steps": steps("a", [1.0, 2.0])})
+        replace_rows(conn, "sweep_id", "b", {"sweep_steps": steps("b", [4.0])})
+        replace_rows(conn, "sweep_id", "a", {"sweep_steps": steps("a", [8.0])})
+        rows = conn.execute("SELECT sweep_id, load FROM sweep_steps ORDER BY ALL").fetchall()
+        assert rows == [("a", 8.0), ("b", 4.0)]
+        with pytest.raises(ValueError, match="carry sweep_id"):
+            replace_rows(conn, "sweep_id", "a", {"sweep_steps": steps("b", [1.0])})

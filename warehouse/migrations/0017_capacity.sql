@@ -1,4 +1,4 @@
--- Migration 16: capacity sweeps (flows/capacity.py), one row per load step of a sweep. The sweep's
+-- Migration 17: capacity sweeps (flows/capacity.py), one row per load step of a sweep. The sweep's
 -- capacity (the highest load meeting the SLO with every lower step meeting it) is repeated on each
 -- row, and `knee` marks the step that is the capacity, so the nightly compares sweeps by one query.
 CREATE TABLE capacity_steps (
