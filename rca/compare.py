@@ -208,6 +208,7 @@ def store_verdicts(db_path, run_id: str, scenario_name: str, verdicts: list[Metr
     import pyarrow as pa
 
     from warehouse.db import connect
+    from warehouse.store import replace_run_rows
 
     def row(v: MetricVerdict) -> dict:
         out = {k: x for k, x in v.to_dict().items() if k not in ("n_baseline", "n_candidate")}
@@ -216,16 +217,7 @@ def store_verdicts(db_path, run_id: str, scenario_name: str, verdicts: list[Metr
         return {"run_id": run_id, "scenario_name": scenario_name, **out,
                 "baseline_runs": list(baseline_runs)}
 
-    rows = pa.Table.from_pylist([row(v) for v in verdicts])
+    rows = (pa.Table.from_pylist([row(v) for v in verdicts]) if verdicts
+            else pa.table({"run_id": pa.array([], pa.string())}))
     with connect(db_path) as conn:
-        conn.execute("BEGIN TRANSACTION")
-        try:
-            conn.execute("DELETE FROM nightly_verdicts WHERE run_id = ?", [run_id])
-            if rows.num_rows:
-                conn.register("verdict_rows", rows)
-                conn.execute("INSERT INTO nightly_verdicts BY NAME SELECT * FROM verdict_rows")
-                conn.unregister("verdict_rows")
-            conn.execute("COMMIT")
-        except Exception:
-            conn.execute("ROLLBACK")
-            raise
+        replace_run_rows(conn, run_id, {"nightly_verdicts": rows})

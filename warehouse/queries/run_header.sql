@@ -1,7 +1,10 @@
--- The header fields of one run, for report pages.
+-- The header of one run for every report page: what ran, where, when, and how to reproduce it.
+-- target: the URL of an engine spikelens did not start (run.json's `target`), else NULL.
 WITH run AS (
-    SELECT run_id, scenario_name, command, started_ns, git_commit, host, status,
-           json_extract_string(run_json, '$.kind') AS kind
+    SELECT run_id, scenario_name, scenario, engine, command, started_ns, duration_s, warmup_s,
+           git_commit, host, status, errors,
+           json_extract_string(run_json, '$.kind') AS kind,
+           json_extract_string(run_json, '$.target') AS target
     FROM runs
     WHERE run_id = $run_id
 )
