@@ -10,15 +10,15 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from engine.config_keys import ALL_UNKNOWN, strict_keys
+
 # The project tokenizer's vocabulary (engine/assets/tokenizer.json).
 PROJECT_VOCAB_SIZE = 32000
 
 
 def _check_keys(cls, data: Mapping[str, Any], where: str) -> None:
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ValueError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; valid keys: {', '.join(sorted(known))}")
+    strict_keys(data, (f.name for f in dataclasses.fields(cls)), where, message=ALL_UNKNOWN, error=ValueError,
+                sort_unknown=True)
 
 
 def _check_range(name: str, value, lo=None, hi=None, where: str = "engine") -> None:
