@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from rca.config import CAUSES
-from rca.evaluate import MISSED, per_cause_scores
 from pages.fields import ContextError, need_share, relative_href
 from pages.run_header import RunHeader
+from rca.config import CAUSES
+from rca.evaluate import MISSED, per_cause_scores
 
 
 @dataclass(frozen=True)

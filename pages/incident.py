@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from rca.attribute import time_masks
-from rca.evaluate import match_events
 from pages.fields import ContextError, count, finite, need_share
 from pages.run_header import RunHeader, read_run_header
+from rca.attribute import time_masks
+from rca.evaluate import match_events
 from warehouse.db import connect
 from warehouse.queries import query
 

@@ -1,4 +1,4 @@
-"""Render report pages from their typed contexts (reports/) into a folder that opens offline
+"""Render report pages from their typed contexts (pages/) into a folder that opens offline
 from file://.
 
 Autoescape is on for every template: scenario names, prompts, errors and YAML come from users and
@@ -16,16 +16,16 @@ from pathlib import Path
 
 import jinja2
 
-from templates.charts import PLOTLY_JS, incident_figures
-from templates.ci_bars import ci_bar
-from templates.formatting import FILTERS
-from templates.heatmap_table import grid_rows, matrix_rows
 from pages.evaluation import EvaluationContext
 from pages.incident import Correlation, Fault, IncidentContext, Spike
 from pages.index import RUN_KINDS, IndexContext
 from pages.nightly import NightlyContext
 from pages.run_header import RunHeader
 from pages.sweep import SweepContext
+from templates.charts import PLOTLY_JS, incident_figures
+from templates.ci_bars import ci_bar
+from templates.formatting import FILTERS
+from templates.heatmap_table import grid_rows, matrix_rows
 from templates.page_charts import confusion_figure, nightly_trend_figures, sweep_heatmap_figures
 from templates.report_index import write_manifest
 from templates.timeline_svg import latency_timeline

@@ -1,8 +1,8 @@
 """pages.evaluation: the evaluation page laid out from rca.evaluate.evaluate()'s result."""
-from rca.analyze import analyze_run
-from rca.evaluate import MISSED, evaluate
 from pages.evaluation import CauseScore, build_evaluation_context
 from pages.run_header import RunHeader
+from rca.analyze import analyze_run
+from rca.evaluate import MISSED, evaluate
 from templates.render import render_evaluation
 
 

@@ -4,8 +4,8 @@ from dataclasses import asdict
 
 import pytest
 
-from rca.analyze import analyze_run
 from pages.incident import MAX_STEPS, IncidentContext, build_incident_context, downsample_steps
+from rca.analyze import analyze_run
 from templates.render import render_incident
 
 
