@@ -27,6 +27,11 @@ class RunHeader:
     warmup_s: float | None = None
     engine: Mapping[str, Any] | None = None  # the engine config spikelens started; None: `target:` run
     target: str | None = None                # the URL of an engine spikelens only drove
+    model: str | None = None                 # the model id the requests named
+    endpoint: str | None = None              # the API endpoint the load used (completions, chat)
+    stopped_early: Any = None                # why the load stopped before its end, if it did
+    server: str | None = None                # a vLLM spikelens started: its distribution and version
+    server_argv: str | None = None           # … and the exact command line it ran
     scenario_yaml: str = ""                  # the scenario as given, as YAML ("" not shown)
     host: str | None = None
     git_commit: str | None = None
@@ -50,6 +55,7 @@ def read_run_header(conn: duckdb.DuckDBPyConnection, run_id: str, with_scenario:
     row = rows[0]
     scenario = _json(row["scenario"])
     errors = _json(row["errors"]) or []
+    vllm = _json(row["vllm"]) or {}
     return RunHeader(
         run_id=row["run_id"],
         command=row["command"] or "",
@@ -59,6 +65,11 @@ def read_run_header(conn: duckdb.DuckDBPyConnection, run_id: str, with_scenario:
         warmup_s=row["warmup_s"],
         engine=_json(row["engine"]),
         target=row["target"],
+        model=row["model"],
+        endpoint=row["endpoint"],
+        stopped_early=_json(row["stopped_early"]),
+        server=f"{vllm.get('distribution')} {vllm.get('version')}" if vllm else None,
+        server_argv=" ".join(vllm.get("argv") or []) or None,
         scenario_yaml=(yaml.safe_dump(scenario, sort_keys=False)
                        if with_scenario and isinstance(scenario, dict) else ""),
         host=row["host"],

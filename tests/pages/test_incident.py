@@ -126,7 +126,7 @@ def test_no_server_times_no_measurement_check(warehouse_with):
 
 def test_a_target_run_shows_its_url_instead_of_an_engine(tmp_path):
     """A run against an engine spikelens did not start stores `engine: null`: the page names the
-    target URL and lists no engine keys."""
+    target URL, the model and endpoint the load drove, and lists no engine keys."""
     import json as _json
 
     from runbuilder import SimSpec, write_run
@@ -135,16 +135,19 @@ def test_a_target_run_shows_its_url_instead_of_an_engine(tmp_path):
 
     run_dir = write_run(tmp_path / "runs", SimSpec(run_id="sim-target", incident=None))
     run_json = _json.loads((run_dir / "run.json").read_text())
-    run_json.update(engine=None, target="http://127.0.0.1:8000")
+    run_json.update(engine=None, target="http://127.0.0.1:8000",
+                    extra={"model": "Qwen/Qwen2.5-0.5B", "endpoint": "chat"})
     (run_dir / "run.json").write_text(_json.dumps(run_json))
     db = tmp_path / "w.duckdb"
     ingest_run(db, run_dir)
     analyze_run(db, "sim-target")
     ctx = build_incident_context(db, "sim-target")
     assert ctx.run.engine is None and ctx.run.target == "http://127.0.0.1:8000"
+    assert (ctx.run.model, ctx.run.endpoint, ctx.run.server) == ("Qwen/Qwen2.5-0.5B", "chat", None)
     html = render_incident(ctx, tmp_path / "page", interactive=False).read_text(encoding="utf-8")
     config = html[html.index('<section id="config">'):]
     assert "<dt>target</dt><dd><code>http://127.0.0.1:8000</code></dd>" in config
+    assert "<dt>model</dt><dd><code>Qwen/Qwen2.5-0.5B</code></dd>" in config
     assert "<dt>engine." not in config
 
 
