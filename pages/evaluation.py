@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from pages.fields import ContextError, need_share, relative_href
+from pages.fields import ContextError, need_share, one_of, relative_href
 from pages.run_header import RunHeader
 from rca.config import CAUSES
 from rca.evaluate import MISSED, per_cause_scores
@@ -35,6 +35,9 @@ class MethodColumn:
     label: str
     unit: str = ""
     better: Literal["higher", "lower"] = "higher"   # which end of the column is bold
+
+    def __post_init__(self) -> None:
+        one_of(self.better, ("higher", "lower"), "better")
 
 
 @dataclass(frozen=True)

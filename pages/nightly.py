@@ -68,6 +68,7 @@ class NightlyContext:
     headline: str = ""
 
     def __post_init__(self) -> None:
+        one_of(self.kind, ("nightly", "replay"), "kind")
         if self.incident_href is not None:
             object.__setattr__(self, "incident_href", relative_href(self.incident_href, "incident_href"))
         if self.verdict is None:
