@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from engine.config_keys import ALL_UNKNOWN, strict_keys
+
 # The project tokenizer's vocabulary (engine/assets/tokenizer.json).
 PROJECT_VOCAB_SIZE = 32000
 # A Llama config.json without max_position_embeddings: transformers' LlamaConfig default.
@@ -25,10 +27,8 @@ HF_DEFAULT_MAX_POSITION = 2048
 
 
 def _check_keys(cls, data: Mapping[str, Any], where: str) -> None:
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ValueError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; valid keys: {', '.join(sorted(known))}")
+    strict_keys(data, (f.name for f in dataclasses.fields(cls)), where, message=ALL_UNKNOWN, error=ValueError,
+                sort_unknown=True)
 
 
 def _check_range(name: str, value, lo=None, hi=None, where: str = "engine") -> None:

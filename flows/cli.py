@@ -250,7 +250,7 @@ def replay(run_id: str = typer.Argument(..., help="A recorded run to replay."),
 def report(run_id: str = typer.Argument(..., help="Run id (see the runs folder).")) -> None:
     """Re-analyse a stored run and render its report again."""
     from rca.analyze import analyze_run
-    from rca.report import incident_context
+    from pages.incident import build_incident_context
     from templates.render import render_incident
 
     paths = StatePaths.from_env()
@@ -260,7 +260,7 @@ def report(run_id: str = typer.Argument(..., help="Run id (see the runs folder).
 
     try:
         analyze_run(paths.warehouse, run_id)
-        page = render_incident(incident_context(paths.warehouse, run_id), paths.reports / run_id,
+        page = render_incident(build_incident_context(paths.warehouse, run_id), paths.reports / run_id,
                                index_href="../index.html")
     except KeyError as e:
         _fail(str(e).strip("'\""))

@@ -52,16 +52,17 @@ def score_suite(db_path: Path, run_ids: list[str], peers: tuple[str, ...]) -> di
 @task(name="write-evaluation", cache_policy=NONE)
 def write_outputs(suite_id: str, suite_dir: Path, run_ids: list[str], scores: dict,
                   out_dir: Path) -> tuple[str, str]:
-    from rca.evaluate import evaluation_context
+    from pages.evaluation import build_evaluation_context
+    from pages.run_header import RunHeader
     from templates.render import render_evaluation
 
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path = out_dir / "evaluation.json"
     json_path.write_text(json.dumps({"suite_id": suite_id, "suite_dir": str(suite_dir),
                                      "run_ids": run_ids, **scores}, indent=2, default=str))
-    run = {"run_id": suite_id, "scenario_name": f"evaluation suite {suite_dir.name}",
-           "command": f"spikelens evaluate {suite_dir}"}
-    page = render_evaluation(evaluation_context(scores, run), out_dir, index_href="../index.html")
+    run = RunHeader(run_id=suite_id, scenario_name=f"evaluation suite {suite_dir.name}",
+                    command=f"spikelens evaluate {suite_dir}")
+    page = render_evaluation(build_evaluation_context(scores, run), out_dir, index_href="../index.html")
     return str(json_path), str(page)
 
 

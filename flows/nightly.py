@@ -156,10 +156,10 @@ def capacity_check(paths: StatePaths, check: CapacityCheck) -> ScenarioVerdict:
 @task(name="render-nightly-report", cache_policy=NONE)
 def render_nightly_report(db_path: Path, run_id: str, out_dir: Path) -> Path:
     """The nightly page of one scenario's run: verdict per metric with its CI, and trends."""
-    from rca.page_contexts import nightly_context
+    from pages.nightly import build_nightly_context
     from templates.render import render_nightly
 
-    return render_nightly(nightly_context(db_path, run_id), out_dir, index_href="../../index.html")
+    return render_nightly(build_nightly_context(db_path, run_id), out_dir, index_href="../../index.html")
 
 
 @flow(name="nightly-regression")

@@ -10,6 +10,8 @@ from typing import Any
 
 import yaml
 
+from engine.config_keys import strict_keys
+
 # Metric name → quantile (None = mean). Latency in ms; throughput in output tokens/s per window.
 METRICS: dict[str, float | None] = {
     "ttft_p50": 0.5, "ttft_p99": 0.99, "itl_p50": 0.5, "itl_p99": 0.99,
@@ -126,10 +128,8 @@ class NightlyConfig:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], base: Path, where: str = "<config>") -> "NightlyConfig":
-        known = {f.name for f in fields(cls)}
-        for key in raw:
-            if key not in known:
-                raise NightlyConfigError(f"{where}: {key}: unknown key; valid: {', '.join(sorted(known))}")
+        strict_keys(raw, (f.name for f in fields(cls)), where, error=NightlyConfigError,
+                    message="{where}: {key}: unknown key; valid: {valid}")
         scenarios = raw.get("scenarios")
         if not scenarios or not isinstance(scenarios, list):
             raise NightlyConfigError(f"{where}: scenarios: a non-empty list of scenario files")
@@ -150,10 +150,9 @@ class NightlyConfig:
             if m not in METRICS:
                 raise NightlyConfigError(f"{where}: metrics: unknown metric {m!r}; valid: {', '.join(METRICS)}")
         t_raw = raw.get("thresholds") or {}
-        t_known = {f.name for f in fields(Thresholds)}
+        strict_keys(t_raw, (f.name for f in fields(Thresholds)), where, error=NightlyConfigError,
+                    message="{where}: thresholds.{key}: unknown key; valid: {valid}")
         for key, value in t_raw.items():
-            if key not in t_known:
-                raise NightlyConfigError(f"{where}: thresholds.{key}: unknown key; valid: {', '.join(sorted(t_known))}")
             if not isinstance(value, (int, float)) or not 0 <= value <= 10:
                 raise NightlyConfigError(f"{where}: thresholds.{key}: must be a number in [0, 10]")
         reps = raw.get("bootstrap_reps", 400)

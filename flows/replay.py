@@ -61,10 +61,10 @@ def compare_with_original(db_path: Path, replay_run_id: str, original_run_id: st
 @task(name="render-replay-comparison", cache_policy=NONE)
 def render_comparison(db_path: Path, replay_run_id: str, original_run_id: str,
                       verdicts: list[dict], out_dir: Path) -> Path:
-    from rca.page_contexts import comparison_context
+    from pages.nightly import build_replay_context
     from templates.render import render_nightly
 
-    return render_nightly(comparison_context(db_path, replay_run_id, original_run_id, verdicts),
+    return render_nightly(build_replay_context(db_path, replay_run_id, original_run_id, verdicts),
                           out_dir, index_href="../../index.html")
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from engine.config import EngineConfig
+from engine.config_keys import UnknownKeyError, strict_keys
 from engine.faults import ENGINE_KINDS, FaultSpec, parse_fault_specs
 from loadgen.spec import LoadSpec, WorkloadSpec
 from loadgen.traffic_faults import traffic_faults
@@ -70,12 +71,24 @@ def _lines(node: yaml.Node, prefix: tuple = ()) -> dict[tuple, int]:
     return out
 
 
-def _blame(lines: dict[tuple, int], block: tuple, message: str) -> tuple[int | None, str]:
-    """Find the line of the key an error message names inside `block` (else the block's line).
+def _field_path(field: str) -> tuple:
+    """'faults[0].params.x' → ('faults', 0, 'params', 'x')."""
+    return tuple(int(t[1:-1]) if t.startswith("[") else t for t in re.findall(r"\[\d+\]|[^.\[\]]+", field))
 
-    A quoted key ('max_num_seqz') wins; otherwise a key named as a word before any list of
-    valid keys. The message's list of valid keys must not be mistaken for the culprit.
+
+def _blame(lines: dict[tuple, int], block: tuple, message: str, field: str | None = None
+           ) -> tuple[int | None, str]:
+    """Find the line of the key an error names inside `block` (else the block's line).
+
+    An error that carries its `field` (engine.config_keys.strict_keys) names it; for the others,
+    a quoted key ('max_num_seqz') in the message wins, else a key named as a word before any list
+    of valid keys. The message's list of valid keys must not be mistaken for the culprit.
     """
+    if field:
+        path = _field_path(field)
+        for candidate in (path, block + path):
+            if candidate[: len(block)] == block and candidate in lines:
+                return lines[candidate], _key_name(candidate)
     keys = sorted(((p, ln) for p, ln in lines.items()
                    if p[: len(block)] == block and len(p) > len(block) and isinstance(p[-1], str)),
                   key=lambda kv: -len(kv[0]))
@@ -132,14 +145,14 @@ def parse_scenario(raw: dict[str, Any], path: str = "<scenario>", text: str = ""
     """Validate a scenario mapping (from YAML or built in code)."""
     lines = lines or {}
 
-    def fail(block: tuple, message: str) -> ScenarioError:
-        line, key = _blame(lines, block, message)
+    def fail(block: tuple, message: str, error: Exception | None = None) -> ScenarioError:
+        line, key = _blame(lines, block, message, getattr(error, "field", None))
         return ScenarioError(path, line, key, message)
 
-    for key in raw:
-        if key not in _TOP_KEYS:
-            raise ScenarioError(path, lines.get((key,)), str(key),
-                                f"unknown key; valid keys: {', '.join(sorted(_TOP_KEYS))}")
+    try:
+        strict_keys(raw, _TOP_KEYS, "", message="unknown key; valid keys: {valid}")
+    except UnknownKeyError as e:
+        raise ScenarioError(path, lines.get((e.unknown[0],)), e.field, str(e)) from None
 
     def number(key: str, default: float | None, lo: float, hi: float) -> float:
         value = raw.get(key, default)
@@ -169,7 +182,7 @@ def parse_scenario(raw: dict[str, Any], path: str = "<scenario>", text: str = ""
         try:
             engine = EngineConfig.from_dict(block)
         except (ValueError, KeyError, TypeError) as e:
-            raise fail(("engine",), str(e).strip("'\"")) from None
+            raise fail(("engine",), str(e).strip("'\""), e) from None
     elif not (isinstance(target, str) and re.match(r"^https?://", target)):
         raise ScenarioError(path, lines.get(("target",)), "target",
                             f"must be an http(s) URL, got {target!r}")
@@ -177,11 +190,11 @@ def parse_scenario(raw: dict[str, Any], path: str = "<scenario>", text: str = ""
     try:
         workload = WorkloadSpec.from_dict(raw.get("workload") or {})
     except (ValueError, KeyError, TypeError) as e:
-        raise fail(("workload",), str(e).strip("'\"")) from None
+        raise fail(("workload",), str(e).strip("'\""), e) from None
     try:
         load = LoadSpec.from_dict(raw.get("load") or {})
     except (ValueError, KeyError, TypeError) as e:
-        raise fail(("load",), str(e).strip("'\"")) from None
+        raise fail(("load",), str(e).strip("'\""), e) from None
 
     if "slo" in raw:   # goodput objectives, e.g. {ttft_ms: 500, tpot_ms: 50}
         from loadgen.metrics import SLO
@@ -189,7 +202,7 @@ def parse_scenario(raw: dict[str, Any], path: str = "<scenario>", text: str = ""
         try:
             SLO.from_dict(raw["slo"] if isinstance(raw["slo"], dict) else {"": raw["slo"]})
         except (ValueError, TypeError) as e:
-            raise fail(("slo",), str(e)) from None
+            raise fail(("slo",), str(e), e) from None
 
     # Faults are validated by their owners: the engine's parser and injector params, and
     # loadgen's for the traffic kinds it applies. Their messages start with `faults[i]`.
@@ -201,7 +214,7 @@ def parse_scenario(raw: dict[str, Any], path: str = "<scenario>", text: str = ""
         traffic_faults([dataclasses.asdict(f) for f in faults])
     except (ValueError, TypeError) as e:
         index = re.match(r"faults\[(\d+)\]", str(e))
-        raise fail(("faults", int(index.group(1))) if index else ("faults",), str(e)) from None
+        raise fail(("faults", int(index.group(1))) if index else ("faults",), str(e), e) from None
     for i, f in enumerate(faults):
         if f.start_s + f.duration_s > duration_s:
             raise ScenarioError(path, lines.get(("faults", i)), f"faults[{i}]",

@@ -54,10 +54,10 @@ def summarise_cells(db_path: Path, run_id: str) -> list[dict]:
 @task(name="render-sweep-report", cache_policy=NONE)
 def render_sweep_report(db_path: Path, run_id: str, cells: list[dict], temperatures: list[float],
                         penalties: list[float], out_dir: Path) -> Path:
-    from rca.page_contexts import sweep_context
+    from pages.sweep import build_sweep_context
     from templates.render import render_sweep
 
-    return render_sweep(sweep_context(db_path, run_id, temperatures, penalties, cells), out_dir,
+    return render_sweep(build_sweep_context(db_path, run_id, temperatures, penalties, cells), out_dir,
                         index_href="../../index.html")
 
 

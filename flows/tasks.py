@@ -129,11 +129,11 @@ def analyze(db_path: Path, run_id: str) -> Any:
 @task(name="render-report", cache_policy=NONE)
 def render_report(db_path: Path, run_id: str, out_dir: Path) -> Path:
     """Render the incident report of a run from the warehouse."""
-    from rca.report import incident_context
+    from pages.incident import build_incident_context
     from templates.render import render_incident
 
     progress.info("rendering report")
-    return render_incident(incident_context(db_path, run_id), out_dir, index_href="../index.html")
+    return render_incident(build_incident_context(db_path, run_id), out_dir, index_href="../index.html")
 
 
 @task(name="refresh-index", cache_policy=NONE)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.config_keys import strict_keys
 from loadgen.errors import SpecError
 
 PERCENTILES = (50, 90, 95, 99)
@@ -46,10 +47,8 @@ class SLO:
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "slo") -> SLO:
-        known = {f.name for f in dataclasses.fields(cls)}
+        strict_keys(data, (f.name for f in dataclasses.fields(cls)), where, error=SpecError)
         for key, value in data.items():
-            if key not in known:
-                raise SpecError(f"{where}: unknown key '{key}' (valid keys: {', '.join(sorted(known))})")
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise SpecError(f"{where}.{key} must be a number > 0 (ms), got {value!r}")
         return cls(**data)

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.config_keys import strict_keys
 from loadgen.errors import SpecError
 from loadgen.spec import LoadSpec, WorkloadSpec
 
@@ -62,8 +63,6 @@ class RunConfig:
     @classmethod
     def read(cls, path: str | Path) -> RunConfig:
         data = json.loads(Path(path).read_text())
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise SpecError(f"{path}: unknown key '{unknown[0]}'")
+        strict_keys(data, (f.name for f in dataclasses.fields(cls)), str(path), error=SpecError,
+                    message="{where}: unknown key '{key}'", sort_unknown=True)
         return cls(**data)

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.config_keys import strict_keys
 from loadgen.errors import SpecError
 
 # Sampling parameters the workload may set, with the valid range the engine enforces
@@ -38,10 +39,7 @@ def _reject_unknown(cls: type, data: dict, where: str) -> None:
     """Raise SpecError naming the first key of `data` that `cls` does not declare."""
     if not isinstance(data, dict):
         raise SpecError(f"{where}: expected a mapping, got {type(data).__name__}")
-    known = {f.name for f in dataclasses.fields(cls)}
-    for key in data:
-        if key not in known:
-            raise SpecError(f"{where}: unknown key '{key}' (valid keys: {', '.join(sorted(known))})")
+    strict_keys(data, (f.name for f in dataclasses.fields(cls)), where, error=SpecError)
 
 
 def _check_number(where: str, value: Any, low: float, high: float, *, low_inclusive: bool = True,
@@ -65,9 +63,8 @@ def check_sampling(sampling: Any, where: str) -> None:
     non-empty list of valid values."""
     if not isinstance(sampling, dict):
         raise SpecError(f"{where}: expected a mapping, got {type(sampling).__name__}")
+    strict_keys(sampling, SAMPLING_RANGES, where, error=SpecError)
     for name, value in sampling.items():
-        if name not in SAMPLING_RANGES:
-            raise SpecError(f"{where}: unknown key '{name}' (valid keys: {', '.join(sorted(SAMPLING_RANGES))})")
         low, high, lo_inc, hi_inc, integer = SAMPLING_RANGES[name]
         choices = value if isinstance(value, list) else [value]
         if not choices:

@@ -26,6 +26,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from engine.config_keys import strict_keys
 from loadgen.errors import SpecError
 from loadgen.spec import SAMPLING_RANGES, _check_number
 
@@ -83,11 +84,8 @@ def traffic_faults(faults: list[dict] | None, where: str = "faults") -> list[Tra
         label = f"{where}[{i}]"
         params_cls = KINDS[kind][1]
         params = dict(fault.get("params") or {})
-        known = {f.name for f in dataclasses.fields(params_cls)}
-        for key in params:
-            if key not in known:
-                raise SpecError(f"{label}.params: unknown key '{key}' for {kind} "
-                                f"(valid keys: {', '.join(sorted(known))})")
+        strict_keys(params, (f.name for f in dataclasses.fields(params_cls)), f"{label}.params", error=SpecError,
+                    message="{where}: unknown key '{key}' for " + kind + " (valid keys: {valid})")
         _check_number(f"{label}.start_s", fault.get("start_s"), 0, 86_400)
         _check_number(f"{label}.duration_s", fault.get("duration_s"), 0, 86_400, low_inclusive=False)
         parsed = params_cls(**params)

@@ -40,7 +40,7 @@ class Analysis:
 
 def load_signals(conn: duckdb.DuckDBPyConnection, run_id: str, window_s: float) -> RunSignals:
     """Read what detection and attribution need; raises KeyError if the run is not ingested."""
-    if not conn.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchone()[0]:
+    if not query(conn, "run_header", run_id=run_id):
         raise KeyError(f"run {run_id!r} is not in the warehouse (ingest it first)")
     if not window_s > 0:
         raise ValueError(f"window_s must be > 0, got {window_s}")

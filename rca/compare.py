@@ -217,6 +217,7 @@ def store_verdicts(db_path, run_id: str, scenario_name: str, verdicts: list[Metr
         return {"run_id": run_id, "scenario_name": scenario_name, **out,
                 "baseline_runs": list(baseline_runs)}
 
-    rows = pa.Table.from_pylist([row(v) for v in verdicts])
+    rows = (pa.Table.from_pylist([row(v) for v in verdicts]) if verdicts
+            else pa.table({"run_id": pa.array([], pa.string())}))
     with connect(db_path) as conn:
         replace_run_rows(conn, run_id, {"nightly_verdicts": rows})

@@ -57,16 +57,13 @@ def match_events(faults: list[dict], spikes: list[dict], window_s: float, tolera
 
 def load_outcome(conn, run_id: str, tolerance_windows: int = 2) -> RunOutcome:
     """A run's faults and stored spikes (it must have been analysed), matched."""
-    row = conn.execute("SELECT a.window_s, r.duration_s FROM analyses a JOIN runs r USING (run_id) "
-                       "WHERE run_id = ?", [run_id]).fetchone()
-    if row is None:
+    analysis = query(conn, "run_analysis", run_id=run_id)
+    if not analysis:
         raise KeyError(f"run {run_id!r} has not been analysed (rca.analyze.analyze_run first)")
-    window_s, duration_s = float(row[0]), float(row[1] or 0.0)
+    window_s, duration_s = float(analysis[0]["window_s"]), float(analysis[0]["duration_s"] or 0.0)
     faults = [{k: f[k] for k in ("kind", "cause", "start_s", "end_s")} for f in query(conn, "faults", run_id=run_id)]
-    spikes = [dict(zip(("spike_id", "start_s", "end_s", "top_cause"), r)) for r in conn.execute(
-        "SELECT spike_id, start_s, end_s, top_cause FROM spikes WHERE run_id = ? "
-        "AND NOT coalesce(suppressed, false) ORDER BY spike_id",
-        [run_id]).fetchall()]
+    spikes = [{k: s[k] for k in ("spike_id", "start_s", "end_s", "top_cause")}
+              for s in query(conn, "spikes", run_id=run_id) if not s["suppressed"]]
     out = RunOutcome(run_id, duration_s, window_s, faults, spikes)
     out.matches = match_events(faults, spikes, window_s, tolerance_windows)
     return out
@@ -189,7 +186,7 @@ def evaluate(db_path: str | Path, run_ids: list[str], tolerance_windows: int = 2
 
 
 
-def _per_cause(confusion: dict) -> list[dict]:
+def per_cause_scores(confusion: dict) -> list[dict]:
     """Precision, recall, F1 and support per true cause, from a confusion dict truth → predicted → n."""
     out = []
     for cause in CAUSES:
@@ -201,44 +198,3 @@ def _per_cause(confusion: dict) -> list[dict]:
         p, r = _ratio(tp, predicted), _ratio(tp, support)
         out.append({"cause": cause, "precision": p, "recall": r, "f1": _f1(p, r), "support": support})
     return out
-
-
-def evaluation_context(result: dict, run: dict) -> dict:
-    """The context of templates' evaluation page (docs/reports.md) from evaluate()'s result.
-
-    `run` is the page's run header ({run_id, command, …}: the evaluation itself as a run).
-    """
-    labels = [*CAUSES, MISSED]
-    confusion = result["attribution"]["confusion"]
-    matrix = [[confusion.get(t, {}).get(p, 0) for p in labels] for t in labels]
-    det, ctl = result["detection"], result["controls"]
-    methods = [{"method": "spikelens", "accuracy": result["attribution"]["accuracy"],
-                "macro_f1": result["attribution"]["macro_f1"], "detection_f1": det["f1"],
-                "false_alarms_per_hour": ctl["false_alarms_per_hour"], "note": "stage decomposition + evidence"}]
-    notes = {"baro": "rcaeval BARO, top metric → cause", "nsigma": "rcaeval NSigma, top metric → cause",
-             "random": "uniform random cause (floor)"}
-    for name, peer in result["peers"].items():
-        methods.append({"method": name, "accuracy": peer["accuracy"], "macro_f1": peer["macro_f1"],
-                        "detection_f1": None, "false_alarms_per_hour": None,
-                        "note": notes.get(name, "") + (f"; {peer['failures']} failed" if peer.get("failures") else "")})
-    cases = [{"run_id": r["run_id"], "truth": v["cause"], "predicted": v["attributed_cause"] or MISSED,
-              "fault_kind": v["kind"], "detected": v["detected"],
-              "href": f"../{r['run_id']}/index.html"}   # the case's incident report, beside this page
-             for r in result["per_run"] for v in r["verdicts"]]
-    right = sum(c["truth"] == c["predicted"] for c in cases)
-    return {
-        "run": run,
-        "headline": (f"{right} of {len(cases)} injected faults found and attributed to the right cause; "
-                     f"spike F1 {det['f1']:.2f}, {ctl['false_alarms_per_hour']:.1f} false alarms/hour on controls."
-                     if det["f1"] is not None and ctl["false_alarms_per_hour"] is not None
-                     else f"{right} of {len(cases)} injected faults found and attributed to the right cause."),
-        "labels": labels,
-        "confusion": matrix,
-        "per_cause": _per_cause(confusion),
-        "method_columns": [{"key": "accuracy", "label": "attribution accuracy"},
-                           {"key": "macro_f1", "label": "macro-F1 (detected events)"},
-                           {"key": "detection_f1", "label": "spike F1"},
-                           {"key": "false_alarms_per_hour", "label": "false alarms", "unit": "/h", "better": "lower"}],
-        "methods": methods,
-        "cases": cases,
-    }

@@ -1,4 +1,5 @@
-"""Render report pages from context dicts into a folder that opens offline from file://.
+"""Render report pages from their typed contexts (pages/) into a folder that opens offline
+from file://.
 
 Autoescape is on for every template: scenario names, prompts, errors and YAML come from users and
 requests and are untrusted. Static assets (CSS) are copied next to each page, so a report folder is
@@ -10,18 +11,22 @@ import functools
 import importlib.resources
 import os
 import shutil
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import jinja2
 
+from pages.evaluation import EvaluationContext
+from pages.incident import Correlation, Fault, IncidentContext, Spike
+from pages.index import RUN_KINDS, IndexContext
+from pages.nightly import NightlyContext
+from pages.run_header import RunHeader
+from pages.sweep import SweepContext
 from templates.charts import PLOTLY_JS, incident_figures
 from templates.ci_bars import ci_bar
 from templates.formatting import FILTERS
 from templates.heatmap_table import grid_rows, matrix_rows
-from templates.incident_context import check_incident_context
 from templates.page_charts import confusion_figure, nightly_trend_figures, sweep_heatmap_figures
-from templates.page_contexts import (RUN_KINDS, check_evaluation_context, check_index_context,
-                                     check_nightly_context, check_sweep_context)
 from templates.report_index import write_manifest
 from templates.timeline_svg import latency_timeline
 
@@ -89,10 +94,10 @@ def copy_static(out_dir: Path, names: tuple[str, ...] = STATIC_FILES, with_plotl
             shutil.copyfile(plotly_js, dest)
 
 
-def _manifest(run: dict, kind: str, **row) -> dict:
-    """The index row of a page (templates/report_index.py reads it back)."""
-    return {"run_id": run["run_id"], "kind": kind, "started_at": run.get("started_at"),
-            "scenario_name": run.get("scenario_name") or "", **row}
+def _manifest(run: RunHeader, kind: str, **row) -> dict:
+    """The index row of a page (pages/index.py reads it back)."""
+    return {"run_id": run.run_id, "kind": kind, "started_at": run.started_at,
+            "scenario_name": run.scenario_name or "", **row}
 
 
 def _write_page(out_dir: Path, template: str, charts: list[dict] | None = None,
@@ -114,134 +119,133 @@ def _write_page(out_dir: Path, template: str, charts: list[dict] | None = None,
     return path
 
 
-def worst_spike(spikes: list[dict]) -> dict | None:
+def worst_spike(spikes: tuple[Spike, ...]) -> Spike | None:
     """The spike with the largest peak/baseline ratio: the one the first screen talks about."""
     if not spikes:
         return None
-    return max(spikes, key=lambda s: (s["peak_ms"] or 0) / (s["baseline_ms"] or 1))
+    return max(spikes, key=lambda s: (s.peak_ms or 0) / (s.baseline_ms or 1))
 
 
-def headline_from_spikes(spikes: list[dict]) -> str:
-    """A fallback headline when the producer gave none: the worst spike, its span and top cause."""
+def headline_from_spikes(spikes: tuple[Spike, ...]) -> str:
+    """A fallback headline when the context has none: the worst spike, its span and top cause."""
     worst = worst_spike(spikes)
     if worst is None:
         return "No latency spike was found in this run."
-    return (f"{FILTERS['metric'](worst['metric'])} rose from {FILTERS['ms'](worst['baseline_ms'])} to "
-            f"{FILTERS['ms'](worst['peak_ms'])} for {worst['end_s'] - worst['start_s']:.0f} s from "
-            f"{FILTERS['clock'](worst['start_s'])}; top cause: {worst['top_cause']}.")
+    return (f"{FILTERS['metric'](worst.metric)} rose from {FILTERS['ms'](worst.baseline_ms)} to "
+            f"{FILTERS['ms'](worst.peak_ms)} for {worst.end_s - worst.start_s:.0f} s from "
+            f"{FILTERS['clock'](worst.start_s)}; top cause: {worst.top_cause}.")
 
 
-def correlations_from_evidence(spikes: list[dict]) -> list[dict]:
-    """Correlation rows from evidence that carries a `pearson_r` (rca.report adds it per signal):
-    the fallback when the context has no `correlations` of its own. Strongest |r| first."""
-    rows = [{"signal": e["signal"], "metric": s["metric"], "r": e["pearson_r"], "lag_s": None, "n": None,
-             "note": f"{a['cause']}: {e['note']}" if e["note"] else a["cause"]}
-            for s in spikes for a in s["attributions"] for e in a["evidence"] if e.get("pearson_r") is not None]
-    return sorted(rows, key=lambda r: -abs(r["r"]))
+def correlations_from_evidence(spikes: tuple[Spike, ...]) -> tuple[Correlation, ...]:
+    """Correlation rows from evidence that carries a `pearson_r`: the fallback when the context
+    has no `correlations` of its own. Strongest |r| first."""
+    rows = [Correlation(e.signal, s.metric, e.pearson_r, note=f"{a.cause}: {e.note}" if e.note else a.cause)
+            for s in spikes for a in s.attributions for e in a.evidence if e.pearson_r is not None]
+    return tuple(sorted(rows, key=lambda r: -abs(r.r)))
 
 
-def render_incident(context: dict, out_dir: str | Path, index_href: str | None = None,
+def render_incident(context: IncidentContext, out_dir: str | Path, index_href: str | None = None,
                     interactive: bool | None = None) -> Path:
     """Write out_dir/index.html (+ out_dir/static/) for one run; returns the page's path.
 
-    `context` has the shape of docs/INTERFACES.md ("The incident context"); a missing or mistyped
-    key raises templates.incident_context.ContextError naming it. `index_href`, when given, is the
+    `context` comes from pages.incident.build_incident_context. `index_href`, when given, is the
     relative link to the report index (e.g. "../index.html"); without it the page links nowhere,
     so it never carries a dead link. `interactive`: Plotly timelines (None = when plotly is
     installed); the SVG timeline and the tables are there either way.
     """
-    ctx = check_incident_context(context)
-    if not ctx["headline"].strip():
-        ctx["headline"] = headline_from_spikes(ctx["spikes"])
-    if not ctx["correlations"]:
-        ctx["correlations"] = correlations_from_evidence(ctx["spikes"])
-    timeline = latency_timeline(ctx["windows"], ctx["spikes"], ctx["gc_pauses"], faults=ctx["faults"])
-    charts = incident_figures(ctx) if _want_charts(interactive) else []
-    top = worst_spike(ctx["spikes"])
-    manifest = _manifest(ctx["run"], "incident", verdict=_fault_verdict(ctx["faults"]),
-                         top_cause=top["top_cause"] if top else None, headline=ctx["headline"])
+    ctx = context
+    if not ctx.headline.strip():
+        ctx = replace(ctx, headline=headline_from_spikes(ctx.spikes))
+    if not ctx.correlations:
+        ctx = replace(ctx, correlations=correlations_from_evidence(ctx.spikes))
+    rows = asdict(ctx)  # the timeline and the charts draw from plain rows
+    timeline = latency_timeline(rows["windows"], rows["spikes"], rows["gc_pauses"], faults=rows["faults"])
+    charts = incident_figures(rows) if _want_charts(interactive) else []
+    top = worst_spike(ctx.spikes)
+    manifest = _manifest(ctx.run, "incident", verdict=_fault_verdict(ctx.faults),
+                         top_cause=top.top_cause if top else None, headline=ctx.headline)
     return _write_page(Path(out_dir), "incident.html.j2", charts=charts, ctx=ctx, timeline=timeline,
                        top=top, index_href=index_href, manifest=manifest)
 
 
-def _fault_verdict(faults: list[dict]) -> str | None:
+def _fault_verdict(faults: tuple[Fault, ...]) -> str | None:
     """The index's verdict of a run with injected faults: matched / wrong cause / missed."""
     if not faults:
         return None
-    if all(f["matched"] for f in faults):
+    if all(f.matched for f in faults):
         return "matched"
-    return "wrong cause" if all(f["detected"] for f in faults) else "missed"
+    return "wrong cause" if all(f.detected for f in faults) else "missed"
 
 
-def render_index(context: dict, out_dir: str | Path) -> Path:
-    """Write out_dir/index.html listing every report (context: docs/reports.md, "Index")."""
-    ctx = check_index_context(context)
-    return _write_page(Path(out_dir), "index.html.j2", scripts=INDEX_SCRIPT, ctx=ctx, kinds=RUN_KINDS,
+def render_index(context: IndexContext, out_dir: str | Path) -> Path:
+    """Write out_dir/index.html listing every report (context: pages.index.build_index_context)."""
+    return _write_page(Path(out_dir), "index.html.j2", scripts=INDEX_SCRIPT, ctx=context, kinds=RUN_KINDS,
                        index_href=None)
 
 
-def _nightly_headline(ctx: dict) -> str:
-    changed = [m for m in ctx["metrics"] if m["verdict"] in ("regressed", "improved")]
+def _nightly_headline(ctx: NightlyContext) -> str:
+    changed = [m for m in ctx.metrics if m.verdict in ("regressed", "improved")]
     if not changed:
-        return f"No metric moved beyond its confidence interval against {ctx['baseline_label']}."
+        return f"No metric moved beyond its confidence interval against {ctx.baseline_label}."
     parts = []
     for m in changed:
-        rel = f" {100 * m['rel_delta']:+.1f}%" if m["rel_delta"] is not None else ""
-        where = f" ({m['scenario']})" if m["scenario"] else ""
-        parts.append(f"{m['metric']}{where} {m['verdict']}{rel}")
-    return f"Against {ctx['baseline_label']}: " + "; ".join(parts) + "."
+        rel = f" {100 * m.rel_delta:+.1f}%" if m.rel_delta is not None else ""
+        where = f" ({m.scenario})" if m.scenario else ""
+        parts.append(f"{m.metric}{where} {m.verdict}{rel}")
+    return f"Against {ctx.baseline_label}: " + "; ".join(parts) + "."
 
 
-def render_nightly(context: dict, out_dir: str | Path, index_href: str | None = None,
+def render_nightly(context: NightlyContext, out_dir: str | Path, index_href: str | None = None,
                    interactive: bool | None = None) -> Path:
     """Write a nightly regression page: verdict, per-metric delta + CI, trends (docs/reports.md)."""
-    ctx = check_nightly_context(context)
-    if not ctx["headline"].strip():
-        ctx["headline"] = _nightly_headline(ctx)
-    rows = [{"metric": m, "bar": ci_bar(m["delta"], m["ci_low"], m["ci_high"])} for m in ctx["metrics"]]
-    charts = (nightly_trend_figures(ctx["trend"], ctx["metrics"], ctx["run"]["run_id"])
+    ctx = context if context.headline.strip() else replace(context, headline=_nightly_headline(context))
+    rows = [{"metric": m, "bar": ci_bar(m.delta, m.ci_low, m.ci_high)} for m in ctx.metrics]
+    charts = (nightly_trend_figures([asdict(t) for t in ctx.trend], [asdict(m) for m in ctx.metrics],
+                                    ctx.run.run_id)
               if _want_charts(interactive) else [])
-    manifest = _manifest(ctx["run"], ctx["kind"], verdict=ctx["verdict"], top_cause=None, headline=ctx["headline"])
+    manifest = _manifest(ctx.run, ctx.kind, verdict=ctx.verdict, top_cause=None, headline=ctx.headline)
     return _write_page(Path(out_dir), "nightly.html.j2", charts=charts, ctx=ctx, metric_rows=rows,
-                       with_scenario=any(m["scenario"] for m in ctx["metrics"]), index_href=index_href,
+                       with_scenario=any(m.scenario for m in ctx.metrics), index_href=index_href,
                        manifest=manifest)
 
 
-def render_sweep(context: dict, out_dir: str | Path, index_href: str | None = None,
+def render_sweep(context: SweepContext, out_dir: str | Path, index_href: str | None = None,
                  interactive: bool | None = None) -> Path:
     """Write a sweep page: one heatmap per metric over the x × y grid (docs/reports.md)."""
-    ctx = check_sweep_context(context)
-    if not ctx["headline"].strip():
-        ctx["headline"] = (f"{ctx['x']['name']} × {ctx['y']['name']} sweep over {len(ctx['cells'])} cells: "
-                           + ", ".join(m["label"] for m in ctx["metrics"]) + ".")
-    charts = sweep_heatmap_figures(ctx) if _want_charts(interactive) else []
+    ctx = context
+    if not ctx.headline.strip():
+        ctx = replace(ctx, headline=(f"{ctx.x.name} × {ctx.y.name} sweep over {len(ctx.cells)} cells: "
+                                     + ", ".join(m.label for m in ctx.metrics) + "."))
+    cells = ctx.cell_rows()
+    plain = {"x": asdict(ctx.x), "y": asdict(ctx.y), "metrics": [asdict(m) for m in ctx.metrics], "cells": cells}
+    charts = sweep_heatmap_figures(plain) if _want_charts(interactive) else []
     heatmaps = [{"metric": m,
-                 "rows": grid_rows(ctx["x"]["values"], ctx["y"]["values"], ctx["cells"], m["key"], m["higher_is_worse"]),
+                 "rows": grid_rows(ctx.x.values, ctx.y.values, cells, m.key, m.higher_is_worse),
                  "chart": charts[i] if charts else None}
-                for i, m in enumerate(ctx["metrics"])]
-    manifest = _manifest(ctx["run"], "sweep", verdict=None, top_cause=None, headline=ctx["headline"])
+                for i, m in enumerate(ctx.metrics)]
+    manifest = _manifest(ctx.run, "sweep", verdict=None, top_cause=None, headline=ctx.headline)
     return _write_page(Path(out_dir), "sweep.html.j2", charts=charts, ctx=ctx, heatmaps=heatmaps,
                        index_href=index_href, manifest=manifest)
 
 
-def render_evaluation(context: dict, out_dir: str | Path, index_href: str | None = None,
+def render_evaluation(context: EvaluationContext, out_dir: str | Path, index_href: str | None = None,
                       interactive: bool | None = None) -> Path:
     """Write an evaluation page: confusion matrix, per-cause scores, methods side by side."""
-    ctx = check_evaluation_context(context)
-    total = sum(sum(row) for row in ctx["confusion"])
-    correct = sum(ctx["confusion"][i][i] for i in range(len(ctx["labels"])))
+    ctx = context
+    total = sum(sum(row) for row in ctx.confusion)
+    correct = sum(ctx.confusion[i][i] for i in range(len(ctx.labels)))
     accuracy = correct / total if total else None
-    if not ctx["headline"].strip():
-        ctx["headline"] = (f"{correct} of {total} cases attributed to the right cause." if total
-                           else "No labelled case was evaluated.")
+    if not ctx.headline.strip():
+        ctx = replace(ctx, headline=(f"{correct} of {total} cases attributed to the right cause." if total
+                                     else "No labelled case was evaluated."))
     best = {}
-    for col in ctx["method_columns"]:
-        values = [m[col["key"]] for m in ctx["methods"] if m[col["key"]] is not None]
-        best[col["key"]] = (max(values) if col["better"] == "higher" else min(values)) if values else None
-    charts = [confusion_figure(ctx["labels"], ctx["confusion"])] if _want_charts(interactive) and total else []
-    manifest = _manifest(ctx["run"], "evaluation", verdict=None, top_cause=None, headline=ctx["headline"])
+    for col in ctx.method_columns:
+        values = [m.scores.get(col.key) for m in ctx.methods if m.scores.get(col.key) is not None]
+        best[col.key] = (max(values) if col.better == "higher" else min(values)) if values else None
+    charts = [confusion_figure(ctx.labels, ctx.confusion)] if _want_charts(interactive) and total else []
+    manifest = _manifest(ctx.run, "evaluation", verdict=None, top_cause=None, headline=ctx.headline)
     return _write_page(Path(out_dir), "evaluation.html.j2", charts=charts, ctx=ctx, total=total,
-                       accuracy=accuracy, best=best, confusion_rows=matrix_rows(ctx["labels"], ctx["confusion"]),
+                       accuracy=accuracy, best=best, confusion_rows=matrix_rows(ctx.labels, ctx.confusion),
                        index_href=index_href, manifest=manifest)
 
 

@@ -35,3 +35,32 @@ def _write_hf_llama(folder: Path, max_position: int) -> Path:
 def hf_llama_256(tmp_path_factory) -> Path:
     """A Hugging Face Llama checkpoint folder with max_position_embeddings=256 (built once)."""
     return _write_hf_llama(tmp_path_factory.mktemp("llama-256"), 256)
+
+
+# --- simulated run directories (tests/warehouse/runbuilder.py), ingested: rca and reports tests ---
+import sys  # noqa: E402
+
+import pytest  # noqa: E402
+
+sys.path.insert(0, str(REPO / "tests" / "warehouse"))
+
+
+@pytest.fixture(scope="module")
+def warehouse_with(tmp_path_factory):
+    """warehouse_with(**SimSpec fields) → (db_path, run_id) of that run, ingested; cached per module."""
+    from runbuilder import SimSpec, write_run
+
+    from warehouse.ingest import ingest_run
+
+    root = tmp_path_factory.mktemp("rca")
+    db = root / "w.duckdb"
+    made = {}
+
+    def build(**fields):
+        key = tuple(sorted(fields.items()))
+        if key not in made:
+            spec = SimSpec(run_id=f"sim-{len(made)}", **fields)
+            ingest_run(db, write_run(root / "runs", spec))
+            made[key] = spec.run_id
+        return db, made[key]
+    return build

@@ -11,6 +11,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from engine.config_keys import ALL_UNKNOWN, strict_keys
+
 # Every kind of DESIGN.md and its cause; loadgen applies the ones not in ENGINE_KINDS.
 FAULT_CAUSES: dict[str, str] = {
     "penalty.slow_path": "penalty",
@@ -36,10 +38,8 @@ class FaultKind:
 
     def make_params(self, values: Mapping[str, Any]):
         """Params dataclass from a mapping; unknown keys raise naming the key and the kind."""
-        known = {f.name for f in dataclasses.fields(self.params_cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"{self.name}.params: unknown key(s) {', '.join(map(repr, unknown))}; valid keys: {', '.join(sorted(known))}")
+        strict_keys(values, (f.name for f in dataclasses.fields(self.params_cls)), f"{self.name}.params",
+                    message=ALL_UNKNOWN, error=ValueError, sort_unknown=True)
         return self.params_cls(**dict(values))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from engine.config_keys import ALL_UNKNOWN, strict_keys
 from engine.faults.registry import FAULT_CAUSES
 
 _SPEC_KEYS = ("kind", "start_s", "duration_s", "params")
@@ -29,9 +30,8 @@ def parse_fault_specs(items: Sequence[Mapping[str, Any]] | None) -> list[FaultSp
         where = f"faults[{i}]"
         if not isinstance(item, Mapping):
             raise ValueError(f"{where}: expected a mapping with {', '.join(_SPEC_KEYS)}")
-        unknown = sorted(set(item) - set(_SPEC_KEYS))
-        if unknown:
-            raise ValueError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; valid keys: {', '.join(_SPEC_KEYS)}")
+        strict_keys(item, _SPEC_KEYS, where, message=ALL_UNKNOWN, error=ValueError, sort_unknown=True,
+                    valid=_SPEC_KEYS)
         kind = item.get("kind")
         if kind not in FAULT_CAUSES:
             raise ValueError(f"{where}.kind: unknown fault kind {kind!r}; known: {', '.join(sorted(FAULT_CAUSES))}")

@@ -11,6 +11,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from engine.config_keys import ALL_UNKNOWN, strict_keys
+
 
 @dataclass(frozen=True)
 class ServerConfig:
@@ -53,10 +55,8 @@ class ServerConfig:
         if preset not in SERVER_PRESETS:
             raise ValueError(f"server.preset: unknown preset {preset!r}; presets: {', '.join(SERVER_PRESETS)}")
         known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"server: unknown key(s) {', '.join(map(repr, unknown))}; "
-                             f"valid keys: preset, {', '.join(sorted(known))}")
+        strict_keys(data, known, "server", message=ALL_UNKNOWN, error=ValueError, sort_unknown=True,
+                    valid=["preset", *sorted(known)])
         return dataclasses.replace(SERVER_PRESETS[preset], **data)
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import uvicorn
 
 from engine.config import EngineConfig
+from engine.config_keys import ALL_UNKNOWN, strict_keys
 from engine.server.app import create_app
 from engine.server.config import ServerConfig
 from engine.server.socket_clock import keep_stamping_on
@@ -51,10 +52,8 @@ class RunConfig:
             raise ValueError(f"{path}: not valid JSON ({e})") from None
         if not isinstance(data, dict):
             raise ValueError(f"{path}: must hold a JSON object with keys {', '.join(RUN_CONFIG_KEYS)}")
-        unknown = sorted(set(data) - set(RUN_CONFIG_KEYS))
-        if unknown:
-            raise ValueError(f"{path}: unknown key(s) {', '.join(map(repr, unknown))}; "
-                             f"valid keys: {', '.join(RUN_CONFIG_KEYS)}")
+        strict_keys(data, RUN_CONFIG_KEYS, str(path), message=ALL_UNKNOWN, error=ValueError, sort_unknown=True,
+                    valid=RUN_CONFIG_KEYS)
         faults = data.get("faults") or []
         if not isinstance(faults, list) or not all(isinstance(f, dict) for f in faults):
             raise ValueError(f"{path}: faults must be a list of objects")

@@ -54,6 +54,8 @@ def test_builtin_demo_scenario_is_valid():
     ("    start_s: 10", "    start_s: -1", 17, "faults[0].start_s"),       # out of range
     ("  - kind: memory.gc_storm", "  - kind: memory.gc_stom", 16, "faults[0].kind"),
     ("duration_s: 30", "duration_s: soon", 2, "duration_s"),
+    ("    temperature: [0.7, 1.0]", "    temprature: [0.7, 1.0]", 11, "workload.sampling.temprature"),
+    ("{mean: 32, std: 8,", "{mean: 32, sd: 8,", 8, "workload.prompt_tokens.sd"),   # nested, flow style
 ])
 def test_errors_name_file_line_and_key(tmp_path, old, new, line, key):
     path = write(tmp_path, GOOD.replace(old, new))

@@ -53,14 +53,14 @@ def test_unknown_run_and_bad_window_are_clear(warehouse_with):
 
 def test_minor_unexplained_slowdowns_are_stored_but_not_reported(warehouse_with):
     from rca.config import AttributeConfig
-    from rca.report import incident_context
+    from pages.incident import build_incident_context
 
     db, run_id = warehouse_with(incident="host")          # every stage 1.7x slower for 8 s, no fault
     quiet = analyze_run(db, run_id)
     assert quiet.spikes == [] and len(quiet.suppressed) == 1
     assert quiet.attributions[quiet.suppressed[0].spike_id].top_cause == "unexplained"
-    ctx = incident_context(db, run_id)
-    assert ctx["spikes"] == [] and "1 slowdown that no engine signal explains" in ctx["headline"]
+    ctx = build_incident_context(db, run_id)
+    assert ctx.spikes == () and "1 slowdown that no engine signal explains" in ctx.headline
     loud = analyze_run(db, run_id, attribute=AttributeConfig(report_unexplained_minor=True))
     assert len(loud.spikes) == 1 and loud.suppressed == []
-    assert len(incident_context(db, run_id)["spikes"]) == 1
+    assert len(build_incident_context(db, run_id).spikes) == 1

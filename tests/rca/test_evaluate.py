@@ -73,23 +73,3 @@ def test_peer_methods_rank_on_the_same_events(warehouse_with):
     for method in ("baro", "nsigma"):
         assert out["peers"][method]["events"] == 1 and out["peers"][method]["failures"] == 0
     assert out["peers"]["baro"]["top_metrics"] == {"comm_ms": 1}
-
-
-def test_evaluation_context_renders(warehouse_with, tmp_path):
-    from rca.evaluate import evaluation_context
-    ids = []
-    for spec in ({"incident": "gc"}, {"incident": None}):
-        db, run_id = warehouse_with(**spec)
-        analyze_run(db, run_id)
-        ids.append(run_id)
-    ctx = evaluation_context(evaluate(db, ids, peers=()), {"run_id": "eval-1", "command": "spikelens evaluate"})
-    assert ctx["labels"][-1] == MISSED and len(ctx["confusion"]) == len(ctx["labels"])
-    assert ctx["confusion"][ctx["labels"].index("memory")][ctx["labels"].index("memory")] == 1
-    assert ctx["per_cause"] == [{"cause": "memory", "precision": 1.0, "recall": 1.0, "f1": 1.0, "support": 1}]
-    assert [m["method"] for m in ctx["methods"]] == ["spikelens", "random"]
-    assert ctx["headline"].startswith("1 of 1 injected faults")
-    try:
-        from templates.render import render_evaluation
-    except ImportError:
-        return
-    assert render_evaluation(ctx, tmp_path / "eval").exists()

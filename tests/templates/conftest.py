@@ -1,5 +1,6 @@
-"""Fixtures of the templates tests: incident contexts built directly in the shape of
-docs/INTERFACES.md ("The incident context"), and a small HTML element tree to query pages.
+"""Fixtures of the templates tests: page contexts as plain data in the shape of the typed
+contexts of pages/ (`typed(kind, data)` builds the typed object a render takes), and a small
+HTML element tree to query pages.
 
 The main fixture is a one-minute gc-storm run: 60 one-second windows, ITL p99 near 45 ms that
 rises to ~255 ms from 00:20 to 00:32 while GC gen-2 pauses land inside steps; the attribution
@@ -12,6 +13,13 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
 import pytest
+
+from pages.evaluation import EvaluationContext
+from pages.from_mapping import from_mapping
+from pages.incident import IncidentContext
+from pages.index import IndexContext
+from pages.nightly import NightlyContext
+from pages.sweep import SweepContext
 
 XSS_SCRIPT = "<script>alert(1)</script>"
 XSS_IMG = '"><img src=x onerror=alert(1)>'
@@ -274,14 +282,14 @@ def make_nightly_context() -> dict:
 
 def make_sweep_context() -> dict:
     temps, pens = [0.2, 0.7, 1.0, 1.3], [0.0, 0.5, 1.0]
-    cells = []  # rca.sweep.SweepCell.to_dict() shape: coordinates under the axis names
+    cells = []  # x: temperature, y: frequency_penalty
     for t in temps:
         for p in pens:
             loop = max(0.0, 0.6 - 0.5 * p - 0.3 * t)  # near-greedy, unpenalised decoding loops most
-            cells.append({"temperature": t, "frequency_penalty": p, "requests": 32,
-                          "repeated_3gram_rate": round(loop, 3), "entropy_bits": round(1.2 + 1.8 * t - 0.2 * p, 2),
-                          "output_tokens": round(64 + 180 * loop, 1), "itl_p99_ms": round(44 + 20 * loop + 3 * p, 1)})
-    cells[-1]["itl_p99_ms"] = float("nan")  # a cell whose requests produced no ITL sample (rca: NaN)
+            cells.append({"x": t, "y": p, "requests": 32, "values": {
+                "repeated_3gram_rate": round(loop, 3), "entropy_bits": round(1.2 + 1.8 * t - 0.2 * p, 2),
+                "output_tokens": round(64 + 180 * loop, 1), "itl_p99_ms": round(44 + 20 * loop + 3 * p, 1)}})
+    cells[-1]["values"]["itl_p99_ms"] = float("nan")  # a cell whose requests produced no ITL sample (rca: NaN)
     return {
         "run": {"run_id": "20261129T030000Z-sweep-77aa", "scenario_name": "penalty sweep",
                 "started_at": "2026-11-29T03:00:00Z", "command": "spikelens sweep scenarios/sweep.yaml"},
@@ -309,12 +317,23 @@ def make_evaluation_context() -> dict:
         "method_columns": [{"key": "detection_f1", "label": "detection F1"},
                            {"key": "attribution_accuracy", "label": "attribution accuracy"},
                            {"key": "mean_delay_s", "label": "mean delay", "unit": "s", "better": "lower"}],
-        "methods": [{"method": "spikelens", "detection_f1": 0.91, "attribution_accuracy": 0.82, "mean_delay_s": 1.4},
-                    {"method": "ruptures PELT", "detection_f1": 0.84, "attribution_accuracy": None,
-                     "mean_delay_s": 2.9, "note": "detection only"}],
+        "methods": [{"method": "spikelens",
+                     "scores": {"detection_f1": 0.91, "attribution_accuracy": 0.82, "mean_delay_s": 1.4}},
+                    {"method": "ruptures PELT", "note": "detection only",
+                     "scores": {"detection_f1": 0.84, "attribution_accuracy": None, "mean_delay_s": 2.9}}],
         "cases": [{"run_id": "r1", "fault_kind": "memory.gc_storm", "truth": "memory", "predicted": "memory",
                    "detected": True, "href": "r1/index.html"}],
     }
+
+
+_TYPES = {"incident": IncidentContext, "hostile": IncidentContext, "index": IndexContext,
+          "nightly": NightlyContext, "sweep": SweepContext, "evaluation": EvaluationContext}
+
+
+@pytest.fixture(scope="session")
+def typed():
+    """typed(kind, data) → the typed context of that page kind, built from plain data."""
+    return lambda kind, data: from_mapping(_TYPES[kind], data)
 
 
 @pytest.fixture

@@ -56,7 +56,7 @@ def browser(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory, all_contexts):
+def reports(tmp_path_factory, all_contexts, typed):
     """A reports folder as the flows lay it out: index.html + one folder per run."""
     root = tmp_path_factory.mktemp("reports")
     all_contexts["nightly"]["incident_href"] = "../gc-storm/index.html"
@@ -65,7 +65,7 @@ def reports(tmp_path_factory, all_contexts):
              "nightly": (render_nightly, "nightly"), "sweep": (render_sweep, "sweep"),
              "evaluation": (render_evaluation, "evaluation")}
     for folder, (render, context) in pages.items():
-        render(all_contexts[context], root / folder, index_href="../index.html")
+        render(typed(context, all_contexts[context]), root / folder, index_href="../index.html")
     rebuild_index(root)  # the index from the report.json each render left
     return root
 

@@ -3,12 +3,20 @@ from __future__ import annotations
 
 import json
 
+from dataclasses import asdict
+
+from pages.from_mapping import from_mapping
+from pages.incident import IncidentContext
 from templates.charts import incident_figures, summarize
-from templates.incident_context import check_incident_context
+
+
+def _rows(ctx: dict) -> dict:
+    """The plain rows render_incident gives the charts: the typed context as dicts."""
+    return asdict(from_mapping(IncidentContext, ctx))
 
 
 def _ids(ctx: dict) -> list[str]:
-    return [c["id"] for c in incident_figures(check_incident_context(ctx))]
+    return [c["id"] for c in incident_figures(_rows(ctx))]
 
 
 def test_optional_signals_add_their_charts(incident_context):
@@ -26,7 +34,7 @@ def test_optional_signals_add_their_charts(incident_context):
 
 
 def test_figures_carry_numbers_and_spike_bands(incident_context):
-    ctx = check_incident_context(incident_context)
+    ctx = _rows(incident_context)
     ctx["steps"] = [dict(s, rank=0, kv_blocks_used=256, kv_blocks_total=512, preempted=0) for s in ctx["steps"]]
     ctx["steps"].append(dict(ctx["steps"][0], rank=1, t_s=0.0))  # a second rank stays out of the stacks
     charts = {c["id"]: c for c in incident_figures(ctx)}

@@ -6,18 +6,24 @@ import json
 
 import pytest
 
-from templates.incident_context import ContextError
+from pages.fields import ContextError
+from pages.from_mapping import from_mapping
+from pages.incident import IncidentContext
 from templates.render import headline_from_spikes, plotly_js_path, render_incident
+
+
+def _typed(data: dict) -> IncidentContext:
+    return from_mapping(IncidentContext, data)
 
 
 @pytest.fixture
 def page(incident_context, tmp_path, parse):
-    path = render_incident(incident_context, tmp_path / "run")
+    path = render_incident(_typed(incident_context), tmp_path / "run")
     return parse(path.read_text(encoding="utf-8"))
 
 
 def test_writes_index_and_its_stylesheet(incident_context, tmp_path):
-    path = render_incident(incident_context, tmp_path / "out")
+    path = render_incident(_typed(incident_context), tmp_path / "out")
     assert path == tmp_path / "out" / "index.html"
     assert (tmp_path / "out" / "static" / "report.css").stat().st_size > 0
 
@@ -102,7 +108,7 @@ def test_page_needs_no_network(page, tmp_path):
 
 
 def test_without_interactive_charts_there_is_no_script(incident_context, tmp_path, parse):
-    path = render_incident(incident_context, tmp_path / "plain", interactive=False)
+    path = render_incident(_typed(incident_context), tmp_path / "plain", interactive=False)
     tree = parse(path.read_text(encoding="utf-8"))
     assert not tree.find_all("script") and not tree.find_all(cls="plot")
     assert tree.find("svg", cls="timeline")
@@ -124,7 +130,7 @@ def test_interactive_charts_have_data_and_a_noscript_summary(page):
 
 
 def test_hostile_strings_render_as_text(hostile_context, xss_strings, tmp_path, parse):
-    html = render_incident(hostile_context, tmp_path / "evil").read_text(encoding="utf-8")
+    html = render_incident(_typed(hostile_context), tmp_path / "evil").read_text(encoding="utf-8")
     tree = parse(html)
     assert [s.attrs for s in tree.find_all("script")] == ALLOWED_SCRIPTS
     assert "</" not in tree.find("script", id="chart-data").text  # JSON cannot close its element
@@ -142,7 +148,7 @@ def test_hostile_strings_render_as_text(hostile_context, xss_strings, tmp_path, 
 def test_missing_key_is_named(incident_context, tmp_path):
     del incident_context["spikes"][0]["peak_ms"]
     with pytest.raises(ContextError, match=r"spikes\[0\]: missing key 'peak_ms'"):
-        render_incident(incident_context, tmp_path / "x")
+        render_incident(_typed(incident_context), tmp_path / "x")
     assert not (tmp_path / "x" / "index.html").exists()
 
 
@@ -150,14 +156,14 @@ def test_empty_run_still_renders(incident_context, tmp_path, parse):
     for key in ("windows", "spikes", "gc_pauses", "faults", "comparison"):
         incident_context[key] = []
     incident_context["headline"] = ""
-    tree = parse(render_incident(incident_context, tmp_path / "quiet").read_text(encoding="utf-8"))
+    tree = parse(render_incident(_typed(incident_context), tmp_path / "quiet").read_text(encoding="utf-8"))
     assert tree.find("p", id="headline").text == "No latency spike was found in this run."
     assert not tree.find_all("svg")
     assert tree.find("p", cls="empty")
 
 
 def test_fallback_headline_names_the_worst_spike(incident_context):
-    text = headline_from_spikes(incident_context["spikes"])
+    text = headline_from_spikes(_typed(incident_context).spikes)
     assert text == "ITL p99 rose from 45 ms to 261 ms for 12 s from 00:20; top cause: memory."
 
 
@@ -165,7 +171,7 @@ def test_nan_from_the_producer_reads_as_a_dash(incident_context, tmp_path, parse
     incident_context["windows"][10]["itl_p99_ms"] = float("nan")
     incident_context["totals"]["ttft_p99_ms"] = float("inf")
     incident_context["comparison"][0]["normal"] = float("nan")
-    path = render_incident(incident_context, tmp_path / "nan")
+    path = render_incident(_typed(incident_context), tmp_path / "nan")
     html = path.read_text(encoding="utf-8")
     tree = parse(html)
     assert "NaN" not in html and "Infinity" not in html  # the chart JSON stays valid JSON
@@ -179,12 +185,12 @@ def test_correlation_table_from_evidence_when_none_is_given(incident_context, tm
     evidence = incident_context["spikes"][0]["attributions"][1]["evidence"]
     evidence[0]["pearson_r"] = 0.93
     evidence[1]["pearson_r"] = -0.2
-    tree = parse(render_incident(incident_context, tmp_path / "r", interactive=False).read_text(encoding="utf-8"))
+    tree = parse(render_incident(_typed(incident_context), tmp_path / "r", interactive=False).read_text(encoding="utf-8"))
     rows = [[td.text for td in tr.find_all("td")] for tr in tree.find("table", cls="correlations").find_all("tr")[1:]]
     assert rows == [["gc_pause_ms_mean", "ITL p99", "+0.93", "—", "memory: gen-2 pauses overlap 61% of steps"],
                     ["gc_pauses_per_min", "ITL p99", "-0.20", "—", "memory"]]
     incident_context["correlations"] = [{"signal": "kv_usage", "metric": "itl_p99", "r": 0.1, "lag_s": 1.0}]
-    tree = parse(render_incident(incident_context, tmp_path / "r", interactive=False).read_text(encoding="utf-8"))
+    tree = parse(render_incident(_typed(incident_context), tmp_path / "r", interactive=False).read_text(encoding="utf-8"))
     rows = tree.find("table", cls="correlations").find_all("tr")[1:]
     assert [td.text for td in rows[0].find_all("td")] == ["kv_usage", "ITL p99", "+0.10", "1 s", ""]
 
@@ -193,23 +199,23 @@ def test_spike_lists_its_other_series_and_summary(incident_context, tmp_path, pa
     spike = incident_context["spikes"][0]
     spike["metrics"] = ["itl_p99", "ttft_p99", "e2e_p99"]
     spike["summary"] = "GC pause time inside engine steps"
-    tree = parse(render_incident(incident_context, tmp_path / "r", interactive=False).read_text(encoding="utf-8"))
+    tree = parse(render_incident(_typed(incident_context), tmp_path / "r", interactive=False).read_text(encoding="utf-8"))
     assert tree.find("tr", cls="spike-row").find_all("td")[1].text == "ITL p99 + TTFT p99, E2E p99"
     assert tree.find("p", cls="spike-summary").text == "memory GC pause time inside engine steps"
 
 
 def test_plotly_is_the_installed_file(incident_context, tmp_path):
-    render_incident(incident_context, tmp_path / "a")
-    render_incident(incident_context, tmp_path / "a")  # a re-render keeps the file in place
+    render_incident(_typed(incident_context), tmp_path / "a")
+    render_incident(_typed(incident_context), tmp_path / "a")  # a re-render keeps the file in place
     assert filecmp.cmp(tmp_path / "a" / "static" / "plotly.min.js", plotly_js_path(), shallow=False)
 
 
 def test_measurement_check_is_shown_only_when_the_server_timed_the_socket(incident_context, tmp_path, parse):
-    without = parse(render_incident(incident_context, tmp_path / "a", interactive=False).read_text(encoding="utf-8"))
+    without = parse(render_incident(_typed(incident_context), tmp_path / "a", interactive=False).read_text(encoding="utf-8"))
     assert not without.find_all("p", id="measurement-check")
     incident_context["measurement"] = {"requests": 812, "ttft_diff_p50_ms": 0.31, "ttft_diff_p99_ms": 1.8,
                                        "e2e_diff_p50_ms": 0.4, "e2e_diff_p99_ms": 2.6}
-    tree = parse(render_incident(incident_context, tmp_path / "b", interactive=False).read_text(encoding="utf-8"))
+    tree = parse(render_incident(_typed(incident_context), tmp_path / "b", interactive=False).read_text(encoding="utf-8"))
     text = tree.find("p", id="measurement-check").text
     assert "over 812 requests" in text and "0.31 ms (p50) / 1.8 ms (p99)" in text and "2.6 ms" in text
     assert "event loop left a request unread" in text  # no clock information: read-time stamps
@@ -224,5 +230,5 @@ def test_measurement_check_says_which_clocks_were_compared(incident_context, tmp
     incident_context["measurement"] = {"requests": 812, "ttft_diff_p50_ms": 0.05, "ttft_diff_p99_ms": 0.12,
                                        "e2e_diff_p50_ms": 0.06, "e2e_diff_p99_ms": 0.13,
                                        "kernel_stamped_share": share}
-    tree = parse(render_incident(incident_context, tmp_path / "a", interactive=False).read_text(encoding="utf-8"))
+    tree = parse(render_incident(_typed(incident_context), tmp_path / "a", interactive=False).read_text(encoding="utf-8"))
     assert says in tree.find("p", id="measurement-check").text

@@ -1,7 +1,15 @@
--- The header fields of one run, for report pages.
+-- The header of one run for every report page: what ran, where, when, and how to reproduce it.
+-- From run.json: target (the URL of an engine spikelens did not start, else NULL), and what the
+-- load drove (extra.model, extra.endpoint, extra.stopped_early, extra.vllm: a vLLM it started).
 WITH run AS (
-    SELECT run_id, scenario_name, command, started_ns, git_commit, host, status,
-           json_extract_string(run_json, '$.kind') AS kind
+    SELECT run_id, scenario_name, scenario, engine, command, started_ns, duration_s, warmup_s,
+           git_commit, host, status, errors,
+           json_extract_string(run_json, '$.kind') AS kind,
+           json_extract_string(run_json, '$.target') AS target,
+           json_extract_string(run_json, '$.extra.model') AS model,
+           json_extract_string(run_json, '$.extra.endpoint') AS endpoint,
+           json_extract(run_json, '$.extra.stopped_early') AS stopped_early,
+           json_extract(run_json, '$.extra.vllm') AS vllm
     FROM runs
     WHERE run_id = $run_id
 )

@@ -1,24 +1,27 @@
-"""check_incident_context: errors name the key path; omitted optional keys get explicit defaults."""
+"""pages.from_mapping: a typed context from plain data; errors name the key path; omitted
+optional keys get their defaults; constructors validate and order their own fields."""
 from __future__ import annotations
 
 import copy
 
 import pytest
 
-from templates.incident_context import ContextError, check_incident_context
+from pages.fields import ContextError
+from pages.from_mapping import from_mapping
+from pages.incident import IncidentContext
 
 
-def test_returns_a_completed_copy_and_leaves_the_input_alone(incident_context):
+def test_builds_a_typed_context_and_leaves_the_input_alone(incident_context):
     original = copy.deepcopy(incident_context)
     del incident_context["run"]["host"]
     del incident_context["spikes"][0]["severity"]
     snapshot = copy.deepcopy(incident_context)
-    ctx = check_incident_context(incident_context)
+    ctx = from_mapping(IncidentContext, incident_context)
     assert incident_context == snapshot
-    assert ctx["run"]["host"] is None and ctx["spikes"][0]["severity"] is None
-    assert [a["cause"] for a in ctx["spikes"][0]["attributions"]] == ["memory", "unexplained", "load"]
-    assert ctx["faults"][0]["matched"] is True
-    assert original["run"]["run_id"] == ctx["run"]["run_id"]
+    assert ctx.run.host is None and ctx.spikes[0].severity is None
+    assert [a.cause for a in ctx.spikes[0].attributions] == ["memory", "unexplained", "load"]
+    assert ctx.faults[0].matched is True
+    assert original["run"]["run_id"] == ctx.run.run_id
 
 
 @pytest.mark.parametrize("mutate, message", [
@@ -37,7 +40,14 @@ def test_returns_a_completed_copy_and_leaves_the_input_alone(incident_context):
 def test_bad_input_names_the_key(incident_context, mutate, message):
     mutate(incident_context)
     with pytest.raises(ContextError, match=message):
-        check_incident_context(incident_context)
+        from_mapping(IncidentContext, incident_context)
+
+
+def test_the_error_carries_its_field(incident_context):
+    incident_context["spikes"][0]["attributions"][1]["share"] = 1.5
+    with pytest.raises(ContextError) as caught:
+        from_mapping(IncidentContext, incident_context)
+    assert caught.value.field == "spikes[0].attributions[1].share"
 
 
 def test_wrong_cause_and_missed_faults_are_not_matched(incident_context):
@@ -46,6 +56,13 @@ def test_wrong_cause_and_missed_faults_are_not_matched(incident_context):
          "attributed_cause": "load"},
         {"kind": "comm.straggler", "cause": "communication", "start_s": 40, "end_s": 50, "detected": False},
     ]
-    faults = check_incident_context(incident_context)["faults"]
-    assert [f["matched"] for f in faults] == [False, False]
-    assert faults[1]["attributed_cause"] is None
+    faults = from_mapping(IncidentContext, incident_context).faults
+    assert [f.matched for f in faults] == [False, False]
+    assert faults[1].attributed_cause is None
+
+
+def test_nan_and_inf_become_none(incident_context):
+    incident_context["windows"][10]["itl_p99_ms"] = float("nan")
+    incident_context["totals"]["ttft_p99_ms"] = float("-inf")
+    ctx = from_mapping(IncidentContext, incident_context)
+    assert ctx.windows[10].itl_p99_ms is None and ctx.totals.ttft_p99_ms is None

@@ -1,0 +1,439 @@
+"""The incident page of one analysed run: what spiked, when, why, against the ground truth.
+
+Everything comes from the warehouse queries: the run header, its latency windows, steps, GC
+pauses, NVML samples, the stored analysis (spikes, attributions, evidence) and the ground-truth
+faults (read here only for the report's "injected" line and verdicts). Times are seconds from
+load_started_ns. The step series is downsampled to at most MAX_STEPS points, keeping the slowest
+step of each chunk so stalls stay visible; GC pauses to the MAX_GC_PAUSES longest.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pages.fields import ContextError, count, finite, need_share
+from pages.run_header import RunHeader, read_run_header
+from rca.attribute import time_masks
+from rca.evaluate import match_events
+from warehouse.db import connect
+from warehouse.queries import query
+
+MAX_STEPS = 2000
+MAX_GC_PAUSES = 2000
+_METRIC_LABEL = {"itl_p99": "ITL p99", "ttft_p99": "TTFT p99", "e2e_p99": "E2E p99"}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One signal behind a cause: its value in the spike against its baseline."""
+
+    signal: str = ""
+    value: float | None = None
+    baseline: float | None = None
+    unit: str = ""
+    note: str = ""
+    pearson_r: float | None = None          # correlation with the spike's latency series, if computed
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """One cause of a spike and the share of the excess latency it explains."""
+
+    cause: str
+    share: float                            # in [0, 1]
+    confidence: float | None = None
+    evidence: tuple[Evidence, ...] = ()
+
+    def __post_init__(self) -> None:
+        need_share(self.share, "share")
+
+
+@dataclass(frozen=True)
+class Spike:
+    """A reported spike with its causes, largest share first (the bars read top-down)."""
+
+    spike_id: int
+    metric: str                             # itl_p99 | ttft_p99 | e2e_p99: the series that defines it
+    start_s: float
+    end_s: float
+    peak_ms: float | None
+    baseline_ms: float | None
+    top_cause: str
+    attributions: tuple[Attribution, ...]
+    metrics: tuple[str, ...] = ()           # every latency series the spike covers
+    detector: str | None = None
+    severity: str | float | None = None
+    severity_score: float | None = None
+    summary: str | None = ""                # one line of why, from the attribution
+    coverage: float | None = None           # share of the excess the measured signals account for
+
+    def __post_init__(self) -> None:
+        if self.end_s < self.start_s:
+            raise ContextError("end_s", f"{self.end_s!r} is before start_s {self.start_s!r}")
+        object.__setattr__(self, "attributions", tuple(sorted(self.attributions, key=lambda a: -float(a.share))))
+
+
+@dataclass(frozen=True)
+class Window:
+    """One latency window; running/waiting: mean batch and queue of the window's steps."""
+
+    t_s: float
+    itl_p50_ms: float | None = None
+    itl_p99_ms: float | None = None
+    ttft_p99_ms: float | None = None
+    e2e_p99_ms: float | None = None
+    requests: int | None = None
+    tokens: int | None = None
+    running: float | None = None
+    waiting: float | None = None
+
+
+@dataclass(frozen=True)
+class StepPoint:
+    """A rank-0 step with its stage times and KV/queue state, or another rank's collective wait."""
+
+    t_s: float
+    rank: int | None = None
+    forward_ms: float | None = None
+    penalty_ms: float | None = None
+    sample_ms: float | None = None
+    schedule_ms: float | None = None
+    comm_ms: float | None = None
+    batch_size: float | None = None
+    kv_blocks_used: float | None = None
+    kv_blocks_total: float | None = None
+    preempted: float | None = None
+    waiting: float | None = None
+
+
+@dataclass(frozen=True)
+class NvmlSample:
+    """One NVML sample of one GPU (fields the device does not report are None)."""
+
+    t_s: float
+    gpu: int
+    util_gpu: float | None = None
+    util_mem: float | None = None
+    mem_used: float | None = None
+    mem_total: float | None = None
+    sm_clock: float | None = None
+    power_w: float | None = None
+    temp_c: float | None = None
+    clock_event_reasons: float | None = None
+
+
+@dataclass(frozen=True)
+class GcPause:
+    t_s: float
+    duration_ms: float
+    generation: int | None = None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A signal's mean outside every spike (2-window guard) and inside any spike."""
+
+    signal: str
+    normal: float | None
+    spike: float | None
+    unit: str = ""
+
+
+@dataclass(frozen=True)
+class Correlation:
+    signal: str
+    metric: str
+    r: float | None
+    lag_s: float | None = None
+    n: int | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Fault:
+    """An injected fault (ground truth) and what the analysis made of it."""
+
+    kind: str
+    cause: str
+    start_s: float
+    end_s: float
+    detected: bool                          # a spike was matched to it
+    attributed_cause: str | None = None     # that spike's top cause
+    params: Any = None
+    matched: bool = field(init=False)       # detected and blamed on the right cause
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "matched", bool(self.detected) and self.attributed_cause == self.cause)
+
+
+@dataclass(frozen=True)
+class Totals:
+    """The run's measured requests and latency percentiles (warehouse/queries/totals.sql)."""
+
+    requests: int | None = None
+    errors: int | None = None
+    output_tokens: int | None = None
+    ttft_p50_ms: float | None = None
+    ttft_p99_ms: float | None = None
+    itl_p50_ms: float | None = None
+    itl_p99_ms: float | None = None
+    e2e_p50_ms: float | None = None
+    e2e_p99_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """The load generator's times against the engine server's socket-side ones, per request."""
+
+    requests: int | None = None
+    ttft_diff_p50_ms: float | None = None
+    ttft_diff_p99_ms: float | None = None
+    e2e_diff_p50_ms: float | None = None
+    e2e_diff_p99_ms: float | None = None
+    kernel_stamped_share: float | None = None   # share stamped by the kernel at both ends
+
+
+@dataclass(frozen=True)
+class IncidentContext:
+    """Everything the incident page shows."""
+
+    run: RunHeader
+    headline: str = ""
+    suppressed_spikes: int = 0              # minor unexplained slowdowns stored but not reported
+    totals: Totals = field(default_factory=Totals)
+    window_s: float | None = None
+    windows: tuple[Window, ...] = ()
+    steps: tuple[StepPoint, ...] = ()
+    nvml: tuple[NvmlSample, ...] = ()
+    gc_pauses: tuple[GcPause, ...] = ()
+    spikes: tuple[Spike, ...] = ()
+    comparison: tuple[Comparison, ...] = ()
+    correlations: tuple[Correlation, ...] = ()
+    faults: tuple[Fault, ...] = ()
+    measurement: Measurement | None = None  # None: no server-side times (e.g. an external target)
+
+
+def build_incident_context(db_path: str | Path, run_id: str) -> IncidentContext:
+    """The incident context of an analysed run; KeyError when it is not ingested or analysed."""
+    with connect(db_path, read_only=True) as conn:
+        run = read_run_header(conn, run_id)
+        analysis = query(conn, "run_analysis", run_id=run_id)
+        if not analysis:
+            raise KeyError(f"run {run_id!r} has not been analysed (run rca.analyze.analyze_run first)")
+        window_s = float(analysis[0]["window_s"])
+        rows = {name: query(conn, name, run_id=run_id, window_s=window_s)
+                for name in ("windows", "step_stages")}
+        rows |= {name: query(conn, name, run_id=run_id)
+                 for name in ("step_timeline", "step_rank_series", "nvml_samples", "gc_pauses", "totals",
+                              "measurement_check", "faults", "spikes", "attributions", "evidence")}
+    spikes = _spikes([s for s in rows["spikes"] if not s["suppressed"]], rows["attributions"], rows["evidence"])
+    n_suppressed = sum(bool(s["suppressed"]) for s in rows["spikes"])
+    totals = Totals(**{k: (count(v) if k in ("requests", "errors", "output_tokens") else finite(v))
+                       for k, v in rows["totals"][0].items()})
+    measurement = rows["measurement_check"][0]
+    return IncidentContext(
+        run=run,
+        headline=_with_suppressed(_headline(spikes, totals, run.duration_s), n_suppressed),
+        suppressed_spikes=n_suppressed,
+        totals=totals,
+        window_s=window_s,
+        windows=_windows(rows["windows"], rows["step_stages"]),
+        steps=_steps_with_ranks(rows["step_timeline"], rows["step_rank_series"]),
+        nvml=tuple(NvmlSample(**{k: (v if k == "gpu" else finite(v)) for k, v in r.items()})
+                   for r in _downsample_rows(rows["nvml_samples"], MAX_STEPS)),
+        gc_pauses=_gc_pauses(rows["gc_pauses"]),
+        spikes=spikes,
+        comparison=_comparison(rows["windows"], rows["step_stages"], rows["gc_pauses"], spikes, window_s),
+        faults=_faults(rows["faults"], spikes, window_s),
+        measurement=(Measurement(**{k: (count(v) if k == "requests" else finite(v)) for k, v in measurement.items()})
+                     if measurement["requests"] else None),
+    )
+
+
+def _spikes(spikes: list[dict], attributions: list[dict], evidence: list[dict]) -> tuple[Spike, ...]:
+    by_cause: dict = {}
+    for e in evidence:
+        by_cause.setdefault((e["spike_id"], e["cause"]), []).append(
+            Evidence(e["signal"], finite(e["value"]), finite(e["baseline"]), e["unit"] or "", e["note"] or "",
+                     finite(e["pearson_r"])))
+    out = []
+    for s in spikes:
+        causes = tuple(Attribution(a["cause"], float(a["share"]), finite(a["confidence"]),
+                                   tuple(by_cause.get((s["spike_id"], a["cause"]), [])))
+                       for a in attributions if a["spike_id"] == s["spike_id"])
+        out.append(Spike(spike_id=int(s["spike_id"]), metric=s["metric"], start_s=float(s["start_s"]),
+                         end_s=float(s["end_s"]), peak_ms=finite(s["peak_ms"]), baseline_ms=finite(s["baseline_ms"]),
+                         top_cause=s["top_cause"], attributions=causes, metrics=tuple(s["metrics"] or ()),
+                         detector=s["detector"], severity=s["severity"], severity_score=finite(s["severity_score"]),
+                         summary=s["summary"], coverage=finite(s["coverage"])))
+    return tuple(out)
+
+
+def _windows(windows: list[dict], step_windows: list[dict]) -> tuple[Window, ...]:
+    step_by_window = {sw["window"]: sw for sw in step_windows}
+    return tuple(Window(t_s=float(w["t_s"]), itl_p50_ms=finite(w["itl_p50_ms"]), itl_p99_ms=finite(w["itl_p99_ms"]),
+                        ttft_p99_ms=finite(w["ttft_p99_ms"]), e2e_p99_ms=finite(w["e2e_p99_ms"]),
+                        requests=int(w["requests"]), tokens=int(w["tokens"]),
+                        running=finite(step_by_window.get(w["window"], {}).get("batch_size")),
+                        waiting=finite(step_by_window.get(w["window"], {}).get("waiting")))
+                 for w in windows)
+
+
+def _gc_pauses(pauses: list[dict]) -> tuple[GcPause, ...]:
+    longest = sorted(pauses, key=lambda p: -p["duration_ms"])[:MAX_GC_PAUSES]
+    return tuple(GcPause(float(p["t_s"]), float(p["duration_ms"]), p["generation"])
+                 for p in sorted(longest, key=lambda p: p["t_s"]))
+
+
+def _downsample_rows(rows: list[dict], max_points: int) -> list[dict]:
+    """Every k-th row so that at most max_points remain (for per-sample series)."""
+    step = max(1, -(-len(rows) // max_points))
+    return rows[::step]
+
+
+_STAGES = ("forward_ms", "penalty_ms", "sample_ms", "schedule_ms", "comm_ms", "batch_size")
+_QUEUE = ("kv_blocks_used", "kv_blocks_total", "preempted", "waiting")
+
+
+def _steps_with_ranks(steps: list[dict], rank_steps: list[dict]) -> tuple[StepPoint, ...]:
+    """Rank-0 steps with their stage times and KV/queue series, plus the other ranks' comm wait
+    (one row per rank and step), each rank downsampled to at most MAX_STEPS points."""
+    by_step = {(r["step"], r["rank"]): r for r in rank_steps}
+    out = []
+    for s in downsample_steps(steps):
+        extra = by_step.get((s["step"], 0), {})
+        out.append(StepPoint(t_s=finite(s["t_s"]), rank=0, **{k: finite(s[k]) for k in _STAGES},
+                             **{k: finite(extra.get(k)) for k in _QUEUE}))
+    others = [r for r in rank_steps if r["rank"] != 0]
+    for rank in sorted({r["rank"] for r in others}):
+        rows = [r for r in others if r["rank"] == rank]
+        out += [StepPoint(t_s=finite(r["t_s"]), rank=rank, comm_ms=finite(r["comm_ms"]))
+                for r in _downsample_rows(rows, MAX_STEPS)]
+    return tuple(out)
+
+
+def downsample_steps(steps: list[dict], max_points: int = MAX_STEPS) -> list[dict]:
+    """At most max_points steps: the slowest (dur_ms) of each of max_points equal-count chunks."""
+    if len(steps) <= max_points:
+        return steps
+    chunks = np.array_split(np.arange(len(steps)), max_points)
+    return [steps[int(max(c, key=lambda i: steps[i]["dur_ms"] or 0.0))] for c in chunks]
+
+
+def _mmss(t_s: float) -> str:
+    t = max(0, int(round(t_s)))
+    return f"{t // 60:02d}:{t % 60:02d}"
+
+
+def _headline(spikes: tuple[Spike, ...], totals: Totals, duration_s: float | None) -> str:
+    if not spikes and not totals.requests:
+        return "No measured requests in this run: nothing to analyse (see the run's status and errors)."
+    if not spikes:
+        span = f"{duration_s:.0f} s of measured load" if duration_s else "the measured load"
+        figures = ", ".join(f"{name} {v:.0f} ms" for name, v in (("ITL p99", totals.itl_p99_ms),
+                                                                 ("TTFT p99", totals.ttft_p99_ms))
+                            if v is not None)
+        return f"No latency spike in {span}" + (f": {figures}." if figures else ".")
+    worst = max(spikes, key=lambda s: (s.peak_ms or 0) / max(s.baseline_ms or 1e-9, 1e-9))
+    top = next((a for a in worst.attributions if a.cause == worst.top_cause), None)
+    text = (f"{_METRIC_LABEL.get(worst.metric, worst.metric)} rose from {worst.baseline_ms:.0f} ms "
+            f"to {worst.peak_ms:.0f} ms for {worst.end_s - worst.start_s:.0f} s from {_mmss(worst.start_s)}")
+    if top is not None:
+        text += f"; {top.share * 100:.0f}% of the excess is {top.cause}"
+        if worst.summary:
+            text += f": {worst.summary}"
+    if len(spikes) > 1:
+        text += f" ({len(spikes)} spikes in all)"
+    return text
+
+
+def _with_suppressed(headline: str, n: int) -> str:
+    """Say how many minor unexplained slowdowns were left out (AttributeConfig.report_unexplained_minor)."""
+    if not n:
+        return headline
+    return (headline.rstrip(".") + f" ({n} slowdown{'s' if n > 1 else ''} that no engine signal "
+            "explains not reported: likely host noise).")
+
+
+def _spike_and_normal(n: int, spikes: tuple[Spike, ...], window_s: float, guard: int = 2
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Windows inside any spike, and windows outside every spike ± `guard` windows (rca's masks)."""
+    t = np.arange(n) * window_s
+    in_spike, normal = np.zeros(n, dtype=bool), np.ones(n, dtype=bool)
+    for s in spikes:
+        inside, normal = time_masks(t, s, list(spikes), window_s, guard)
+        in_spike |= inside
+    return in_spike, normal
+
+
+def _col(rows: list[dict], key: str) -> np.ndarray:
+    return np.array([np.nan if r.get(key) is None else float(r[key]) for r in rows], dtype=np.float64)
+
+
+def _nanmean(x: np.ndarray) -> float | None:
+    x = x[np.isfinite(x)]
+    return float(x.mean()) if len(x) else None
+
+
+def _gc_rows(pauses: list[dict], in_spike: np.ndarray, normal: np.ndarray, window_s: float) -> list[Comparison]:
+    """GC pauses per minute and the mean pause, normal vs spike, from the pause list itself."""
+    n = len(in_spike)
+    t = np.array([p["t_s"] for p in pauses], dtype=np.float64)
+    d = np.array([p["duration_ms"] for p in pauses], dtype=np.float64)
+    w_idx = np.floor(t / window_s).astype(int) if len(t) else np.array([], dtype=int)
+    ok = (w_idx >= 0) & (w_idx < n)
+    p_spike, p_norm = ok.copy(), ok.copy()
+    p_spike[ok] = in_spike[w_idx[ok]]
+    p_norm[ok] = normal[w_idx[ok]]
+    minutes_norm, minutes_spike = normal.sum() * window_s / 60, in_spike.sum() * window_s / 60
+    return [Comparison("GC pauses per minute", finite(p_norm.sum() / minutes_norm if minutes_norm else None),
+                       finite(p_spike.sum() / minutes_spike if minutes_spike else None), "1/min"),
+            Comparison("mean GC pause", finite(float(d[p_norm].mean()) if p_norm.any() else None),
+                       finite(float(d[p_spike].mean()) if p_spike.any() else None), "ms")]
+
+
+def _comparison(windows: list[dict], step_windows: list[dict], pauses: list[dict], spikes: tuple[Spike, ...],
+                window_s: float) -> tuple[Comparison, ...]:
+    """Normal (outside every spike, 2-window guard) vs spike (inside any spike), per signal."""
+    if not spikes or not windows:
+        return ()
+    in_spike, normal = _spike_and_normal(len(windows), spikes, window_s)
+    rows: list[Comparison] = []
+
+    def add(signal: str, unit: str, series: np.ndarray, scale: float = 1.0):
+        a, b = _nanmean(series[normal]), _nanmean(series[in_spike])
+        rows.append(Comparison(signal, finite(None if a is None else a * scale),
+                               finite(None if b is None else b * scale), unit))
+
+    for key, label in (("itl_p99_ms", "ITL p99"), ("ttft_p99_ms", "TTFT p99"), ("e2e_p99_ms", "E2E p99")):
+        add(label, "ms", _col(windows, key))
+    rows += _gc_rows(pauses, in_spike, normal, window_s)
+    if step_windows:
+        add("GC time inside steps", "ms/step", _col(step_windows, "gc_ms"))
+        add("step duration (mean)", "ms", _col(step_windows, "step_mean_ms"))
+        add("forward", "ms/step", _col(step_windows, "forward_ms"))
+        add("penalty + sampling", "ms/step", _col(step_windows, "penalty_ms") + _col(step_windows, "sample_ms"))
+        add("collective wait (longest rank)", "ms/step", _col(step_windows, "comm_max_ms"))
+        add("KV occupancy", "%", _col(step_windows, "kv_usage"), 100.0)
+        add("preemptions", "1/s", _col(step_windows, "preemptions"), 1.0 / window_s)
+        add("batch size", "seqs", _col(step_windows, "batch_size"))
+        add("waiting", "seqs", _col(step_windows, "waiting"))
+    add("arrivals", "1/s", _col(windows, "arrivals"), 1.0 / window_s)
+    add("output tokens per request", "tokens", _col(windows, "output_tokens_mean"))
+    return tuple(rows)
+
+
+def _faults(faults: list[dict], spikes: tuple[Spike, ...], window_s: float, tolerance_windows: int = 2
+            ) -> tuple[Fault, ...]:
+    """Ground truth with verdicts, matched exactly as rca.evaluate matches them (one-to-one, the
+    fault widened by `tolerance_windows`): detected = matched; the cause = that spike's top cause."""
+    rows = [{**f, "end_s": f["end_s"] if f["end_s"] is not None else f["start_s"]} for f in faults]
+    matched = dict(match_events(rows, [{"start_s": s.start_s, "end_s": s.end_s} for s in spikes],
+                                window_s, tolerance_windows))
+    return tuple(Fault(kind=f["kind"], cause=f["cause"], start_s=finite(f["start_s"]), end_s=finite(f["end_s"]),
+                       detected=i in matched, attributed_cause=spikes[matched[i]].top_cause if i in matched else None,
+                       params=f.get("params"))
+                 for i, f in enumerate(rows))

@@ -1,0 +1,83 @@
+"""The index page of every report, built from the reports folder itself.
+
+Why: every render writes a small `report.json` beside its `index.html` (run id, kind, date,
+verdict, top cause, headline), so the index of all runs can be rebuilt from the folder alone,
+without the warehouse, and a folder copied from another machine indexes itself.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pages.fields import ContextError, one_of, relative_href
+
+MANIFEST = "report.json"
+RUN_KINDS = ("incident", "nightly", "replay", "sweep", "evaluation", "capacity", "compare")
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    """One page in the index."""
+
+    run_id: str
+    kind: str                               # one of RUN_KINDS
+    started_at: str | None                  # ISO-8601 UTC ("" when unknown)
+    href: str                               # the page, relative to the index (percent-encoded)
+    scenario_name: str = ""
+    verdict: str | None = None              # matched / wrong cause / missed, or a nightly verdict
+    top_cause: str | None = None
+    headline: str = ""
+
+    def __post_init__(self) -> None:
+        one_of(self.kind, RUN_KINDS, "kind")
+        object.__setattr__(self, "started_at", self.started_at or "")
+        object.__setattr__(self, "href", relative_href(self.href, "href"))
+
+
+@dataclass(frozen=True)
+class IndexContext:
+    """The index page: its rows newest first (ISO-8601 UTC strings sort as times)."""
+
+    runs: tuple[IndexRow, ...]
+    title: str = "spikelens reports"
+    generated_at: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "runs", tuple(sorted(self.runs, key=lambda r: r.started_at, reverse=True)))
+
+
+def _row(entry: dict, href: str) -> IndexRow | None:
+    if not isinstance(entry, dict) or entry.get("kind") not in RUN_KINDS or not entry.get("run_id"):
+        return None
+    try:
+        return IndexRow(run_id=str(entry["run_id"]), kind=entry["kind"],
+                        started_at=str(entry.get("started_at") or ""),
+                        scenario_name=str(entry.get("scenario_name") or ""), verdict=entry.get("verdict"),
+                        top_cause=entry.get("top_cause"), headline=str(entry.get("headline") or ""), href=href)
+    except ContextError:
+        return None
+
+
+def build_index_context(root: str | Path, title: str = "spikelens reports") -> IndexContext:
+    """The index of every report.json under `root`.
+
+    Manifests that cannot be read or name an unknown kind are skipped: one broken folder must not
+    hide every other report. Each row's href is the page's path relative to `root`.
+    """
+    root = Path(root).resolve()
+    runs = []
+    for manifest in sorted(root.rglob(MANIFEST)):
+        page = manifest.parent / "index.html"
+        if manifest.parent == root or not page.is_file():
+            continue
+        try:
+            entry = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        row = _row(entry, page.relative_to(root).as_posix())
+        if row is not None:
+            runs.append(row)
+    generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return IndexContext(runs=tuple(runs), title=title, generated_at=generated)

@@ -1,0 +1,157 @@
+"""pages.incident: the incident context of an analysed run, read from the warehouse."""
+import json
+from dataclasses import asdict
+
+import pytest
+
+from pages.incident import MAX_STEPS, IncidentContext, build_incident_context, downsample_steps
+from rca.analyze import analyze_run
+from templates.render import render_incident
+
+
+def _context(warehouse_with, **spec) -> IncidentContext:
+    db, run_id = warehouse_with(**spec)
+    analyze_run(db, run_id)
+    return build_incident_context(db, run_id)
+
+
+def test_gc_incident_context(warehouse_with):
+    ctx = _context(warehouse_with, incident="gc")
+    assert isinstance(ctx, IncidentContext)
+    json.dumps(asdict(ctx), allow_nan=False)            # plain, finite JSON-able values only
+    assert " p99 rose from " in ctx.headline
+    assert "memory: GC gen-2 pauses" in ctx.headline
+    assert len(ctx.windows) == 40 and ctx.windows[0].t_s == 0.0
+    assert 0 < len(ctx.steps) <= MAX_STEPS
+    (spike,) = ctx.spikes
+    assert spike.top_cause == "memory" and spike.attributions[0].cause == "memory"
+    assert spike.attributions[0].evidence[0].signal == "gc_overlap_ms_per_step"
+    (fault,) = ctx.faults
+    assert fault.detected and fault.attributed_cause == "memory"
+    assert (fault.start_s, fault.end_s) == (20.0, 28.0)
+    comparison = {c.signal: c for c in ctx.comparison}
+    assert comparison["mean GC pause"].spike > 50 * comparison["mean GC pause"].normal
+    assert comparison["ITL p99"].spike > 3 * comparison["ITL p99"].normal
+    assert ctx.run.scenario_name == "sim-gc" and ctx.run.started_at.endswith("+00:00")
+
+
+def test_quiet_run_context(warehouse_with):
+    ctx = _context(warehouse_with, incident=None)
+    assert ctx.spikes == () and ctx.faults == () and ctx.comparison == ()
+    assert ctx.headline.startswith("No latency spike in 40 s of measured load")
+    assert ctx.totals.requests > 0 and ctx.totals.errors == 0
+
+
+def test_unanalysed_run_is_clear(warehouse_with):
+    db, run_id = warehouse_with(incident="penalty")
+    with pytest.raises(KeyError, match="has not been analysed"):
+        build_incident_context(db, run_id)
+
+
+def test_downsample_keeps_the_slowest_step_of_each_chunk():
+    steps = [{"t_s": i * 0.01, "dur_ms": 10.0 + (500.0 if i == 4321 else 0.0)} for i in range(10_000)]
+    out = downsample_steps(steps, 2000)
+    assert len(out) == 2000
+    assert max(s["dur_ms"] for s in out) == 510.0
+    assert downsample_steps(steps[:10], 2000) == steps[:10]
+
+
+def test_run_without_requests_says_so(tmp_path, warehouse_with):
+    import json as _json
+
+    from warehouse.ingest import ingest_run
+    run_dir = tmp_path / "failed-run"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text(_json.dumps({"run_id": "failed-run", "status": "error", "duration_s": 30,
+                                                    "errors": ["engine did not start"], "command": "spikelens run x"}))
+    db = tmp_path / "w.duckdb"
+    ingest_run(db, run_dir)
+    analyze_run(db, "failed-run")
+    ctx = build_incident_context(db, "failed-run")
+    assert ctx.headline.startswith("No measured requests")
+    assert ctx.run.errors == ("engine did not start",) and ctx.spikes == () and ctx.windows == ()
+
+
+def test_context_carries_per_rank_kv_and_concurrency_series(warehouse_with):
+    """The report's KV, comm-per-rank and concurrency charts need these series (docs/reports.md)."""
+    db, run_id = warehouse_with(incident="comm", tp=2, magnitude=30.0)
+    analyze_run(db, run_id)
+    ctx = build_incident_context(db, run_id)
+    ranks = {s.rank for s in ctx.steps}
+    assert ranks == {0, 1}
+    rank0 = [s for s in ctx.steps if s.rank == 0]
+    assert all(s.kv_blocks_total for s in rank0) and rank0[0].kv_blocks_used is not None
+    assert all(s.comm_ms is not None for s in ctx.steps if s.rank == 1)
+    busy = [w for w in ctx.windows if w.requests]
+    assert busy and all(w.running and w.running > 0 for w in busy)
+    assert ctx.nvml == ()          # the simulated run has no GPU: no invented samples
+
+
+def test_measurement_check_compares_client_and_socket_times(tmp_path):
+    """The server saw each request 1 ms after the client sent it, wrote the first text 2 ms and
+    the last byte 0.5 ms before the client read them: TTFT differs by 3 ms, E2E by 1.5 ms. Half
+    the requests were stamped by the kernel at both ends."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from runbuilder import SimSpec, write_run
+
+    from warehouse.ingest import ingest_run
+
+    run_dir = write_run(tmp_path / "runs", SimSpec(run_id="sim-wire", incident=None))
+    requests = pq.read_table(run_dir / "requests.parquet")
+    client = requests.to_pylist()
+    paired = [c for c in client if c["first_token_ns"] and c["done_ns"]]
+    kernel = {c["request_id"] for c in paired[::2]}  # every other paired request: kernel clocks
+    pq.write_table(requests.append_column("arrival_clock", pa.array(
+        ["kernel" if c["request_id"] in kernel else "read" for c in client])), run_dir / "requests.parquet")
+    ms = 1_000_000
+    pq.write_table(pa.Table.from_pylist([
+        {"request_id": c["request_id"], "path": "/v1/completions", "status": 200, "streamed": True,
+         "received_ns": c["sent_ns"] + ms, "received_clock": "kernel",
+         "first_content_ns": c["first_token_ns"] - 2 * ms, "done_ns": c["done_ns"] - ms // 2}
+        for c in paired]), run_dir / "server_requests.parquet")
+    db = tmp_path / "w.duckdb"
+    ingest_run(db, run_dir)
+    analyze_run(db, "sim-wire")
+    m = build_incident_context(db, "sim-wire").measurement
+    assert m.requests > 100
+    assert m.ttft_diff_p50_ms == pytest.approx(3.0) and m.ttft_diff_p99_ms == pytest.approx(3.0)
+    assert m.e2e_diff_p99_ms == pytest.approx(1.5)
+    assert m.kernel_stamped_share == pytest.approx(0.5, abs=0.01)
+
+
+def test_no_server_times_no_measurement_check(warehouse_with):
+    assert _context(warehouse_with, incident=None).measurement is None
+
+
+def test_a_target_run_shows_its_url_instead_of_an_engine(tmp_path):
+    """A run against an engine spikelens did not start stores `engine: null`: the page names the
+    target URL, the model and endpoint the load drove, and lists no engine keys."""
+    import json as _json
+
+    from runbuilder import SimSpec, write_run
+
+    from warehouse.ingest import ingest_run
+
+    run_dir = write_run(tmp_path / "runs", SimSpec(run_id="sim-target", incident=None))
+    run_json = _json.loads((run_dir / "run.json").read_text())
+    run_json.update(engine=None, target="http://127.0.0.1:8000",
+                    extra={"model": "Qwen/Qwen2.5-0.5B", "endpoint": "chat"})
+    (run_dir / "run.json").write_text(_json.dumps(run_json))
+    db = tmp_path / "w.duckdb"
+    ingest_run(db, run_dir)
+    analyze_run(db, "sim-target")
+    ctx = build_incident_context(db, "sim-target")
+    assert ctx.run.engine is None and ctx.run.target == "http://127.0.0.1:8000"
+    assert (ctx.run.model, ctx.run.endpoint, ctx.run.server) == ("Qwen/Qwen2.5-0.5B", "chat", None)
+    html = render_incident(ctx, tmp_path / "page", interactive=False).read_text(encoding="utf-8")
+    config = html[html.index('<section id="config">'):]
+    assert "<dt>target</dt><dd><code>http://127.0.0.1:8000</code></dd>" in config
+    assert "<dt>model</dt><dd><code>Qwen/Qwen2.5-0.5B</code></dd>" in config
+    assert "<dt>engine." not in config
+
+
+def test_the_rendered_page_matches_the_context(warehouse_with, tmp_path):
+    ctx = _context(warehouse_with, incident="gc")
+    html = render_incident(ctx, tmp_path / "gc", interactive=False).read_text(encoding="utf-8")
+    assert ctx.headline in html and "<dt>engine.model</dt><dd><code>sim</code></dd>" in html
