@@ -81,7 +81,9 @@ def _run_section(row: dict) -> dict:
         "started_at": started,
         "duration_s": row.get("duration_s"),
         "warmup_s": row.get("warmup_s"),
-        "engine": json.loads(row["engine"]) if row.get("engine") else {},
+        # a target run stores engine null: JSON 'null' loads as None, the template wants a mapping
+        "engine": (json.loads(row["engine"]) if row.get("engine") else None) or {},
+        **_driven_section(row),
         "scenario_yaml": yaml.safe_dump(scenario, sort_keys=False) if isinstance(scenario, dict) else "",
         "command": row.get("command") or "",
         "host": row.get("host"),
@@ -89,6 +91,15 @@ def _run_section(row: dict) -> dict:
         "status": row.get("status"),
         "errors": [str(e) for e in (errors if isinstance(errors, list) else [errors])],
     }
+
+
+def _driven_section(row: dict) -> dict:
+    """What the load drove (run.json): the target URL of an engine spikelens did not start, the
+    model id and endpoint the requests named, and why the load stopped early, if it did."""
+    run_json = json.loads(row["run_json"]) if row.get("run_json") else {}
+    extra = (run_json or {}).get("extra") or {}
+    return {"target": (run_json or {}).get("target"), "model": extra.get("model"),
+            "endpoint": extra.get("endpoint"), "stopped_early": extra.get("stopped_early")}
 
 
 def _headline(spikes: list[dict], totals: dict, duration_s: float | None) -> str:

@@ -29,6 +29,8 @@ _REQUIRED_COMPARISON = ("signal", "normal", "spike")
 _OPTIONAL_RUN = {
     "started_at": None, "duration_s": None, "warmup_s": None, "engine": {}, "scenario_yaml": "",
     "host": None, "git_commit": None, "status": None, "errors": [],
+    # what the load drove: an external target's URL, the model id and endpoint of the requests
+    "target": None, "model": None, "endpoint": None, "stopped_early": None,
 }
 _OPTIONAL_TOP = {
     "headline": "", "totals": {}, "windows": [], "steps": [], "gc_pauses": [], "spikes": [],
