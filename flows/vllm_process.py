@@ -93,7 +93,8 @@ def vllm_env(config: VllmConfig, build: VllmBuild) -> dict[str, str]:
 
 
 def role_of(proc: psutil.Process, root_pid: int) -> str:
-    """'api_server', 'engine_core', 'worker' or 'other', from the process title vLLM sets."""
+    """'api_server', 'engine_core', 'worker', 'resource_tracker' or 'other', from the process
+    title vLLM sets (VLLM::EngineCore, VLLM::Worker) or the command line."""
     if proc.pid == root_pid:
         return "api_server"
     try:
@@ -104,6 +105,8 @@ def role_of(proc: psutil.Process, root_pid: int) -> str:
         return "engine_core"
     if "Worker" in title:
         return "worker"
+    if "resource_tracker" in title:   # multiprocessing's helper (shared memory bookkeeping)
+        return "resource_tracker"
     return "other"
 
 
