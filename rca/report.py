@@ -98,8 +98,12 @@ def _driven_section(row: dict) -> dict:
     model id and endpoint the requests named, and why the load stopped early, if it did."""
     run_json = json.loads(row["run_json"]) if row.get("run_json") else {}
     extra = (run_json or {}).get("extra") or {}
+    vllm = extra.get("vllm") or {}
     return {"target": (run_json or {}).get("target"), "model": extra.get("model"),
-            "endpoint": extra.get("endpoint"), "stopped_early": extra.get("stopped_early")}
+            "endpoint": extra.get("endpoint"), "stopped_early": extra.get("stopped_early"),
+            # a vLLM spikelens started: its build and the exact command line it ran
+            "server": (f"{vllm.get('distribution')} {vllm.get('version')}" if vllm else None),
+            "server_argv": " ".join(vllm.get("argv") or []) or None}
 
 
 def _headline(spikes: list[dict], totals: dict, duration_s: float | None) -> str:

@@ -31,6 +31,7 @@ _OPTIONAL_RUN = {
     "host": None, "git_commit": None, "status": None, "errors": [],
     # what the load drove: an external target's URL, the model id and endpoint of the requests
     "target": None, "model": None, "endpoint": None, "stopped_early": None,
+    "server": None, "server_argv": None,   # a vLLM spikelens started: build, command line
 }
 _OPTIONAL_TOP = {
     "headline": "", "totals": {}, "windows": [], "steps": [], "gc_pauses": [], "spikes": [],
