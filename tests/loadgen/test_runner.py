@@ -113,12 +113,14 @@ def test_http_errors_are_recorded_with_status_and_body(tmp_path):
     assert all(r["error"].startswith("HTTP 400:") and "is not served" in r["error"] for r in requests)
 
 
-def test_a_run_that_is_mostly_errors_stops_early_and_says_why(tmp_path):
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_run_that_is_mostly_errors_stops_early_and_says_why(tmp_path, workers):
+    """One process, or a master whose worker trips the guard and asks it to stop them all."""
     from loadgen.error_guard import ErrorGuardConfig
 
     with SSEServer(SSEServerConfig(reject_model="nope")) as server:
         result = run_locust(server.url, tmp_path, FIXED, {"shape": "constant", "users": 2},
-                            duration_s=60.0, model_name="nope",
+                            duration_s=60.0, model_name="nope", workers=workers,
                             error_guard=ErrorGuardConfig(min_requests=30, max_error_share=0.9))
     requests, _ = read(tmp_path)
     verdict = result.stopped_early
