@@ -104,7 +104,7 @@ def incident_replay(scenario_path: str, state_home: str | None = None,
             if engine is not None:
                 engine.arm_faults(t0_ns)
 
-        external = scenario.engine is None   # vLLM or a target: /metrics is its engine-side view
+        external = scenario.engine is None
         result = drive_load(url, run_dir, scenario.workload, scenario.load, scenario.duration_s,
                             scenario.warmup_s, scenario.seed, _tokenizer_path(scenario), faults,
                             on_load_start,

@@ -36,11 +36,14 @@ def start_engine(run_id: str, engine: dict[str, Any], faults: list[dict[str, Any
 
 
 @task(name="start-vllm", cache_policy=NONE)
-def start_vllm(config: VllmConfig, run_dir: Path) -> VllmProcess:
+def start_vllm(config: VllmConfig, run_dir: Path,
+               env_hook: Callable[[dict[str, str]], dict[str, str]] | None = None) -> VllmProcess:
     """Start a vLLM server as a supervised child and wait until /health answers. No retry: a
-    failed start has already taken minutes, and its log says why."""
+    failed start has already taken minutes, and its log says why. `env_hook` edits the server's
+    environment (e.g. the collectors' GC hook); `handle.root_pid` / `handle.tree()` name its
+    process tree."""
     progress.info("starting vLLM (%s)", config.model)
-    handle = VllmProcess(config, run_dir, preexec_fn=die_with_parent).start()
+    handle = VllmProcess(config, run_dir, preexec_fn=die_with_parent, env_hook=env_hook).start()
     progress.info("vLLM %s up at %s after %.0f s", handle.build.version, handle.url, handle.startup_s)
     return handle
 

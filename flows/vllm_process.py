@@ -114,12 +114,16 @@ class VllmProcess:
     """A vLLM server started by spikelens (see the module docstring)."""
 
     def __init__(self, config: VllmConfig, run_dir: str | Path, host: str = "127.0.0.1",
-                 port: int | None = None, preexec_fn: Callable[[], None] | None = None):
+                 port: int | None = None, preexec_fn: Callable[[], None] | None = None,
+                 env_hook: Callable[[dict[str, str]], dict[str, str]] | None = None):
         self.config = config
         self.run_dir = Path(run_dir)
         self.host = host
         self.port = port or free_port(host)
         self.preexec_fn = preexec_fn   # e.g. the flows' PR_SET_PDEATHSIG hook
+        # env_hook(env) → the server's environment, e.g. the collectors' GC hook on PYTHONPATH
+        # (every process of the tree inherits it)
+        self.env_hook = env_hook
         self.proc: subprocess.Popen | None = None
         self.build: VllmBuild | None = None
         self.argv: list[str] = []
@@ -150,13 +154,18 @@ class VllmProcess:
             return []
         return [(p.pid, role_of(p, self.proc.pid)) for p in procs]
 
+    def env(self) -> dict[str, str]:
+        """The server's environment: vllm_env, then env_hook's additions."""
+        env = vllm_env(self.config, self.build)
+        return self.env_hook(env) if self.env_hook is not None else env
+
     def describe(self) -> dict:
         """For run.json: the build, the full command line, the KV env, the startup time."""
         return {"kind": "vllm", "distribution": self.build.distribution if self.build else None,
                 "version": self.build.version if self.build else None, "argv": self.argv,
                 "url": self.url, "startup_s": self.startup_s,
                 "processes": [{"pid": pid, "role": role} for pid, role in self.tree()],
-                "env": {k: v for k, v in vllm_env(self.config, self.build).items()
+                "env": {k: v for k, v in self.env().items()
                         if k.startswith("VLLM_")} if self.build else {}}
 
     def start(self) -> "VllmProcess":
@@ -168,7 +177,7 @@ class VllmProcess:
             self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True,
                                          preexec_fn=self.preexec_fn,
-                                         env=vllm_env(self.config, self.build))
+                                         env=self.env())
         try:
             self._wait_healthy(started)
         except BaseException:

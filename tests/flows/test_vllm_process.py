@@ -81,3 +81,11 @@ def test_stop_kills_the_whole_tree_even_children_that_ignore_sigterm(ckpt, tmp_p
     time.sleep(0.2)
     alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
     assert alive == [] and handle.tree() == []
+
+
+def test_env_hook_adds_to_the_servers_environment(ckpt, tmp_path):
+    config = VllmConfig.from_dict({"model": ckpt, "kv_cache_space_gib": 1})
+    handle = VllmProcess(config, tmp_path, env_hook=lambda env: {**env, "PYTHONPATH": "/hook"})
+    handle.build = CPU
+    assert handle.env()["PYTHONPATH"] == "/hook" and handle.env()["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    assert handle.describe()["env"] == {"VLLM_CPU_KVCACHE_SPACE": "1"}
