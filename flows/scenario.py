@@ -2,8 +2,10 @@
 
 A scenario is YAML. Unknown keys and bad values are errors that name the file, the line and the
 key, so a typo in a nightly config fails loudly at load time instead of silently running the
-wrong experiment. The blocks are validated by the folders that own them (`engine.config`,
-`loadgen.spec`); this module only knows the top-level shape and where each key sits in the file.
+wrong experiment. The blocks are validated by the modules that own them (`engine.config`, or
+`flows.vllm_config` for `engine: {kind: vllm}`; `loadgen.spec`); this module knows the top-level
+shape (with `target: URL | {url, model}` and `endpoint: chat | completions`) and where each key
+sits in the file.
 """
 from __future__ import annotations
 
