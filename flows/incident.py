@@ -22,8 +22,8 @@ from flows.manifest import RunManifest, new_run_id
 from flows.paths import StatePaths
 from flows.scenario import Scenario, load_scenario
 from flows.tasks import (analyze, drive_load, ingest, progress, refresh_index, render_report,
-                         start_engine, start_nvml_sampler, stop_engine, stop_nvml_sampler,
-                         summarize_load, write_manifest)
+                         served_model, start_engine, start_nvml_sampler, start_vllm, stop_engine,
+                         stop_nvml_sampler, stop_vllm, summarize_load, write_manifest)
 
 
 @dataclass
@@ -40,6 +40,9 @@ class IncidentResult:
 
 def _tokenizer_path(scenario: Scenario) -> str | None:
     """The engine's tokenizer file, so loadgen can size prompts in exact tokens (None: by words)."""
+    if scenario.vllm is not None:   # the checkpoint's own tokenizer, when it is a folder
+        tokenizer = Path(scenario.vllm.model) / "tokenizer.json"
+        return str(tokenizer) if tokenizer.is_file() else None
     if scenario.engine is None:
         return None
     from engine.tokenizer import DEFAULT_TOKENIZER_PATH
@@ -66,7 +69,8 @@ def incident_replay(scenario_path: str, state_home: str | None = None,
     faults = [dataclasses.asdict(f) for f in scenario.faults]
     manifest = RunManifest(
         run_id=run_id, kind=kind, scenario_name=scenario.name, scenario_path=scenario.path,
-        scenario=scenario.raw, engine=scenario.engine.to_dict() if scenario.engine else None,
+        scenario=scenario.raw, engine=scenario.engine.to_dict() if scenario.engine
+        else scenario.vllm.to_dict() if scenario.vllm else None,
         target=scenario.target, faults=faults, warmup_s=scenario.warmup_s,
         duration_s=scenario.duration_s,
         command=f"spikelens run {shlex.quote(str(scenario.path))}"
@@ -82,25 +86,39 @@ def incident_replay(scenario_path: str, state_home: str | None = None,
         if scenario.engine is not None:
             engine = start_engine(run_id, scenario.engine.to_dict(), faults, run_dir)
             url = engine.url
+        elif scenario.vllm is not None:
+            engine = start_vllm(scenario.vllm, run_dir)
+            manifest.extra["vllm"] = engine.describe()
+            write_manifest(manifest, run_dir)
+            url = engine.url
         else:
             url = scenario.target
+        api_key = os.environ.get("SPIKELENS_API_KEY") if scenario.target else None
+        # spikelens' own engine serves "spikelens"; any other: the scenario's id or /v1/models'
+        model = scenario.model or ("spikelens" if scenario.engine is not None
+                                   else served_model(url, api_key))
+        manifest.extra.update(model=model, endpoint=scenario.endpoint)
 
         def on_load_start(t0_ns: int) -> None:
             manifest.load_started_ns = t0_ns
             if engine is not None:
                 engine.arm_faults(t0_ns)
 
-        external = scenario.target is not None
+        external = scenario.engine is None
         result = drive_load(url, run_dir, scenario.workload, scenario.load, scenario.duration_s,
                             scenario.warmup_s, scenario.seed, _tokenizer_path(scenario), faults,
                             on_load_start,
-                            # an engine we did not start: its /metrics is our only engine-side view
+                            # vLLM or a target has no step traces: /metrics is its engine-side view
                             metrics_url=f"{url.rstrip('/')}/metrics" if external else None,
-                            api_key=os.environ.get("SPIKELENS_API_KEY") if external else None)
+                            api_key=api_key, model_name=model, endpoint=scenario.endpoint)
         manifest.extra["locust"] = {"requests_sent": result.requests_sent,
                                     "requests_failed": result.requests_failed,
                                     "returncode": result.returncode}
         manifest.extra["client_health"] = result.client_health
+        if result.stopped_early:
+            manifest.extra["stopped_early"] = result.stopped_early
+            manifest.errors.append(f"stopped early: {result.stopped_early['reason']}")
+            progress.warning("stopped early: %s", result.stopped_early["reason"])
         if result.returncode not in (0, None):
             manifest.errors.append(f"locust exited with code {result.returncode}")
         if not result.client_valid:
@@ -120,7 +138,7 @@ def incident_replay(scenario_path: str, state_home: str | None = None,
         if nvml is not None:
             manifest.extra["nvml"] = stop_nvml_sampler(nvml, run_dir)
         if engine is not None:
-            code = stop_engine(engine)
+            code = stop_vllm(engine) if scenario.vllm is not None else stop_engine(engine)
             if code not in (0, None, -15):
                 manifest.errors.append(f"engine exited with code {code}")
         manifest.ended_ns = time.time_ns()

@@ -2,8 +2,10 @@
 
 A scenario is YAML. Unknown keys and bad values are errors that name the file, the line and the
 key, so a typo in a nightly config fails loudly at load time instead of silently running the
-wrong experiment. The blocks are validated by the folders that own them (`engine.config`,
-`loadgen.spec`); this module only knows the top-level shape and where each key sits in the file.
+wrong experiment. The blocks are validated by the modules that own them (`engine.config`, or
+`flows.vllm_config` for `engine: {kind: vllm}`; `loadgen.spec`); this module knows the top-level
+shape (with `target: URL | {url, model}` and `endpoint: chat | completions`) and where each key
+sits in the file.
 """
 from __future__ import annotations
 
@@ -18,11 +20,14 @@ import yaml
 from engine.config import EngineConfig
 from engine.config_keys import UnknownKeyError, strict_keys
 from engine.faults import ENGINE_KINDS, FaultSpec, parse_fault_specs
+from flows.vllm_config import VllmConfig, engine_kind
 from loadgen.spec import LoadSpec, WorkloadSpec
 from loadgen.traffic_faults import traffic_faults
 
 _TOP_KEYS = {"name", "duration_s", "warmup_s", "engine", "target", "workload", "load", "faults",
-             "seed", "slo", "description"}
+             "seed", "slo", "description", "endpoint"}
+_TARGET_KEYS = ("url", "model")
+ENDPOINTS = ("chat", "completions")
 
 
 class ScenarioError(ValueError):
@@ -41,7 +46,7 @@ class Scenario:
     name: str
     duration_s: float
     warmup_s: float
-    engine: EngineConfig | None        # None when driving an external `target`
+    engine: EngineConfig | None        # spikelens' own engine; None for vLLM or a `target`
     target: str | None                 # base URL of an engine spikelens did not start
     workload: WorkloadSpec
     load: LoadSpec
@@ -50,10 +55,24 @@ class Scenario:
     path: str
     raw: dict[str, Any]
     text: str
+    vllm: VllmConfig | None = None     # `engine: {kind: vllm, ...}`: a vLLM server we start
+    # The model id every request names (`target: {url, model}`); None: the first id the
+    # server's GET /v1/models lists (spikelens' own engine: "spikelens").
+    model: str | None = None
+    # chat → /v1/chat/completions, completions → /v1/completions (see `default_endpoint`).
+    endpoint: str = "chat"
 
     @property
     def slug(self) -> str:
         return re.sub(r"[^a-z0-9]+", "-", self.name.lower()).strip("-")[:32] or "run"
+
+
+def default_endpoint(own_engine: bool) -> str:
+    """`chat` for spikelens' own engine (as before), `completions` for vLLM and any target: a
+    completions request works with every checkpoint, while a chat request to a checkpoint
+    without a chat template gets 400 from vLLM, and the prompt's token count is what was sent
+    (no template tokens added). A scenario's `endpoint:` overrides it."""
+    return "chat" if own_engine else "completions"
 
 
 def _lines(node: yaml.Node, prefix: tuple = ()) -> dict[tuple, int]:
@@ -173,19 +192,25 @@ def parse_scenario(raw: dict[str, Any], path: str = "<scenario>", text: str = ""
     if ("engine" in raw) == ("target" in raw):
         raise ScenarioError(path, None, "engine/target",
                             "give exactly one of `engine:` (start our engine) or `target:` (a URL)")
-    engine = None
-    target = raw.get("target")
+    engine = vllm = None
+    target, model = raw.get("target"), None
     if "engine" in raw:
         block = raw["engine"] or {}
         if not isinstance(block, dict):
             raise fail(("engine",), "must be a mapping")
         try:
-            engine = EngineConfig.from_dict(block)
+            if engine_kind(block) == "vllm":
+                vllm = VllmConfig.from_dict(block)
+            else:
+                engine = EngineConfig.from_dict({k: v for k, v in block.items() if k != "kind"})
         except (ValueError, KeyError, TypeError) as e:
             raise fail(("engine",), str(e).strip("'\""), e) from None
-    elif not (isinstance(target, str) and re.match(r"^https?://", target)):
-        raise ScenarioError(path, lines.get(("target",)), "target",
-                            f"must be an http(s) URL, got {target!r}")
+    else:
+        target, model = _target(raw["target"], path, lines)
+    endpoint = raw.get("endpoint", default_endpoint(engine is not None))
+    if endpoint not in ENDPOINTS:
+        raise ScenarioError(path, lines.get(("endpoint",)), "endpoint",
+                            f"must be one of {', '.join(ENDPOINTS)}, got {endpoint!r}")
 
     try:
         workload = WorkloadSpec.from_dict(raw.get("workload") or {})
@@ -216,6 +241,10 @@ def parse_scenario(raw: dict[str, Any], path: str = "<scenario>", text: str = ""
         index = re.match(r"faults\[(\d+)\]", str(e))
         raise fail(("faults", int(index.group(1))) if index else ("faults",), str(e), e) from None
     for i, f in enumerate(faults):
+        if engine is None and f.kind in ENGINE_KINDS:
+            raise ScenarioError(path, lines.get(("faults", i)), f"faults[{i}].kind",
+                                f"{f.kind!r} is injected by spikelens' own engine; with vLLM or a "
+                                f"target only loadgen's kinds apply: load.burst, penalty.repetition")
         if f.start_s + f.duration_s > duration_s:
             raise ScenarioError(path, lines.get(("faults", i)), f"faults[{i}]",
                                 f"window {f.start_s:g}–{f.start_s + f.duration_s:g} s ends after "
@@ -223,4 +252,29 @@ def parse_scenario(raw: dict[str, Any], path: str = "<scenario>", text: str = ""
 
     return Scenario(name=name, duration_s=duration_s, warmup_s=warmup_s, engine=engine,
                     target=target, workload=workload, load=load, faults=tuple(faults), seed=seed,
-                    path=path, raw=raw, text=text or yaml.safe_dump(raw, sort_keys=False))
+                    path=path, raw=raw, text=text or yaml.safe_dump(raw, sort_keys=False),
+                    vllm=vllm, model=model, endpoint=endpoint)
+
+
+def _target(value: Any, path: str, lines: dict[tuple, int]) -> tuple[str, str | None]:
+    """`target: URL` or `target: {url: URL, model: ID}` → (url, model or None)."""
+    model = None
+    if isinstance(value, dict):
+        try:
+            strict_keys(value, _TARGET_KEYS, "target", message="unknown key; valid keys: {valid}",
+                        valid=_TARGET_KEYS)
+        except UnknownKeyError as e:
+            raise ScenarioError(path, lines.get(("target", e.unknown[0])), e.field, str(e)) from None
+        model = value.get("model")
+        if model is not None and (not isinstance(model, str) or not model.strip()):
+            raise ScenarioError(path, lines.get(("target", "model")), "target.model",
+                                f"must be a model id (a non-empty string), got {model!r}")
+        where, key, value = ("target", "url"), "target.url", value.get("url")
+    else:
+        where, key = ("target",), "target"
+    if not (isinstance(value, str) and re.match(r"^https?://", value)):
+        raise ScenarioError(path, lines.get(where), key, f"must be an http(s) URL, got {value!r}")
+    if value.rstrip("/").endswith("/v1"):
+        raise ScenarioError(path, lines.get(where), key,
+                            f"give the server root, without /v1 (loadgen adds /v1/...), got {value!r}")
+    return value, model

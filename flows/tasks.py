@@ -17,6 +17,8 @@ from prefect.cache_policies import NONE
 from engine.server.launch import EngineProcess
 from flows.supervisor import die_with_parent
 from flows.manifest import RunManifest
+from flows.vllm_config import VllmConfig
+from flows.vllm_process import VllmProcess
 
 # The CLI listens on this logger to draw its progress display; Prefect's UI shows task states.
 progress = logging.getLogger("spikelens.progress")
@@ -31,6 +33,34 @@ def start_engine(run_id: str, engine: dict[str, Any], faults: list[dict[str, Any
                            startup_timeout_s=180.0, preexec_fn=die_with_parent).start()
     progress.info("engine up at %s", handle.url)
     return handle
+
+
+@task(name="start-vllm", cache_policy=NONE)
+def start_vllm(config: VllmConfig, run_dir: Path,
+               env_hook: Callable[[dict[str, str]], dict[str, str]] | None = None) -> VllmProcess:
+    """Start a vLLM server as a supervised child and wait until /health answers. No retry: a
+    failed start has already taken minutes, and its log says why. `env_hook` edits the server's
+    environment (e.g. the collectors' GC hook); `handle.root_pid` / `handle.tree()` name its
+    process tree."""
+    progress.info("starting vLLM (%s)", config.model)
+    handle = VllmProcess(config, run_dir, preexec_fn=die_with_parent, env_hook=env_hook).start()
+    progress.info("vLLM %s up at %s after %.0f s", handle.build.version, handle.url, handle.startup_s)
+    return handle
+
+
+@task(name="stop-vllm", cache_policy=NONE)
+def stop_vllm(handle: VllmProcess) -> int | None:
+    """SIGTERM vLLM's API server, then SIGKILL what is left of its tree."""
+    progress.info("stopping vLLM")
+    return handle.stop()
+
+
+@task(name="served-model", cache_policy=NONE, retries=2, retry_delay_seconds=2)
+def served_model(url: str, api_key: str | None = None) -> str:
+    """The model id the requests name: the first one GET /v1/models lists."""
+    from loadgen.served_models import served_model as first_model
+
+    return first_model(url, api_key)
 
 
 @task(name="start-nvml-sampler", cache_policy=NONE)
@@ -74,7 +104,8 @@ def drive_load(url: str, run_dir: Path, workload: Any, load: Any, duration_s: fl
                warmup_s: float, seed: int, tokenizer_path: str | None,
                faults: list[dict[str, Any]],
                on_load_start: Callable[[int], None] | None,
-               metrics_url: str | None = None, api_key: str | None = None) -> Any:
+               metrics_url: str | None = None, api_key: str | None = None,
+               model_name: str = "spikelens", endpoint: str = "chat") -> Any:
     """Run Locust as a subprocess against `url`; raw samples land in `run_dir`.
 
     The runner enforces its own hard deadline (duration + warm-up + grace) on the subprocess.
@@ -87,7 +118,7 @@ def drive_load(url: str, run_dir: Path, workload: Any, load: Any, duration_s: fl
                       duration_s=duration_s, warmup_s=warmup_s, seed=seed,
                       tokenizer_path=tokenizer_path, on_load_start=on_load_start,
                       faults=faults, metrics_url=metrics_url, api_key=api_key,
-                      preexec_fn=die_with_parent)
+                      preexec_fn=die_with_parent, model_name=model_name, endpoint=endpoint)
 
 
 @task(name="summarize-load", cache_policy=NONE)

@@ -20,6 +20,7 @@ Never import this module (or locust) into the Prefect/torch process: see STACK-N
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -34,6 +35,7 @@ from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner, WorkerRunner
 
 from loadgen.arrivals import arrival_times, for_worker
 from loadgen.client_health import PROBE_INTERVAL_S, HealthMonitor
+from loadgen.error_guard import STOP_MARKER, ErrorGuard, ErrorGuardConfig
 from loadgen.prompts import PromptBuilder
 from loadgen.recorder import Recorder
 from loadgen.replay import read_normalised
@@ -57,6 +59,7 @@ FACTORY = RequestFactory(WORKLOAD, PromptBuilder(CONFIG.tokenizer_path), model_n
                          seed=CONFIG.seed, id_prefix=CONFIG.run_tag, endpoint=CONFIG.endpoint,
                          ignore_eos=CONFIG.ignore_eos)
 N_WORKERS = max(CONFIG.workers, 1)
+GUARD = ErrorGuard(ErrorGuardConfig(**CONFIG.error_guard)) if CONFIG.error_guard is not None else None
 install()  # every connection stamps its sends and the kernel's receive times (timed_socket.py)
 
 
@@ -88,8 +91,11 @@ def _on_init(environment, **_):
     tag = f"p{os.getpid()}"
     STATE["recorder"] = Recorder(CONFIG.parts_dir, tag=tag)
     STATE["health"] = HealthMonitor(tag)
+    STATE["runner"] = runner
     if isinstance(runner, WorkerRunner):
         runner.register_message("spikelens_clock", lambda environment, msg, **kw: _start_clock(msg.data))
+    if isinstance(runner, MasterRunner):
+        runner.register_message("spikelens_stop", lambda environment, msg, **kw: _stop_early(msg.data))
 
 
 def _start_clock(start_ns: int) -> None:
@@ -135,6 +141,26 @@ def _drive_shape(runner) -> None:
     if isinstance(runner, MasterRunner):
         _stop_workers_and_collect_stats(runner)
     runner.quit()
+
+
+def _stop_early(verdict: dict) -> None:
+    """The error guard tripped: say why (the runner reads STOP_MARKER) and end the load as at
+    the run's end. A worker asks the master, which stops every worker."""
+    if STATE.get("stopping"):
+        return
+    STATE["stopping"] = True
+    print(f"{STOP_MARKER} {json.dumps(verdict)}", flush=True)
+    runner = STATE["runner"]
+    if isinstance(runner, WorkerRunner):
+        runner.send_message("spikelens_stop", verdict)
+        return
+
+    def quit_now():
+        if isinstance(runner, MasterRunner):
+            _stop_workers_and_collect_stats(runner)
+        runner.quit()
+
+    gevent.spawn(quit_now)
 
 
 def _stop_workers_and_collect_stats(runner: MasterRunner) -> None:
@@ -322,6 +348,10 @@ def stream_request(user: FastHttpUser, plan: RequestPlan, intended_ns: int, user
 def _finish(recorder: Recorder, plan: RequestPlan, state: StreamState, *, status: str,
             error: str | None, done_ns: int | None = None) -> None:
     output_tokens, source = state.output_tokens()
+    if GUARD is not None and status != "cancelled":
+        verdict = GUARD.observe(status == "error", error)
+        if verdict is not None:
+            _stop_early(verdict)
     recorder.finish(
         plan.request_id, chunk_arrivals_ns=state.chunk_arrivals_ns, chunk_tokens=state.chunk_tokens,
         first_token_ns=state.first_token_ns, done_ns=done_ns or time.time_ns(),

@@ -42,6 +42,8 @@ class RunConfig:
     faults: list = field(default_factory=list)  # loadgen-owned faults, TrafficFault.to_dict()
     workers: int = 0  # Locust worker processes (0: one process, no master)
     replay_path: str | None = None  # replay shape: the normalised trace (replay.write_normalised)
+    # ErrorGuardConfig fields: stop the load early when it is mostly errors (None: never stop)
+    error_guard: dict | None = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.read_mode not in ("line", "byte"):

@@ -18,6 +18,7 @@ carries both so a caller can check.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Callable
 
 from loadgen.client_health import merge_health
+from loadgen.error_guard import STOP_MARKER, ErrorGuardConfig
 from loadgen.errors import SpecError
 from loadgen.metrics_scraper import MetricsScraper
 from loadgen.prompts import PromptBuilder
@@ -68,6 +70,9 @@ class LocustResult:
     client_health: dict = field(default_factory=dict)  # verdict: valid, reasons, per-process summaries
     metrics_rows: int = 0  # rows scraped into metrics.parquet (0: no scraping)
     metrics_scrape_errors: int = 0
+    # the error guard's verdict when the load stopped early because it was mostly errors:
+    # {requests, failed, error_share, top_error, reason}; None when the run ran its course
+    stopped_early: dict | None = None
 
 
 def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | str,
@@ -78,7 +83,8 @@ def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | s
                request_timeout_s: float = 600.0, log_lines: int = 60,
                faults: list[dict] | None = None, workers: int = 0,
                metrics_url: str | None = None, metrics_interval_s: float = 1.0,
-               preexec_fn: Callable[[], None] | None = None, ignore_eos: bool = True) -> LocustResult:
+               preexec_fn: Callable[[], None] | None = None, ignore_eos: bool = True,
+               error_guard: ErrorGuardConfig | None = ErrorGuardConfig()) -> LocustResult:
     """Drive `host` with `workload` under `load` for warmup_s + duration_s; see module doc.
     Blocks until Locust exits; raises LoadgenError (after killing the group) if it does not
     within timeout_s (default warm-up + duration + startup and shutdown allowances).
@@ -93,7 +99,9 @@ def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | s
     this thread), Locust is terminated and what it recorded is still merged — requests.parquet,
     tokens.parquet, client_health.parquet and faults.loadgen.parquet up to that moment — before
     the exception propagates. `ignore_eos=False` leaves vLLM's `ignore_eos` out of the bodies, for
-    targets that reject unknown fields (outputs may then end before max_tokens)."""
+    targets that reject unknown fields (outputs may then end before max_tokens).
+    `error_guard`: when the load is mostly errors, Locust stops early and the result's
+    `stopped_early` says why (loadgen.error_guard); None lets a failing run go its full length."""
     workload, load = workload_from(workload), load_from(load)
     mine = traffic_faults([_fault_dict(f) for f in faults or []])
     if duration_s <= 0:
@@ -130,7 +138,8 @@ def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | s
                        tokenizer_path=str(tokenizer_path) if tokenizer_path else None,
                        endpoint=endpoint, request_timeout_s=request_timeout_s, read_mode=read_mode,
                        faults=[f.to_dict() for f in mine], workers=workers, replay_path=replay_path,
-                       ignore_eos=ignore_eos)
+                       ignore_eos=ignore_eos,
+                       error_guard=dataclasses.asdict(error_guard) if error_guard is not None else None)
     config_path = config.write(parts_dir / "config.json")
     stats_base = parts_dir / "locust_stats"  # Locust appends ".json"
     stats_path = stats_base.with_suffix(".json")
@@ -196,7 +205,8 @@ def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | s
                         load_started_ns=load_started_ns, stdout_tail=output.tail(),
                         requests_recorded=recorded, chunks_recorded=chunks, started_ns=started_ns,
                         client_valid=health["valid"], client_health=health, metrics_rows=metrics_rows,
-                        metrics_scrape_errors=scraper.errors if scraper is not None else 0)
+                        metrics_scrape_errors=scraper.errors if scraper is not None else 0,
+                        stopped_early=output.stopped_early)
 
 
 @contextlib.contextmanager
@@ -295,6 +305,7 @@ class _OutputReader:
         self.lines: deque[str] = deque(maxlen=keep)
         self.log = open(log_path, "w")
         self.started_ns: int | None = None
+        self.stopped_early: dict | None = None  # the error guard's verdict (STOP_MARKER line)
         self.started = threading.Event()
         self.thread: threading.Thread | None = None
 
@@ -308,6 +319,11 @@ class _OutputReader:
             if line.startswith(START_MARKER):
                 self.started_ns = int(line.split()[1])
                 self.started.set()
+            elif line.startswith(STOP_MARKER) and self.stopped_early is None:
+                try:
+                    self.stopped_early = json.loads(line[len(STOP_MARKER):])
+                except ValueError:
+                    self.stopped_early = {"reason": line[len(STOP_MARKER):].strip()}
             self.lines.append(line)
             self.log.write(line + "\n")
         self.started.set()  # EOF: wake a waiter even without the marker

@@ -3,7 +3,11 @@ start: vLLM, SGLang, TGI), from their Prometheus /metrics samples and NVML.
 
 Each series (metric name + labels; counters — names ending in _total, _count or _sum — as
 per-second rates of their last value per window) is scored like BARO: robust z = (value − median)
-/ IQR of the baseline windows, the largest z over the spike's windows. Series are mapped to causes
+/ scale of the baseline windows, the largest z over the spike's windows. The scale is the IQR,
+floored (ScoreConfig) by a share of the baseline's level and by the series' resolution — one event
+per window for a counter that counts whole events, one unit for a whole-number gauge, else a share
+of the series' own magnitude — so a counter that was 0 before the spike and counted one GC
+collection during it, or a gauge that never moved, cannot score an infinite (or 1e9) z. Series are mapped to causes
 by their names (CAUSE_PATTERNS, first match wins; vLLM's names are the reference) — occupancy
 fractions (KV cache, GPU memory) count as memory only near capacity (≥ 0.9), else as load. The five
 highest-scoring series with z > min_z vote with their z: a cause's share = its votes / all votes
@@ -14,7 +18,7 @@ Pure: rows of warehouse queries `metric_windows` / `nvml_windows` in, an Attribu
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -37,6 +41,30 @@ NEAR_CAPACITY = 0.9
 COUNTER_SUFFIXES = ("_total", "_count", "_sum")
 TOP_K = 5
 MIN_Z = 3.0
+
+
+@dataclass(frozen=True)
+class ScoreConfig:
+    """Floors on the scale of a series' robust z (z = (spike max − baseline median) / scale)."""
+
+    # The baseline's level: a series that sits still at 1,000 and moves by 5 has not spiked; 5 %
+    # of the level is about the noise of a 1-s window of any busy-process gauge here.
+    level_share: float = 0.05
+    # A counter of whole events (collections, preemptions, requests) moves in steps of one event:
+    # a rate of one event per window is the least change it can show, so it is the scale's floor.
+    counter_events_per_window: float = 1.0
+    # A whole-number gauge (running or waiting requests) moves in steps of one.
+    gauge_step: float = 1.0
+    # Any other series (fractions, seconds): this share of its own magnitude (largest |value|
+    # over the run), so a move from a flat 0 to its peak scores at most 1 / share.
+    magnitude_share: float = 0.05
+    # Last resort for a series that is 0 everywhere (its z is then 0 anyway).
+    epsilon: float = 1e-9
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if not getattr(self, f.name) > 0:
+                raise ValueError(f"ScoreConfig.{f.name} must be > 0, got {getattr(self, f.name)!r}")
 
 
 def cause_of(series_name: str) -> str:
@@ -66,7 +94,7 @@ def metric_series(rows: list[dict], n: int, window_s: float) -> dict[str, np.nda
         if 0 <= r["window"] < n and r["last_value"] is not None:
             arr[r["window"]] = float(r["last_value"])
     for key, arr in by_series.items():
-        if key.split("{")[0].endswith(COUNTER_SUFFIXES):
+        if is_counter(key):
             rate = np.full(n, np.nan)
             rate[1:] = np.diff(arr) / window_s               # NaN where either window is missing
             by_series[key] = np.where(rate < 0, np.nan, rate)   # a counter reset is not a rate
@@ -85,8 +113,36 @@ def _nvml(rows: list[dict], n: int) -> dict[str, np.ndarray]:
     return out
 
 
-def rank_series(series: dict[str, np.ndarray], in_spike: np.ndarray, in_base: np.ndarray) -> list[RankedSeries]:
-    """Every series with data on both sides, by robust z (largest first)."""
+def is_counter(series_name: str) -> bool:
+    """Prometheus counters by name (ranked as per-second rates)."""
+    return series_name.split("{")[0].endswith(COUNTER_SUFFIXES)
+
+
+def resolution(values: np.ndarray, counter: bool, window_s: float, config: ScoreConfig) -> float:
+    """The least change the series can show (see ScoreConfig): from its values over the run."""
+    finite = values[np.isfinite(values)]
+    if not len(finite):
+        return config.epsilon
+    if counter and np.allclose(finite * window_s, np.round(finite * window_s)):
+        return config.counter_events_per_window / window_s     # rate of a counter of whole events
+    if not counter and np.allclose(finite, np.round(finite)):
+        return config.gauge_step
+    return max(config.magnitude_share * float(np.abs(finite).max()), config.epsilon)
+
+
+def robust_scale(base: np.ndarray, values: np.ndarray, counter: bool, window_s: float,
+                 config: ScoreConfig) -> float:
+    """IQR of the baseline, floored by its level and by the series' resolution."""
+    iqr = float(np.subtract(*np.percentile(base, [75, 25])))
+    level = config.level_share * abs(float(np.median(base)))
+    return max(iqr, level, resolution(values, counter, window_s, config), config.epsilon)
+
+
+def rank_series(series: dict[str, np.ndarray], in_spike: np.ndarray, in_base: np.ndarray,
+                window_s: float = 1.0, config: ScoreConfig | None = None) -> list[RankedSeries]:
+    """Every series with data on both sides, by robust z (largest first); counters (by name)
+    are rates per second over windows of window_s."""
+    config = config or ScoreConfig()
     ranked = []
     for name, values in series.items():
         base, spike = values[in_base], values[in_spike]
@@ -94,8 +150,7 @@ def rank_series(series: dict[str, np.ndarray], in_spike: np.ndarray, in_base: np
         if len(base) < 3 or not len(spike):
             continue
         median = float(np.median(base))
-        iqr = float(np.subtract(*np.percentile(base, [75, 25])))
-        scale = max(iqr, 0.05 * abs(median), 1e-9)       # a flat baseline must not make z infinite
+        scale = robust_scale(base, values, is_counter(name), window_s, config)
         z = float((spike.max() - median) / scale)
         cause = cause_of(name)
         if re.search(OCCUPANCY, name) and spike.max() < NEAR_CAPACITY:
@@ -112,7 +167,7 @@ def attribute_by_metrics(spike: Spike, spikes: list[Spike], signals: RunSignals,
     n = len(signals.windows)
     in_spike, in_base = window_masks(n, spike, spikes, config.guard_windows)
     series = {**metric_series(signals.metric_windows, n, signals.window_s), **_nvml(signals.nvml_windows, n)}
-    ranked = rank_series(series, in_spike, in_base)
+    ranked = rank_series(series, in_spike, in_base, signals.window_s)
     voters = [r for r in ranked[:TOP_K] if r.z > MIN_Z]
     latency = window_series(signals.windows, f"{spike.metric}_ms")
     votes = {c: sum(r.z for r in voters if r.cause == c) for c in CAUSES}

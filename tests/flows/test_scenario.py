@@ -124,3 +124,90 @@ def test_a_checkpoint_engine_takes_its_context_length_from_the_checkpoint(tmp_pa
     assert load_scenario(write(tmp_path, text)).engine.max_model_len == 256
     with pytest.raises(ScenarioError, match=r"engine.max_model_len: must be in \[2, 256\]"):
         load_scenario(write(tmp_path, text.replace("  max_num_seqs: 8", "  max_num_seqs: 8\n  max_model_len: 2048")))
+
+
+TARGET = """\
+name: t
+duration_s: 10
+target: {url: "http://127.0.0.1:8000", model: tiny-llama}
+endpoint: chat
+"""
+
+
+def test_target_mapping_names_url_model_and_endpoint(tmp_path):
+    s = load_scenario(write(tmp_path, TARGET))
+    assert (s.target, s.model, s.endpoint, s.engine, s.vllm) == (
+        "http://127.0.0.1:8000", "tiny-llama", "chat", None, None)
+    plain = load_scenario(write(tmp_path, "duration_s: 10\ntarget: http://h:1\n"))
+    assert (plain.target, plain.model, plain.endpoint) == ("http://h:1", None, "completions")
+    ours = load_scenario(write(tmp_path, GOOD))
+    assert ours.endpoint == "chat" and ours.model is None
+
+
+@pytest.mark.parametrize("text,line,key", [
+    (TARGET.replace("endpoint: chat", "endpoint: responses"), 4, "endpoint"),
+    (TARGET.replace("model: tiny-llama", "modle: tiny-llama"), 3, "target.modle"),
+    (TARGET.replace("model: tiny-llama", "model: ''"), 3, "target.model"),
+    (TARGET.replace('"http://127.0.0.1:8000"', '"http://127.0.0.1:8000/v1"'), 3, "target.url"),
+    ("duration_s: 10\ntarget: 127.0.0.1:8000\n", 2, "target"),
+])
+def test_target_mistakes_name_the_key(tmp_path, text, line, key):
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(write(tmp_path, text))
+    assert (e.value.line, e.value.key) == (line, key), str(e.value)
+
+
+def _checkpoint(tmp_path) -> Path:
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir(exist_ok=True)
+    (ckpt / "config.json").write_text("{}")
+    return ckpt
+
+
+def test_vllm_engine_block_parses_and_rejects_engine_faults(tmp_path):
+    ckpt = _checkpoint(tmp_path)
+    text = (f"duration_s: 10\nengine:\n  kind: vllm\n  model: {ckpt}\n  max_num_seqs: 8\n"
+            f"  kv_cache_space_gib: 1\n  extra_args: [--seed, '0']\n")
+    s = load_scenario(write(tmp_path, text))
+    assert s.engine is None and s.vllm.model == str(ckpt) and s.vllm.max_num_seqs == 8
+    assert s.vllm.extra_args == ("--seed", "0") and s.endpoint == "completions"
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(write(tmp_path, text + "faults:\n  - {kind: memory.gc_storm, start_s: 1, duration_s: 2}\n"))
+    assert e.value.key == "faults[0].kind" and "load.burst" in str(e.value)
+    ours = load_scenario(write(tmp_path, GOOD.replace("  model: tiny", "  kind: spikelens\n  model: tiny")))
+    assert ours.engine.model == "tiny" and ours.vllm is None
+
+
+@pytest.mark.parametrize("line_text,key,needle", [
+    ("  max_num_seqz: 8", "engine.max_num_seqz", "unknown key"),
+    ("  max_num_seqs: 0", "engine.max_num_seqs", "[1, 65536]"),
+    ("  dtype: fp8", "engine.dtype", "float32"),
+    ("  kv_cache_space_gib: -1", "engine.kv_cache_space_gib", "must be a number"),
+    ("  extra_args: --seed", "engine.extra_args", "list of strings"),
+])
+def test_vllm_engine_mistakes_name_file_line_and_key(tmp_path, line_text, key, needle):
+    ckpt = _checkpoint(tmp_path)
+    text = f"duration_s: 10\nengine:\n  kind: vllm\n  model: {ckpt}\n{line_text}\n"
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(write(tmp_path, text))
+    assert (e.value.line, e.value.key) == (5, key), str(e.value)
+    assert needle in str(e.value) and str(tmp_path / "s.yaml") in str(e.value)
+
+
+def test_vllm_engine_needs_a_checkpoint_and_a_known_kind(tmp_path):
+    for text, key in ((f"duration_s: 10\nengine: {{kind: vllm, model: {tmp_path}/none}}\n", "engine.model"),
+                      ("duration_s: 10\nengine: {kind: sglang}\n", "engine.kind"),
+                      ("duration_s: 10\nengine: {kind: vllm}\n", "engine")):
+        with pytest.raises(ScenarioError) as e:
+            load_scenario(write(tmp_path, text))
+        assert e.value.key == key, str(e.value)
+        assert "engine.model: is required" in str(e.value) or key != "engine"
+
+
+def test_vllm_example_scenarios_are_valid(tmp_path):
+    repo = Path(__file__).resolve().parents[2] / "scenarios"
+    ckpt = _checkpoint(tmp_path)
+    s = load_scenario(repo / "vllm-burst.yaml", {"engine": {"model": str(ckpt)}})
+    assert s.vllm.kv_cache_space_gib == 1 and [f.kind for f in s.faults] == ["load.burst"]
+    t = load_scenario(repo / "vllm-target.yaml")
+    assert t.target == "http://127.0.0.1:8000" and t.model is None and t.endpoint == "completions"

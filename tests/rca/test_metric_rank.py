@@ -8,7 +8,7 @@ import pytest
 from runbuilder import SimSpec, write_run
 
 from rca.analyze import analyze_run
-from rca.metric_rank import cause_of, metric_series, rank_series
+from rca.metric_rank import MIN_Z, cause_of, metric_series, rank_series
 from warehouse.ingest import ingest_run
 
 
@@ -57,4 +57,40 @@ def test_counters_become_rates_and_names_map_to_causes():
     flat = {"a": np.array([1.0] * 8 + [9.0, 9.0]), "b": np.arange(10.0)}
     spike = np.arange(10) >= 8
     ranked = rank_series(flat, spike, ~spike)
-    assert [r.name for r in ranked] == ["a", "b"] and ranked[0].z > 100
+    assert [r.name for r in ranked] == ["a", "b"] and ranked[0].z == 8.0   # a step of 8 units
+
+
+def test_a_counter_with_a_zero_baseline_scores_a_finite_z():
+    """One GC collection in the spike after none before: one event, not a 1e9 z."""
+    from rca.metric_rank import ScoreConfig
+
+    rows = [{"window": w, "name": "python_gc_collections_total", "labels": '{"generation": "1"}',
+             "last_value": v} for w, v in enumerate([0, 0, 0, 0, 0, 0, 0, 0, 1, 1])]
+    series = metric_series(rows, 10, 1.0)
+    spike = np.arange(10) >= 7
+    (ranked,) = rank_series(series, spike, ~spike, window_s=1.0)
+    assert ranked.z == pytest.approx(1.0) and ranked.z < MIN_Z
+    # a real storm (40 collections a window) still stands out
+    storm = [{**r, "last_value": 40.0 * max(0, r["window"] - 7)} for r in rows]
+    (ranked,) = rank_series(metric_series(storm, 10, 1.0), spike, ~spike, window_s=1.0)
+    assert ranked.z == pytest.approx(40.0)
+    # with 0.5-s windows one event is a rate of 2/s: the floor follows the window
+    (ranked,) = rank_series(metric_series(rows, 10, 0.5), spike, ~spike, window_s=0.5)
+    assert ranked.z == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="level_share"):
+        ScoreConfig(level_share=0)
+
+
+def test_flat_gauges_score_against_their_resolution_and_level():
+    spike = np.arange(10) >= 8
+    flat_zero_fraction = np.array([0.0] * 8 + [0.3, 0.3])      # e.g. KV cache usage from idle
+    flat_count = np.array([0.0] * 8 + [2.0, 2.0])              # e.g. running requests
+    flat_high = np.array([1000.0] * 8 + [1004.0, 1004.0])      # resident memory wobbling
+    never_moves = np.full(10, 7.0)
+    ranked = {r.name: r.z for r in rank_series({"frac": flat_zero_fraction, "count": flat_count,
+                                                "high": flat_high, "still": never_moves},
+                                               spike, ~spike)}
+    assert all(np.isfinite(z) for z in ranked.values())
+    assert ranked["frac"] == pytest.approx(20.0)      # 0 → 0.3 against 5 % of its magnitude
+    assert ranked["count"] == pytest.approx(2.0)      # two requests against a step of one
+    assert ranked["high"] < 1.0 and ranked["still"] == 0.0

@@ -1,0 +1,126 @@
+"""`engine: {kind: vllm}`: the flow starts vLLM-CPU as a supervised child, drives it with loadgen,
+records its version and command line, and leaves none of its processes behind — after a run, after
+a SIGTERM to the CLI mid-run, and after the flow process is SIGKILLed mid-run."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from vllm_support import STARTUP_TIMEOUT_S, build_tiny_llama, processes_using, vllm_python
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    vllm_python()
+    return build_tiny_llama(tmp_path_factory.mktemp("ckpt") / "tiny-llama")
+
+
+def scenario_file(tmp_path: Path, ckpt: Path, duration_s: float) -> Path:
+    path = tmp_path / "vllm-engine.yaml"
+    path.write_text(f"""\
+name: vllm-engine
+duration_s: {duration_s}
+warmup_s: 1
+engine:
+  kind: vllm
+  model: {ckpt}
+  dtype: float32
+  enforce_eager: true
+  max_model_len: 512
+  max_num_seqs: 8
+  kv_cache_space_gib: 1
+  startup_timeout_s: {STARTUP_TIMEOUT_S}
+workload:
+  prompt_tokens: {{mean: 24, std: 4, min: 8, max: 48}}
+  output_tokens: {{mean: 16, std: 4, min: 4, max: 24}}
+load: {{shape: constant, users: 3}}
+""")
+    return path
+
+
+def env_for(home: Path) -> dict:
+    return {**os.environ, "SPIKELENS_HOME": str(home),
+            "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect")}
+
+
+def gone(pids, timeout_s=30.0) -> list[int]:
+    """The pids still alive after timeout_s (zombies count as gone)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        alive = []
+        for pid in pids:
+            try:
+                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                    alive.append(pid)
+            except psutil.NoSuchProcess:
+                pass
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.5)
+
+
+def test_flow_starts_vllm_drives_it_and_leaves_nothing_behind(checkpoint, tmp_path):
+    home = tmp_path / "state"
+    proc = subprocess.run([sys.executable, "-m", "flows.cli", "run",
+                           str(scenario_file(tmp_path, checkpoint, 5))], env=env_for(home),
+                          capture_output=True, text=True, timeout=STARTUP_TIMEOUT_S + 300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    report = Path(proc.stdout.strip().splitlines()[-1])
+    run = json.loads((home / "runs" / report.parent.name / "run.json").read_text())
+    assert run["status"] in ("ok", "invalid") and run["errors"] == [], run   # invalid: client starved
+    vllm = run["extra"]["vllm"]
+    assert vllm["distribution"] == "vllm-cpu" and vllm["version"] == "0.32.0"
+    assert vllm["argv"][1:5] == ["-m", "vllm.entrypoints.openai.api_server", "--model", str(checkpoint)]
+    assert "--enforce-eager" in vllm["argv"] and vllm["env"] == {"VLLM_CPU_KVCACHE_SPACE": "1"}
+    roles = sorted(p["role"] for p in vllm["processes"])
+    assert roles[:1] == ["api_server"] and "engine_core" in roles, vllm["processes"]
+    assert run["extra"]["model"] == str(checkpoint) and run["extra"]["endpoint"] == "completions"
+    assert run["extra"]["locust"]["requests_sent"] >= 5
+    assert run["extra"]["locust"]["requests_failed"] <= 3   # at most the streams cut at the end
+    assert str(checkpoint) in report.read_text()
+    assert gone([p["pid"] for p in vllm["processes"]]) == []
+    assert processes_using(checkpoint) == []
+
+
+@pytest.mark.parametrize("kill", ["sigterm-cli", "sigkill-flow"])
+def test_a_killed_run_leaves_no_vllm_process(checkpoint, tmp_path, kill):
+    """Mid-load, SIGTERM to the CLI (as Ctrl-C or a service manager sends: forwarded to the
+    flow, which tears down and still reports), or SIGKILL of the flow process itself (the CLI's
+    supervisor and vLLM's parent-death signal must take the tree down)."""
+    home = tmp_path / "state"
+    cli = subprocess.Popen([sys.executable, "-m", "flows.cli", "run",
+                            str(scenario_file(tmp_path, checkpoint, 120))], env=env_for(home),
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S + 120
+        runs = home / "runs"
+        vllm = None
+        while vllm is None or vllm.get("startup_s") is None:
+            assert cli.poll() is None and time.monotonic() < deadline, cli.stdout.read()[-4000:]
+            time.sleep(1)
+            for run_json in runs.glob("*/run.json") if runs.is_dir() else ():
+                vllm = json.loads(run_json.read_text()).get("extra", {}).get("vllm")
+        run_json = next(runs.glob("*/run.json"))
+        flow_pid = json.loads(run_json.read_text())["pid"]
+        time.sleep(3)   # load is running
+        if kill == "sigkill-flow":
+            os.kill(flow_pid, signal.SIGKILL)
+        else:
+            cli.send_signal(signal.SIGTERM)
+        cli.wait(180)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert gone([p["pid"] for p in vllm["processes"]], 60) == []
+    assert processes_using(checkpoint) == []
+    if kill == "sigterm-cli":   # the flow tore down itself and kept what it had measured
+        run = json.loads(run_json.read_text())
+        assert run["status"] == "failed" and any("interrupted" in e for e in run["errors"]), run
+        assert run["extra"]["vllm"]["version"] == "0.32.0"

