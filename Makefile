@@ -4,7 +4,7 @@ PY      := $(VENV)/bin/python
 PIP     := $(PY) -m pip install -q --disable-pip-version-check -c constraints.txt
 PYTHON3 ?= python3
 
-.PHONY: setup setup-test setup-eval demo test test-fast evaluate clean
+.PHONY: setup setup-test setup-eval setup-peers demo test test-fast evaluate clean
 
 $(PY):
 	$(PYTHON3) -m venv $(VENV)
@@ -25,9 +25,20 @@ $(VENV)/.setup-eval: $(VENV)/.setup-runtime
 	$(PIP) -e '.[eval]' > $(VENV)/pip.log 2>&1 || (tail -40 $(VENV)/pip.log; exit 1)
 	touch $@
 
+# GuideLLM and AIPerf, the peers bench/loadgen.py compares loadgen with: their own virtualenv
+# (their pins differ from the project's), torch held at the project's CPU wheel.
+PEERS_VENV ?= .venv-peers
+$(PEERS_VENV)/.setup-peers: bench/peers-constraints.txt
+	$(PYTHON3) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install -q --disable-pip-version-check -c bench/peers-constraints.txt \
+		guidellm aiperf > $(PEERS_VENV)/pip.log 2>&1 || (tail -40 $(PEERS_VENV)/pip.log; exit 1)
+	$(PEERS_VENV)/bin/guidellm --version && $(PEERS_VENV)/bin/python -c "import aiperf, torch"
+	touch $@
+
 setup: $(VENV)/.setup-runtime
 setup-test: $(VENV)/.setup-test
 setup-eval: $(VENV)/.setup-eval
+setup-peers: $(PEERS_VENV)/.setup-peers
 
 demo: setup
 	$(VENV)/bin/spikelens demo
