@@ -46,6 +46,7 @@ import functools
 import json
 import os
 import platform
+import signal
 import socket
 import subprocess
 import sys
@@ -227,13 +228,15 @@ def run_one_tool(tool: str, args, work: Path, tokenizer: Path) -> dict:
                "aiperf": lambda: commands.aiperf_command(venv, spec, tokenizer, out / "artifacts")}[tool]()
         t0 = time.monotonic()
         with open(out / "tool.log", "wb") as log:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=out)
+            # its own process group, so a timeout or Ctrl-C ends every process of the tool
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=out, start_new_session=True)
             server_cpu = functools.partial(_thread_cpu_s, server._thread.native_id)
             with TreeSampler(proc.pid, also=server_cpu) as sampler:
                 try:
                     returncode = proc.wait(timeout=args.warmup_s + args.duration_s + 300)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+                except BaseException:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
                     raise
         wall_s = time.monotonic() - t0
     if returncode != 0:
