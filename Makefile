@@ -4,7 +4,7 @@ PY      := $(VENV)/bin/python
 PIP     := $(PY) -m pip install -q --disable-pip-version-check -c constraints.txt
 PYTHON3 ?= python3
 
-.PHONY: setup setup-test setup-eval setup-vllm demo test test-fast evaluate clean
+.PHONY: setup setup-test setup-eval setup-vllm setup-peers demo test test-fast evaluate clean
 
 $(PY):
 	$(PYTHON3) -m venv $(VENV)
@@ -39,10 +39,21 @@ $(VLLM_VENV)/.setup-vllm: constraints-vllm.txt
 	$(VLLM_VENV)/bin/python -c "import vllm.entrypoints.openai.api_server, transformers; transformers.LlamaConfig"
 	touch $@
 
+# GuideLLM and AIPerf, the peers bench/loadgen.py compares loadgen with: their own virtualenv
+# (their pins differ from the project's), torch held at the project's CPU wheel.
+PEERS_VENV ?= .venv-peers
+$(PEERS_VENV)/.setup-peers: bench/peers-constraints.txt
+	$(PYTHON3) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install -q --disable-pip-version-check -c bench/peers-constraints.txt \
+		guidellm aiperf > $(PEERS_VENV)/pip.log 2>&1 || (tail -40 $(PEERS_VENV)/pip.log; exit 1)
+	$(PEERS_VENV)/bin/guidellm --version && $(PEERS_VENV)/bin/python -c "import aiperf, torch"
+	touch $@
+
 setup: $(VENV)/.setup-runtime
 setup-test: $(VENV)/.setup-test
 setup-eval: $(VENV)/.setup-eval
 setup-vllm: $(VLLM_VENV)/.setup-vllm
+setup-peers: $(PEERS_VENV)/.setup-peers
 
 demo: setup
 	$(VENV)/bin/spikelens demo
@@ -60,4 +71,4 @@ test-fast: setup-test
 	$(VENV)/bin/pytest -q -m "not e2e"
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) .spikelens
+	rm -rf $(VENV) $(VLLM_VENV) $(PEERS_VENV) .spikelens

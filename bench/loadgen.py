@@ -15,17 +15,38 @@ against a no-op server that stamps each chunk just before writing it. The Locust
 (requests.parquet) and client health (CPU over the measured phase); `locust_byte` repeats the
 Locust run reading the stream with iter_content(chunk_size=1) instead of whole lines.
 
+`peers` (needs `make setup-peers`): loadgen, GuideLLM and AIPerf one after another, each a
+subprocess against its own fresh no-op server (in this process, `--server-ttft-s`, zero ITL) at
+the same concurrency, prompt and output length and measured duration, `--repeats` rounds; each
+tool otherwise at its defaults (loadgen keeps its `--warmup-s`; the peers have no warm-up by
+default). Per tool and run:
+- requests_per_s: the tool's own figure; server_requests_per_s: streams the server finished
+  inside the tool's measured window, per second (the same yardstick for all three);
+- active_processes: the tool's processes that used >= 5 % of a core in its measured window
+  (AIPerf runs a controller, workers and record processors; loadgen its runner and one Locust
+  process); requests_per_s_per_process = requests_per_s / active_processes;
+- cpu_ms_per_request: CPU (user + system) of the tool's whole process tree in its measured
+  window per completed request (bench/peers/process_tree.py); cpu_s_total includes start-up;
+- ttft_ms_reported: the tool's own TTFT p50/p99;
+- ttft_error: |tool's first-token stamp - server's stamp before writing the first chunk| over
+  requests matched by an id the server saw (bench/peers/figures.py), with the server's own TTFT.
+`peers.median` holds each figure's median over the rounds and `peers.ratio` loadgen's against the
+best peer (raw and per process); `load_average` is os.getloadavg() before and after.
+
 Run: .venv/bin/python bench/loadgen.py [--users 32] [--duration-s 10] [--warmup-s 2]
-     [--output-tokens 16] [--prompt-tokens 16] [--skip-byte]
+     [--output-tokens 16] [--prompt-tokens 16] [--skip-byte] [--skip-accuracy]
+     [--peers-only | --skip-peers] [--repeats 1] [--server-ttft-s 0.005] [--peers-venv .venv-peers]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import platform
+import signal
 import socket
 import subprocess
 import sys
@@ -37,6 +58,7 @@ from pathlib import Path
 # `import loadgen` would find this file instead of the package. Drop that entry.
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent))  # the repository root: bench.peers
 
 import httpx  # noqa: E402
 import psutil  # noqa: E402
@@ -159,6 +181,108 @@ def run_accuracy(args) -> dict:
             "client_valid": result.client_valid, "client_reasons": result.client_health["reasons"]}
 
 
+def spikelens_child(url: str, run_dir: str, args) -> None:
+    """Child mode of the peers comparison: one loadgen run into run_dir, and the figures loadgen
+    reports (loadgen.metrics.summarize) beside it for the parent."""
+    from bench.peers.spikelens_output import CHILD_SUMMARY
+    from loadgen.metrics import summarize
+    from loadgen.runner import run_locust
+
+    result = run_locust(url, run_dir, workload(args), {"shape": "constant", "users": args.users},
+                        duration_s=args.duration_s, warmup_s=args.warmup_s)
+    summary = summarize(pq.read_table(Path(run_dir) / "requests.parquet"),
+                        pq.read_table(Path(run_dir) / "tokens.parquet"), duration_s=args.duration_s)
+    (Path(run_dir) / CHILD_SUMMARY).write_text(json.dumps({
+        "load_started_ns": result.load_started_ns, "duration_s": args.duration_s,
+        "request_throughput": summary["request_throughput"], "completed": summary["completed"],
+        "ttft_p50_ms": summary["vllm"]["ttft_ms"]["p50"], "ttft_p99_ms": summary["vllm"]["ttft_ms"]["p99"],
+        "client_valid": result.client_valid, "client_reasons": result.client_health["reasons"]}))
+
+
+def _thread_cpu_s(native_id: int) -> float:
+    for t in psutil.Process().threads():
+        if t.id == native_id:
+            return t.user_time + t.system_time
+    return 0.0
+
+
+def run_one_tool(tool: str, args, work: Path, tokenizer: Path) -> dict:
+    """One tool against a fresh no-op server (a thread of this otherwise idle process)."""
+    from importlib.metadata import version
+
+    from bench.peers import aiperf_output, commands, guidellm_output, spikelens_output
+    from bench.peers.figures import tool_figures
+    from bench.peers.process_tree import TreeSampler
+    from loadgen.sse_server import SSEServer, SSEServerConfig
+
+    venv = Path(args.peers_venv)
+    out = work / tool
+    out.mkdir(parents=True)
+    load_before = os.getloadavg()
+    with SSEServer(SSEServerConfig(ttft_s=args.server_ttft_s)) as server:
+        spec = commands.RunSpec(url=server.url, users=args.users, prompt_tokens=args.prompt_tokens,
+                                output_tokens=args.output_tokens, duration_s=args.duration_s,
+                                warmup_s=args.warmup_s)
+        cmd = {"spikelens": lambda: commands.spikelens_command(Path(__file__), spec, out / "run"),
+               "guidellm": lambda: commands.guidellm_command(venv, spec, tokenizer, out / "benchmarks.json"),
+               "aiperf": lambda: commands.aiperf_command(venv, spec, tokenizer, out / "artifacts")}[tool]()
+        t0 = time.monotonic()
+        with open(out / "tool.log", "wb") as log:
+            # its own process group, so a timeout or Ctrl-C ends every process of the tool
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=out, start_new_session=True)
+            server_cpu = functools.partial(_thread_cpu_s, server._thread.native_id)
+            with TreeSampler(proc.pid, also=server_cpu) as sampler:
+                try:
+                    returncode = proc.wait(timeout=args.warmup_s + args.duration_s + 300)
+                except BaseException:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                    raise
+        wall_s = time.monotonic() - t0
+    if returncode != 0:
+        tail = (out / "tool.log").read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"{tool} exited with {returncode}: {' '.join(cmd)}\n{tail}")
+    report = {"spikelens": lambda: spikelens_output.parse_run_dir(out / "run", version("spikelens")),
+              "guidellm": lambda: guidellm_output.parse_benchmarks(out / "benchmarks.json"),
+              "aiperf": lambda: aiperf_output.parse_artifacts(out / "artifacts")}[tool]()
+    figures = tool_figures(report, server.served, sampler, returncode=returncode, wall_s=wall_s)
+    figures["load_average"] = {"before": load_before, "after": os.getloadavg()}
+    if tool == "spikelens":
+        child = json.loads((out / "run" / spikelens_output.CHILD_SUMMARY).read_text())
+        figures["client_valid"], figures["client_reasons"] = child["client_valid"], child["client_reasons"]
+    return figures
+
+
+def check_peers_venv(venv: str) -> None:
+    """Fail before any work when the peers are not installed."""
+    missing = [name for name in ("guidellm", "aiperf") if not (Path(venv) / "bin" / name).exists()]
+    if missing:
+        raise SystemExit(f"--peers-venv {venv}: {' and '.join(missing)} not installed there; "
+                         "run `make setup-peers` (or pass --skip-peers)")
+
+
+def run_peer_comparison(args) -> dict:
+    """`repeats` rounds of loadgen, GuideLLM, AIPerf (interleaved, so drifting machine load hits
+    all three alike); per tool every run and each figure's median."""
+    from bench.peers import commands
+    from bench.peers.figures import median_of_runs, peer_ratios
+
+    check_peers_venv(args.peers_venv)
+    tools = ("spikelens", "guidellm", "aiperf")
+    runs: dict[str, list[dict]] = {t: [] for t in tools}
+    with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
+        tokenizer = commands.tokenizer_dir(Path(tmp) / "tokenizer")
+        for rep in range(args.repeats):
+            for tool in tools:
+                runs[tool].append(run_one_tool(tool, args, Path(tmp) / f"round{rep}", tokenizer))
+    median = median_of_runs(runs)
+    return {"settings": {"users": args.users, "prompt_tokens": args.prompt_tokens,
+                         "output_tokens": args.output_tokens, "duration_s": args.duration_s,
+                         "spikelens_warmup_s": args.warmup_s, "server_ttft_s": args.server_ttft_s,
+                         "server_itl_s": 0.0, "repeats": args.repeats},
+            "median": median, "ratio": peer_ratios(median), "runs": runs}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--users", type=int, default=32)
@@ -168,10 +292,27 @@ def main() -> None:
     parser.add_argument("--prompt-tokens", type=int, default=16)
     parser.add_argument("--skip-byte", action="store_true", help="skip the chunk_size=1 Locust run")
     parser.add_argument("--skip-accuracy", action="store_true", help="skip the 64-stream accuracy run")
+    parser.add_argument("--peers-only", action="store_true", help="only the GuideLLM/AIPerf comparison")
+    parser.add_argument("--skip-peers", action="store_true", help="skip the GuideLLM/AIPerf comparison")
+    parser.add_argument("--peers-venv", default=str(_HERE.parent / ".venv-peers"))
+    parser.add_argument("--repeats", type=int, default=1, help="rounds of the peers comparison")
+    parser.add_argument("--server-ttft-s", type=float, default=0.005, help="no-op server TTFT (peers run)")
     parser.add_argument("--httpx-child", metavar="URL", help=argparse.SUPPRESS)
+    parser.add_argument("--spikelens-child", nargs=2, metavar=("URL", "RUN_DIR"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.httpx_child:
         print(json.dumps(asyncio.run(_httpx_main(args.httpx_child, args))))
+        return
+    if args.spikelens_child:
+        spikelens_child(*args.spikelens_child, args)
+        return
+    if args.repeats < 1:
+        parser.error(f"--repeats must be >= 1, got {args.repeats}")
+    if not args.skip_peers:
+        check_peers_venv(args.peers_venv)
+    if args.peers_only:
+        print(json.dumps({"bench": "loadgen", "host": platform.node(), "cpus": os.cpu_count(),
+                          "peers": run_peer_comparison(args)}, indent=2))
         return
 
     port = free_port()
@@ -210,6 +351,8 @@ def main() -> None:
         result["locust_byte"] = byte
     if not args.skip_accuracy:
         result["accuracy"] = run_accuracy(args)
+    if not args.skip_peers:
+        result["peers"] = run_peer_comparison(args)
     print(json.dumps(result, indent=2))
 
 

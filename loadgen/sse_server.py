@@ -1,7 +1,7 @@
 """A no-op OpenAI-compatible streaming server with controlled delays (asyncio, no framework).
 
-What: answers POST /v1/chat/completions and /v1/completions with `max_tokens` SSE content chunks
-in vLLM's format: the first `ttft_s` after the request, then one every `itl_s` (on an absolute
+What: answers POST /v1/chat/completions and /v1/completions with `max_tokens` (else
+`max_completion_tokens`, else 16) SSE content chunks in vLLM's format: the first `ttft_s` after the request, then one every `itl_s` (on an absolute
 schedule, so delays do not drift), a final chunk with finish_reason, a usage chunk when
 `stream_options.include_usage` is set, and `data: [DONE]`. GET /health answers 200. A request
 with `max_tokens` < 1 or malformed JSON gets vLLM's 400 error body.
@@ -148,7 +148,8 @@ class SSEServer:
     async def _completion(self, writer, path, headers, body, arrival_ns) -> None:
         try:
             request = json.loads(body)
-            max_tokens = request.get("max_tokens", 16)
+            # OpenAI's newer name (GuideLLM and AIPerf send it) when max_tokens is absent.
+            max_tokens = request.get("max_tokens", request.get("max_completion_tokens", 16))
             if not isinstance(max_tokens, int) or max_tokens < 1:
                 raise ValueError("max_tokens must be an integer >= 1")
         except (ValueError, AttributeError) as exc:
