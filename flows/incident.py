@@ -22,8 +22,8 @@ from flows.manifest import RunManifest, new_run_id
 from flows.paths import StatePaths
 from flows.scenario import Scenario, load_scenario
 from flows.tasks import (analyze, drive_load, ingest, progress, refresh_index, render_report,
-                         start_engine, start_nvml_sampler, stop_engine, stop_nvml_sampler,
-                         summarize_load, write_manifest)
+                         start_collectors, start_engine, start_nvml_sampler, stop_collectors,
+                         stop_engine, stop_nvml_sampler, summarize_load, write_manifest)
 
 
 @dataclass
@@ -75,13 +75,14 @@ def incident_replay(scenario_path: str, state_home: str | None = None,
     write_manifest(manifest, run_dir)
     progress.info("run %s", run_id)
 
-    engine = nvml = None
+    engine = nvml = collectors = None
     failure: BaseException | None = None
     try:
         nvml = start_nvml_sampler(run_dir)
         if scenario.engine is not None:
             engine = start_engine(run_id, scenario.engine.to_dict(), faults, run_dir)
             url = engine.url
+            collectors = start_collectors(run_dir, engine.proc.pid, "engine", f"{url}/metrics")
         else:
             url = scenario.target
 
@@ -119,6 +120,8 @@ def incident_replay(scenario_path: str, state_home: str | None = None,
     finally:
         if nvml is not None:
             manifest.extra["nvml"] = stop_nvml_sampler(nvml, run_dir)
+        if collectors is not None:
+            manifest.extra["collectors"] = stop_collectors(collectors)
         if engine is not None:
             code = stop_engine(engine)
             if code not in (0, None, -15):

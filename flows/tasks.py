@@ -62,6 +62,22 @@ def stop_nvml_sampler(proc: subprocess.Popen, run_dir: Path) -> dict:
         "available": False, "reason": f"sampler exited with {proc.returncode} and wrote no status"}
 
 
+@task(name="start-collectors", cache_policy=NONE)
+def start_collectors(run_dir: Path, root_pid: int, role: str, metrics_url: str | None = None) -> Any:
+    """Outside-in telemetry of an engine's process tree (py-spy stacks, /proc CPU and scheduling,
+    /metrics at 4 Hz) into run_dir/collect; the GC hook runs inside the engine (its launcher)."""
+    from collectors import CollectorSet
+
+    progress.info("collectors on pid %d (%s)", root_pid, role)
+    return CollectorSet(run_dir, root_pid, role, metrics_url, preexec_fn=die_with_parent).start()
+
+
+@task(name="stop-collectors", cache_policy=NONE)
+def stop_collectors(handle: Any) -> dict:
+    """Stop the collectors (each writes its last rows); their status goes into run.json."""
+    return handle.stop()
+
+
 @task(name="stop-engine", cache_policy=NONE)
 def stop_engine(handle: EngineProcess) -> int | None:
     """SIGTERM the engine (it writes steps/gc/faults files), SIGKILL if it hangs."""
