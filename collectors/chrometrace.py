@@ -48,19 +48,32 @@ def _is_process_root(event: dict) -> bool:
     return not (event.get("args") or {}).get("filename") and str(event.get("name", "")).startswith("process ")
 
 
-def _segment(cols: dict, pid: int, tid: int, start_us: float, end_us: float, stack: list[dict],
-             origin_ns: int) -> None:
+def _decide(stack: list[dict]) -> tuple[str, int, int]:
+    """(region, rule, index in `stack` of the frame that decided it); stack is root first."""
     frames = [(e.get("name", ""), (e.get("args") or {}).get("filename", "")) for e in reversed(stack)]
     region, rule = classify(frames)
-    decided = stack[0] if rule < 0 else next(
-        (e for e in reversed(stack) if (not REGION_RULES[rule].leaf_only or e is stack[-1])
-         and REGION_RULES[rule].matches(e.get("name", ""), (e.get("args") or {}).get("filename", ""))),
-        stack[-1])
-    for key, value in (("pid", pid), ("role", None), ("tid", tid), ("start_ns", origin_ns + int(start_us * 1000)),
-                       ("end_ns", origin_ns + int(end_us * 1000)), ("region", region), ("rule", rule),
-                       ("frame", _frame_text(decided)), ("leaf", _frame_text(stack[-1])),
-                       ("depth", len(stack))):
-        cols[key].append(value)
+    if rule < 0:
+        return region, rule, len(stack) - 1
+    spec = REGION_RULES[rule]
+    for i in range(len(stack) - 1, -1, -1):   # innermost first, as classify looks
+        if (not spec.leaf_only or i == len(stack) - 1) and spec.matches(*frames[len(stack) - 1 - i]):
+            return region, rule, i
+    return region, rule, len(stack) - 1
+
+
+def _segment(cols: dict, pid: int, tid: int, start_us: float, end_us: float, stack: list[dict],
+             origin_ns: int, cache: dict) -> None:
+    key = tuple((e.get("name"), (e.get("args") or {}).get("filename"), (e.get("args") or {}).get("line"))
+                for e in stack)
+    if key not in cache:   # a busy thread repeats a handful of stacks thousands of times
+        region, rule, at = _decide(stack)
+        cache[key] = (region, rule, _frame_text(stack[at]), _frame_text(stack[-1]))
+    region, rule, frame, leaf = cache[key]
+    for name, value in (("pid", pid), ("role", None), ("tid", tid),
+                        ("start_ns", origin_ns + int(start_us * 1000)), ("end_ns", origin_ns + int(end_us * 1000)),
+                        ("region", region), ("rule", rule), ("frame", frame), ("leaf", leaf),
+                        ("depth", len(stack))):
+        cols[name].append(value)
 
 
 def segments_from_events(events: list[dict], origin_ns: int) -> pa.Table:
@@ -70,6 +83,7 @@ def segments_from_events(events: list[dict], origin_ns: int) -> pa.Table:
         if event.get("ph") in ("B", "E") and not _is_process_root(event):
             by_thread[(int(event["pid"]), int(event["tid"]))].append(event)
     cols: dict[str, list] = {name: [] for name in STACKS_SCHEMA.names}
+    cache: dict = {}
     for (pid, tid), thread_events in sorted(by_thread.items()):
         stack: list[dict] = []
         last_ts = None
@@ -77,7 +91,7 @@ def segments_from_events(events: list[dict], origin_ns: int) -> pa.Table:
         for event in sorted(thread_events, key=lambda e: e["ts"]):
             ts = float(event["ts"])
             if stack and last_ts is not None and ts > last_ts:
-                _segment(cols, pid, tid, last_ts, ts, stack, origin_ns)
+                _segment(cols, pid, tid, last_ts, ts, stack, origin_ns, cache)
             last_ts = ts
             if event["ph"] == "B":
                 stack.append(event)

@@ -28,7 +28,7 @@ def start_engine(run_id: str, engine: dict[str, Any], faults: list[dict[str, Any
     """Start the engine server as a child process and wait until /health answers."""
     progress.info("starting engine (%s)", engine.get("model", "default"))
     handle = EngineProcess({"run_id": run_id, "engine": engine, "faults": faults}, run_dir,
-                           startup_timeout_s=180.0, preexec_fn=die_with_parent).start()
+                           startup_timeout_s=180.0, preexec_fn=die_with_parent, gc_hook=True).start()
     progress.info("engine up at %s", handle.url)
     return handle
 

@@ -38,7 +38,7 @@ class EngineProcess:
 
     def __init__(self, config: dict[str, Any], run_dir: str | Path, host: str = "127.0.0.1",
                  port: int | None = None, startup_timeout_s: float = 120.0,
-                 preexec_fn: Callable[[], None] | None = None, gc_hook: bool = True):
+                 preexec_fn: Callable[[], None] | None = None, gc_hook: bool = False):
         # gc_hook: put spikelens' GC hook in the server and its ranks (run_dir/collect/gc-<pid>.jsonl).
         self.gc_hook = gc_hook
         # preexec_fn: e.g. the flows' PR_SET_PDEATHSIG hook, so a SIGKILLed parent leaves no orphan.
