@@ -18,12 +18,14 @@ from pathlib import Path
 from prefect import flow
 from prefect.exceptions import TerminationSignal
 
+from collectors import collect_dir, hook_env
 from flows.manifest import RunManifest, new_run_id
 from flows.paths import StatePaths
 from flows.scenario import Scenario, load_scenario
 from flows.tasks import (analyze, drive_load, ingest, progress, refresh_index, render_report,
-                         served_model, start_engine, start_nvml_sampler, start_vllm, stop_engine,
-                         stop_nvml_sampler, stop_vllm, summarize_load, write_manifest)
+                         served_model, start_collectors, start_engine, start_nvml_sampler,
+                         start_vllm, stop_collectors, stop_engine, stop_nvml_sampler, stop_vllm,
+                         summarize_load, write_manifest)
 
 
 @dataclass
@@ -79,18 +81,22 @@ def incident_replay(scenario_path: str, state_home: str | None = None,
     write_manifest(manifest, run_dir)
     progress.info("run %s", run_id)
 
-    engine = nvml = None
+    engine = nvml = collectors = None
     failure: BaseException | None = None
     try:
         nvml = start_nvml_sampler(run_dir)
         if scenario.engine is not None:
             engine = start_engine(run_id, scenario.engine.to_dict(), faults, run_dir)
             url = engine.url
+            collectors = start_collectors(run_dir, engine.proc.pid, "engine", f"{url}/metrics")
         elif scenario.vllm is not None:
-            engine = start_vllm(scenario.vllm, run_dir)
+            # every process of vLLM's tree inherits the GC hook through its environment
+            engine = start_vllm(scenario.vllm, run_dir,
+                                env_hook=lambda env: hook_env(collect_dir(run_dir), "vllm", env))
             manifest.extra["vllm"] = engine.describe()
             write_manifest(manifest, run_dir)
             url = engine.url
+            collectors = start_collectors(run_dir, engine.root_pid, "vllm", f"{url}/metrics")
         else:
             url = scenario.target
         api_key = os.environ.get("SPIKELENS_API_KEY") if scenario.target else None
@@ -104,11 +110,12 @@ def incident_replay(scenario_path: str, state_home: str | None = None,
             if engine is not None:
                 engine.arm_faults(t0_ns)
 
-        external = scenario.engine is None
+        # the collectors scrape /metrics of an engine spikelens started; a target's is scraped
+        # by loadgen (one writer of metrics.parquet per run)
+        external = scenario.target is not None
         result = drive_load(url, run_dir, scenario.workload, scenario.load, scenario.duration_s,
                             scenario.warmup_s, scenario.seed, _tokenizer_path(scenario), faults,
                             on_load_start,
-                            # vLLM or a target has no step traces: /metrics is its engine-side view
                             metrics_url=f"{url.rstrip('/')}/metrics" if external else None,
                             api_key=api_key, model_name=model, endpoint=scenario.endpoint)
         manifest.extra["locust"] = {"requests_sent": result.requests_sent,
@@ -137,6 +144,8 @@ def incident_replay(scenario_path: str, state_home: str | None = None,
     finally:
         if nvml is not None:
             manifest.extra["nvml"] = stop_nvml_sampler(nvml, run_dir)
+        if collectors is not None:
+            manifest.extra["collectors"] = stop_collectors(collectors)
         if engine is not None:
             code = stop_vllm(engine) if scenario.vllm is not None else stop_engine(engine)
             if code not in (0, None, -15):

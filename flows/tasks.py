@@ -30,7 +30,7 @@ def start_engine(run_id: str, engine: dict[str, Any], faults: list[dict[str, Any
     """Start the engine server as a child process and wait until /health answers."""
     progress.info("starting engine (%s)", engine.get("model", "default"))
     handle = EngineProcess({"run_id": run_id, "engine": engine, "faults": faults}, run_dir,
-                           startup_timeout_s=180.0, preexec_fn=die_with_parent).start()
+                           startup_timeout_s=180.0, preexec_fn=die_with_parent, gc_hook=True).start()
     progress.info("engine up at %s", handle.url)
     return handle
 
@@ -90,6 +90,22 @@ def stop_nvml_sampler(proc: subprocess.Popen, run_dir: Path) -> dict:
     status = run_dir / "nvml_status.json"
     return json.loads(status.read_text()) if status.is_file() else {
         "available": False, "reason": f"sampler exited with {proc.returncode} and wrote no status"}
+
+
+@task(name="start-collectors", cache_policy=NONE)
+def start_collectors(run_dir: Path, root_pid: int, role: str, metrics_url: str | None = None) -> Any:
+    """Outside-in telemetry of an engine's process tree (py-spy stacks, /proc CPU and scheduling,
+    /metrics at 4 Hz) into run_dir/collect; the GC hook runs inside the engine (its launcher)."""
+    from collectors import CollectorSet
+
+    progress.info("collectors on pid %d (%s)", root_pid, role)
+    return CollectorSet(run_dir, root_pid, role, metrics_url, preexec_fn=die_with_parent).start()
+
+
+@task(name="stop-collectors", cache_policy=NONE)
+def stop_collectors(handle: Any) -> dict:
+    """Stop the collectors (each writes its last rows); their status goes into run.json."""
+    return handle.stop()
 
 
 @task(name="stop-engine", cache_policy=NONE)

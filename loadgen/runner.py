@@ -34,7 +34,7 @@ from typing import Callable
 from loadgen.client_health import merge_health
 from loadgen.error_guard import STOP_MARKER, ErrorGuardConfig
 from loadgen.errors import SpecError
-from loadgen.metrics_scraper import MetricsScraper
+from collectors.metrics_scraper import MetricsScraper
 from loadgen.prompts import PromptBuilder
 from loadgen.recorder import merge_parts
 from loadgen.replay import load_trace, write_normalised
@@ -82,7 +82,7 @@ def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | s
                api_key: str | None = None, endpoint: str = "chat", read_mode: str = "line",
                request_timeout_s: float = 600.0, log_lines: int = 60,
                faults: list[dict] | None = None, workers: int = 0,
-               metrics_url: str | None = None, metrics_interval_s: float = 1.0,
+               metrics_url: str | None = None, metrics_interval_s: float = 0.25,
                preexec_fn: Callable[[], None] | None = None, ignore_eos: bool = True,
                error_guard: ErrorGuardConfig | None = ErrorGuardConfig()) -> LocustResult:
     """Drive `host` with `workload` under `load` for warmup_s + duration_s; see module doc.

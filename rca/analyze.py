@@ -15,6 +15,7 @@ import duckdb
 import pyarrow as pa
 
 from rca.attribute import Attribution, RunSignals, attribute_spike
+from rca.process_evidence import ProcessSignals
 from rca.config import AttributeConfig, DetectConfig
 from rca.detect import Baseline, Spike, detect_spikes
 from rca.metric_rank import attribute_by_metrics
@@ -55,6 +56,7 @@ def load_signals(conn: duckdb.DuckDBPyConnection, run_id: str, window_s: float) 
         metric_windows=query(conn, "metric_windows", run_id=run_id, window_s=window_s),
         client_windows=query(conn, "client_windows", run_id=run_id, window_s=window_s),
         history_windows=query(conn, "history_windows", run_id=run_id, window_s=window_s),
+        process=ProcessSignals.load(conn, run_id, window_s),
     )
 
 

@@ -23,6 +23,7 @@ import numpy as np
 from rca.config import CAUSES, AttributeConfig
 from rca.detect import Spike
 from rca.evidence import Evidence, EvidenceBuilder, output_series, pause_stats, straggler
+from rca.process_evidence import ProcessSignals, process_evidence
 from rca.stepcost import StepCostModel, decompose_step_excess, mean_or_zero
 
 
@@ -61,6 +62,7 @@ class RunSignals:
     metric_windows: list[dict] = field(default_factory=list)    # query `metric_windows`
     client_windows: list[dict] = field(default_factory=list)    # query `client_windows`
     history_windows: list[dict] = field(default_factory=list)   # query `history_windows`
+    process: ProcessSignals = field(default_factory=ProcessSignals)   # the collectors' per-process rows
 
 
 def window_series(rows: list[dict], key: str, n: int | None = None) -> np.ndarray:
@@ -231,6 +233,9 @@ def attribute_spike(spike: Spike, spikes: list[Spike], signals: RunSignals,
         ],
     }
     evidence = {c: [e for e in rows if e is not None] for c, rows in evidence.items()}
+    # beside the step traces: what the collectors saw from outside, per process and code region
+    for cause, rows in process_evidence(signals.process, latency, win_spike, win_base, w).items():
+        evidence[cause].extend(rows)
     main_signal = {"memory": gc_ms + np.nan_to_num(preempt),
                    "penalty": out_len if out_rise else pen,
                    "communication": comm,

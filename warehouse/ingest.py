@@ -8,10 +8,15 @@ Order matters for the guarantees:
    Arrow (`INSERT … SELECT … FROM arrow_table`, never row by row);
 3. any failure rolls the whole transaction back; a process killed mid-way leaves the committed
    state of before (DuckDB writes a transaction to its WAL only at commit).
+The collectors' files are the exception to 1: a process killed mid-write (the GC hook appends
+JSON lines until its process dies) may leave a truncated last line, which is dropped, or a file
+that cannot be read at all, which is skipped; both with a warning naming the file, so the rest of
+the run is still ingested.
 """
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +33,9 @@ _RUN_SCALARS = ("scenario_name", "scenario_path", "git_commit", "host", "command
                 "started_ns", "ended_ns", "load_started_ns", "warmup_s", "duration_s")
 _RUN_JSON_COLUMNS = {"scenario": "scenario", "engine": "engine", "faults_spec": "faults",
                      "errors": "errors"}
+
+
+log = logging.getLogger("spikelens.warehouse")
 
 
 class IngestError(RuntimeError):
@@ -55,21 +63,54 @@ def read_run_json(run_dir: Path) -> dict:
     return run
 
 
-def _read_table(path: Path) -> pa.Table:
+def _read_json_lines(path: Path, required: tuple[str, ...]) -> pa.Table:
+    """One row per JSON object line; lines that do not parse (a truncated last line) are dropped
+    with a warning naming the file and the line numbers."""
+    rows, bad = [], []
+    for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            bad.append(number)
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+        else:
+            bad.append(number)
+    if bad:
+        log.warning("%s: dropped %d line(s) that are not JSON objects (line %s)", path, len(bad),
+                    ", ".join(map(str, bad[:5])) + (" …" if len(bad) > 5 else ""))
+    if not rows:
+        return pa.table({name: pa.array([], pa.int64()) for name in required})
+    return pa.Table.from_pylist(rows)
+
+
+def _read_table(path: Path, required: tuple[str, ...] = ()) -> pa.Table:
     if path.suffix == ".parquet":
         return pq.read_table(path)
+    if path.suffix == ".jsonl":
+        return _read_json_lines(path, required)
     return feather.read_table(path)
 
 
-def _load_file(spec: RunFile, path: Path) -> _Loaded:
+def _load_file(spec: RunFile, path: Path) -> _Loaded | None:
+    """The file's rows, checked; None for a skipped file (spec.skip_unreadable, warned)."""
     try:
-        table = _read_table(path)
-    except Exception as exc:  # pyarrow raises several types for truncated/garbled files
-        raise IngestError(f"{path}: cannot read as {path.suffix[1:]} ({type(exc).__name__}: {exc})") from exc
-    missing = [c for c in spec.required if c not in table.column_names]
-    if missing:
-        raise IngestError(f"{path}: missing required column {missing[0]!r} "
-                          f"(table {spec.table} needs {', '.join(spec.required)})")
+        try:
+            table = _read_table(path, spec.required)
+        except Exception as exc:  # pyarrow raises several types for truncated/garbled files
+            raise IngestError(f"{path}: cannot read as {path.suffix[1:]} ({type(exc).__name__}: {exc})") from exc
+        missing = [c for c in spec.required if c not in table.column_names]
+        if missing:
+            raise IngestError(f"{path}: missing required column {missing[0]!r} "
+                              f"(table {spec.table} needs {', '.join(spec.required)})")
+    except IngestError as exc:
+        if not spec.skip_unreadable:
+            raise
+        log.warning("skipped %s", exc)
+        return None
     return _Loaded(spec, path, table)
 
 
@@ -141,7 +182,7 @@ def ingest_into(conn: duckdb.DuckDBPyConnection, run_dir: str | Path) -> dict[st
             files = spec.find(run_dir)
         except ValueError as exc:
             raise IngestError(str(exc)) from exc
-        loaded.extend(_load_file(spec, path) for path in files)
+        loaded.extend(item for item in (_load_file(spec, path) for path in files) if item is not None)
 
     counts: dict[str, int] = {"runs": 1}
     views: list[str] = []

@@ -15,9 +15,12 @@ from pathlib import Path
 @dataclass(frozen=True)
 class RunFile:
     table: str                    # warehouse table the rows go to
-    patterns: tuple[str, ...]     # globs in the run directory, Parquet or Arrow IPC
+    patterns: tuple[str, ...]     # globs in the run directory: Parquet, Arrow IPC or JSON lines
     required: tuple[str, ...]     # columns a file must have
     several: bool = False         # many files may feed the table (faults*.parquet)
+    # An unreadable file is skipped with a warning naming it instead of failing the ingest
+    # (the collectors' files: a process killed mid-write must not cost the run its other data).
+    skip_unreadable: bool = False
 
     def find(self, run_dir: Path) -> list[Path]:
         """The files present for this table, sorted by name (none is fine: every file is optional)."""
@@ -45,6 +48,14 @@ RUN_FILES: tuple[RunFile, ...] = (
     RunFile("server_requests", ("server_requests.parquet", "server_requests.arrow"), ("request_id",)),
     # faults.parquet (engine) and faults.loadgen.parquet (loadgen): one ground-truth table.
     RunFile("faults", ("faults*.parquet", "faults*.arrow"), ("kind",), several=True),
+    # The collectors' files (collect/): GC pauses from the hook inside each process (JSON lines,
+    # appended while it runs), py-spy stack segments and /proc counters per process tree.
+    RunFile("process_gc", ("collect/gc-*.jsonl",), ("pid", "start_ns", "end_ns"), several=True,
+            skip_unreadable=True),
+    RunFile("process_stacks", ("collect/stacks-*.parquet",), ("pid", "tid", "start_ns", "end_ns", "region"),
+            several=True, skip_unreadable=True),
+    RunFile("process_cpu", ("collect/proc-*.parquet",), ("ts_ns", "pid"), several=True,
+            skip_unreadable=True),
 )
 
 # Defaults for columns a file may leave out but that are NOT NULL in the schema.

@@ -38,7 +38,9 @@ class EngineProcess:
 
     def __init__(self, config: dict[str, Any], run_dir: str | Path, host: str = "127.0.0.1",
                  port: int | None = None, startup_timeout_s: float = 120.0,
-                 preexec_fn: Callable[[], None] | None = None):
+                 preexec_fn: Callable[[], None] | None = None, gc_hook: bool = False):
+        # gc_hook: put spikelens' GC hook in the server and its ranks (run_dir/collect/gc-<pid>.jsonl).
+        self.gc_hook = gc_hook
         # preexec_fn: e.g. the flows' PR_SET_PDEATHSIG hook, so a SIGKILLed parent leaves no orphan.
         self.preexec_fn = preexec_fn
         self.config = config
@@ -67,13 +69,21 @@ class EngineProcess:
                  "--run-dir", str(self.run_dir), "--host", self.host, "--port", str(self.port)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True, preexec_fn=self.preexec_fn,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                env=self._env())
         try:
             self._wait_healthy()
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _env(self) -> dict[str, str]:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        if not self.gc_hook:
+            return env
+        from collectors import collect_dir, hook_env
+
+        return hook_env(collect_dir(self.run_dir), "engine", env)
 
     def _wait_healthy(self) -> None:
         deadline = time.monotonic() + self.startup_timeout_s

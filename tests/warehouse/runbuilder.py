@@ -12,6 +12,11 @@ outliers, as on a busy 2-core box). An incident changes the model during [start_
   repetition  new requests loop until max_tokens (256): long outputs of repeated token ids
   alloc       large tensors allocated and touched each step: forward +`magnitude` ms, ~24k page faults
   host        other tenants load the box: every stage `magnitude`× slower (not a fault: no ground truth)
+With `collectors=True` the run also gets the collectors' files (collect/): py-spy stack segments
+of the engine (penalty: the step loop's share in sampling_penalties rises from 10 % to 40 %), GC
+hook rows (gc: gen-2 pauses of `magnitude` ms every 500 ms) and /proc counters (host: run-queue
+wait 20 → 300 ms/s and involuntary switches 20 → 500 /s); `collectors_truncated` cuts the GC
+file's last line in half, as a SIGKILLed process leaves it.
 The ground truth is written to faults.parquet, like the engine does.
 """
 from __future__ import annotations
@@ -62,6 +67,8 @@ class SimSpec:
     contention_s: tuple[float, float] = (1.0, 3.0)  # … for this many seconds
     t0_ns: int = 1_800_000_000_000_000_000
     extra_files: dict = field(default_factory=dict)
+    collectors: bool = False          # also write collect/ (stacks, GC hook, /proc) files
+    collectors_truncated: bool = False
 
 
 def _defaults(spec: SimSpec) -> float:
@@ -243,6 +250,57 @@ def run_json(spec: SimSpec) -> dict:
             "command": "spikelens run scenarios/sim.yaml", "status": "ok", "errors": []}
 
 
+ENGINE_PID = 4242
+# The step loop's region per 10-ms slot of each 100-ms cycle, outside and inside a penalty incident.
+_STEP_SLOTS = {False: ["model_forward"] * 6 + ["sampling_penalties", "scheduler", "idle", "idle"],
+               True: ["model_forward"] * 4 + ["sampling_penalties"] * 4 + ["scheduler", "idle"]}
+
+
+def collector_tables(spec: SimSpec) -> tuple[pa.Table, pa.Table, list[dict]]:
+    """(stack segments, /proc rows, GC hook rows) of one engine process, see the module docstring."""
+    begin = spec.t0_ns - int(spec.warmup_s * 1e9)
+    end = spec.t0_ns + int(spec.duration_s * 1e9)
+    inc_lo = spec.t0_ns + int(spec.incident_start_s * 1e9)
+    inc_hi = inc_lo + int(spec.incident_duration_s * 1e9)
+    magnitude = _defaults(spec)
+    slot = 10_000_000
+    stacks = [{"pid": ENGINE_PID, "role": "engine", "tid": 1, "start_ns": begin, "end_ns": end, "region": "idle",
+               "rule": 0, "frame": "EpollSelector.select (selectors.py:468)", "leaf": "EpollSelector.select", "depth": 9}]
+    for i, t in enumerate(range(begin, end, slot)):
+        during = spec.incident == "penalty" and inc_lo <= t < inc_hi
+        region = _STEP_SLOTS[during][i % 10]
+        stacks.append({"pid": ENGINE_PID, "role": "engine", "tid": 2, "start_ns": t, "end_ns": t + slot,
+                       "region": region, "rule": 1, "frame": f"{region}_fn (x.py:1)", "leaf": "leaf", "depth": 5})
+    proc, gcs = [], []
+    cpu = wait = invol = 0
+    for t in range(begin, end + 1, 100_000_000):
+        host = spec.incident == "host" and inc_lo <= t < inc_hi
+        cpu, wait, invol = cpu + 60_000_000, wait + (30_000_000 if host else 2_000_000), invol + (50 if host else 2)
+        proc.append({"ts_ns": t, "pid": ENGINE_PID, "ppid": 1, "role": "engine", "cpu_ns": cpu, "run_ns": cpu,
+                     "wait_ns": wait, "timeslices": t // 10_000_000, "voluntary_switches": 10 * t // 100_000_000,
+                     "involuntary_switches": invol, "threads": 12, "rss_bytes": 1 << 30})
+        storm = spec.incident == "gc" and inc_lo <= t < inc_hi
+        if storm and (t - inc_lo) % 500_000_000 == 0:
+            gcs.append((t + 1_000_000, t + 1_000_000 + int(magnitude * 1e6), 2))
+        elif not storm:
+            gcs.append((t + 1_000_000, t + 1_200_000, 0))
+    gc_rows = [{"pid": ENGINE_PID, "ppid": 1, "tid": ENGINE_PID, "role": "engine", "start_ns": s, "end_ns": e,
+                "generation": g, "collected": 10, "uncollectable": 0} for s, e, g in gcs]
+    return pa.Table.from_pylist(stacks), pa.Table.from_pylist(proc), gc_rows
+
+
+def _write_collector_files(run_dir: Path, spec: SimSpec) -> None:
+    stacks, proc, gc_rows = collector_tables(spec)
+    collect = run_dir / "collect"
+    collect.mkdir(exist_ok=True)
+    pq.write_table(stacks, collect / f"stacks-{ENGINE_PID}.parquet")
+    pq.write_table(proc, collect / f"proc-{ENGINE_PID}.parquet")
+    text = "".join(json.dumps(r) + "\n" for r in gc_rows)
+    if spec.collectors_truncated:
+        text += json.dumps(gc_rows[-1])[:40]
+    (collect / f"gc-{ENGINE_PID}.jsonl").write_text(text)
+
+
 def write_run(root: Path, spec: SimSpec) -> Path:
     """Write the simulated run into root/<run_id>/ and return that directory."""
     run_dir = Path(root) / spec.run_id
@@ -252,4 +310,6 @@ def write_run(root: Path, spec: SimSpec) -> Path:
         pq.write_table(table, run_dir / f"{stem}.parquet")
     for name, table in spec.extra_files.items():
         pq.write_table(table, run_dir / name)
+    if spec.collectors:
+        _write_collector_files(run_dir, spec)
     return run_dir

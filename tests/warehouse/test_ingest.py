@@ -98,3 +98,39 @@ def test_run_fields_land_in_runs(tmp_path, make_run):
     row = conn.execute("SELECT scenario_name, load_started_ns, duration_s, engine->>'model' FROM runs").fetchone()
     conn.close()
     assert row == ("sim-control", 1_800_000_000_000_000_000, 6.0, "sim")
+
+
+def test_collector_files_land_in_their_tables(tmp_path, make_run):
+    run_dir = make_run(incident="gc", duration_s=6.0, incident_start_s=2.0, incident_duration_s=2.0,
+                       collectors=True)
+    counts = ingest_run(tmp_path / "w.duckdb", run_dir)
+    collect = run_dir / "collect"
+    assert counts["process_stacks"] == pq.read_metadata(next(collect.glob("stacks-*.parquet"))).num_rows
+    assert counts["process_cpu"] == pq.read_metadata(next(collect.glob("proc-*.parquet"))).num_rows
+    assert counts["process_gc"] == len(next(collect.glob("gc-*.jsonl")).read_text().splitlines())
+    conn = connect(tmp_path / "w.duckdb")
+    try:
+        roles = conn.execute("SELECT DISTINCT role, source_file FROM process_gc").fetchall()
+        assert roles == [("engine", "gc-4242.jsonl")]
+    finally:
+        conn.close()
+
+
+def test_a_truncated_gc_line_is_dropped_with_a_warning_naming_the_file(tmp_path, make_run, caplog):
+    run_dir = make_run(duration_s=4.0, collectors=True, collectors_truncated=True)
+    lines = (run_dir / "collect" / "gc-4242.jsonl").read_text().splitlines()
+    counts = ingest_run(tmp_path / "w.duckdb", run_dir)
+    assert counts["process_gc"] == len(lines) - 1
+    assert "gc-4242.jsonl: dropped 1 line(s)" in caplog.text
+
+
+def test_an_unreadable_collector_file_is_skipped_and_the_rest_is_stored(tmp_path, make_run, caplog):
+    run_dir = make_run(duration_s=4.0, collectors=True)
+    stacks = run_dir / "collect" / "stacks-4242.parquet"
+    stacks.write_bytes(stacks.read_bytes()[:200])          # cut short, as by a kill mid-write
+    pq.write_table(pa.table({"pid": [1]}), run_dir / "collect" / "proc-77.parquet")   # lacks ts_ns
+    counts = ingest_run(tmp_path / "w.duckdb", run_dir)
+    assert "process_stacks" not in counts and counts["process_gc"] > 0 and counts["requests"] > 0
+    assert counts["process_cpu"] == pq.read_metadata(run_dir / "collect" / "proc-4242.parquet").num_rows
+    assert "skipped" in caplog.text and "stacks-4242.parquet: cannot read as parquet" in caplog.text
+    assert "proc-77.parquet: missing required column 'ts_ns'" in caplog.text

@@ -1,5 +1,8 @@
 """warehouse.queries: the .sql queries checked against numpy on the same files."""
+import json
+
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -204,3 +207,83 @@ def test_run_t0_is_load_start_else_first_measured_send(gc_run):
     conn.execute("UPDATE runs SET load_started_ns = NULL WHERE run_id = ?", [run_id])
     assert conn.execute("SELECT run_t0(?)", [run_id]).fetchone()[0] == first_send
     assert conn.execute("SELECT run_t0('no-such-run')").fetchone()[0] is None
+
+
+def _collector_run(tmp_path, make_run, incident, **extra):
+    run_dir = make_run(incident=incident, duration_s=6.0, incident_start_s=2.0, incident_duration_s=2.0,
+                       collectors=True, **extra)
+    ingest_run(tmp_path / "c.duckdb", run_dir)
+    return connect(tmp_path / "c.duckdb")
+
+
+def test_process_stack_windows_shares_by_region(tmp_path, make_run):
+    conn = _collector_run(tmp_path, make_run, "penalty")
+    rows = query(conn, "process_stack_windows", run_id=RUN_ID, window_s=1.0)
+    conn.close()
+    share = {(r["window"], r["region"]): r for r in rows}
+    # two threads: the main one idle throughout, the step loop 1 slot in 10 (4 in 10 during it)
+    assert share[(0, "sampling_penalties")]["share"] == pytest.approx(0.05)
+    assert share[(0, "sampling_penalties")]["busy_share"] == pytest.approx(1 / 8)
+    assert share[(2, "sampling_penalties")]["share"] == pytest.approx(0.2)
+    assert share[(2, "sampling_penalties")]["busy_share"] == pytest.approx(4 / 9)
+    assert share[(0, "idle")]["share"] == pytest.approx(0.6) and share[(0, "idle")]["busy_share"] is None
+    assert {r["window"] for r in rows} == set(range(6)) and {r["role"] for r in rows} == {"engine"}
+    assert sum(r["sampled_ms"] for r in rows if r["window"] == 3) == pytest.approx(2000.0)
+
+
+def test_gc_pauses_count_as_gc_in_stacks_and_per_process(tmp_path, make_run):
+    conn = _collector_run(tmp_path, make_run, "gc", magnitude=100.0)
+    stacks = query(conn, "process_stack_windows", run_id=RUN_ID, window_s=1.0)
+    pauses = query(conn, "process_gc_windows", run_id=RUN_ID, window_s=1.0)
+    conn.close()
+    by_w = {r["window"]: r for r in pauses}
+    assert by_w[2]["pause_ms"] == pytest.approx(200.0) and by_w[2]["full_collections"] == 2
+    assert by_w[2]["max_pause_ms"] == pytest.approx(100.0) and by_w[2]["role"] == "engine"
+    assert by_w[0]["pause_ms"] == pytest.approx(2.0) and by_w[0]["collections"] == 10
+    gc_share = {r["window"]: r["sampled_ms"] for r in stacks if r["region"] == "gc"}
+    # only the step loop's non-idle slots overlapping a pause become gc (the idle main thread does not)
+    assert 100 < gc_share[2] <= 200 and gc_share.get(0, 0) < 5
+
+
+def test_process_cpu_windows_rates(tmp_path, make_run):
+    conn = _collector_run(tmp_path, make_run, "host")
+    rows = {r["window"]: r for r in query(conn, "process_cpu_windows", run_id=RUN_ID, window_s=1.0)}
+    conn.close()
+    assert rows[0]["cpu_ms_per_s"] == pytest.approx(600.0) and rows[0]["runq_wait_ms_per_s"] == pytest.approx(20.0)
+    assert rows[2]["runq_wait_ms_per_s"] == pytest.approx(300.0)
+    assert rows[2]["involuntary_switches_per_s"] == pytest.approx(500.0)
+    assert rows[0]["involuntary_switches_per_s"] == pytest.approx(20.0) and rows[0]["ticks"] == 10
+
+
+def _metrics_table():
+    """4 scrapes a second of a histogram (buckets 0.01, 0.1, +Inf), a counter and a gauge."""
+    rows = []
+    for k in range(-4, 24):               # from 1 s before t0 to 6 s after
+        ts = T0 + k * 250_000_000
+        n = max(k + 4, 0)                 # cumulative scrapes so far
+        w = k // 4
+        # window 2 observations land in the slow bucket, others in the fast one
+        slow = sum(10 for j in range(-4, k + 1) if j // 4 == 2)
+        fast = 10 * n - slow
+        for le, v in (("0.01", fast), ("0.1", fast + slow), ("+Inf", fast + slow)):
+            rows.append({"ts_ns": ts, "name": "vllm:request_queue_time_seconds_bucket",
+                         "labels": json.dumps({"le": le, "model_name": "m"}, sort_keys=True), "value": float(v)})
+        rows.append({"ts_ns": ts, "name": "vllm:num_preemptions_total", "labels": "{}", "value": float(3 * n)})
+        rows.append({"ts_ns": ts, "name": "vllm:kv_cache_usage_perc", "labels": "{}",
+                     "value": 0.9 if w == 2 else 0.2})
+    return pa.Table.from_pylist(rows)
+
+
+def test_metric_histogram_quantiles_and_counter_rates(tmp_path, make_run):
+    conn = _collector_run(tmp_path, make_run, None, extra_files={"metrics.parquet": _metrics_table()})
+    hist = {r["window"]: r for r in query(conn, "metric_histogram_windows", run_id=RUN_ID, window_s=1.0)}
+    rates = query(conn, "metric_rate_windows", run_id=RUN_ID, window_s=1.0)
+    conn.close()
+    assert hist[0]["observations"] == 40 and hist[0]["labels"] == '{"model_name": "m"}'
+    assert hist[0]["p50"] == pytest.approx(0.005) and hist[0]["p99"] == pytest.approx(0.0099)
+    assert hist[2]["p50"] == pytest.approx(0.01 + 0.09 * 0.5) and hist[2]["p99"] == pytest.approx(0.01 + 0.09 * 0.99)
+    counter = {r["window"]: r for r in rates if r["name"] == "vllm:num_preemptions_total"}
+    gauge = {r["window"]: r for r in rates if r["name"] == "vllm:kv_cache_usage_perc"}
+    assert counter[1]["kind"] == "counter" and counter[1]["rate_per_s"] == pytest.approx(12.0)
+    assert gauge[2]["kind"] == "gauge" and gauge[2]["mean_value"] == pytest.approx(0.9)
+    assert gauge[1]["max_value"] == pytest.approx(0.2) and gauge[1]["rate_per_s"] is None

@@ -5,7 +5,7 @@ import time
 
 import pyarrow.parquet as pq
 
-from loadgen.metrics_scraper import MetricsScraper, parse_exposition
+from collectors.metrics_scraper import MetricsScraper, parse_exposition
 from loadgen.sse_server import SSEServer
 
 

@@ -1,0 +1,97 @@
+"""Record stack samples of a process tree with py-spy and classify them by code region.
+
+What: `PySpyRecorder(root_pid, collect_dir, rate_hz)` runs one
+`py-spy record --pid ROOT --subprocesses --idle --nonblocking --rate N --format chrometrace`
+(py-spy follows children that appear later: vLLM's EngineCore and workers, the engine's TP
+ranks; each process is sampled at `rate_hz`). `stop()` sends SIGINT (py-spy then writes its
+trace), converts the trace to `stacks-<root>.parquet` (collectors/chrometrace.py) and keeps the raw
+trace beside it (`pyspy-<root>.json`, viewable in Perfetto).
+Why these flags: `--idle` keeps samples of waiting threads, so per-window shares have a
+denominator; `--nonblocking` reads the target's memory without stopping it (no pause of the
+engine per sample, at the price of an occasional torn stack); chrometrace is the only output of
+py-spy 0.4.3 with times.
+py-spy needs ptrace rights over the target (root, or CAP_SYS_PTRACE, or ptrace_scope 0); when it
+is missing or cannot attach, the recorder says so in its status and the run goes on.
+"""
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from collectors.chrometrace import read_chrometrace
+
+
+def find_py_spy() -> str | None:
+    """py-spy beside this interpreter (the venv's bin), else on PATH."""
+    local = Path(sys.executable).parent / "py-spy"
+    return str(local) if local.is_file() else shutil.which("py-spy")
+
+
+class PySpyRecorder:
+    def __init__(self, root_pid: int, collect_dir: str | Path, rate_hz: int = 100,
+                 py_spy: str | None = None, preexec_fn: Callable[[], None] | None = None):
+        if not 1 <= rate_hz <= 1000:
+            raise ValueError(f"py-spy rate_hz must be in [1, 1000], got {rate_hz!r}")
+        self.root_pid, self.rate_hz = root_pid, rate_hz
+        self.collect_dir = Path(collect_dir)
+        self.py_spy = py_spy or find_py_spy()
+        self.preexec_fn = preexec_fn
+        self.trace_path = self.collect_dir / f"pyspy-{root_pid}.json"
+        self.stacks_path = self.collect_dir / f"stacks-{root_pid}.parquet"
+        self.proc: subprocess.Popen | None = None
+        self.origin_ns = 0
+        self.status: dict = {"rate_hz": rate_hz, "root_pid": root_pid}
+
+    def start(self) -> "PySpyRecorder":
+        if self.py_spy is None:
+            self.status["error"] = "py-spy not found (pip install py-spy)"
+            return self
+        self.collect_dir.mkdir(parents=True, exist_ok=True)
+        cmd = [self.py_spy, "record", "--pid", str(self.root_pid), "--rate", str(self.rate_hz),
+               "--subprocesses", "--idle", "--nonblocking", "--full-filenames",
+               "--format", "chrometrace", "-o", str(self.trace_path)]
+        with open(self.collect_dir / "pyspy.log", "ab") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, preexec_fn=self.preexec_fn)
+            # py-spy's ts 0 is taken first thing in `record`, just after its exec (Popen returns
+            # once the exec succeeded)
+            self.origin_ns = time.time_ns()
+        self.status["origin_ns"] = self.origin_ns
+        return self
+
+    def stop(self, role_of: Callable[[int], str] | None = None, timeout_s: float = 30.0) -> dict:
+        """SIGINT py-spy, wait for its trace, write stacks-<root>.parquet (each row's role from
+        `role_of(pid)`); returns the status."""
+        if self.proc is None:
+            return self.status
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.status["returncode"] = self.proc.returncode
+        if not self.trace_path.is_file():
+            self.status["error"] = f"py-spy exited with {self.proc.returncode} and wrote no trace (see pyspy.log)"
+            return self.status
+        try:
+            table = read_chrometrace(self.trace_path, self.origin_ns)
+        except ValueError as exc:
+            self.status["error"] = str(exc)
+            return self.status
+        if role_of is not None:
+            roles = [role_of(pid) for pid in table.column("pid").to_pylist()]
+            table = table.set_column(table.schema.get_field_index("role"), "role", pa.array(roles, pa.string()))
+        pq.write_table(table, self.stacks_path)
+        self.status.update(segments=table.num_rows,
+                           pids=sorted(set(table.column("pid").to_pylist())))
+        return self.status

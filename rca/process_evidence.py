@@ -1,0 +1,159 @@
+"""Evidence from the collectors: which process and which code region, measured from outside.
+
+What: for one spike, from the per-window per-process rows of the collectors' queries, the
+process whose signal rose most and by how much, as Evidence rows beside the step-trace evidence:
+  penalty        share of a process's non-idle stack samples in sampling_penalties (py-spy)
+  memory         GC pause ms per second of a process (GC hook), and its stack share in gc
+  communication  share of non-idle stack samples in collective_wait
+  load           share in scheduler and in http_serialization (more requests, more of both)
+  unexplained    run-queue wait ms/s and involuntary switches/s of a process (/proc): a process
+                 waiting for a CPU; and the share in model_forward
+e.g. "engine (pid 41): 38 % of its non-idle stack samples in sampling_penalties during the spike
+vs 2 % before".
+What these signals cannot tell apart is written into the note, not guessed: a region's share
+is relative (a rise can be more work there or less work elsewhere), run-queue wait with the
+process's own CPU time rising may be its own threads competing rather than an outside process,
+and when several causes' signals rose together the note names the others.
+Pure: lists of query rows in, Evidence out; `ProcessSignals.load` reads the warehouse.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rca.evidence import Evidence, pearson
+from rca.stepcost import mean_or_zero
+
+# (region, cause its rise speaks for)
+REGION_CAUSES = (("sampling_penalties", "penalty"), ("gc", "memory"), ("collective_wait", "communication"),
+                 ("scheduler", "load"), ("http_serialization", "load"), ("model_forward", "unexplained"))
+# A rise counts as marked when it beats the baseline's noise (3 std) and this floor.
+RISE_FLOOR = {"share": 0.05, "gc_ms_per_s": 20.0, "runq_wait_ms_per_s": 20.0}
+
+
+@dataclass
+class ProcessSignals:
+    stack_windows: list[dict] = field(default_factory=list)   # query process_stack_windows
+    gc_windows: list[dict] = field(default_factory=list)      # query process_gc_windows
+    cpu_windows: list[dict] = field(default_factory=list)     # query process_cpu_windows
+
+    @classmethod
+    def load(cls, conn, run_id: str, window_s: float) -> "ProcessSignals":
+        from warehouse.queries import query
+
+        return cls(*(query(conn, name, run_id=run_id, window_s=window_s)
+                     for name in ("process_stack_windows", "process_gc_windows", "process_cpu_windows")))
+
+
+@dataclass
+class _Rise:
+    pid: int
+    role: str
+    series: np.ndarray
+    during: float
+    before: float
+    marked: bool
+
+
+def _per_pid(rows: list[dict], key: str, n: int, fill: float = np.nan,
+             where=lambda r: True) -> dict[int, tuple[str, np.ndarray]]:
+    out: dict[int, tuple[str, np.ndarray]] = {}
+    for r in rows:
+        if not where(r) or not 0 <= r["window"] < n:
+            continue
+        pid = int(r["pid"])
+        if pid not in out:
+            out[pid] = (r.get("role") or "?", np.full(n, fill))
+        if r.get(key) is not None:
+            out[pid][1][r["window"]] = float(r[key])
+    return out
+
+
+def _biggest_rise(series: dict[int, tuple[str, np.ndarray]], in_spike: np.ndarray, in_base: np.ndarray,
+                  floor: float) -> _Rise | None:
+    best = None
+    for pid, (role, values) in series.items():
+        s, b = values[in_spike], values[in_base]
+        if not np.isfinite(s).any() or not np.isfinite(b).any():
+            continue
+        during, before = mean_or_zero(s), mean_or_zero(b)
+        noise = float(np.nanstd(b)) if np.isfinite(b).sum() > 1 else 0.0
+        rise = _Rise(pid, role, values, during, before, during - before > max(3 * noise, floor))
+        if best is None or during - before > best.during - best.before:
+            best = rise
+    return best
+
+
+def _share_series(rows: list[dict], region: str, n: int) -> dict[int, tuple[str, np.ndarray]]:
+    """busy_share of `region` per process that was ever sampled in it; 0 in windows where the
+    process was sampled busy but not in that region, NaN where it was not sampled busy at all."""
+    busy = _per_pid(rows, "busy_share", n, where=lambda r: r["region"] != "idle")
+    share = _per_pid(rows, "busy_share", n, where=lambda r: r["region"] == region)
+    out = {}
+    for pid, (role, in_region) in share.items():
+        values = np.where(np.isfinite(busy[pid][1]), 0.0, np.nan)
+        out[pid] = (role, np.where(np.isfinite(in_region), in_region, values))
+    return out
+
+
+def process_evidence(signals: ProcessSignals, latency: np.ndarray, in_spike: np.ndarray,
+                     in_base: np.ndarray, window_s: float) -> dict[str, list[Evidence]]:
+    """cause → Evidence rows from the collectors (empty lists when a run has no collector files)."""
+    n = len(latency)
+    out: dict[str, list[Evidence]] = {}
+    marked: dict[str, str] = {}          # cause → short description of a marked rise
+    rows: list[tuple[str, _Rise, Evidence]] = []
+    for region, cause in REGION_CAUSES:
+        rise = _biggest_rise(_share_series(signals.stack_windows, region, n), in_spike, in_base,
+                             RISE_FLOOR["share"])
+        if rise is None:
+            continue
+        note = (f"{rise.role} (pid {rise.pid}): {rise.during:.0%} of its non-idle stack samples in {region} "
+                f"during the spike vs {rise.before:.0%} before (py-spy)")
+        rows.append((cause, rise, Evidence(f"stack_share.{region}", rise.during, rise.before, "fraction", note,
+                                           pearson(rise.series, latency))))
+    gc = _biggest_rise(_per_pid(signals.gc_windows, "pause_ms", n, fill=0.0), in_spike, in_base,
+                       RISE_FLOOR["gc_ms_per_s"] * window_s)
+    if gc is not None:
+        per_s = 1.0 / window_s
+        note = (f"{gc.role} (pid {gc.pid}): GC {gc.during * per_s:.0f} ms/s during the spike vs "
+                f"{gc.before * per_s:.0f} before (GC hook inside the process)")
+        rows.append(("memory", gc, Evidence("gc_ms_per_s.process", gc.during * per_s, gc.before * per_s,
+                                            "ms/s", note, pearson(gc.series, latency))))
+    runq = _biggest_rise(_per_pid(signals.cpu_windows, "runq_wait_ms_per_s", n), in_spike, in_base,
+                         RISE_FLOOR["runq_wait_ms_per_s"])
+    if runq is not None:
+        rows.append(("unexplained", runq, _runq_evidence(signals, runq, latency, in_spike, in_base, n)))
+    for cause, rise, evidence in rows:
+        if rise.marked:
+            marked.setdefault(cause, f"{cause} ({evidence.signal} of {rise.role})")
+    for cause, rise, evidence in rows:
+        if rise.marked:
+            others = [text for c, text in marked.items() if c != cause]
+            if evidence.signal.startswith("stack_share."):
+                evidence.note += ("; a share is relative: more work in this region or less elsewhere"
+                                  " look alike")
+            if others:
+                evidence.note += ("; also rose in the same windows: " + ", ".join(others)
+                                  + " — these signals alone do not tell which caused the other")
+        out.setdefault(cause, []).append(evidence)
+    return out
+
+
+def _runq_evidence(signals: ProcessSignals, runq: _Rise, latency: np.ndarray, in_spike: np.ndarray,
+                   in_base: np.ndarray, n: int) -> Evidence:
+    """Run-queue wait of the process with the largest rise, with its own CPU time beside it."""
+    cpu = _per_pid(signals.cpu_windows, "cpu_ms_per_s", n).get(runq.pid, ("", np.full(n, np.nan)))[1]
+    invol = _per_pid(signals.cpu_windows, "involuntary_switches_per_s", n).get(runq.pid, ("", np.full(n, np.nan)))[1]
+    cpu_s, cpu_b = mean_or_zero(cpu[in_spike]), mean_or_zero(cpu[in_base])
+    note = (f"{runq.role} (pid {runq.pid}): waited {runq.during:.0f} ms/s for a CPU during the spike vs "
+            f"{runq.before:.0f} before; involuntary switches {mean_or_zero(invol[in_spike]):.0f}/s vs "
+            f"{mean_or_zero(invol[in_base]):.0f}/s; its own CPU {cpu_s:.0f} vs {cpu_b:.0f} ms/s (/proc)")
+    if runq.marked:
+        note += ("; its own CPU time rose too: its threads may be competing with each other rather than "
+                 "with another process — run-queue delay alone cannot tell them apart"
+                 if cpu_s > 1.2 * cpu_b + 20 else
+                 "; it did no more work itself: CPU contention from outside the process")
+    return Evidence("runq_wait_ms_per_s.process", runq.during, runq.before, "ms/s", note,
+                    pearson(runq.series, latency))

@@ -1,0 +1,52 @@
+-- py-spy stack samples per window of $window_s seconds from load_started_ns, process and code
+-- region: the time its threads were sampled in each region (a segment of d ns stands for
+-- d × rate samples), as a share of all its sampled thread time (idle included) and of its busy
+-- time (idle left out). A segment that spans windows is split at their edges.
+-- GC: py-spy cannot see the collector, so the part of a non-idle segment that falls inside a
+-- pause the GC hook recorded for the same process counts as `gc` (while one thread collects,
+-- every other thread of the process waits for the GIL).
+WITH run AS (SELECT * FROM run_axis($run_id, $window_s)),
+pieces AS (
+    SELECT s.pid, s.role, s.tid, s.region, s.start_ns, s.end_ns, t.w,
+           greatest(s.start_ns, run.t0_ns + t.w * run.window_ns) AS lo,
+           least(s.end_ns, run.t0_ns + (t.w + 1) * run.window_ns) AS hi
+    FROM process_stacks s, run,
+         unnest(range(CAST(floor((s.start_ns - run.t0_ns) / run.window_ns) AS BIGINT),
+                      CAST(floor((s.end_ns - 1 - run.t0_ns) / run.window_ns) AS BIGINT) + 1)) AS t(w)
+    WHERE s.run_id = run.run_id AND s.end_ns > s.start_ns AND s.end_ns > run.t0_ns
+      AND (run.duration_s IS NULL OR s.start_ns < run.t0_ns + CAST(run.duration_s * 1e9 AS BIGINT))
+),
+in_gc AS (
+    SELECT p.pid, p.tid, p.lo, p.hi, sum(least(p.hi, g.end_ns) - greatest(p.lo, g.start_ns)) AS gc_ns
+    FROM pieces p
+    JOIN process_gc g ON g.run_id = $run_id AND g.pid = p.pid AND g.start_ns < p.hi AND g.end_ns > p.lo
+    WHERE p.region <> 'idle'
+    GROUP BY p.pid, p.tid, p.lo, p.hi
+),
+split AS (
+    SELECT p.w, p.pid, p.role, p.region, (p.hi - p.lo) - coalesce(g.gc_ns, 0) AS ns
+    FROM pieces p LEFT JOIN in_gc g USING (pid, tid, lo, hi)
+    WHERE p.w >= 0
+    UNION ALL
+    SELECT p.w, p.pid, p.role, 'gc' AS region, g.gc_ns AS ns
+    FROM pieces p JOIN in_gc g USING (pid, tid, lo, hi)
+    WHERE p.w >= 0
+),
+per_region AS (
+    SELECT w, pid, any_value(role) AS role, region, sum(ns) AS ns
+    FROM split
+    GROUP BY w, pid, region
+)
+SELECT
+    w AS "window",
+    pid,
+    role,
+    region,
+    ns / 1e6 AS sampled_ms,
+    ns / sum(ns) OVER (PARTITION BY w, pid) AS share,
+    CASE WHEN region = 'idle' THEN NULL
+         ELSE ns / nullif(sum(CASE WHEN region <> 'idle' THEN ns END) OVER (PARTITION BY w, pid), 0)
+    END AS busy_share
+FROM per_region
+WHERE ns > 0
+ORDER BY w, pid, region
