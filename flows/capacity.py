@@ -152,10 +152,10 @@ def store(db_path: Path, rows: list[dict]) -> int:
 
 @task(name="render-capacity-report", cache_policy=NONE)
 def render_page(sweep: dict, out_dir: Path) -> Path:
-    from templates.capacity_context import capacity_context
+    from pages.capacity import build_capacity_context
     from templates.render import render_capacity
 
-    return render_capacity(capacity_context(sweep), out_dir, index_href="../index.html")
+    return render_capacity(build_capacity_context(sweep), out_dir, index_href="../index.html")
 
 
 def _fmt(x) -> str:

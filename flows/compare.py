@@ -68,13 +68,13 @@ def compare_stored_runs(run_a: str, run_b: str, state_home: str | None = None,
 
 def render_compare_report(paths: StatePaths, run_a: str, run_b: str, verdicts: list[dict]) -> Path:
     """reports/<B>/vs-<A>/index.html, and the index refreshed."""
-    from templates.compare_context import compare_context
+    from pages.compare import build_compare_context
     from templates.render import render_compare
     from templates.report_index import rebuild_index
 
     out_dir = paths.reports / run_b / f"vs-{run_a}"
-    context = compare_context(paths.warehouse, run_a, run_b, verdicts,
-                              reports_root=paths.reports, out_dir=out_dir)
+    context = build_compare_context(paths.warehouse, run_a, run_b, verdicts,
+                                    reports_root=paths.reports, out_dir=out_dir)
     page = render_compare(context, out_dir, index_href="../../index.html")
     rebuild_index(paths.reports)
     return page

@@ -10,6 +10,8 @@ warehouse/queries/*.sql) or lays out an rca result:
                                     build_replay_context(db_path, run_id, original_run_id, verdicts)
   sweep.py       SweepContext       build_sweep_context(db_path, run_id, temperatures, penalties, cells)
   evaluation.py  EvaluationContext  build_evaluation_context(evaluate_result, run_header)
+  capacity.py    CapacityContext    build_capacity_context(sweep)  (flows.capacity's sweep summary)
+  compare.py     CompareContext     build_compare_context(db_path, run_a, run_b, verdicts, reports_root, out_dir)
   index.py       IndexContext       build_index_context(reports_root)  (from the report.json files)
 
 Shared pieces, written once: run_header.py (the header every page starts with, one query),

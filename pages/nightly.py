@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pages.fields import ContextError, finite, iso_utc, one_of, relative_href
+from pages.fields import ContextError, count, finite, iso_utc, one_of, relative_href
 from pages.run_header import RunHeader, read_run_header
 from warehouse.db import connect
 from warehouse.queries import query
@@ -88,7 +88,8 @@ def metric_rows(verdicts: list[dict]) -> tuple[MetricRow, ...]:
     return tuple(MetricRow(metric=v["metric"], baseline=finite(v["baseline"]), candidate=finite(v["candidate"]),
                            delta=finite(v["delta"]), ci_low=finite(v["ci_low"]), ci_high=finite(v["ci_high"]),
                            verdict=v["verdict"], unit=METRIC_UNITS.get(v["metric"], "ms"),
-                           rel_delta=finite(v["rel_delta"]), run_noise=finite(v.get("run_noise")))
+                           rel_delta=finite(v["rel_delta"]), run_noise=finite(v.get("run_noise")),
+                           n_baseline=count(v.get("n_baseline")), n_candidate=count(v.get("n_candidate")))
                  for v in verdicts)
 
 

@@ -52,7 +52,9 @@ def _figure(title: str, steps: list[dict], knee: dict, unit: str, series, y_titl
 
 
 def capacity_figures(ctx: dict) -> list[dict]:
-    """[throughput vs load, latency percentiles vs load with the SLO lines]: [{id, figure, summary}]."""
+    """[throughput vs load, latency percentiles vs load with the SLO lines]: [{id, figure, summary}].
+
+    `ctx`: the page's context as plain data (dataclasses.asdict of pages.capacity.CapacityContext)."""
     steps, knee, unit = ctx["steps"], ctx["knee"], ctx["load_unit"]
     thr = _figure("Throughput and goodput against load", steps, knee, unit, THROUGHPUT, "per second", False)
     lat = _figure("Latency percentiles against load", steps, knee, unit, LATENCY, "ms", True)

@@ -16,12 +16,15 @@ from pathlib import Path
 
 import jinja2
 
+from pages.capacity import CapacityContext
+from pages.compare import CompareContext
 from pages.evaluation import EvaluationContext
 from pages.incident import Correlation, Fault, IncidentContext, Spike
 from pages.index import RUN_KINDS, IndexContext
 from pages.nightly import NightlyContext
 from pages.run_header import RunHeader
 from pages.sweep import SweepContext
+from templates.capacity_charts import capacity_figures
 from templates.charts import PLOTLY_JS, incident_figures
 from templates.ci_bars import ci_bar
 from templates.formatting import FILTERS
@@ -183,7 +186,8 @@ def render_index(context: IndexContext, out_dir: str | Path) -> Path:
                        index_href=None)
 
 
-def _nightly_headline(ctx: NightlyContext) -> str:
+def _nightly_headline(ctx: NightlyContext | CompareContext) -> str:
+    """What moved beyond its confidence interval, against what (the nightly and compare pages)."""
     changed = [m for m in ctx.metrics if m.verdict in ("regressed", "improved")]
     if not changed:
         return f"No metric moved beyond its confidence interval against {ctx.baseline_label}."
@@ -249,34 +253,27 @@ def render_evaluation(context: EvaluationContext, out_dir: str | Path, index_hre
                        index_href=index_href, manifest=manifest)
 
 
-def render_compare(context: dict, out_dir: str | Path, index_href: str | None = None) -> Path:
-    """Write a run-vs-run page: both runs side by side, B − A per metric with its CI and verdict."""
-    from templates.compare_context import check_compare_context
-
-    ctx = check_compare_context(context)
-    if not ctx["headline"].strip():
-        ctx["headline"] = _nightly_headline({"metrics": ctx["metrics"],
-                                             "baseline_label": f"run A ({ctx['run_a']['run_id']})"})
-    rows = [{"metric": m, "bar": ci_bar(m["delta"], m["ci_low"], m["ci_high"])} for m in ctx["metrics"]]
-    b = ctx["run_b"]
-    run = {"run_id": b["run_id"], "started_at": b["started_at"], "scenario_name": b["scenario_name"]}
-    manifest = _manifest(run, "compare", verdict=ctx["verdict"], top_cause=None,
-                         headline=f"vs {ctx['run_a']['run_id']}: {ctx['headline']}")
+def render_compare(context: CompareContext, out_dir: str | Path, index_href: str | None = None) -> Path:
+    """Write a run-vs-run page: both runs side by side, B − A per metric with its CI and verdict
+    (context: pages.compare.build_compare_context)."""
+    ctx = context
+    if not ctx.headline.strip():
+        ctx = replace(ctx, headline=_nightly_headline(ctx))
+    rows = [{"metric": m, "bar": ci_bar(m.delta, m.ci_low, m.ci_high)} for m in ctx.metrics]
+    manifest = _manifest(ctx.run, "compare", verdict=ctx.verdict, top_cause=None,
+                         headline=f"vs {ctx.run_a.run_id}: {ctx.headline}")
     return _write_page(Path(out_dir), "compare.html.j2", ctx=ctx, metric_rows=rows,
                        index_href=index_href, manifest=manifest)
 
 
-def render_capacity(context: dict, out_dir: str | Path, index_href: str | None = None,
+def render_capacity(context: CapacityContext, out_dir: str | Path, index_href: str | None = None,
                     interactive: bool | None = None) -> Path:
-    """Write a capacity page: throughput and latency against load, the knee, causes past it."""
-    from templates.capacity_charts import capacity_figures
-    from templates.capacity_context import check_capacity_context
-
-    ctx = check_capacity_context(context)
-    charts = capacity_figures(ctx) if _want_charts(interactive) else []
-    past = [s for s in ctx["steps"] if s["cause"]["past_knee"] and s["cause"]["cause"]]
-    manifest = _manifest(ctx["run"], "capacity",
-                         verdict=None,
-                         top_cause=past[0]["cause"]["cause"] if past else None, headline=ctx["headline"])
+    """Write a capacity page: throughput and latency against load, the knee, causes past it
+    (context: pages.capacity.build_capacity_context)."""
+    ctx = context
+    charts = capacity_figures(asdict(ctx)) if _want_charts(interactive) else []
+    past = [s for s in ctx.steps if s.cause.past_knee and s.cause.cause]
+    manifest = _manifest(ctx.run, "capacity", verdict=None, top_cause=past[0].cause.cause if past else None,
+                         headline=ctx.headline)
     return _write_page(Path(out_dir), "capacity.html.j2", charts=charts, ctx=ctx, index_href=index_href,
                        manifest=manifest)

@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 
 from flows.capacity import (CapacityError, CapacityOptions, _rows, load_override, resolve_slo,
                             store, sweep_summary)
+from pages.capacity import build_capacity_context
 from rca.capacity import StepOutcome
-from templates.capacity_context import capacity_context
 from templates.render import render_capacity
 from warehouse.db import connect
 from warehouse.queries import query
@@ -106,7 +106,7 @@ def test_the_page_marks_the_knee_and_links_each_step(tmp_path):
     ev = {"run-2": evidence(IDLE), "run-6": evidence(QUEUED)}
     s = sweep_summary("sw-1", "cap", CapacityOptions(loads=(2, 6)), {"ttft_ms": 150}, steps, ev,
                       "spikelens capacity s.yaml --users 2,6")
-    page = render_capacity(capacity_context(s), tmp_path / "sw-1", index_href="../index.html")
+    page = render_capacity(build_capacity_context(s), tmp_path / "sw-1", index_href="../index.html")
     html = page.read_text()
     assert "Capacity 2 users: the SLO (TTFT ≤ 150 ms for ≥ 90% of requests) holds up to 2" in html
     assert 'href="../run-6/index.html"' in html and "load (queueing)" in html

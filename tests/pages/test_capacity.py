@@ -1,10 +1,13 @@
-"""The capacity page's context: headlines for each knee status, checks that name the bad key, and
-the charts' knee band and SLO lines."""
+"""pages.capacity: headlines for each knee status, a bad context names its key, and the charts'
+knee band and SLO lines."""
+from dataclasses import asdict
+
 import pytest
 
+from pages.capacity import CapacityContext, build_capacity_context
+from pages.fields import ContextError
+from pages.from_mapping import from_mapping
 from templates.capacity_charts import capacity_figures
-from templates.capacity_context import capacity_context, check_capacity_context
-from templates.context_checks import ContextError
 
 
 def sweep(status, capacity, first_fail, passed):
@@ -18,13 +21,13 @@ def sweep(status, capacity, first_fail, passed):
 
 
 def test_headlines_say_what_the_sweep_found():
-    found = capacity_context(sweep("found", 2.0, 4.0, (False, True)))
-    assert found["headline"] == ("Capacity 2 users: the SLO (TTFT ≤ 150 ms for ≥ 90% of requests) holds up "
-                                 "to 2 and fails from 4 users. Past the knee: load (queueing).")
-    assert "knee lies beyond" in capacity_context(sweep("not_reached", 4.0, None, (True, True)))["headline"]
-    low = check_capacity_context(capacity_context(sweep("below_range", None, 2.0, (False, False))))
-    assert low["headline"] == "Even the lowest step (2 users) missed the SLO (TTFT ≤ 150 ms for ≥ 90% of requests)."
-    assert [s["load"] for s in low["steps"]] == [2.0, 4.0]          # sorted by load
+    found = build_capacity_context(sweep("found", 2.0, 4.0, (False, True)))
+    assert found.headline == ("Capacity 2 users: the SLO (TTFT ≤ 150 ms for ≥ 90% of requests) holds up "
+                              "to 2 and fails from 4 users. Past the knee: load (queueing).")
+    assert "knee lies beyond" in build_capacity_context(sweep("not_reached", 4.0, None, (True, True))).headline
+    low = build_capacity_context(sweep("below_range", None, 2.0, (False, False)))
+    assert low.headline == "Even the lowest step (2 users) missed the SLO (TTFT ≤ 150 ms for ≥ 90% of requests)."
+    assert [s.load for s in low.steps] == [2.0, 4.0]          # sorted by load
 
 
 @pytest.mark.parametrize("breaking,needle", [
@@ -36,14 +39,14 @@ def test_headlines_say_what_the_sweep_found():
     (lambda c: c.update(steps=[]), "steps: a sweep has at least one step"),
 ])
 def test_a_bad_context_names_the_key(breaking, needle):
-    ctx = capacity_context(sweep("found", 2.0, 4.0, (False, True)))
+    ctx = asdict(build_capacity_context(sweep("found", 2.0, 4.0, (False, True))))
     breaking(ctx)
     with pytest.raises(ContextError, match=needle.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(")):
-        check_capacity_context(ctx)
+        from_mapping(CapacityContext, ctx)
 
 
 def test_charts_mark_the_knee_and_the_slo():
-    ctx = check_capacity_context(capacity_context(sweep("found", 2.0, 4.0, (False, True))))
+    ctx = asdict(build_capacity_context(sweep("found", 2.0, 4.0, (False, True))))
     throughput, latency = capacity_figures(ctx)
     band = latency["figure"]["layout"]["shapes"][0]
     assert (band["x0"], band["x1"]) == (2.0, 4.0)
@@ -53,3 +56,12 @@ def test_charts_mark_the_knee_and_the_slo():
     assert ttft["x"] == [2.0, 4.0] and ttft["y"] == [20.0, 40.0]
     assert [t["name"] for t in throughput["figure"]["data"]] == []   # no throughput figures given: no traces
     assert latency["figure"]["layout"]["yaxis"]["type"] == "log"
+
+
+def test_a_step_fills_the_page_figures_and_keeps_them_json_safe():
+    from pages.capacity import STEP_METRICS, CapacityStep, StepCause
+
+    s = CapacityStep(2.0, "r2", True, {"goodput": float("nan"), "ttft_p99_ms": 20, "completed": 9},
+                     StepCause("below the knee", False))
+    assert set(STEP_METRICS) <= set(s.metrics) and s.metrics["itl_p99_ms"] is None
+    assert s.metrics["goodput"] is None and s.metrics["ttft_p99_ms"] == 20 and isinstance(s.metrics["ttft_p99_ms"], int)
