@@ -7,7 +7,7 @@ same in its own process until SIGTERM/SIGINT. Why its own module: the `memory` a
 causes need device-side evidence (memory near capacity, clocks throttled, PCIe traffic) that only
 the driver has.
 
-Columns (DESIGN.md, plus `clock_event_reasons` and `xid`): ts_ns (time.time_ns()), gpu (index),
+Columns (docs/design.md, plus `clock_event_reasons` and `xid`): ts_ns (time.time_ns()), gpu (index),
 util_gpu / util_mem (percent over the driver's last 1/6-1 s window), mem_used / mem_total (bytes),
 sm_clock / mem_clock (MHz), power_w (W), temp_c (°C), pstate (0 = P0 ... 15), clock_event_reasons
 (NVML's bitmask, nvmlClocksEventReason*), pcie_tx / pcie_rx (bytes/s over NVML's 20 ms window; NVML

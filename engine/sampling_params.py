@@ -1,4 +1,4 @@
-"""Per-request sampling parameters, validated against the ranges of DESIGN.md.
+"""Per-request sampling parameters, validated against the ranges of docs/design.md.
 
 What: `SamplingParams`, the one object that carries a request's decoding settings from the HTTP
 server to the sampler. Why: every range is checked here, once, so the server can turn a bad value
@@ -62,7 +62,7 @@ class Range:
         return schema
 
 
-# The ranges of DESIGN.md (OpenAPI / vLLM semantics), by request field name.
+# The ranges of docs/design.md (OpenAPI / vLLM semantics), by request field name.
 SAMPLING_RANGES: dict[str, Range] = {
     "temperature": Range(0.0, 2.0),
     "top_p": Range(0.0, 1.0, low_open=True),

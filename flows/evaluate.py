@@ -1,5 +1,5 @@
 """`evaluation`: run a suite of fault scenarios and score spikelens against the ground truth,
-side by side with BARO, NSigma (RCAEval) and a random floor (issue 6).
+side by side with BARO, NSigma (RCAEval) and a random floor.
 
 Every scenario of the suite folder runs as an incident (kind `evaluation`); then detection
 (event precision/recall/F1 with one-to-one matching, 2-window tolerance, delay), false alarms on

@@ -1,4 +1,4 @@
-"""run.json: the one-row description of a run (DESIGN.md "Files in a run directory").
+"""run.json: the one-row description of a run (docs/design.md "Files in a run directory").
 
 Written at the start of a run (status `running`) and rewritten at the end, so a run that was
 killed still says what it was and that it never finished.

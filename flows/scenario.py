@@ -1,4 +1,4 @@
-"""Scenario files: the declarative input of every flow (DESIGN.md "Scenarios").
+"""Scenario files: the declarative input of every flow (docs/design.md "Scenarios").
 
 A scenario is YAML. Unknown keys and bad values are errors that name the file, the line and the
 key, so a typo in a nightly config fails loudly at load time instead of silently running the

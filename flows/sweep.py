@@ -33,7 +33,7 @@ class SweepResult:
 
 
 def validate_grid(temperatures: list[float], penalties: list[float]) -> None:
-    """Ranges of DESIGN.md's sampling semantics; errors name the parameter and the range."""
+    """Ranges of docs/design.md's sampling semantics; errors name the parameter and the range."""
     for t in temperatures:
         if not 0.0 <= t <= 2.0:
             raise ValueError(f"temperature {t} out of range [0, 2]")

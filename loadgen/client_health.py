@@ -7,7 +7,7 @@ are the kernel's receive times, loadgen/timed_socket.py, so this delay is shown,
 `HealthMonitor` keeps the per-second rows and a summary of the measured phase, written as parts
 and merged into `client_health.parquet`. `verdict` marks the run invalid when any process
 saturated: CPU > 90 % of a core or scheduling-lag p99 > 10 ms over the measured phase
-(issue 5's thresholds) — its latencies are then the client's, not the server's — or when it read
+(the thresholds below) — its latencies are then the client's, not the server's — or when it read
 so late that over 1 % of its first tokens are known only to within more than 1 ms: the first
 content came merged with a later packet, which the kernel keeps under the later receive time,
 and the previous read was more than 1 ms before it (loadgen/timed_socket.py). Then the TTFT p99

@@ -3,7 +3,7 @@
 What: each Locust process keeps its rows in column lists and writes them to
 `<parts_dir>/requests.<tag>.parquet` and `tokens.<tag>.parquet` when its test stops;
 `merge_parts` joins every process's parts into the run directory's `requests.parquet` and
-`tokens.parquet` (DESIGN.md columns plus a few more, below).
+`tokens.parquet` (docs/design.md columns plus a few more, below).
 Why our own: Locust's --csv rewrites on a timer and undercounts, and its samples carry no
 per-chunk times. A request still in flight when the recorder flushes is written with status
 'cancelled', never dropped.

@@ -1,6 +1,6 @@
 """Closed-loop load shapes as pure functions of time: how many users should be running now.
 
-Times are seconds from the start of *measured* load (DESIGN.md "Scenarios"); during warm-up
+Times are seconds from the start of *measured* load (docs/design.md "Scenarios"); during warm-up
 (t < 0) every shape holds its value at t = 0. The Locust shape class only asks these functions,
 so they are tested without Locust.
 """

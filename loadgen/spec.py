@@ -18,7 +18,7 @@ from engine.config_keys import strict_keys
 from loadgen.errors import SpecError
 
 # Sampling parameters the workload may set, with the valid range the engine enforces
-# (DESIGN.md "Engine semantics"; OpenAI / vLLM). (low, high, low_inclusive, high_inclusive, integer)
+# (docs/design.md "Engine semantics"; OpenAI / vLLM). (low, high, low_inclusive, high_inclusive, integer)
 SAMPLING_RANGES: dict[str, tuple[float, float, bool, bool, bool]] = {
     "temperature": (0.0, math.inf, True, False, False),
     "top_p": (0.0, 1.0, False, True, False),
@@ -257,7 +257,7 @@ WORKLOAD_PRESETS: dict[str, WorkloadSpec] = {
     # tiny requests: a test that checks plumbing, not latency
     "smoke": WorkloadSpec(prompt_tokens=LengthDist(mean=16, std=0, min=16, max=16),
                           output_tokens=LengthDist(mean=8, std=0, min=8, max=8)),
-    # DESIGN.md's example chat mix
+    # docs/design.md's example chat mix
     "chat": WorkloadSpec(),
 }
 

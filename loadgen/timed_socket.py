@@ -41,7 +41,7 @@ _HOLD: list[StampingHold] = []  # install()'s hold on the kernel's stamping, for
 
 
 # A line merged into a later packet is timed to within its arrival window (earliest_arrival_ns()
-# to rx_ns); up to this wide it is as good as exact for issue 5's 2-ms check (half of it).
+# to rx_ns); up to this wide it is as good as exact for a 2-ms agreement check (half of it).
 MERGED_TOLERANCE_NS = 1_000_000
 
 

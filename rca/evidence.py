@@ -1,7 +1,7 @@
 """The evidence behind an attribution: each signal's value during the spike vs its baseline, its
 Pearson r with the latency series across the run's windows, and how strongly it points at a cause.
 
-Signals per cause (DESIGN.md's table):
+Signals per cause (docs/design.md's table):
   memory         GC overlap per step, GC pauses per minute and mean pause (dominant generation),
                  preemptions, KV occupancy, NVML memory use (where a GPU reported it)
   penalty        penalty + sampling ms per step, penalty ms per 1k tokens of history held (and the

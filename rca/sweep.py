@@ -1,7 +1,7 @@
 """Penalty × temperature sweep cells: how repetitive, how diverse, how long and how slow outputs
 are per (temperature, frequency_penalty) cell of a sweep run.
 
-Repetition loops are the penalty cause's second face (DESIGN.md): near-greedy sampling without
+Repetition loops are the penalty cause's second face (docs/design.md): near-greedy sampling without
 penalties makes outputs repeat until max_tokens, holding batch slots. The repeated 3-gram rate of
 an output is 1 − distinct 3-grams / 3-grams; its entropy is the Shannon entropy (bits) of the
 output's token distribution. Both come from the engine's output token ids.

@@ -20,7 +20,7 @@ from statistics import fmean, median
 from templates.timeline_svg import LATENCY_SERIES
 
 PLOTLY_JS = "plotly.min.js"
-# Stage columns of steps.parquet, stacked bottom-up in this order (DESIGN.md names).
+# Stage columns of steps.parquet, stacked bottom-up in this order (docs/design.md names).
 STAGES = (("forward_ms", "forward"), ("penalty_ms", "penalty"), ("sample_ms", "sample"),
           ("schedule_ms", "schedule"), ("comm_ms", "comm"))
 SERIES_COLORS = {"itl_p50_ms": "#5eead4", "itl_p99_ms": "#0f766e", "ttft_p99_ms": "#ea580c",

@@ -86,7 +86,7 @@ def fmt_ratio(peak: Any, baseline: Any) -> str:
     return f"{peak / baseline:.1f}×"
 
 
-# Display names of rca's metric keys (DESIGN.md spelling); other names show as given.
+# Display names of rca's metric keys (docs/design.md spelling); other names show as given.
 METRIC_LABELS = {"itl_p50": "ITL p50", "itl_p99": "ITL p99", "ttft_p50": "TTFT p50", "ttft_p99": "TTFT p99",
                  "e2e_p50": "E2E p50", "e2e_p99": "E2E p99"}
 

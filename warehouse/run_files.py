@@ -1,4 +1,4 @@
-"""Which file of a run directory lands in which warehouse table (DESIGN.md "Files in a run directory").
+"""Which file of a run directory lands in which warehouse table (docs/design.md "Files in a run directory").
 
 The warehouse knows file formats, not who wrote them. Each entry names the table, the file
 patterns that feed it, and the columns without which a row means nothing (a file lacking one is

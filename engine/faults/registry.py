@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from engine.config_keys import ALL_UNKNOWN, strict_keys
 
-# Every kind of DESIGN.md and its cause; loadgen applies the ones not in ENGINE_KINDS.
+# Every kind of docs/design.md and its cause; loadgen applies the ones not in ENGINE_KINDS.
 FAULT_CAUSES: dict[str, str] = {
     "penalty.slow_path": "penalty",
     "penalty.repetition": "penalty",

@@ -1,4 +1,4 @@
-"""Penalties on fp32 logits, torch reference (steps 1-2 of the decode-step order in DESIGN.md).
+"""Penalties on fp32 logits, torch reference (steps 1-2 of the decode-step order in docs/design.md).
 
 What: repetition penalty over prompt ∪ output tokens (HF / vLLM), then frequency and presence
 penalties over output tokens only (OpenAI / vLLM). Why pure functions: the Triton kernel in
@@ -33,7 +33,7 @@ def apply_frequency_presence_penalties(logits: torch.Tensor, output_counts: torc
 
 def apply_penalties(logits: torch.Tensor, prompt_mask: torch.Tensor, output_counts: torch.Tensor,
                     repetition: torch.Tensor, frequency: torch.Tensor, presence: torch.Tensor) -> torch.Tensor:
-    """Both penalty steps in DESIGN.md's order: repetition (prompt ∪ output), then frequency/presence.
+    """Both penalty steps in docs/design.md's order: repetition (prompt ∪ output), then frequency/presence.
 
     logits [B, V] fp32; prompt_mask [B, V] bool; output_counts [B, V] int32; params [B] fp32.
     Pure (returns a new tensor); no sync.

@@ -1,7 +1,7 @@
 """The sampler: penalties, greedy/temperature, min-p, top-k, top-p, then a sync-free random draw.
 
 What: `Sampler().sample(logits, meta)` returns the next token id of every row, following the
-decode-step order of DESIGN.md exactly. Why sync-free: the draw is an exponential race,
+decode-step order of docs/design.md exactly. Why sync-free: the draw is an exponential race,
 argmax(probs / E) with E ~ Exp(1) i.i.d. (equivalent to sampling from probs; vLLM does the same), so
 nothing is read back to the host and the step loop can run ahead of the device. On the CPU (where
 there is no device to run ahead of) the filters and the draw run on each row's top-K candidates

@@ -4,7 +4,7 @@ Why pydantic with ``extra="ignore"``: clients and benchmark tools send fields we
 (``logprobs``, ``echo``, ``tools``, ``response_format``…); vLLM and OpenAI accept those requests, so we
 do too rather than fail a load test on a field that does not change decoding. Types are checked here;
 value ranges are checked by ``SamplingParams`` against ``SAMPLING_RANGES`` (one source of truth for
-the ranges of DESIGN.md). The models' JSON schemas state the same ranges (``WithJsonSchema`` built
+the ranges of docs/design.md). The models' JSON schemas state the same ranges (``WithJsonSchema`` built
 from that table), so ``/openapi.json`` publishes the contract the server enforces. Types are strict
 (``strict=True``): a string is not a number and 0 is not ``false``, as the schema says; an integer
 is still a valid float.

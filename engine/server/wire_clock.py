@@ -4,7 +4,7 @@
 tokenization, first token at the end of the engine step that produced it. Between those stamps and
 the socket lie the server's own delays — the event loop waiting for the GIL that the step thread
 holds, JSON encoding, the SSE write — tens of milliseconds on 2 busy cores. To check a load
-generator against the server (issue 5: |client − server| p99 ≤ 2 ms) the server must be timed where
+generator against the server (|client − server| p99 ≤ 2 ms) the server must be timed where
 the bytes are. One row per request, with
 
 - ``received_ns``: when the request's first bytes reached the server's socket — the kernel's

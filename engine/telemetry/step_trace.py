@@ -16,7 +16,7 @@ STEP_SCHEMA = pa.schema([
     ("sample_ms", pa.float64()), ("comm_ms", pa.float64()),
     ("kv_blocks_used", pa.int32()), ("kv_blocks_total", pa.int32()),
     ("preempted", pa.int32()), ("waiting", pa.int32()),
-    # Additive columns (beyond DESIGN.md's list): memory-pressure evidence.
+    # Additive columns (beyond docs/design.md's list): memory-pressure evidence.
     ("page_faults", pa.int64()),  # page faults (minor + major) of the stepping thread during the step
     ("alloc_retries", pa.int64()),  # CUDA caching-allocator retries so far (cumulative); null on CPU
 ])

@@ -1,4 +1,4 @@
-"""`spikelens evaluate` for real on a two-case suite: a GC storm and a control (issue 6/7).
+"""`spikelens evaluate` for real on a two-case suite: a GC storm and a control.
 
 The full suite (scenarios/eval/, ~20 runs) is too long for CI; its figures are in the README.
 """

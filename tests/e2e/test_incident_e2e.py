@@ -1,4 +1,4 @@
-"""Issue 2 acceptance, for real: the CLI runs the Prefect flow, which starts the engine server and
+"""A whole incident, for real: the CLI runs the Prefect flow, which starts the engine server and
 Locust as subprocesses and writes a DuckDB file; the GC storm must be found and blamed on memory.
 
 No part is mocked. One run serves every assertion (it takes ~1.5 minutes on 2 cores).
@@ -84,7 +84,7 @@ def test_report_shows_the_spike_and_its_cause(gc_storm_run):
 
 
 def test_real_reports_open_in_a_browser(gc_storm_run):
-    """Issue 8: the real run's incident report and the index, from file:// and through the
+    """The real run's incident report and the index, from file:// and through the
     report server, in headless Chromium: no console errors, charts drawn, links resolve."""
     import shutil
 

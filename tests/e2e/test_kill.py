@@ -1,5 +1,5 @@
 """Operations: a flow killed mid-run leaves no orphan process, and what it collected is still
-ingested and reported, with the failure written down (issue 7).
+ingested and reported, with the failure written down.
 
 Real CLI, Prefect, engine and Locust; the flow process gets SIGTERM (what `kill` and most
 supervisors send) while Locust is driving the engine.

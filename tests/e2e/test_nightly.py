@@ -1,4 +1,4 @@
-"""Nightly regression for real (issue 7): two clean nightlies agree; turning on penalty.slow_path
+"""Nightly regression for real: two clean nightlies agree; turning on penalty.slow_path
 against that clean baseline is flagged as a regression, and the CLI exits 1. Thresholds sized for
 a shared CI box (nightly-*/config.yaml).
 

@@ -1,4 +1,4 @@
-"""Penalty sweep and incident replay for real (issue 7): real CLI, Prefect, engine, Locust, DuckDB.
+"""Penalty sweep and incident replay for real: real CLI, Prefect, engine, Locust, DuckDB.
 
 The sweep summarises every cell of its grid from the engine's output token ids; the replay of
 that run sends the same requests with the same sampling parameters at the same times and is

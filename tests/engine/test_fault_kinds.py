@@ -1,4 +1,4 @@
-"""Each engine fault kind leaves the signal DESIGN.md names for its cause in steps.parquet, inside its
+"""Each engine fault kind leaves the signal docs/design.md names for its cause in steps.parquet, inside its
 recorded window and not outside it. Magnitudes here are the kinds' defaults unless a test says why."""
 
 import statistics

@@ -1,4 +1,4 @@
-"""Telemetry files: columns of DESIGN.md, one step row per step, repeatable atomic flush."""
+"""Telemetry files: columns of docs/design.md, one step row per step, repeatable atomic flush."""
 
 import gc
 

@@ -1,5 +1,5 @@
 """Tensor parallelism (tp: 2, gloo on CPU): greedy output equals tp: 1, every rank writes comm_ms per
-step, and the comm.* faults show as communication time where DESIGN.md says (straggler: the *other*
+step, and the comm.* faults show as communication time where docs/design.md says (straggler: the *other*
 rank waits; slow link: every rank waits)."""
 
 import statistics

@@ -1,4 +1,4 @@
-"""Issue 5 acceptance: loadgen's TTFT and E2E against the real engine's own timestamps at 64
+"""loadgen's TTFT and E2E against the real engine's own timestamps at 64
 concurrent streams — p99 of |client − server| ≤ 2 ms, or the run is flagged invalid by client
 health and the test shows why. Slow (starts the engine): marked e2e.
 

@@ -1,4 +1,4 @@
-"""Every load shape on the real engine (issue 5): users follow closed-loop shapes, open-loop
+"""Every load shape on the real engine: users follow closed-loop shapes, open-loop
 shapes send their whole schedule at its rate, replay repeats a recorded run. Slow: marked e2e.
 
 One engine (tiny model) serves all shapes; each run is short (3 s measured, 1 s warm-up).

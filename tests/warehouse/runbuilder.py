@@ -1,4 +1,4 @@
-"""Build run directories for warehouse and rca tests, in the file formats of DESIGN.md.
+"""Build run directories for warehouse and rca tests, in the file formats of docs/design.md.
 
 A small discrete-event simulation of a continuous-batching engine under closed-loop load: each
 user sends a request as soon as its previous one finishes; every engine step serves each running

@@ -1,4 +1,4 @@
-"""Two flows at once (issue 7): two processes ingesting different runs into one warehouse while a
+"""Two flows at once: two processes ingesting different runs into one warehouse while a
 third reads it. One writer at a time; nobody fails, nothing is lost or duplicated."""
 import subprocess
 import sys

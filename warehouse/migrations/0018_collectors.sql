@@ -1,4 +1,4 @@
--- Migration 16: the collectors' files (run_dir/collect/), outside-in telemetry of every process of
+-- Migration 18: the collectors' files (run_dir/collect/), outside-in telemetry of every process of
 -- an engine's tree (spikelens' engine, vLLM's API server / EngineCore / workers).
 
 -- collect/gc-<pid>.jsonl: one row per garbage collection, written by the GC hook inside each process.
