@@ -54,6 +54,11 @@ def _terminate_descendants(grace_s: float = 20.0) -> None:
             p.terminate()
         except psutil.NoSuchProcess:
             pass
+    kill_survivors(procs, grace_s)
+
+
+def kill_survivors(procs: list[psutil.Process], grace_s: float) -> None:
+    """Wait up to grace_s for `procs` to exit, then SIGKILL the ones still alive."""
     _, alive = psutil.wait_procs(procs, timeout=grace_s)
     for p in alive:
         try:

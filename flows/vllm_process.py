@@ -28,6 +28,7 @@ import httpx
 import psutil
 
 from engine.server.launch import free_port
+from flows.supervisor import kill_survivors
 from flows.vllm_config import VllmConfig
 
 API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
@@ -221,13 +222,7 @@ class VllmProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        _, alive = psutil.wait_procs(tree, timeout=max(1.0, timeout_s / 3))
-        for p in alive:
-            try:
-                p.kill()
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(alive, timeout=5)
+        kill_survivors(tree, max(1.0, timeout_s / 3))
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)   # anything else it spawned in its session
         except (ProcessLookupError, PermissionError):
