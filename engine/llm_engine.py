@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from engine.config import EngineConfig
-from engine.faults import FaultScheduler, FaultSpec, parse_fault_specs
+from engine.faults import FaultClock, FaultSpec, parse_fault_specs
 from engine.kv_cache import KVCache
 from engine.model import AttentionBatch
 from engine.model_loader import load_model, resolve_device
@@ -61,7 +61,7 @@ class LLMEngine:
         for i, f in enumerate(fault_specs):
             if f.kind.startswith("comm.") and config.tp < 2:  # no collectives: the fault could not act
                 raise ValueError(f"faults[{i}].kind: {f.kind} needs engine.tp >= 2 (collectives between ranks), got tp={config.tp}")
-        self.faults = FaultScheduler(fault_specs)  # validates params before anything starts
+        self.faults = FaultClock(fault_specs)  # validates params before anything starts
         self.tp: TPGroup | None = None
         self.comm: TPComm | None = None  # timed all-reduce of tensor parallelism (None with tp: 1)
         if config.tp > 1:

@@ -1,6 +1,6 @@
 """`capacity_sweep`: run a scenario at increasing load, find the highest load that meets an SLO.
 
-Each load step is a full incident run (flows/incident.py, with the load overridden), so every
+Each load step is a full incident run (flows/run_scenario.py, with the load overridden), so every
 step has its own report, spikes and causes. A step passes when enough of its requests meet the
 SLO (rca/capacity.py: vLLM's goodput definition, as an attainment share); the knee lies between
 the capacity (the highest load passing with every lower step passing) and the next, failing step.
@@ -27,7 +27,7 @@ from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
-from flows.incident import incident_replay
+from flows.run_scenario import run_scenario
 from flows.paths import StatePaths
 from flows.scenario import load_scenario
 from flows.tasks import progress, refresh_index
@@ -237,7 +237,7 @@ def _run_step(paths: StatePaths, scenario_path: str, options: CapacityOptions, s
     judged, and the error is shown beside the step."""
     started_ns = time.time_ns()
     try:
-        run = incident_replay(scenario_path, state_home=str(paths.home), kind="capacity",
+        run = run_scenario(scenario_path, state_home=str(paths.home), kind="capacity",
                               overrides={"load": load_override(options.kind, load), "slo": slo})
     except Exception as e:   # noqa: BLE001 — recorded as the step's failure
         run_dir = newest_run_since(paths.runs, started_ns)

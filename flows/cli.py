@@ -141,10 +141,10 @@ def _run_incident(scenario: Path, overrides: dict | None = None) -> None:
     except ScenarioError as e:
         _fail(str(e))
     _supervise()
-    from flows.incident import incident_replay
+    from flows.run_scenario import run_scenario
 
     try:
-        result = _with_progress(f"running {scenario.name}", incident_replay, str(scenario),
+        result = _with_progress(f"running {scenario.name}", run_scenario, str(scenario),
                                 None, "incident", overrides)
     except KeyboardInterrupt:
         _fail("interrupted; the engine and Locust were stopped", 130)

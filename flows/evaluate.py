@@ -16,7 +16,7 @@ from pathlib import Path
 from prefect import flow, task
 from prefect.cache_policies import NONE
 
-from flows.incident import incident_replay
+from flows.run_scenario import run_scenario
 from flows.manifest import new_run_id
 from flows.paths import StatePaths
 from flows.tasks import progress, refresh_index
@@ -107,7 +107,7 @@ def evaluation(suite_dir: str | None = None, state_home: str | None = None,
         run_ids = []
         for i, scenario in enumerate(scenarios, 1):
             progress.info("case %d/%d: %s", i, len(scenarios), scenario.stem)
-            run_ids.append(incident_replay(str(scenario), state_home=str(paths.home),
+            run_ids.append(run_scenario(str(scenario), state_home=str(paths.home),
                                            kind="evaluation").run_id)
     suite_id = new_run_id("evaluation", folder.name)
     scores = score_suite(paths.warehouse, run_ids, tuple(peers))

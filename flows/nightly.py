@@ -21,7 +21,7 @@ from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
-from flows.incident import incident_replay
+from flows.run_scenario import run_scenario
 from flows.nightly_config import METRICS, CapacityCheck, NightlyConfig
 from flows.paths import StatePaths
 from flows.tasks import progress, refresh_index
@@ -174,7 +174,7 @@ def nightly_regression(config_dir: str | None = None, state_home: str | None = N
     result = NightlyResult()
     for scenario_path in config.scenarios:
         started_ns = time.time_ns()
-        run = incident_replay(str(scenario_path), state_home=str(paths.home), kind="nightly")
+        run = run_scenario(str(scenario_path), state_home=str(paths.home), kind="nightly")
         scenario_name = run.scenario_name
         baseline = find_baseline(paths.warehouse, scenario_name, started_ns, config)
         progress.info("comparing %s with %d baseline run(s)", scenario_name, len(baseline))

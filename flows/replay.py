@@ -16,7 +16,7 @@ import yaml
 from prefect import flow, task
 from prefect.cache_policies import NONE
 
-from flows.incident import incident_replay
+from flows.run_scenario import run_scenario
 from flows.manifest import RunManifest
 from flows.nightly_config import METRICS, Thresholds
 from flows.paths import StatePaths
@@ -82,7 +82,7 @@ def replay_run(run_id: str, engine_overrides: dict | None = None, target: str | 
     scenario_file.parent.mkdir(parents=True, exist_ok=True)
     scenario_file.write_text(yaml.safe_dump(scenario, sort_keys=False))
     progress.info("replaying %s (%s)", run_id, "target " + target if target else "engine")
-    run = incident_replay(str(scenario_file), state_home=str(paths.home), kind="replay")
+    run = run_scenario(str(scenario_file), state_home=str(paths.home), kind="replay")
     verdicts = compare_with_original(paths.warehouse, run.run_id, run_id)
     comparison = render_comparison(paths.warehouse, run.run_id, run_id, verdicts,
                                    paths.reports / run.run_id / "vs-original")

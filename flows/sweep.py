@@ -13,7 +13,7 @@ from pathlib import Path
 from prefect import flow, task
 from prefect.cache_policies import NONE
 
-from flows.incident import incident_replay
+from flows.run_scenario import run_scenario
 from flows.paths import StatePaths
 from flows.tasks import progress, refresh_index
 
@@ -71,7 +71,7 @@ def penalty_sweep(scenario_path: str | None = None,
     paths = StatePaths(Path(state_home).resolve()) if state_home else StatePaths.from_env()
     overrides = {"workload": {"sampling": {"temperature": list(temperatures),
                                            "frequency_penalty": list(penalties)}}}
-    run = incident_replay(str(scenario_path or default_base_scenario()),
+    run = run_scenario(str(scenario_path or default_base_scenario()),
                           state_home=str(paths.home), kind="sweep", overrides=overrides)
     progress.info("summarising %d × %d cells", len(temperatures), len(penalties))
     cells = summarise_cells(paths.warehouse, run.run_id)

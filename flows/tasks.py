@@ -69,7 +69,7 @@ def start_nvml_sampler(run_dir: Path, interval_ms: int = 100) -> subprocess.Pope
     NVML is unavailable (nvml_status.json) and exits at once: no invented numbers."""
     log = open(run_dir / "nvml_sampler.log", "ab")
     try:
-        return subprocess.Popen([sys.executable, "-m", "engine.nvml_sampler", "--run-dir",
+        return subprocess.Popen([sys.executable, "-m", "collectors.nvml_sampler", "--run-dir",
                                  str(run_dir), "--interval-ms", str(interval_ms)],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 preexec_fn=die_with_parent)

@@ -1,7 +1,7 @@
 """Registry of fault kinds: the cause each stands for and, for engine-applied kinds, its injector.
 
 An injector is a class built from its params dataclass, with three hooks called by the
-``FaultScheduler`` from the engine's step loop: ``start(engine)`` when the window opens,
+``FaultClock`` from the engine's step loop: ``start(engine)`` when the window opens,
 ``apply(engine)`` at the start of every step inside the window, ``stop(engine)`` when it closes.
 """
 

@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 
 from engine.config import EngineConfig
-from engine.faults import FaultScheduler, parse_fault_specs
+from engine.faults import FaultClock, parse_fault_specs
 from engine.kv_cache import KVCache
 from engine.model_loader import load_model, resolve_device
 from engine.parallel.comm import TPComm
@@ -55,7 +55,7 @@ def worker_main(rank: int, world_size: int, port: int, config_dict: dict, run_di
     comm = TPComm(rank, world_size, device)
     ctx = WorkerContext(comm, device)
     telemetry = Telemetry(run_dir, rank)
-    fault_sched = FaultScheduler([s for s in parse_fault_specs(faults) if s.kind.startswith("comm.")])
+    fault_sched = FaultClock([s for s in parse_fault_specs(faults) if s.kind.startswith("comm.")])
     header = torch.zeros(HEADER_LEN, dtype=torch.long, device=device)
     try:
         while True:
@@ -79,7 +79,7 @@ def worker_main(rank: int, world_size: int, port: int, config_dict: dict, run_di
         dist.destroy_process_group()
 
 
-def _run_step(h: StepHeader, model, kv, comm: TPComm, ctx, telemetry: Telemetry, fault_sched: FaultScheduler, device) -> None:
+def _run_step(h: StepHeader, model, kv, comm: TPComm, ctx, telemetry: Telemetry, fault_sched: FaultClock, device) -> None:
     start_ns = time.time_ns()
     fault_sched.begin_step(ctx, start_ns)
     comm.begin_step()

@@ -7,7 +7,7 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
-from engine.faults import FaultScheduler, parse_fault_specs
+from engine.faults import FaultClock, parse_fault_specs
 from engine.llm_engine import LLMEngine
 from engine.sampling_params import SamplingParams
 
@@ -24,11 +24,11 @@ def test_bad_specs_name_the_field(item, field):
 
 def test_unknown_params_key_is_named():
     with pytest.raises(ValueError, match="'size'"):
-        FaultScheduler(parse_fault_specs([{"kind": "memory.gc_storm", "start_s": 0, "duration_s": 1, "params": {"size": 1}}]))
+        FaultClock(parse_fault_specs([{"kind": "memory.gc_storm", "start_s": 0, "duration_s": 1, "params": {"size": 1}}]))
 
 
 def test_loadgen_kinds_are_skipped_by_the_engine():
-    sched = FaultScheduler(parse_fault_specs([{"kind": "load.burst", "start_s": 0, "duration_s": 1}]))
+    sched = FaultClock(parse_fault_specs([{"kind": "load.burst", "start_s": 0, "duration_s": 1}]))
     sched.arm(time.time_ns())
     sched.begin_step(None, time.time_ns())
     assert sched.records() == []

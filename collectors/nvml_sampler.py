@@ -2,7 +2,7 @@
 XID events, every `interval_ms`, into `nvml.parquet` of a run directory.
 
 What: `NvmlSampler(run_dir, config)` samples every visible GPU on a background thread (`start` /
-`stop`, or a `with` block); `python -m engine.nvml_sampler --run-dir DIR --interval-ms 100` does the
+`stop`, or a `with` block); `python -m collectors.nvml_sampler --run-dir DIR --interval-ms 100` does the
 same in its own process until SIGTERM/SIGINT. Why its own module: the `memory` and `communication`
 causes need device-side evidence (memory near capacity, clocks throttled, PCIe traffic) that only
 the driver has.
@@ -276,7 +276,7 @@ def _text(value: Any) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine.nvml_sampler", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m collectors.nvml_sampler", description=__doc__.split("\n")[0])
     parser.add_argument("--run-dir", required=True, type=Path)
     parser.add_argument("--interval-ms", type=int, default=NvmlSamplerConfig.interval_ms)
     parser.add_argument("--flush-interval-s", type=float, default=NvmlSamplerConfig.flush_interval_s)

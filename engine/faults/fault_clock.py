@@ -41,7 +41,7 @@ class _Scheduled:
     applied_end_ns: int | None = None
 
 
-class FaultScheduler:
+class FaultClock:
     def __init__(self, specs: list[FaultSpec]):
         """Keep the engine-applied faults of ``specs`` (others belong to loadgen) and build their
         injectors now, so bad params fail at startup rather than mid-run."""

@@ -1,4 +1,4 @@
-"""`incident_replay`: one scenario end to end — engine, load, teardown, warehouse, causes, report.
+"""`run_scenario`: one scenario end to end — engine, load, teardown, warehouse, causes, report.
 
 The flow only orchestrates. Whatever happens between starting the engine and the end of the
 load (an error, a timeout, Ctrl-C), the engine is stopped and what was collected is still
@@ -55,8 +55,8 @@ def _tokenizer_path(scenario: Scenario) -> str | None:
     return str(DEFAULT_TOKENIZER_PATH)
 
 
-@flow(name="incident-replay", log_prints=False)
-def incident_replay(scenario_path: str, state_home: str | None = None,
+@flow(name="run-scenario", log_prints=False)
+def run_scenario(scenario_path: str, state_home: str | None = None,
                     kind: str = "incident", overrides: dict | None = None) -> IncidentResult:
     """Run a scenario against a fresh engine and explain its spikes in an HTML report.
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pyarrow.parquet as pq
 import pytest
 
-from engine.nvml_sampler import NVML_FILE, SCHEMA, STATUS_FILE, NvmlSampler, NvmlSamplerConfig, sample_device
+from collectors.nvml_sampler import NVML_FILE, SCHEMA, STATUS_FILE, NvmlSampler, NvmlSamplerConfig, sample_device
 
 
 def _nvml_available() -> bool:
@@ -42,7 +42,7 @@ def test_real_nvml_records_availability_and_never_invents_rows(tmp_path):
 def test_cli_without_gpu_exits_zero_with_status(tmp_path):
     if _nvml_available():
         pytest.skip("a GPU is present: the CLI samples until SIGTERM (covered by the GPU script)")
-    done = subprocess.run([sys.executable, "-m", "engine.nvml_sampler", "--run-dir", str(tmp_path),
+    done = subprocess.run([sys.executable, "-m", "collectors.nvml_sampler", "--run-dir", str(tmp_path),
                            "--interval-ms", "100"], capture_output=True, text=True, timeout=60,
                           cwd=Path(__file__).parents[2])
     assert done.returncode == 0, done.stderr
