@@ -104,6 +104,67 @@ def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | s
     `stopped_early` says why (loadgen.error_guard); None lets a failing run go its full length."""
     workload, load = workload_from(workload), load_from(load)
     mine = traffic_faults([_fault_dict(f) for f in faults or []])
+    _check_inputs(host, workload, duration_s, warmup_s, workers, tokenizer_path)
+    run_dir = Path(run_dir)
+    parts_dir = _fresh_parts_dir(run_dir)
+    replay_path = None
+    if load.shape == "replay":
+        replay_path = str(write_normalised(load_trace(load.trace, load.speed), parts_dir / "replay.jsonl"))
+    config = RunConfig(parts_dir=str(parts_dir), run_tag=run_dir.name or "run", warmup_s=warmup_s,
+                       duration_s=duration_s, seed=seed, workload=workload.to_dict(),
+                       load=load.to_dict(), model_name=model_name,
+                       tokenizer_path=str(tokenizer_path) if tokenizer_path else None,
+                       endpoint=endpoint, request_timeout_s=request_timeout_s, read_mode=read_mode,
+                       faults=[f.to_dict() for f in mine], workers=workers, replay_path=replay_path,
+                       ignore_eos=ignore_eos,
+                       error_guard=dataclasses.asdict(error_guard) if error_guard is not None else None)
+    config_path = config.write(parts_dir / "config.json")
+    stats_base = parts_dir / "locust_stats"  # Locust appends ".json"
+    stats_path = stats_base.with_suffix(".json")
+    stats_path.unlink(missing_ok=True)
+    env = {**os.environ, CONFIG_ENV: str(config_path), "PYTHONUNBUFFERED": "1"}
+    if api_key:
+        env[API_KEY_ENV] = api_key
+    if timeout_s is None:
+        timeout_s = STARTUP_TIMEOUT_S + warmup_s + duration_s + SHUTDOWN_GRACE_S
+
+    deadline = time.monotonic() + timeout_s
+    output = _OutputReader(parts_dir / "locust.log", log_lines)
+    scraper = MetricsScraper(metrics_url, run_dir / "metrics.parquet", metrics_interval_s,
+                             api_key=api_key) if metrics_url else None
+    try:
+        proc = subprocess.Popen(locust_command(host, load, config, stats_base), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True,  # own process group: killed as one
+                                preexec_fn=preexec_fn)
+    except BaseException:
+        output.close()
+        raise
+    clock = _LoadClock(warmup_s)
+    try:
+        returncode = _wait_for_locust(proc, output, scraper, clock, deadline, on_load_start, timeout_s)
+    except BaseException as failure:
+        _salvage(failure, proc, output, scraper, parts_dir, run_dir, mine, clock, duration_s)
+        raise
+    output.close()
+    metrics_rows = scraper.stop() if scraper is not None else 0
+    recorded, chunks, health = _merge(parts_dir, run_dir)
+    if not stats_path.exists():
+        raise LoadgenError(f"locust exited ({returncode}) without final stats\n{output.tail()}")
+    sent, failed = _event_counts(stats_path)
+    if mine:
+        write_faults(mine, clock.load_started_ns, duration_s, run_dir / "faults.loadgen.parquet")
+    return LocustResult(requests_sent=sent, requests_failed=failed, returncode=returncode,
+                        load_started_ns=clock.load_started_ns, stdout_tail=output.tail(),
+                        requests_recorded=recorded, chunks_recorded=chunks, started_ns=clock.started_ns,
+                        client_valid=health["valid"], client_health=health, metrics_rows=metrics_rows,
+                        metrics_scrape_errors=scraper.errors if scraper is not None else 0,
+                        stopped_early=output.stopped_early)
+
+
+def _check_inputs(host: str, workload: WorkloadSpec, duration_s: float, warmup_s: float,
+                  workers: int, tokenizer_path: str | Path | None) -> None:
+    """Everything that can be wrong before Locust starts, named (SpecError)."""
     if duration_s <= 0:
         raise SpecError(f"duration_s must be > 0, got {duration_s!r}")
     if warmup_s < 0:
@@ -123,90 +184,67 @@ def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | s
         from loadgen.sources import load_prompt_file
 
         load_prompt_file(workload.path, workload.source)  # bad files fail here, naming the line
-    run_dir = Path(run_dir)
+
+
+def _fresh_parts_dir(run_dir: Path) -> Path:
+    """run_dir/loadgen, without the parts of an earlier attempt (they must not be merged)."""
     parts_dir = run_dir / "loadgen"
     parts_dir.mkdir(parents=True, exist_ok=True)
     for pattern in ("requests.*.parquet", "tokens.*.parquet", "client_health.*"):
         for stale in parts_dir.glob(pattern):
-            stale.unlink()  # parts of an earlier attempt in the same run dir must not be merged
-    replay_path = None
-    if load.shape == "replay":
-        replay_path = str(write_normalised(load_trace(load.trace, load.speed), parts_dir / "replay.jsonl"))
-    config = RunConfig(parts_dir=str(parts_dir), run_tag=run_dir.name or "run", warmup_s=warmup_s,
-                       duration_s=duration_s, seed=seed, workload=workload.to_dict(),
-                       load=load.to_dict(), model_name=model_name,
-                       tokenizer_path=str(tokenizer_path) if tokenizer_path else None,
-                       endpoint=endpoint, request_timeout_s=request_timeout_s, read_mode=read_mode,
-                       faults=[f.to_dict() for f in mine], workers=workers, replay_path=replay_path,
-                       ignore_eos=ignore_eos,
-                       error_guard=dataclasses.asdict(error_guard) if error_guard is not None else None)
-    config_path = config.write(parts_dir / "config.json")
-    stats_base = parts_dir / "locust_stats"  # Locust appends ".json"
-    stats_path = stats_base.with_suffix(".json")
-    stats_path.unlink(missing_ok=True)
-    cmd = locust_command(host, load, config, stats_base)
-    env = {**os.environ, CONFIG_ENV: str(config_path), "PYTHONUNBUFFERED": "1"}
-    if api_key:
-        env[API_KEY_ENV] = api_key
-    if timeout_s is None:
-        timeout_s = STARTUP_TIMEOUT_S + warmup_s + duration_s + SHUTDOWN_GRACE_S
+            stale.unlink()
+    return parts_dir
 
-    deadline = time.monotonic() + timeout_s
-    output = _OutputReader(parts_dir / "locust.log", log_lines)
-    scraper = MetricsScraper(metrics_url, run_dir / "metrics.parquet", metrics_interval_s,
-                             api_key=api_key) if metrics_url else None
-    try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True,  # own process group: killed as one
-                                preexec_fn=preexec_fn)
-    except BaseException:
-        output.close()
-        raise
+
+@dataclass
+class _LoadClock:
+    """When Locust's clock started and when measured load starts (after the warm-up)."""
+
+    warmup_s: float
+    started_ns: int = 0
     load_started_ns: int | None = None
+
+
+def _wait_for_locust(proc: subprocess.Popen, output: "_OutputReader", scraper: MetricsScraper | None,
+                     clock: _LoadClock, deadline: float, on_load_start: Callable[[int], None] | None,
+                     timeout_s: float) -> int:
+    """Follow Locust to its end: note the start of measured load (and tell the caller at that
+    moment), then wait for the exit; LoadgenError past the deadline."""
+    if scraper is not None:
+        scraper.start()
+    output.follow(proc)
+    clock.started_ns = output.wait_for_start(proc, min(deadline, time.monotonic() + STARTUP_TIMEOUT_S))
+    clock.load_started_ns = clock.started_ns + int(clock.warmup_s * 1e9)
+    if on_load_start is not None:
+        _sleep_until_ns(clock.load_started_ns)
+        on_load_start(clock.load_started_ns)
     try:
+        return proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        raise LoadgenError(f"locust overran its {timeout_s:.0f} s timeout\n{output.tail()}") from None
+
+
+def _salvage(failure: BaseException, proc: subprocess.Popen, output: "_OutputReader",
+             scraper: MetricsScraper | None, parts_dir: Path, run_dir: Path, mine: list,
+             clock: _LoadClock, duration_s: float) -> None:
+    """After a failed or interrupted wait: stop Locust and keep what it measured (the caller
+    may still analyse a failed run); a failure to merge is noted on the original failure."""
+    # A second SIGTERM must not cut this short: an orphaned flow process gets its parent-death
+    # signal again each time it is re-parented (measured: the first one arrives, then another
+    # while Locust is still writing its parts), and the rows would be lost.
+    with _termination_deferred():
+        _terminate_group(proc)  # SIGTERM first: Locust writes its parts, in-flight rows 'cancelled'
+        output.close()
         if scraper is not None:
-            scraper.start()
-        output.follow(proc)
-        started_ns = output.wait_for_start(proc, min(deadline, time.monotonic() + STARTUP_TIMEOUT_S))
-        load_started_ns = started_ns + int(warmup_s * 1e9)
-        if on_load_start is not None:
-            _sleep_until_ns(load_started_ns)
-            on_load_start(load_started_ns)
+            scraper.stop()
         try:
-            returncode = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            raise LoadgenError(f"locust overran its {timeout_s:.0f} s timeout\n{output.tail()}") from None
-    except BaseException as failure:
-        # A second SIGTERM must not cut this short: an orphaned flow process gets its parent-death
-        # signal again each time it is re-parented (measured: the first one arrives, then another
-        # while Locust is still writing its parts), and the rows would be lost.
-        with _termination_deferred():
-            _terminate_group(proc)  # SIGTERM first: Locust writes its parts, in-flight rows 'cancelled'
-            output.close()
-            if scraper is not None:
-                scraper.stop()
-            try:  # keep what was measured: the caller may still analyse a failed run
-                _merge(parts_dir, run_dir)
-                if mine and load_started_ns is not None and time.time_ns() > load_started_ns:
-                    measured_s = min(duration_s, (time.time_ns() - load_started_ns) / 1e9)
-                    write_faults(mine, load_started_ns, measured_s, run_dir / "faults.loadgen.parquet")
-            except Exception as merge_error:  # noqa: BLE001 — reported on the original failure
-                failure.add_note(f"merging loadgen's parts also failed: {merge_error!r}")
-        raise
-    output.close()
-    metrics_rows = scraper.stop() if scraper is not None else 0
-    recorded, chunks, health = _merge(parts_dir, run_dir)
-    if not stats_path.exists():
-        raise LoadgenError(f"locust exited ({returncode}) without final stats\n{output.tail()}")
-    sent, failed = _event_counts(stats_path)
-    if mine:
-        write_faults(mine, load_started_ns, duration_s, run_dir / "faults.loadgen.parquet")
-    return LocustResult(requests_sent=sent, requests_failed=failed, returncode=returncode,
-                        load_started_ns=load_started_ns, stdout_tail=output.tail(),
-                        requests_recorded=recorded, chunks_recorded=chunks, started_ns=started_ns,
-                        client_valid=health["valid"], client_health=health, metrics_rows=metrics_rows,
-                        metrics_scrape_errors=scraper.errors if scraper is not None else 0,
-                        stopped_early=output.stopped_early)
+            _merge(parts_dir, run_dir)
+            started = clock.load_started_ns
+            if mine and started is not None and time.time_ns() > started:
+                measured_s = min(duration_s, (time.time_ns() - started) / 1e9)
+                write_faults(mine, started, measured_s, run_dir / "faults.loadgen.parquet")
+        except Exception as merge_error:  # noqa: BLE001 — reported on the original failure
+            failure.add_note(f"merging loadgen's parts also failed: {merge_error!r}")
 
 
 @contextlib.contextmanager
