@@ -17,6 +17,7 @@ from engine.config_keys import ALL_UNKNOWN, strict_keys
 FAULT_CAUSES: dict[str, str] = {
     "penalty.slow_path": "penalty",
     "penalty.repetition": "penalty",
+    "penalty.heavy_traffic": "penalty",
     "memory.gc_storm": "memory",
     "memory.kv_pressure": "memory",
     "memory.alloc_churn": "memory",
