@@ -172,8 +172,16 @@ def test_vllm_engine_block_parses_and_rejects_engine_faults(tmp_path):
     assert s.engine is None and s.vllm.model == str(ckpt) and s.vllm.max_num_seqs == 8
     assert s.vllm.extra_args == ("--seed", "0") and s.endpoint == "completions"
     with pytest.raises(ScenarioError) as e:
-        load_scenario(write(tmp_path, text + "faults:\n  - {kind: memory.gc_storm, start_s: 1, duration_s: 2}\n"))
+        load_scenario(write(tmp_path, text + "faults:\n  - {kind: comm.straggler, start_s: 1, duration_s: 2}\n"))
     assert e.value.key == "faults[0].kind" and "load.burst" in str(e.value)
+    assert "memory.gc_storm (vLLM)" in str(e.value)
+    storm = load_scenario(write(tmp_path, text + "faults:\n  - {kind: memory.gc_storm, start_s: 1, "
+                                "duration_s: 2, params: {role: EngineCore, tick_s: 0.05}}\n"))
+    assert storm.faults[0].params == {"role": "EngineCore", "tick_s": 0.05}
+    with pytest.raises(ScenarioError) as e:   # the hook's params, not the engine's
+        load_scenario(write(tmp_path, text + "faults:\n  - {kind: memory.gc_storm, start_s: 1, "
+                            "duration_s: 2, params: {objects_per_step: 5}}\n"))
+    assert e.value.key.startswith("faults[0]") and "objects_per_step" in str(e.value)
     ours = load_scenario(write(tmp_path, GOOD.replace("  model: tiny", "  kind: spikelens\n  model: tiny")))
     assert ours.engine.model == "tiny" and ours.vllm is None
 
