@@ -19,6 +19,7 @@ from prefect import flow
 from prefect.exceptions import TerminationSignal
 
 from collectors import collect_dir, hook_env
+from collectors.cpu_contention import CpuContention
 from collectors.process_faults import KINDS as PROCESS_FAULT_KINDS
 from collectors.process_faults import arm as arm_process_faults
 from collectors.process_faults import schedule_env
@@ -84,7 +85,7 @@ def incident_replay(scenario_path: str, state_home: str | None = None,
     write_manifest(manifest, run_dir)
     progress.info("run %s", run_id)
 
-    engine = nvml = collectors = None
+    engine = nvml = collectors = hogs = None
     failure: BaseException | None = None
     try:
         nvml = start_nvml_sampler(run_dir)
@@ -101,6 +102,9 @@ def incident_replay(scenario_path: str, state_home: str | None = None,
             collectors = start_collectors(run_dir, engine.root_pid, "vllm", f"{url}/metrics")
         else:
             url = scenario.target
+        if engine is not None:   # host.cpu_contention: hogs on the engine's CPUs, on the fault clock
+            hogs = CpuContention(faults, engine.proc.pid if scenario.engine is not None else engine.root_pid,
+                                 run_dir, scenario.duration_s)
         api_key = os.environ.get("SPIKELENS_API_KEY") if scenario.target else None
         # spikelens' own engine serves "spikelens"; any other: the scenario's id or /v1/models'
         model = scenario.model or ("spikelens" if scenario.engine is not None
@@ -111,6 +115,8 @@ def incident_replay(scenario_path: str, state_home: str | None = None,
             manifest.load_started_ns = t0_ns
             if engine is not None:
                 engine.arm_faults(t0_ns)
+            if hogs is not None:
+                hogs.arm(t0_ns)
             if scenario.vllm is not None and any(f["kind"] in PROCESS_FAULT_KINDS for f in faults):
                 arm_process_faults(faults, t0_ns, scenario.duration_s, collect_dir(run_dir), run_dir)
 
@@ -148,6 +154,8 @@ def incident_replay(scenario_path: str, state_home: str | None = None,
     finally:
         if nvml is not None:
             manifest.extra["nvml"] = stop_nvml_sampler(nvml, run_dir)
+        if hogs is not None:
+            hogs.stop()
         if collectors is not None:
             manifest.extra["collectors"] = stop_collectors(collectors)
         if engine is not None:

@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from collectors.cpu_contention import KIND as CPU_CONTENTION
+from collectors.cpu_contention import make_params as make_cpu_contention_params
 from collectors.process_faults import KINDS as PROCESS_FAULT_KINDS
 from collectors.process_faults import make_params as make_process_fault_params
 from engine.config import EngineConfig
@@ -239,6 +241,8 @@ def parse_scenario(raw: dict[str, Any], path: str = "<scenario>", text: str = ""
         for f in faults:
             if vllm is not None and f.kind in PROCESS_FAULT_KINDS:   # applied by the GC hook
                 make_process_fault_params(f.kind, f.params)
+            elif f.kind == CPU_CONTENTION:   # applied by the flow beside any engine it starts
+                make_cpu_contention_params(f.params)
             elif f.kind in ENGINE_KINDS:
                 ENGINE_KINDS[f.kind].make_params(f.params)
         traffic_faults([dataclasses.asdict(f) for f in faults])
@@ -252,6 +256,10 @@ def parse_scenario(raw: dict[str, Any], path: str = "<scenario>", text: str = ""
                                 f"{f.kind!r} is injected by spikelens' own engine; with vLLM or a "
                                 f"target only loadgen's kinds apply: "
                                 f"{', '.join(sorted(TRAFFIC_KINDS))}" + (f"; and {also}" if also else ""))
+        if f.kind == CPU_CONTENTION and target is not None:
+            raise ScenarioError(path, lines.get(("faults", i)), f"faults[{i}].kind",
+                                f"{f.kind!r} pins hog processes to the CPUs of an engine spikelens "
+                                f"starts; a `target:` is not started here")
         if f.start_s + f.duration_s > duration_s:
             raise ScenarioError(path, lines.get(("faults", i)), f"faults[{i}]",
                                 f"window {f.start_s:g}–{f.start_s + f.duration_s:g} s ends after "

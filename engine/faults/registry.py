@@ -24,6 +24,8 @@ FAULT_CAUSES: dict[str, str] = {
     "comm.straggler": "communication",
     "comm.slow_link": "communication",
     "load.burst": "load",
+    # applied from the flow side by collectors.cpu_contention (any engine spikelens starts)
+    "host.cpu_contention": "host",
 }
 
 
