@@ -85,7 +85,8 @@ class CpuContention:
                 return
             for _ in range(params.processes or len(cpus)):
                 hog = subprocess.Popen([sys.executable, "-S", "-c", _HOG], stdin=subprocess.DEVNULL,
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                       preexec_fn=_die_with_starter)
                 os.sched_setaffinity(hog.pid, cpus)
                 self.hogs.append(hog)
 
@@ -104,6 +105,18 @@ class CpuContention:
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._kill_hogs()
+
+
+def _die_with_starter() -> None:
+    """preexec_fn: the kernel SIGKILLs the hog when the thread that started it exits (a
+    SIGKILLed flow leaves no hog behind). The timer thread outlives every hog it starts."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)   # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _write_ground_truth(windows, t0_ns: int, duration_s: float, path: Path) -> None:
