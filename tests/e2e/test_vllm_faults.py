@@ -16,6 +16,8 @@ from vllm_support import STARTUP_TIMEOUT_S, build_tiny_llama, vllm_python
 # against ~20-60 ms outside it), but the spike was detected in 1 run of 3 (there: top cause
 # memory, share 0.81, "EngineCore (pid …): 671 ms/s of GC pauses during the spike vs 0 before"):
 # the box's own noise (load generator lag p99 100-165 ms) inflates the detector's MAD threshold.
+# CPU contention (one run): vLLM's processes already waited ~900 ms/s for a CPU outside the
+# window (the box is shared), the window's ITL p99 rose to 135-392 ms, no spike was found there.
 # Not reliable enough for CI yet: run with SPIKELENS_E2E_VLLM_FAULTS=1 on a quiet machine.
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(
     os.environ.get("SPIKELENS_E2E_VLLM_FAULTS") != "1",
