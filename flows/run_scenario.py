@@ -19,6 +19,10 @@ from prefect import flow
 from prefect.exceptions import TerminationSignal
 
 from collectors import collect_dir, hook_env
+from collectors.cpu_contention import CpuContention
+from collectors.process_faults import KINDS as PROCESS_FAULT_KINDS
+from collectors.process_faults import arm as arm_process_faults
+from collectors.process_faults import schedule_env
 from flows.manifest import RunManifest, new_run_id
 from flows.paths import StatePaths
 from flows.scenario import Scenario, load_scenario
@@ -81,7 +85,7 @@ def run_scenario(scenario_path: str, state_home: str | None = None,
     write_manifest(manifest, run_dir)
     progress.info("run %s", run_id)
 
-    engine = nvml = collectors = None
+    engine = nvml = collectors = hogs = None
     failure: BaseException | None = None
     try:
         nvml = start_nvml_sampler(run_dir)
@@ -91,14 +95,16 @@ def run_scenario(scenario_path: str, state_home: str | None = None,
             collectors = start_collectors(run_dir, engine.proc.pid, "engine", f"{url}/metrics")
         elif scenario.vllm is not None:
             # every process of vLLM's tree inherits the GC hook through its environment
-            engine = start_vllm(scenario.vllm, run_dir,
-                                env_hook=lambda env: hook_env(collect_dir(run_dir), "vllm", env))
+            engine = start_vllm(scenario.vllm, run_dir, env_hook=lambda env: _vllm_env(run_dir, faults, env))
             manifest.extra["vllm"] = engine.describe()
             write_manifest(manifest, run_dir)
             url = engine.url
             collectors = start_collectors(run_dir, engine.root_pid, "vllm", f"{url}/metrics")
         else:
             url = scenario.target
+        if engine is not None:   # host.cpu_contention: hogs on the engine's CPUs, on the fault clock
+            hogs = CpuContention(faults, engine.proc.pid if scenario.engine is not None else engine.root_pid,
+                                 run_dir, scenario.duration_s)
         api_key = os.environ.get("SPIKELENS_API_KEY") if scenario.target else None
         # spikelens' own engine serves "spikelens"; any other: the scenario's id or /v1/models'
         model = scenario.model or ("spikelens" if scenario.engine is not None
@@ -109,6 +115,10 @@ def run_scenario(scenario_path: str, state_home: str | None = None,
             manifest.load_started_ns = t0_ns
             if engine is not None:
                 engine.arm_faults(t0_ns)
+            if hogs is not None:
+                hogs.arm(t0_ns)
+            if scenario.vllm is not None and any(f["kind"] in PROCESS_FAULT_KINDS for f in faults):
+                arm_process_faults(faults, t0_ns, scenario.duration_s, collect_dir(run_dir), run_dir)
 
         # the collectors scrape /metrics of an engine spikelens started; a target's is scraped
         # by loadgen (one writer of metrics.parquet per run)
@@ -144,6 +154,8 @@ def run_scenario(scenario_path: str, state_home: str | None = None,
     finally:
         if nvml is not None:
             manifest.extra["nvml"] = stop_nvml_sampler(nvml, run_dir)
+        if hogs is not None:
+            hogs.stop()
         if collectors is not None:
             manifest.extra["collectors"] = stop_collectors(collectors)
         if engine is not None:
@@ -171,6 +183,15 @@ def run_scenario(scenario_path: str, state_home: str | None = None,
         status=manifest.status, errors=manifest.errors, spikes=len(analysis.spikes),
         causes=[analysis.attributions[s.spike_id].top_cause for s in analysis.spikes
                 if s.spike_id in analysis.attributions])
+
+
+def _vllm_env(run_dir: Path, faults: list[dict], env: dict[str, str]) -> dict[str, str]:
+    """vLLM's environment: every process of its tree inherits the GC hook, and, when the run has
+    process faults, the path of the schedule the hook waits for."""
+    env = hook_env(collect_dir(run_dir), "vllm", env)
+    if any(f["kind"] in PROCESS_FAULT_KINDS for f in faults):
+        env = schedule_env(collect_dir(run_dir), env)
+    return env
 
 
 def _describe_failure(e: BaseException) -> str:

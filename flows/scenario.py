@@ -17,11 +17,16 @@ from typing import Any
 
 import yaml
 
+from collectors.cpu_contention import KIND as CPU_CONTENTION
+from collectors.cpu_contention import make_params as make_cpu_contention_params
+from collectors.process_faults import KINDS as PROCESS_FAULT_KINDS
+from collectors.process_faults import make_params as make_process_fault_params
 from engine.config import EngineConfig
 from engine.config_keys import UnknownKeyError, strict_keys
 from engine.faults import ENGINE_KINDS, FaultSpec, parse_fault_specs
 from flows.vllm_config import VllmConfig, engine_kind
 from loadgen.spec import LoadSpec, WorkloadSpec
+from loadgen.traffic_faults import KINDS as TRAFFIC_KINDS
 from loadgen.traffic_faults import traffic_faults
 
 _TOP_KEYS = {"name", "duration_s", "warmup_s", "engine", "target", "workload", "load", "faults",
@@ -234,17 +239,27 @@ def parse_scenario(raw: dict[str, Any], path: str = "<scenario>", text: str = ""
     try:
         faults = parse_fault_specs(raw.get("faults"))
         for f in faults:
-            if f.kind in ENGINE_KINDS:
+            if vllm is not None and f.kind in PROCESS_FAULT_KINDS:   # applied by the GC hook
+                make_process_fault_params(f.kind, f.params)
+            elif f.kind == CPU_CONTENTION:   # applied by the flow beside any engine it starts
+                make_cpu_contention_params(f.params)
+            elif f.kind in ENGINE_KINDS:
                 ENGINE_KINDS[f.kind].make_params(f.params)
         traffic_faults([dataclasses.asdict(f) for f in faults])
     except (ValueError, TypeError) as e:
         index = re.match(r"faults\[(\d+)\]", str(e))
         raise fail(("faults", int(index.group(1))) if index else ("faults",), str(e), e) from None
     for i, f in enumerate(faults):
-        if engine is None and f.kind in ENGINE_KINDS:
+        if engine is None and f.kind in ENGINE_KINDS and not (vllm is not None and f.kind in PROCESS_FAULT_KINDS):
+            also = ", ".join(sorted(PROCESS_FAULT_KINDS)) + " (vLLM)" if vllm is not None else ""
             raise ScenarioError(path, lines.get(("faults", i)), f"faults[{i}].kind",
                                 f"{f.kind!r} is injected by spikelens' own engine; with vLLM or a "
-                                f"target only loadgen's kinds apply: load.burst, penalty.repetition")
+                                f"target only loadgen's kinds apply: "
+                                f"{', '.join(sorted(TRAFFIC_KINDS))}" + (f"; and {also}" if also else ""))
+        if f.kind == CPU_CONTENTION and target is not None:
+            raise ScenarioError(path, lines.get(("faults", i)), f"faults[{i}].kind",
+                                f"{f.kind!r} pins hog processes to the CPUs of an engine spikelens "
+                                f"starts; a `target:` is not started here")
         if f.start_s + f.duration_s > duration_s:
             raise ScenarioError(path, lines.get(("faults", i)), f"faults[{i}]",
                                 f"window {f.start_s:g}–{f.start_s + f.duration_s:g} s ends after "

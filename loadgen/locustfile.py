@@ -44,7 +44,7 @@ from loadgen.run_config import API_KEY_ENV, CONFIG_ENV, START_MARKER, RunConfig
 from loadgen.shapes import change_times, spawn_rate, target_users
 from loadgen.sse import StreamState
 from loadgen.timed_socket import TimedSocket, install, line_arrival, timed_socket_of
-from loadgen.traffic_faults import burst_edges, burst_factor, from_dicts, repetition_at
+from loadgen.traffic_faults import burst_edges, burst_factor, from_dicts, sampling_fault_at
 
 EVENT_NAME = "chat-stream"
 
@@ -362,9 +362,12 @@ def _finish(recorder: Recorder, plan: RequestPlan, state: StreamState, *, status
     )
 
 
-def _repetition(t_ns: int):
-    """The penalty.repetition params for a request due at t_ns (None outside its window)."""
-    return repetition_at(FAULTS, (t_ns - CLOCK.load_start_ns) / 1e9) if t_ns >= CLOCK.load_start_ns else None
+def _sampling_fault(t_ns: int, request_id: str):
+    """The traffic fault (penalty.repetition / penalty.heavy_traffic) that rewrites the sampling
+    of request `request_id` due at t_ns, or None."""
+    if t_ns < CLOCK.load_start_ns:
+        return None
+    return sampling_fault_at(FAULTS, (t_ns - CLOCK.load_start_ns) / 1e9, request_id)
 
 
 class ChatStreamUser(FastHttpUser):
@@ -390,10 +393,10 @@ class ChatStreamUser(FastHttpUser):
         if CLOCK.end_ns is None or now >= CLOCK.end_ns:
             gevent.sleep(0.05)  # the clock is not set yet (worker) or the run is ending
             return
-        repetition = _repetition(now)
-        plan = FACTORY.plan(self.rng, f"{CONFIG.run_tag}-{self.user_name}-{next(self.seq)}", repetition)
-        stream_request(self, plan, now, self.user_name, self.worker,
-                       "penalty.repetition" if repetition else None)
+        request_id = f"{CONFIG.run_tag}-{self.user_name}-{next(self.seq)}"
+        fault = _sampling_fault(now, request_id)
+        plan = FACTORY.plan(self.rng, request_id, fault.params if fault else None)
+        stream_request(self, plan, now, self.user_name, self.worker, fault.kind if fault else None)
 
 
 class OpenLoopUser(FastHttpUser):
@@ -438,9 +441,9 @@ class OpenLoopUser(FastHttpUser):
                 if entry is not None:
                     plan, fault = FACTORY.from_replay(entry, rng, request_id), None
                 else:
-                    repetition = _repetition(due_ns)
-                    plan = FACTORY.plan(rng, request_id, repetition)
-                    fault = "penalty.repetition" if repetition else None
+                    sampling_fault = _sampling_fault(due_ns, request_id)
+                    plan = FACTORY.plan(rng, request_id, sampling_fault.params if sampling_fault else None)
+                    fault = sampling_fault.kind if sampling_fault else None
                 _sleep_until(due_ns)
                 if pool.full():
                     health.slot_waits += 1

@@ -76,8 +76,9 @@ class RequestFactory:
 
     def plan(self, rng: random.Random, request_id: str, repetition=None) -> RequestPlan:
         """Draw one request: prompt length, output length, sampling parameters, prompt text.
-        `repetition` (traffic_faults.RepetitionParams, inside a penalty.repetition window)
-        replaces the drawn sampling and output length after the draws, so the rng advances the
+        `repetition` (traffic_faults.RepetitionParams or HeavyTrafficParams, inside a
+        penalty.repetition / penalty.heavy_traffic window) replaces the drawn sampling (and, for
+        repetition, the output length) after the draws, so the rng advances the
         same way with or without the fault."""
         prompt_len = self.workload.prompt_tokens.draw(rng)
         max_tokens = self.workload.output_tokens.draw(rng)
@@ -93,11 +94,8 @@ class RequestFactory:
             elif entry.reply is not None:
                 max_tokens = max(self.prompts.count_tokens(entry.reply), 1)
         if repetition is not None:
-            sampling = {**sampling, "temperature": repetition.temperature,
-                        "frequency_penalty": repetition.frequency_penalty,
-                        "presence_penalty": repetition.presence_penalty,
-                        "repetition_penalty": repetition.repetition_penalty}
-            max_tokens = repetition.max_tokens or self.workload.output_tokens.max
+            sampling = {**sampling, **repetition.sampling_overrides()}
+            max_tokens = repetition.output_tokens(max_tokens, self.workload.output_tokens.max)
         return self.build(request_id, text, prompt_len, max_tokens, sampling)
 
     def from_replay(self, entry, rng: random.Random, request_id: str) -> RequestPlan:

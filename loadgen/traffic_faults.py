@@ -1,4 +1,5 @@
-"""Faults that loadgen applies to the traffic itself: `load.burst` and `penalty.repetition`.
+"""Faults that loadgen applies to the traffic itself: `load.burst`, `penalty.repetition` and
+`penalty.heavy_traffic`.
 
 What: `traffic_faults(faults)` keeps the scenario faults loadgen owns (docs/INTERFACES.md: each
 process gets the whole list and skips kinds it does not own) with validated params; the
@@ -11,6 +12,10 @@ request overrides apply; `write_faults` records the windows in `faults.loadgen.p
 - penalty.repetition (cause penalty): requests sent inside the window use sampling settings under
   which outputs loop until max_tokens (greedy, no penalties) and ask for the workload's longest
   output (`output_tokens.max` unless params.max_tokens), so longer outputs hold batch slots.
+- penalty.heavy_traffic (cause penalty): a share (`share`) of the requests sent inside the window
+  carry frequency, presence and repetition penalties (any engine: the engine's penalty code runs
+  for them); which requests is decided by a hash of the request id, so the rng's draws and the
+  rest of the request stay as without the fault.
 
 Times are seconds from the start of measured load; pure functions, no Locust import.
 """
@@ -48,9 +53,33 @@ class RepetitionParams:
     repetition_penalty: float = 1.0
 
 
+    def sampling_overrides(self) -> dict:
+        return {"temperature": self.temperature, "frequency_penalty": self.frequency_penalty,
+                "presence_penalty": self.presence_penalty, "repetition_penalty": self.repetition_penalty}
+
+    def output_tokens(self, drawn: int, longest: int) -> int:
+        return self.max_tokens or longest
+
+
+@dataclass(frozen=True)
+class HeavyTrafficParams:
+    share: float = 0.5  # fraction of the window's requests that carry the penalties, in (0, 1]
+    frequency_penalty: float = 1.0  # OpenAI ranges; all three on, so every penalty path runs
+    presence_penalty: float = 0.5
+    repetition_penalty: float = 1.2
+
+    def sampling_overrides(self) -> dict:
+        return {"frequency_penalty": self.frequency_penalty, "presence_penalty": self.presence_penalty,
+                "repetition_penalty": self.repetition_penalty}
+
+    def output_tokens(self, drawn: int, longest: int) -> int:
+        return drawn
+
+
 KINDS: dict[str, tuple[str, type]] = {
     "load.burst": ("load", BurstParams),
     "penalty.repetition": ("penalty", RepetitionParams),
+    "penalty.heavy_traffic": ("penalty", HeavyTrafficParams),
 }
 
 
@@ -59,7 +88,7 @@ class TrafficFault:
     kind: str
     start_s: float
     duration_s: float
-    params: Any = field(default=None)  # BurstParams | RepetitionParams
+    params: Any = field(default=None)  # BurstParams | RepetitionParams | HeavyTrafficParams
 
     @property
     def cause(self) -> str:
@@ -92,11 +121,13 @@ def traffic_faults(faults: list[dict] | None, where: str = "faults") -> list[Tra
         if kind == "load.burst":
             _check_number(f"{label}.params.factor", parsed.factor, 0, 1000, low_inclusive=False)
         else:
-            for name in ("temperature", "frequency_penalty", "presence_penalty", "repetition_penalty"):
+            if kind == "penalty.heavy_traffic":
+                _check_number(f"{label}.params.share", parsed.share, 0, 1, low_inclusive=False)
+            for name in parsed.sampling_overrides():
                 low, high, lo_inc, hi_inc, integer = SAMPLING_RANGES[name]
                 _check_number(f"{label}.params.{name}", getattr(parsed, name), low, high,
                               low_inclusive=lo_inc, high_inclusive=hi_inc, integer=integer)
-            if parsed.max_tokens is not None:
+            if getattr(parsed, "max_tokens", None) is not None:
                 _check_number(f"{label}.params.max_tokens", parsed.max_tokens, 1, 1_000_000, integer=True)
         kept.append(TrafficFault(kind, float(fault["start_s"]), float(fault["duration_s"]), parsed))
     return kept
@@ -128,6 +159,26 @@ def repetition_at(faults: list[TrafficFault], t_s: float) -> RepetitionParams | 
         if fault.kind == "penalty.repetition" and fault.active(t_s):
             return fault.params
     return None
+
+
+def sampling_fault_at(faults: list[TrafficFault], t_s: float, request_id: str) -> TrafficFault | None:
+    """The fault that rewrites the sampling of request `request_id` sent at t_s, if any: the
+    first penalty.repetition active then, else a penalty.heavy_traffic active then whose share
+    takes this request (a stable hash of the id, uniform in [0, 1), below `share`)."""
+    for fault in faults:
+        if fault.kind == "penalty.repetition" and fault.active(t_s):
+            return fault
+    for fault in faults:
+        if fault.kind == "penalty.heavy_traffic" and fault.active(t_s):
+            if _unit_hash(request_id) < fault.params.share:
+                return fault
+    return None
+
+
+def _unit_hash(text: str) -> float:
+    import hashlib
+
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big") / 2**64
 
 
 def write_faults(faults: list[TrafficFault], load_started_ns: int, duration_s: float,

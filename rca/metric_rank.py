@@ -12,6 +12,11 @@ by their names (CAUSE_PATTERNS, first match wins; vLLM's names are the reference
 fractions (KV cache, GPU memory) count as memory only near capacity (≥ 0.9), else as load. The five
 highest-scoring series with z > min_z vote with their z: a cause's share = its votes / all votes
 (no vote at all → unexplained). Confidence of a cause = its best series' z / (z + 3).
+The collectors' per-process series (rca.process_evidence.process_series: stack-region shares,
+GC ms/s, run-queue wait ms/s of every process of the engine's tree) are ranked beside them with
+the same z, their scale floored also by the rise that counts as marked (RISE_FLOOR / MIN_Z, so a
+rise below that floor cannot vote), each with the cause its region or signal speaks for; their
+evidence names the process and the region.
 
 Pure: rows of warehouse queries `metric_windows` / `nvml_windows` in, an Attribution out.
 """
@@ -26,6 +31,7 @@ from rca.attribute import Attribution, CauseShare, RunSignals, window_masks, win
 from rca.config import CAUSES, AttributeConfig
 from rca.detect import Spike
 from rca.evidence import Evidence, pearson
+from rca.process_evidence import RISE_FLOOR, describe_rise, process_series
 
 CAUSE_PATTERNS: tuple[tuple[str, str], ...] = (
     ("memory", r"cache_usage|kv_|preempt|gpu_memory|mem_fraction|memory|swap|gc_"),
@@ -83,6 +89,8 @@ class RankedSeries:
     spike_value: float
     baseline_value: float
     series: np.ndarray   # [n_windows]
+    unit: str = ""
+    note: str = ""       # what the series is, for a per-process series (process and region)
 
 
 def metric_series(rows: list[dict], n: int, window_s: float) -> dict[str, np.ndarray]:
@@ -160,6 +168,25 @@ def rank_series(series: dict[str, np.ndarray], in_spike: np.ndarray, in_base: np
     return ranked
 
 
+def rank_process_series(signals: RunSignals, in_spike: np.ndarray, in_base: np.ndarray,
+                        config: ScoreConfig | None = None) -> list[RankedSeries]:
+    """The collectors' per-process series, scored like /metrics gauges, notes attached."""
+    config = config or ScoreConfig()
+    n, w = len(in_spike), signals.window_s
+    ranked = []
+    for ps in process_series(signals.process, n, w):
+        base, spike = ps.values[in_base], ps.values[in_spike]
+        base, spike = base[np.isfinite(base)], spike[np.isfinite(spike)]
+        if len(base) < 3 or not len(spike):
+            continue
+        median = float(np.median(base))
+        scale = max(robust_scale(base, ps.values, False, w, config), RISE_FLOOR[ps.kind] / MIN_Z)
+        z = float((spike.max() - median) / scale)
+        ranked.append(RankedSeries(ps.name, ps.cause, z, float(spike.mean()), median, ps.values,
+                                   ps.unit, describe_rise(ps, signals.process, in_spike, in_base)))
+    return ranked
+
+
 def attribute_by_metrics(spike: Spike, spikes: list[Spike], signals: RunSignals,
                          config: AttributeConfig | None = None) -> Attribution:
     """Attribution of one spike from /metrics and NVML series alone (see module docstring)."""
@@ -168,6 +195,7 @@ def attribute_by_metrics(spike: Spike, spikes: list[Spike], signals: RunSignals,
     in_spike, in_base = window_masks(n, spike, spikes, config.guard_windows)
     series = {**metric_series(signals.metric_windows, n, signals.window_s), **_nvml(signals.nvml_windows, n)}
     ranked = rank_series(series, in_spike, in_base, signals.window_s)
+    ranked = sorted(ranked + rank_process_series(signals, in_spike, in_base), key=lambda r: -r.z)
     voters = [r for r in ranked[:TOP_K] if r.z > MIN_Z]
     latency = window_series(signals.windows, f"{spike.metric}_ms")
     votes = {c: sum(r.z for r in voters if r.cause == c) for c in CAUSES}
@@ -179,7 +207,8 @@ def attribute_by_metrics(spike: Spike, spikes: list[Spike], signals: RunSignals,
             continue
         mine = [r for r in voters if r.cause == c]
         conf = mine[0].z / (mine[0].z + 3.0) if mine else 0.0
-        evidence = [Evidence(r.name, r.spike_value, r.baseline_value, "", f"robust z = {r.z:.1f} (rank "
+        evidence = [Evidence(r.name, r.spike_value, r.baseline_value, r.unit,
+                             (f"{r.note}; " if r.note else "") + f"robust z = {r.z:.1f} (rank "
                              f"{ranked.index(r) + 1} of {len(ranked)})", pearson(r.series, latency)) for r in mine]
         causes.append(CauseShare(c, round(shares[c], 4), round(conf, 4), 0.0, evidence))
     causes.sort(key=lambda cs: -cs.share)

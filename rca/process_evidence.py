@@ -157,3 +157,57 @@ def _runq_evidence(signals: ProcessSignals, runq: _Rise, latency: np.ndarray, in
                  "; it did no more work itself: CPU contention from outside the process")
     return Evidence("runq_wait_ms_per_s.process", runq.during, runq.before, "ms/s", note,
                     pearson(runq.series, latency))
+
+
+@dataclass
+class ProcessSeries:
+    """One per-process signal as a series over the run's windows, for ranking beside /metrics."""
+    name: str           # e.g. "EngineCore (pid 41) stack_share.sampling_penalties"
+    cause: str          # the cause its rise speaks for
+    kind: str           # key of RISE_FLOOR: share | gc_ms_per_s | runq_wait_ms_per_s
+    unit: str
+    values: np.ndarray  # [n_windows]
+    role: str
+    pid: int
+    detail: str         # what the value is, for the evidence text
+    source: str         # which collector measured it
+
+
+def process_series(signals: ProcessSignals, n: int, window_s: float) -> list[ProcessSeries]:
+    """Every process's stack-region shares, GC ms/s and run-queue wait ms/s (the signals
+    `process_evidence` reads) as series over n windows, each with the cause it speaks for.
+    Run-queue wait speaks for `unexplained`: the taxonomy has no host cause (yet); its text says
+    whether the process's own CPU time rose (`runq_note`)."""
+    out = []
+    for region, cause in REGION_CAUSES:
+        for pid, (role, values) in _share_series(signals.stack_windows, region, n).items():
+            out.append(ProcessSeries(f"{role} (pid {pid}) stack_share.{region}", cause, "share", "fraction",
+                                     values, role, pid, f"of its non-idle stack samples in {region}", "py-spy"))
+    for pid, (role, values) in _per_pid(signals.gc_windows, "pause_ms", n, fill=0.0).items():
+        out.append(ProcessSeries(f"{role} (pid {pid}) gc_ms_per_s", "memory", "gc_ms_per_s", "ms/s",
+                                 values / window_s, role, pid, "ms/s of GC pauses", "GC hook inside the process"))
+    for pid, (role, values) in _per_pid(signals.cpu_windows, "runq_wait_ms_per_s", n).items():
+        out.append(ProcessSeries(f"{role} (pid {pid}) runq_wait_ms_per_s", "unexplained", "runq_wait_ms_per_s",
+                                 "ms/s", values, role, pid, "ms/s waiting for a CPU", "/proc schedstat"))
+    return out
+
+
+def describe_rise(series: ProcessSeries, signals: ProcessSignals, in_spike: np.ndarray,
+                  in_base: np.ndarray) -> str:
+    """Evidence text naming the process and the region, e.g. "EngineCore (pid 41): 38 % of its
+    non-idle stack samples in sampling_penalties during the spike vs 2 % before (py-spy)"."""
+    during, before = mean_or_zero(series.values[in_spike]), mean_or_zero(series.values[in_base])
+    fmt = (lambda v: f"{v:.0%}") if series.kind == "share" else (lambda v: f"{v:.0f}")
+    text = f"{series.role} (pid {series.pid}): {fmt(during)} {series.detail} during the spike vs {fmt(before)} before ({series.source})"
+    if series.kind == "share":
+        text += "; a share is relative: more work in this region or less elsewhere look alike"
+    if series.kind == "runq_wait_ms_per_s":
+        n = len(series.values)
+        cpu = _per_pid(signals.cpu_windows, "cpu_ms_per_s", n).get(series.pid, ("", np.full(n, np.nan)))[1]
+        cpu_s, cpu_b = mean_or_zero(cpu[in_spike]), mean_or_zero(cpu[in_base])
+        text += (f"; its own CPU {cpu_s:.0f} vs {cpu_b:.0f} ms/s"
+                 + ("; it rose too: its own threads may be competing — run-queue delay alone cannot tell"
+                    if cpu_s > 1.2 * cpu_b + 20 else
+                    "; it did no more work itself: CPU contention from outside the process (host; "
+                    "counted as unexplained, the taxonomy has no host cause)"))
+    return text

@@ -18,6 +18,10 @@ spikelens on the path). The role is read again at each write, because vLLM retit
 (setproctitle) after it started.
 Children: multiprocessing spawn and forkserver children start a fresh interpreter with the same
 environment, so they load this hook too; fork children keep it and re-open their own file.
+Faults: when SPIKELENS_FAULT_SCHEDULE names a file (set by the launcher only for a run with
+process faults), a daemon thread waits for the flow to write it at load start and, in processes
+whose role a `memory.gc_storm` window names, churns short-lived cyclic garbage during the window
+(`collectors/process_faults.py` describes it). Without the variable no thread is started.
 Chaining: this directory shadows any other `sitecustomize` (a virtualenv's or the distribution's),
 so the next one on sys.path is found and executed after the hook is installed.
 """
@@ -114,6 +118,64 @@ def _install():
     return recorder
 
 
+def _run_fault_schedule(path, roles):
+    """Daemon thread body: wait for the schedule, then churn in each window meant for this role."""
+    import gc
+    import json
+    import time
+    from collections import deque
+
+    while not os.path.exists(path):
+        time.sleep(0.05)
+    with open(path) as f:
+        schedule = json.load(f)
+    t0 = schedule["t0_ns"] / 1e9
+    for fault in sorted(schedule["faults"], key=lambda x: x["start_s"]):
+        if fault["kind"] != "memory.gc_storm":
+            continue
+        p = fault["params"]
+        start, end = t0 + fault["start_s"], t0 + fault["start_s"] + fault["duration_s"]
+        if time.time() < start:
+            time.sleep(start - time.time())
+        root = os.environ.get(_ROOT_ENV)
+        role = roles.role_of(roles.read_cmdline(), root is None or root == str(os.getpid()),
+                             os.environ.get(_ROLE_ENV))
+        if role != p["role"]:
+            continue
+        ballast = [[i] for i in range(p["ballast_objects"])] if p["ballast_objects"] else None
+        ring = deque(maxlen=p["live_ticks"])
+        while time.time() < end:
+            batch = []
+            for i in range(p["objects_per_tick"]):
+                a = {"i": i}
+                a["peer"] = {"peer": a}   # a reference cycle: only the cyclic GC frees it
+                batch.append(a)
+            ring.append(batch)            # the batch of live_ticks ago becomes garbage
+            time.sleep(p["tick_s"])
+        ring.clear()
+        ballast = None
+        gc.collect()   # reclaim the storm's garbage inside the window
+
+
+def _start_faults():
+    path = os.environ.get("SPIKELENS_FAULT_SCHEDULE")
+    if not path:
+        return None
+    import threading
+
+    roles = _load_roles()
+
+    def body():
+        try:
+            _run_fault_schedule(path, roles)
+        except Exception as exc:   # a bad schedule must not stop the process
+            sys.stderr.write(f"spikelens fault schedule ignored: {type(exc).__name__}: {exc}\n")
+
+    thread = threading.Thread(target=body, name="spikelens-fault-schedule", daemon=True)
+    thread.start()
+    return thread
+
+
 def _chain():
     """Execute the next `sitecustomize` on sys.path (the one this directory shadows), if any."""
     import importlib.machinery
@@ -133,4 +195,9 @@ try:
 except Exception as exc:   # the hook must never stop the process it observes
     _recorder = None
     sys.stderr.write(f"spikelens gc hook disabled: {type(exc).__name__}: {exc}\n")
+try:
+    _fault_thread = _start_faults()
+except Exception as exc:
+    _fault_thread = None
+    sys.stderr.write(f"spikelens fault schedule disabled: {type(exc).__name__}: {exc}\n")
 _chain()

@@ -17,12 +17,15 @@ from engine.config_keys import ALL_UNKNOWN, strict_keys
 FAULT_CAUSES: dict[str, str] = {
     "penalty.slow_path": "penalty",
     "penalty.repetition": "penalty",
+    "penalty.heavy_traffic": "penalty",
     "memory.gc_storm": "memory",
     "memory.kv_pressure": "memory",
     "memory.alloc_churn": "memory",
     "comm.straggler": "communication",
     "comm.slow_link": "communication",
     "load.burst": "load",
+    # applied from the flow side by collectors.cpu_contention (any engine spikelens starts)
+    "host.cpu_contention": "host",
 }
 
 

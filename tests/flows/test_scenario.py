@@ -172,8 +172,16 @@ def test_vllm_engine_block_parses_and_rejects_engine_faults(tmp_path):
     assert s.engine is None and s.vllm.model == str(ckpt) and s.vllm.max_num_seqs == 8
     assert s.vllm.extra_args == ("--seed", "0") and s.endpoint == "completions"
     with pytest.raises(ScenarioError) as e:
-        load_scenario(write(tmp_path, text + "faults:\n  - {kind: memory.gc_storm, start_s: 1, duration_s: 2}\n"))
+        load_scenario(write(tmp_path, text + "faults:\n  - {kind: comm.straggler, start_s: 1, duration_s: 2}\n"))
     assert e.value.key == "faults[0].kind" and "load.burst" in str(e.value)
+    assert "memory.gc_storm (vLLM)" in str(e.value)
+    storm = load_scenario(write(tmp_path, text + "faults:\n  - {kind: memory.gc_storm, start_s: 1, "
+                                "duration_s: 2, params: {role: EngineCore, tick_s: 0.05}}\n"))
+    assert storm.faults[0].params == {"role": "EngineCore", "tick_s": 0.05}
+    with pytest.raises(ScenarioError) as e:   # the hook's params, not the engine's
+        load_scenario(write(tmp_path, text + "faults:\n  - {kind: memory.gc_storm, start_s: 1, "
+                            "duration_s: 2, params: {objects_per_step: 5}}\n"))
+    assert e.value.key.startswith("faults[0]") and "objects_per_step" in str(e.value)
     ours = load_scenario(write(tmp_path, GOOD.replace("  model: tiny", "  kind: spikelens\n  model: tiny")))
     assert ours.engine.model == "tiny" and ours.vllm is None
 
@@ -211,3 +219,17 @@ def test_vllm_example_scenarios_are_valid(tmp_path):
     assert s.vllm.kv_cache_space_gib == 1 and [f.kind for f in s.faults] == ["load.burst"]
     t = load_scenario(repo / "vllm-target.yaml")
     assert t.target == "http://127.0.0.1:8000" and t.model is None and t.endpoint == "completions"
+
+
+def test_cpu_contention_is_accepted_for_started_engines_only(tmp_path):
+    ckpt = _checkpoint(tmp_path)
+    fault = "faults:\n  - {kind: host.cpu_contention, start_s: 1, duration_s: 2, params: {processes: 2}}\n"
+    vllm = load_scenario(write(tmp_path, f"duration_s: 10\nengine:\n  kind: vllm\n  model: {ckpt}\n" + fault))
+    assert vllm.faults[0].kind == "host.cpu_contention" and vllm.faults[0].cause == "host"
+    assert load_scenario(write(tmp_path, GOOD + fault)).faults[0].params == {"processes": 2}
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(write(tmp_path, "duration_s: 10\ntarget: http://127.0.0.1:1\n" + fault))
+    assert e.value.key == "faults[0].kind" and "target" in str(e.value)
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(write(tmp_path, GOOD + fault.replace("processes: 2", "processes: 0")))
+    assert e.value.key.startswith("faults") and "params.processes" in str(e.value)

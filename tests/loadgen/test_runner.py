@@ -190,6 +190,22 @@ def test_loadgen_faults_burst_users_and_switch_sampling_in_their_windows(tmp_pat
             assert r["max_tokens"] == 6 and r["temperature"] == 0.0 and r["repetition_penalty"] == 1.0
 
 
+def test_heavy_traffic_penalises_a_share_of_the_window_in_the_open_loop(tmp_path):
+    faults = [{"kind": "penalty.heavy_traffic", "start_s": 1.0, "duration_s": 1.0, "params": {"share": 0.5}}]
+    with SSEServer(SSEServerConfig(ttft_s=0.005, itl_s=0.005)) as server:
+        result = run_locust(server.url, tmp_path, FIXED, {"shape": "constant", "rate": 40},
+                            duration_s=2.0, faults=faults)
+    requests, _ = read(tmp_path)
+    t0 = result.load_started_ns
+    inside = [r for r in requests if r["intended_send_ns"] >= t0 + 1e9]
+    heavy = [r for r in inside if r["fault"] == "penalty.heavy_traffic"]
+    assert all(r["fault"] is None for r in requests if r["intended_send_ns"] < t0 + 1e9)
+    assert 0.2 < len(heavy) / len(inside) < 0.8
+    assert all(r["frequency_penalty"] == 1.0 and r["repetition_penalty"] == 1.2 for r in heavy)
+    window = pq.read_table(tmp_path / "faults.loadgen.parquet").to_pylist()
+    assert [(w["kind"], w["cause"]) for w in window] == [("penalty.heavy_traffic", "penalty")]
+
+
 def test_open_loop_sends_on_its_schedule_and_replay_repeats_the_run(tmp_path):
     from loadgen.arrivals import arrival_times
     from loadgen.spec import LoadSpec

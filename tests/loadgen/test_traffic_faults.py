@@ -10,8 +10,8 @@ from loadgen.errors import SpecError
 from loadgen.prompts import PromptBuilder
 from loadgen.request_plan import RequestFactory
 from loadgen.spec import WorkloadSpec
-from loadgen.traffic_faults import (RepetitionParams, burst_edges, burst_factor, from_dicts,
-                                    repetition_at, traffic_faults, write_faults)
+from loadgen.traffic_faults import (HeavyTrafficParams, RepetitionParams, burst_edges, burst_factor, from_dicts,
+                                    repetition_at, sampling_fault_at, traffic_faults, write_faults)
 
 SCENARIO_FAULTS = [
     {"kind": "memory.gc_storm", "start_s": 1, "duration_s": 2, "params": {"whatever": 1}},
@@ -71,3 +71,35 @@ def test_write_faults_clips_to_the_run_and_drops_windows_after_it(tmp_path):
     assert rows[1]["kind"] == "penalty.repetition" and rows[1]["cause"] == "penalty"
     assert rows[1]["end_ns"] == 8 * 10**9  # clipped at the end of the run
     assert write_faults(faults, 0, duration_s=1.5, path=path) == 0
+
+
+def test_heavy_traffic_penalises_about_its_share_of_the_window_and_nothing_outside():
+    faults = traffic_faults([{"kind": "penalty.heavy_traffic", "start_s": 2, "duration_s": 3,
+                              "params": {"share": 0.25}}])
+    assert faults[0].cause == "penalty"
+    ids = [f"run-u{i}-{j}" for i in range(20) for j in range(50)]
+    taken = [i for i in ids if sampling_fault_at(faults, 3.0, i) is not None]
+    assert 0.2 < len(taken) / len(ids) < 0.3
+    assert taken == [i for i in ids if sampling_fault_at(faults, 4.9, i) is not None]  # stable per id
+    assert all(sampling_fault_at(faults, t, i) is None for t in (1.9, 5.0) for i in ids[:50])
+
+
+def test_heavy_traffic_adds_penalties_and_keeps_the_drawn_request():
+    workload = WorkloadSpec.from_dict({"output_tokens": {"mean": 10, "min": 5, "max": 40},
+                                       "sampling": {"temperature": 0.7}})
+    factory = RequestFactory(workload, PromptBuilder(), model_name="m", seed=0, id_prefix="r")
+    normal = factory.plan(random.Random(1), "a")
+    heavy = factory.plan(random.Random(1), "a", HeavyTrafficParams())
+    assert heavy.max_tokens == normal.max_tokens and heavy.body["messages"] == normal.body["messages"]
+    assert heavy.sampling["temperature"] == 0.7
+    assert (heavy.sampling["frequency_penalty"], heavy.sampling["presence_penalty"],
+            heavy.sampling["repetition_penalty"]) == (1.0, 0.5, 1.2)
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"share": 0}, "faults[0].params.share"), ({"share": 1.5}, "faults[0].params.share"),
+    ({"repetition_penalty": 0}, "faults[0].params.repetition_penalty"), ({"bogus": 1}, "bogus")])
+def test_heavy_traffic_params_are_checked(params, message):
+    with pytest.raises(SpecError) as err:
+        traffic_faults([{"kind": "penalty.heavy_traffic", "start_s": 0, "duration_s": 1, "params": params}])
+    assert message in str(err.value)

@@ -94,3 +94,52 @@ def test_flat_gauges_score_against_their_resolution_and_level():
     assert ranked["frac"] == pytest.approx(20.0)      # 0 → 0.3 against 5 % of its magnitude
     assert ranked["count"] == pytest.approx(2.0)      # two requests against a step of one
     assert ranked["high"] < 1.0 and ranked["still"] == 0.0
+
+
+def _process_run(n, spike, stacks=(), gc=(), cpu=()):
+    from rca.attribute import RunSignals
+    from rca.detect import Spike
+    from rca.process_evidence import ProcessSignals
+
+    windows = [{"window": w, "ttft_p99_ms": 90.0 if w in spike else 10.0 + w % 3} for w in range(n)]
+    signals = RunSignals(window_s=1.0, windows=windows, step_windows=[], steps={}, gc_pauses=[],
+                         process=ProcessSignals(list(stacks), list(gc), list(cpu)))
+    s = Spike(0, "ttft_p99", ["ttft_p99"], spike[0], spike[-1], spike[0], spike[-1] + 1.0, 90.0, 10.0, "high", 5.0)
+    return s, signals
+
+
+def test_process_signals_vote_beside_metrics_and_name_the_process_and_region():
+    from rca.metric_rank import attribute_by_metrics
+
+    n, spike = 30, [15, 16, 17]
+    stacks = [{"window": w, "pid": 41, "role": "EngineCore", "region": region, "busy_share": share}
+              for w in range(n) for region, share in
+              (("sampling_penalties", 0.38 if w in spike else 0.02 + 0.005 * (w % 2)),
+               ("model_forward", 0.62 if w in spike else 0.98 - 0.005 * (w % 2)))]
+    gc = [{"window": w, "pid": 40, "role": "api_server", "pause_ms": 3.0 if w in (5, 16) else 0.0} for w in range(n)]
+    s, signals = _process_run(n, spike, stacks, gc)
+    a = attribute_by_metrics(s, [s], signals)
+    assert a.top_cause == "penalty" and a.method == "metric_rank"
+    ev = next(c for c in a.causes if c.cause == "penalty").evidence[0]
+    assert ev.signal == "EngineCore (pid 41) stack_share.sampling_penalties"
+    assert ev.note.startswith("EngineCore (pid 41): 38% of its non-idle stack samples in sampling_penalties "
+                              "during the spike vs 2% before")
+    assert "memory" not in {c.cause for c in a.causes}   # a 3 ms/s GC blip is below the marked floor
+
+
+def test_a_gc_storm_in_engine_core_is_memory_and_outside_cpu_contention_says_host():
+    from rca.metric_rank import attribute_by_metrics
+
+    n, spike = 30, [15, 16, 17]
+    gc = [{"window": w, "pid": 7, "role": "EngineCore", "pause_ms": 240.0 if w in spike else 2.0 * (w % 2)}
+          for w in range(n)]
+    s, signals = _process_run(n, spike, gc=gc)
+    a = attribute_by_metrics(s, [s], signals)
+    assert a.top_cause == "memory"
+    assert a.causes[0].evidence[0].note.startswith("EngineCore (pid 7): 240 ms/s of GC pauses")
+    cpu = [{"window": w, "pid": 7, "role": "EngineCore", "runq_wait_ms_per_s": 300.0 if w in spike else 5.0,
+            "cpu_ms_per_s": 400.0 if w in spike else 600.0, "involuntary_switches_per_s": 10.0} for w in range(n)]
+    s, signals = _process_run(n, spike, cpu=cpu)
+    a = attribute_by_metrics(s, [s], signals)
+    assert a.top_cause == "unexplained"
+    assert "CPU contention from outside the process (host" in a.causes[0].evidence[0].note
