@@ -61,7 +61,7 @@ def _tokenizer_path(scenario: Scenario) -> str | None:
 
 @flow(name="run-scenario", log_prints=False)
 def run_scenario(scenario_path: str, state_home: str | None = None,
-                    kind: str = "incident", overrides: dict | None = None) -> IncidentResult:
+                 kind: str = "incident", overrides: dict | None = None) -> IncidentResult:
     """Run a scenario against a fresh engine and explain its spikes in an HTML report.
 
     `overrides` are laid over the scenario file's keys (nested mappings merged), e.g.
@@ -72,76 +72,22 @@ def run_scenario(scenario_path: str, state_home: str | None = None,
     scenario = load_scenario(scenario_path, overrides)
     run_id = new_run_id(kind, scenario.slug)
     run_dir = paths.run_dir(run_id)
-    faults = [dataclasses.asdict(f) for f in scenario.faults]
-    manifest = RunManifest(
-        run_id=run_id, kind=kind, scenario_name=scenario.name, scenario_path=scenario.path,
-        scenario=scenario.raw, engine=scenario.engine.to_dict() if scenario.engine
-        else scenario.vllm.to_dict() if scenario.vllm else None,
-        target=scenario.target, faults=faults, warmup_s=scenario.warmup_s,
-        duration_s=scenario.duration_s,
-        command=f"spikelens run {shlex.quote(str(scenario.path))}"
-                + (f" --overrides {shlex.quote(json.dumps(overrides))}" if overrides else ""),
-    )
+    manifest = _new_manifest(scenario, run_id, kind, overrides)
     write_manifest(manifest, run_dir)
     progress.info("run %s", run_id)
 
-    engine = nvml = collectors = hogs = None
+    serving = _Serving(scenario, run_dir, list(manifest.faults))
+    nvml = None
     failure: BaseException | None = None
     try:
         nvml = start_nvml_sampler(run_dir)
-        if scenario.engine is not None:
-            engine = start_engine(run_id, scenario.engine.to_dict(), faults, run_dir)
-            url = engine.url
-            collectors = start_collectors(run_dir, engine.proc.pid, "engine", f"{url}/metrics")
-        elif scenario.vllm is not None:
-            # every process of vLLM's tree inherits the GC hook through its environment
-            engine = start_vllm(scenario.vllm, run_dir, env_hook=lambda env: _vllm_env(run_dir, faults, env))
-            manifest.extra["vllm"] = engine.describe()
-            write_manifest(manifest, run_dir)
-            url = engine.url
-            collectors = start_collectors(run_dir, engine.root_pid, "vllm", f"{url}/metrics")
-        else:
-            url = scenario.target
-        if engine is not None:   # host.cpu_contention: hogs on the engine's CPUs, on the fault clock
-            hogs = CpuContention(faults, engine.proc.pid if scenario.engine is not None else engine.root_pid,
-                                 run_dir, scenario.duration_s)
-        api_key = os.environ.get("SPIKELENS_API_KEY") if scenario.target else None
-        # spikelens' own engine serves "spikelens"; any other: the scenario's id or /v1/models'
-        model = scenario.model or ("spikelens" if scenario.engine is not None
-                                   else served_model(url, api_key))
-        manifest.extra.update(model=model, endpoint=scenario.endpoint)
+        serving.start(run_id, manifest)
 
         def on_load_start(t0_ns: int) -> None:
             manifest.load_started_ns = t0_ns
-            if engine is not None:
-                engine.arm_faults(t0_ns)
-            if hogs is not None:
-                hogs.arm(t0_ns)
-            if scenario.vllm is not None and any(f["kind"] in PROCESS_FAULT_KINDS for f in faults):
-                arm_process_faults(faults, t0_ns, scenario.duration_s, collect_dir(run_dir), run_dir)
+            serving.arm(t0_ns)
 
-        # the collectors scrape /metrics of an engine spikelens started; a target's is scraped
-        # by loadgen (one writer of metrics.parquet per run)
-        external = scenario.target is not None
-        result = drive_load(url, run_dir, scenario.workload, scenario.load, scenario.duration_s,
-                            scenario.warmup_s, scenario.seed, _tokenizer_path(scenario), faults,
-                            on_load_start,
-                            metrics_url=f"{url.rstrip('/')}/metrics" if external else None,
-                            api_key=api_key, model_name=model, endpoint=scenario.endpoint)
-        manifest.extra["locust"] = {"requests_sent": result.requests_sent,
-                                    "requests_failed": result.requests_failed,
-                                    "returncode": result.returncode}
-        manifest.extra["client_health"] = result.client_health
-        if result.stopped_early:
-            manifest.extra["stopped_early"] = result.stopped_early
-            manifest.errors.append(f"stopped early: {result.stopped_early['reason']}")
-            progress.warning("stopped early: %s", result.stopped_early["reason"])
-        if result.returncode not in (0, None):
-            manifest.errors.append(f"locust exited with code {result.returncode}")
-        if not result.client_valid:
-            manifest.client_valid = False
-        manifest.extra["summary"] = summarize_load(run_dir, scenario.duration_s,
-                                                   scenario.raw.get("slo"))
+        _drive(serving, manifest, on_load_start)
     except BaseException as e:   # noqa: BLE001 — recorded, reported, then re-raised
         failure = e
         manifest.errors.append(_describe_failure(e))
@@ -154,14 +100,7 @@ def run_scenario(scenario_path: str, state_home: str | None = None,
     finally:
         if nvml is not None:
             manifest.extra["nvml"] = stop_nvml_sampler(nvml, run_dir)
-        if hogs is not None:
-            hogs.stop()
-        if collectors is not None:
-            manifest.extra["collectors"] = stop_collectors(collectors)
-        if engine is not None:
-            code = stop_vllm(engine) if scenario.vllm is not None else stop_engine(engine)
-            if code not in (0, None, -15):
-                manifest.errors.append(f"engine exited with code {code}")
+        serving.stop(manifest)
         manifest.ended_ns = time.time_ns()
         manifest.status = ("failed" if manifest.errors
                            else "invalid" if not manifest.client_valid else "ok")
@@ -183,6 +122,104 @@ def run_scenario(scenario_path: str, state_home: str | None = None,
         status=manifest.status, errors=manifest.errors, spikes=len(analysis.spikes),
         causes=[analysis.attributions[s.spike_id].top_cause for s in analysis.spikes
                 if s.spike_id in analysis.attributions])
+
+
+def _new_manifest(scenario: Scenario, run_id: str, kind: str, overrides: dict | None) -> RunManifest:
+    """run.json as the run starts: what ran and the command that reproduces it."""
+    engine = (scenario.engine.to_dict() if scenario.engine
+              else scenario.vllm.to_dict() if scenario.vllm else None)
+    return RunManifest(
+        run_id=run_id, kind=kind, scenario_name=scenario.name, scenario_path=scenario.path,
+        scenario=scenario.raw, engine=engine, target=scenario.target,
+        faults=[dataclasses.asdict(f) for f in scenario.faults], warmup_s=scenario.warmup_s,
+        duration_s=scenario.duration_s,
+        command=f"spikelens run {shlex.quote(str(scenario.path))}"
+                + (f" --overrides {shlex.quote(json.dumps(overrides))}" if overrides else ""),
+    )
+
+
+@dataclass
+class _Serving:
+    """What a run starts besides the load: spikelens' engine or vLLM, with the collectors on its
+    process tree and the host.cpu_contention hogs on its CPUs (nothing for a `target:`).
+    `stop` stops whatever was started, in reverse order, and notes it in run.json."""
+
+    scenario: Scenario
+    run_dir: Path
+    faults: list[dict]
+    url: str = ""
+    engine: object = None
+    collectors: object = None
+    hogs: CpuContention | None = None
+
+    def start(self, run_id: str, manifest: RunManifest) -> None:
+        scenario, run_dir = self.scenario, self.run_dir
+        if scenario.engine is not None:
+            self.engine = start_engine(run_id, scenario.engine.to_dict(), self.faults, run_dir)
+            root_pid, role = self.engine.proc.pid, "engine"
+        elif scenario.vllm is not None:
+            # every process of vLLM's tree inherits the GC hook through its environment
+            self.engine = start_vllm(scenario.vllm, run_dir,
+                                     env_hook=lambda env: _vllm_env(run_dir, self.faults, env))
+            manifest.extra["vllm"] = self.engine.describe()
+            write_manifest(manifest, run_dir)
+            root_pid, role = self.engine.root_pid, "vllm"
+        else:
+            self.url = scenario.target
+            return
+        self.url = self.engine.url
+        self.collectors = start_collectors(run_dir, root_pid, role, f"{self.url}/metrics")
+        self.hogs = CpuContention(self.faults, root_pid, run_dir, scenario.duration_s)
+
+    def arm(self, t0_ns: int) -> None:
+        """Start every fault clock at the start of measured load."""
+        if self.engine is not None:
+            self.engine.arm_faults(t0_ns)
+        if self.hogs is not None:
+            self.hogs.arm(t0_ns)
+        if self.scenario.vllm is not None and any(f["kind"] in PROCESS_FAULT_KINDS for f in self.faults):
+            arm_process_faults(self.faults, t0_ns, self.scenario.duration_s, collect_dir(self.run_dir),
+                               self.run_dir)
+
+    def stop(self, manifest: RunManifest) -> None:
+        if self.hogs is not None:
+            self.hogs.stop()
+        if self.collectors is not None:
+            manifest.extra["collectors"] = stop_collectors(self.collectors)
+        if self.engine is not None:
+            code = stop_vllm(self.engine) if self.scenario.vllm is not None else stop_engine(self.engine)
+            if code not in (0, None, -15):
+                manifest.errors.append(f"engine exited with code {code}")
+
+
+def _drive(serving: _Serving, manifest: RunManifest, on_load_start) -> None:
+    """The load, and what it says about itself, into run.json."""
+    scenario, run_dir, url = serving.scenario, serving.run_dir, serving.url
+    api_key = os.environ.get("SPIKELENS_API_KEY") if scenario.target else None
+    # spikelens' own engine serves "spikelens"; any other: the scenario's id or /v1/models'
+    model = scenario.model or ("spikelens" if scenario.engine is not None
+                               else served_model(url, api_key))
+    manifest.extra.update(model=model, endpoint=scenario.endpoint)
+    # the collectors scrape /metrics of an engine spikelens started; a target's is scraped by
+    # loadgen (one writer of metrics.parquet per run)
+    metrics_url = f"{url.rstrip('/')}/metrics" if scenario.target is not None else None
+    result = drive_load(url, run_dir, scenario.workload, scenario.load, scenario.duration_s,
+                        scenario.warmup_s, scenario.seed, _tokenizer_path(scenario), serving.faults,
+                        on_load_start, metrics_url=metrics_url, api_key=api_key, model_name=model,
+                        endpoint=scenario.endpoint)
+    manifest.extra["locust"] = {"requests_sent": result.requests_sent,
+                                "requests_failed": result.requests_failed,
+                                "returncode": result.returncode}
+    manifest.extra["client_health"] = result.client_health
+    if result.stopped_early:
+        manifest.extra["stopped_early"] = result.stopped_early
+        manifest.errors.append(f"stopped early: {result.stopped_early['reason']}")
+        progress.warning("stopped early: %s", result.stopped_early["reason"])
+    if result.returncode not in (0, None):
+        manifest.errors.append(f"locust exited with code {result.returncode}")
+    if not result.client_valid:
+        manifest.client_valid = False
+    manifest.extra["summary"] = summarize_load(run_dir, scenario.duration_s, scenario.raw.get("slo"))
 
 
 def _vllm_env(run_dir: Path, faults: list[dict], env: dict[str, str]) -> dict[str, str]:
