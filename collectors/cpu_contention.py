@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.config_keys import strict_keys
+
 KIND = "host.cpu_contention"
 GROUND_TRUTH_FILE = "faults.host.parquet"
 _HOG = "while True: pass"
@@ -39,9 +41,7 @@ class CpuContentionParams:
 def make_params(values: dict | None) -> CpuContentionParams:
     """Params from a scenario mapping; unknown keys raise naming the key."""
     valid = [f.name for f in dataclasses.fields(CpuContentionParams)]
-    unknown = sorted(set(values or {}) - set(valid))
-    if unknown:
-        raise ValueError(f"{KIND}.params: unknown key '{unknown[0]}' (valid keys: {', '.join(valid)})")
+    strict_keys(values or {}, valid, f"{KIND}.params", error=ValueError, sort_unknown=True, valid=valid)
     return CpuContentionParams(**dict(values or {}))
 
 

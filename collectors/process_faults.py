@@ -21,6 +21,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.config_keys import strict_keys
+
 SCHEDULE_ENV = "SPIKELENS_FAULT_SCHEDULE"
 SCHEDULE_FILE = "fault-schedule.json"
 GROUND_TRUTH_FILE = "faults.process.parquet"
@@ -55,9 +57,7 @@ def make_params(kind: str, values: dict | None):
     """The params dataclass of a process fault; unknown keys raise naming the key and the kind."""
     cls = KINDS[kind][1]
     valid = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(set(values or {}) - set(valid))
-    if unknown:
-        raise ValueError(f"{kind}.params: unknown key '{unknown[0]}' (valid keys: {', '.join(valid)})")
+    strict_keys(values or {}, valid, f"{kind}.params", error=ValueError, sort_unknown=True, valid=valid)
     return cls(**dict(values or {}))
 
 

@@ -64,9 +64,8 @@ class CapacityCheck:
         if not isinstance(raw, dict):
             raise NightlyConfigError(f"{where}: a mapping with scenario and users or rates")
         known = {"scenario", "users", "rates", "slo", "attainment", "drop_rel", "last_n"}
-        for key in raw:
-            if key not in known:
-                raise NightlyConfigError(f"{where}.{key}: unknown key; valid: {', '.join(sorted(known))}")
+        strict_keys(raw, known, where, message="{where}.{key}: unknown key; valid: {valid}",
+                    error=NightlyConfigError)
         if not isinstance(raw.get("scenario"), str) or not (base / raw["scenario"]).is_file():
             raise NightlyConfigError(f"{where}.scenario: a scenario file beside config.yaml, "
                                      f"got {raw.get('scenario')!r}")
