@@ -27,7 +27,7 @@ from typing import Callable
 import httpx
 import psutil
 
-from engine.server.launch import free_port
+from engine.server.launch import SupervisedServer, free_port
 from flows.supervisor import kill_survivors
 from flows.vllm_config import VllmConfig
 
@@ -111,7 +111,7 @@ def role_of(proc: psutil.Process, root_pid: int) -> str:
     return "other"
 
 
-class VllmProcess:
+class VllmProcess(SupervisedServer):
     """A vLLM server started by spikelens (see the module docstring)."""
 
     def __init__(self, config: VllmConfig, run_dir: str | Path, host: str = "127.0.0.1",
@@ -230,14 +230,3 @@ class VllmProcess:
         self.returncode = self.proc.returncode
         return self.returncode
 
-    def log_tail(self, n_chars: int = 4000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-n_chars:]
-        except FileNotFoundError:
-            return ""
-
-    def __enter__(self) -> "VllmProcess":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()

@@ -28,7 +28,26 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-class EngineProcess:
+class SupervisedServer:
+    """What every server spikelens starts as a child shares: the tail of its log for error
+    messages, and `with` = start ... stop. Subclasses set `log_path` and define start/stop."""
+
+    log_path: Path
+
+    def log_tail(self, n_chars: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-n_chars:]
+        except FileNotFoundError:
+            return ""
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class EngineProcess(SupervisedServer):
     """The engine server as a child process.
 
     ``config`` is CONFIG.json's content (``{"engine": {...}, "faults": [...], "server": {...}}``); it is
@@ -126,14 +145,3 @@ class EngineProcess:
         self.returncode = self.proc.returncode
         return self.returncode
 
-    def log_tail(self, n_chars: int = 4000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-n_chars:]
-        except FileNotFoundError:
-            return ""
-
-    def __enter__(self) -> "EngineProcess":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
