@@ -11,7 +11,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-from vllm_support import STARTUP_TIMEOUT_S, build_tiny_llama, processes_using, vllm_python
+from vllm_support import (STARTUP_TIMEOUT_S, build_tiny_llama, processes_using, vllm_python,
+                          vllm_scenario)
 
 pytestmark = pytest.mark.e2e
 
@@ -23,26 +24,7 @@ def checkpoint(tmp_path_factory):
 
 
 def scenario_file(tmp_path: Path, ckpt: Path, duration_s: float) -> Path:
-    path = tmp_path / "vllm-engine.yaml"
-    path.write_text(f"""\
-name: vllm-engine
-duration_s: {duration_s}
-warmup_s: 1
-engine:
-  kind: vllm
-  model: {ckpt}
-  dtype: float32
-  enforce_eager: true
-  max_model_len: 512
-  max_num_seqs: 8
-  kv_cache_space_gib: 1
-  startup_timeout_s: {STARTUP_TIMEOUT_S}
-workload:
-  prompt_tokens: {{mean: 24, std: 4, min: 8, max: 48}}
-  output_tokens: {{mean: 16, std: 4, min: 4, max: 24}}
-load: {{shape: constant, users: 3}}
-""")
-    return path
+    return vllm_scenario(tmp_path / "vllm-engine.yaml", ckpt, duration_s=duration_s, warmup_s=1, users=3)
 
 
 def env_for(home: Path) -> dict:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from vllm_support import STARTUP_TIMEOUT_S, build_tiny_llama, vllm_python
+from vllm_support import STARTUP_TIMEOUT_S, build_tiny_llama, vllm_python, vllm_scenario
 
 # Measured on the shared 2-core box (2026-12-01, five sessions' tests running beside it): the
 # storm acted every time (EngineCore: ~3.5 s of GC pauses in the 6-s window; ITL p99 138-366 ms
@@ -32,27 +32,8 @@ def checkpoint(tmp_path_factory):
 
 
 def run_scenario(tmp_path: Path, ckpt: Path, fault: str) -> tuple[Path, str]:
-    path = tmp_path / "vllm-fault.yaml"
-    path.write_text(f"""\
-name: vllm-fault
-duration_s: 24
-warmup_s: 2
-engine:
-  kind: vllm
-  model: {ckpt}
-  dtype: float32
-  enforce_eager: true
-  max_model_len: 512
-  max_num_seqs: 8
-  kv_cache_space_gib: 1
-  startup_timeout_s: {STARTUP_TIMEOUT_S}
-workload:
-  prompt_tokens: {{mean: 24, std: 4, min: 8, max: 48}}
-  output_tokens: {{mean: 16, std: 4, min: 4, max: 24}}
-load: {{shape: constant, users: 4}}
-faults:
-  - {fault}
-""")
+    path = vllm_scenario(tmp_path / "vllm-fault.yaml", ckpt, duration_s=24, warmup_s=2, users=4,
+                         faults=(fault,))
     home = tmp_path / "state"
     env = {**os.environ, "SPIKELENS_HOME": str(home),
            "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect")}   # a migrated DB: faster

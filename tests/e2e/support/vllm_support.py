@@ -57,3 +57,30 @@ def processes_using(path: Path) -> list[psutil.Process]:
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             pass
     return out
+
+
+def vllm_scenario(path: Path, ckpt: Path, *, duration_s: float, warmup_s: float, users: int,
+                  faults: tuple[str, ...] = ()) -> Path:
+    """A short `engine: {kind: vllm}` scenario over `ckpt` (the tiny checkpoint's settings:
+    fp32, eager, 512 positions, 1 GiB of KV cache), written to `path`; `faults` are YAML flow
+    mappings, one per fault."""
+    fault_lines = "".join(f"  - {f}\n" for f in faults)
+    path.write_text(f"""\
+name: {path.stem}
+duration_s: {duration_s}
+warmup_s: {warmup_s}
+engine:
+  kind: vllm
+  model: {ckpt}
+  dtype: float32
+  enforce_eager: true
+  max_model_len: 512
+  max_num_seqs: 8
+  kv_cache_space_gib: 1
+  startup_timeout_s: {STARTUP_TIMEOUT_S}
+workload:
+  prompt_tokens: {{mean: 24, std: 4, min: 8, max: 48}}
+  output_tokens: {{mean: 16, std: 4, min: 4, max: 24}}
+load: {{shape: constant, users: {users}}}
+""" + (f"faults:\n{fault_lines}" if faults else ""))
+    return path
