@@ -13,6 +13,7 @@ sides). Also reported: the collectors' own CPU (their process and py-spy) per se
 
 Run: ``python bench/collector_overhead.py [--model small] [--users 8] [--rounds 3] [--round-s 10]``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,7 +32,9 @@ import numpy as np
 from engine.server.launch import EngineProcess
 
 
-async def closed_loop(url: str, users: int, output_tokens: int, seconds: float) -> tuple[list[float], int]:
+async def closed_loop(
+    url: str, users: int, output_tokens: int, seconds: float
+) -> tuple[list[float], int]:
     """ITL gaps in ms and tokens received, `users` streams back to back for `seconds`."""
     gaps: list[float] = []
     tokens = 0
@@ -41,8 +44,14 @@ async def closed_loop(url: str, users: int, output_tokens: int, seconds: float) 
         nonlocal tokens
         k = 0
         while time.perf_counter() < deadline:
-            body = {"prompt": [10 + (u * 31 + k * 7 + j) % 400 for j in range(48)], "max_tokens": output_tokens,
-                    "temperature": 0.8, "frequency_penalty": 0.3, "ignore_eos": True, "stream": True}
+            body = {
+                "prompt": [10 + (u * 31 + k * 7 + j) % 400 for j in range(48)],
+                "max_tokens": output_tokens,
+                "temperature": 0.8,
+                "frequency_penalty": 0.3,
+                "ignore_eos": True,
+                "stream": True,
+            }
             last = None
             async with client.stream("POST", "/v1/completions", json=body) as r:
                 async for line in r.aiter_lines():
@@ -75,16 +84,23 @@ print("cpu_s", t.user + t.system + t.children_user + t.children_system, flush=Tr
 
 
 def start_collectors(run_dir: Path, pid: int, metrics_url: str) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", _COLLECTOR_PROCESS, str(run_dir), str(pid), metrics_url],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _COLLECTOR_PROCESS, str(run_dir), str(pid), metrics_url],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout.readline().strip() == "started"
     return proc
 
 
 def _summary(gaps: list[float], tokens: int, seconds: float) -> dict:
     x = np.array(gaps)
-    return {"itl_p50_ms": round(float(np.percentile(x, 50)), 3), "itl_p99_ms": round(float(np.percentile(x, 99)), 3),
-            "itl_n": len(gaps), "tokens_per_s": round(tokens / seconds, 1)}
+    return {
+        "itl_p50_ms": round(float(np.percentile(x, 50)), 3),
+        "itl_p99_ms": round(float(np.percentile(x, 99)), 3),
+        "itl_n": len(gaps),
+        "tokens_per_s": round(tokens / seconds, 1),
+    }
 
 
 def main() -> None:
@@ -105,13 +121,18 @@ def main() -> None:
         plain = EngineProcess(config, Path(tmp) / "plain", gc_hook=False).start()
         hooked = EngineProcess(config, Path(tmp) / "hooked", gc_hook=True).start()
         try:
-            for proc in (plain, hooked):   # warm-up: first requests pay one-off costs
+            for proc in (plain, hooked):  # warm-up: first requests pay one-off costs
                 asyncio.run(closed_loop(proc.url, a.users, 8, 2.0))
             for r in range(a.rounds):
                 for side in sides:
                     proc = plain if side == "without" else hooked
-                    collectors = (start_collectors(Path(tmp) / f"collect-{r}", proc.proc.pid, f"{proc.url}/metrics")
-                                  if side == "with" else None)
+                    collectors = (
+                        start_collectors(
+                            Path(tmp) / f"collect-{r}", proc.proc.pid, f"{proc.url}/metrics"
+                        )
+                        if side == "with"
+                        else None
+                    )
                     t0 = time.perf_counter()
                     g, n = asyncio.run(closed_loop(proc.url, a.users, a.output_tokens, a.round_s))
                     seconds = time.perf_counter() - t0
@@ -128,15 +149,31 @@ def main() -> None:
             hooked.stop()
     total_s = a.rounds * a.round_s
     out = {side: _summary(gaps[side], tokens[side], total_s) for side in gaps}
-    ratios = {f"{side}_{key}_ratio": round(out[side][key] / out["without"][key], 3)
-              for side in ("hook_only", "with") for key in ("itl_p50_ms", "itl_p99_ms", "tokens_per_s")}
-    print(json.dumps({
-        "bench": "collector_overhead", "model": a.model, "users": a.users, "output_tokens": a.output_tokens,
-        "rounds": a.rounds, "round_s": a.round_s, "loadavg_1m": round(os.getloadavg()[0], 2),
-        **out, **ratios,
-        # CPU of the collector process and py-spy per second of load (it competes for the cores)
-        "collectors_cpu_s_per_s": round(collector_cpu_s / collector_wall_s, 3) if collector_wall_s else None,
-        "per_round": rounds}))
+    ratios = {
+        f"{side}_{key}_ratio": round(out[side][key] / out["without"][key], 3)
+        for side in ("hook_only", "with")
+        for key in ("itl_p50_ms", "itl_p99_ms", "tokens_per_s")
+    }
+    print(
+        json.dumps(
+            {
+                "bench": "collector_overhead",
+                "model": a.model,
+                "users": a.users,
+                "output_tokens": a.output_tokens,
+                "rounds": a.rounds,
+                "round_s": a.round_s,
+                "loadavg_1m": round(os.getloadavg()[0], 2),
+                **out,
+                **ratios,
+                # CPU of the collector process and py-spy per second of load (it competes for the cores)
+                "collectors_cpu_s_per_s": round(collector_cpu_s / collector_wall_s, 3)
+                if collector_wall_s
+                else None,
+                "per_round": rounds,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -67,12 +67,23 @@ from engine.tokenizer import DEFAULT_TOKENIZER_PATH
 def hf_config(args: ModelArgs):
     from transformers import LlamaConfig
 
-    return LlamaConfig(vocab_size=args.vocab_size, hidden_size=args.dim, intermediate_size=args.ffn_dim,
-                       num_hidden_layers=args.n_layers, num_attention_heads=args.n_heads,
-                       num_key_value_heads=args.n_kv_heads, rms_norm_eps=args.norm_eps,
-                       rope_theta=args.rope_theta, max_position_embeddings=args.max_position,
-                       tie_word_embeddings=args.tie_embeddings, attention_bias=False, mlp_bias=False,
-                       bos_token_id=0, eos_token_id=1, pad_token_id=2)
+    return LlamaConfig(
+        vocab_size=args.vocab_size,
+        hidden_size=args.dim,
+        intermediate_size=args.ffn_dim,
+        num_hidden_layers=args.n_layers,
+        num_attention_heads=args.n_heads,
+        num_key_value_heads=args.n_kv_heads,
+        rms_norm_eps=args.norm_eps,
+        rope_theta=args.rope_theta,
+        max_position_embeddings=args.max_position,
+        tie_word_embeddings=args.tie_embeddings,
+        attention_bias=False,
+        mlp_bias=False,
+        bos_token_id=0,
+        eos_token_id=1,
+        pad_token_id=2,
+    )
 
 
 def save_random_checkpoint(args: ModelArgs, folder: Path, seed: int) -> Path:
@@ -82,24 +93,35 @@ def save_random_checkpoint(args: ModelArgs, folder: Path, seed: int) -> Path:
     torch.manual_seed(seed)
     LlamaForCausalLM(hf_config(args)).save_pretrained(folder, safe_serialization=True)
     shutil.copy(DEFAULT_TOKENIZER_PATH, folder / "tokenizer.json")
-    (folder / "tokenizer_config.json").write_text(json.dumps({"bos_token": "<|bos|>", "eos_token": "<|eos|>"}))
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps({"bos_token": "<|bos|>", "eos_token": "<|eos|>"})
+    )
     return folder
 
 
-def load_models(preset: str, checkpoint: str | None, max_num_seqs: int, threads: int, workdir: Path):
+def load_models(
+    preset: str, checkpoint: str | None, max_num_seqs: int, threads: int, workdir: Path
+):
     """(engine, hf_model, weights description, engine config) over the same weights."""
     from transformers import LlamaForCausalLM
 
     can_load_hf = importlib.util.find_spec("engine.checkpoint") is not None
     if checkpoint is None and can_load_hf:
-        checkpoint = str(save_random_checkpoint(ModelArgs.from_name(preset), workdir / "ckpt", seed=0))
+        checkpoint = str(
+            save_random_checkpoint(ModelArgs.from_name(preset), workdir / "ckpt", seed=0)
+        )
         weights = f"random HF Llama ({preset} shape) saved with transformers"
     elif checkpoint is not None:
         weights = f"HF checkpoint {checkpoint}"
     else:
         weights = f"engine synthetic '{preset}' weights copied into transformers (engine.checkpoint missing)"
-    config = EngineConfig(model=checkpoint or preset, max_num_seqs=max_num_seqs, threads=threads,
-                          kv_blocks=4096, max_model_len=2048)
+    config = EngineConfig(
+        model=checkpoint or preset,
+        max_num_seqs=max_num_seqs,
+        threads=threads,
+        kv_blocks=4096,
+        max_model_len=2048,
+    )
     engine = LLMEngine(config, run_dir=None)
     if checkpoint is not None:
         hf = LlamaForCausalLM.from_pretrained(checkpoint, torch_dtype=torch.float32)
@@ -120,8 +142,9 @@ def prompt_ids(i: int, length: int, vocab: int) -> list[int]:
     return [(i * 7919 + j * 104729) % (vocab - 100) + 10 for j in range(length)]
 
 
-def workload(kind: str, batch: int, prompt_tokens: int, output_tokens: int, vocab: int,
-             seed: int = 0) -> tuple[list[list[int]], list[int]]:
+def workload(
+    kind: str, batch: int, prompt_tokens: int, output_tokens: int, vocab: int, seed: int = 0
+) -> tuple[list[list[int]], list[int]]:
     """(prompts, output lengths) of one batch: uniform, or mixed lengths as a server sees them."""
     if kind == "uniform":
         return [prompt_ids(i, prompt_tokens, vocab) for i in range(batch)], [output_tokens] * batch
@@ -133,14 +156,18 @@ def workload(kind: str, batch: int, prompt_tokens: int, output_tokens: int, voca
     return [prompt_ids(i, n, vocab) for i, n in enumerate(lengths)], outputs
 
 
-def run_engine(engine: LLMEngine, batch_prompts: list[list[int]],
-               n_out: list[int]) -> tuple[float, list[list[int]]]:
+def run_engine(
+    engine: LLMEngine, batch_prompts: list[list[int]], n_out: list[int]
+) -> tuple[float, list[list[int]]]:
     """All requests added at once, stepped until done; (wall s, tokens per request)."""
     out: dict[str, list[int]] = {}
     t0 = time.perf_counter()
     for i, (p, n) in enumerate(zip(batch_prompts, n_out)):
-        engine.add_request(f"b{len(batch_prompts)}-{i}-{t0}", p,
-                           SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True))
+        engine.add_request(
+            f"b{len(batch_prompts)}-{i}-{t0}",
+            p,
+            SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True),
+        )
     while engine.has_unfinished():
         for o in engine.step():
             out.setdefault(o.request_id, []).extend(o.new_token_ids)
@@ -153,33 +180,50 @@ def run_hf(hf, batch_prompts: list[list[int]], n_out: list[int]) -> tuple[float,
     """One ``generate`` over the left-padded batch until the longest output is done; (wall s, the
     tokens each request asked for)."""
     width = max(len(p) for p in batch_prompts)
-    ids = torch.tensor([[PAD_ID] * (width - len(p)) + p for p in batch_prompts])         # [B, P]
-    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in batch_prompts])   # [B, P]
+    ids = torch.tensor([[PAD_ID] * (width - len(p)) + p for p in batch_prompts])  # [B, P]
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in batch_prompts])  # [B, P]
     longest = max(n_out)
     t0 = time.perf_counter()
-    out = hf.generate(ids, attention_mask=mask, max_new_tokens=longest, min_new_tokens=longest,
-                      do_sample=False)                                                     # [B, P + longest]
+    out = hf.generate(
+        ids, attention_mask=mask, max_new_tokens=longest, min_new_tokens=longest, do_sample=False
+    )  # [B, P + longest]
     wall = time.perf_counter() - t0
     return wall, [row[:n] for row, n in zip(out[:, width:].tolist(), n_out)]
 
 
-def run_server(config: EngineConfig, batch_prompts: list[list[int]], n_out: list[int], workdir: Path,
-               repeats: int) -> float:
+def run_server(
+    config: EngineConfig,
+    batch_prompts: list[list[int]],
+    n_out: list[int],
+    workdir: Path,
+    repeats: int,
+) -> float:
     """Best wall time of ``repeats`` rounds of the batch sent concurrently to one server process."""
     import httpx
 
     from engine.server.launch import EngineProcess
 
-    with EngineProcess({"engine": config.to_dict(), "server": {"max_waiting": None}},
-                       workdir / f"server-{len(batch_prompts)}") as proc:
+    with EngineProcess(
+        {"engine": config.to_dict(), "server": {"max_waiting": None}},
+        workdir / f"server-{len(batch_prompts)}",
+    ) as proc:
+
         async def go() -> float:
             limits = httpx.Limits(max_connections=len(batch_prompts))
             async with httpx.AsyncClient(base_url=proc.url, timeout=600, limits=limits) as client:
+
                 async def one(p, n):
-                    body = {"prompt": p, "max_tokens": n, "temperature": 0, "ignore_eos": True, "stream": True}
+                    body = {
+                        "prompt": p,
+                        "max_tokens": n,
+                        "temperature": 0,
+                        "ignore_eos": True,
+                        "stream": True,
+                    }
                     async with client.stream("POST", "/v1/completions", json=body) as r:
                         async for _ in r.aiter_bytes():
                             pass
+
                 await one(batch_prompts[0][:8], 4)  # warm-up
                 walls = []
                 for _ in range(repeats):
@@ -229,11 +273,15 @@ def prefix_match(a: list[int], b: list[int]) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", default="small")
-    ap.add_argument("--checkpoint", default=None, help="HF Llama folder (default: a random one built here)")
+    ap.add_argument(
+        "--checkpoint", default=None, help="HF Llama folder (default: a random one built here)"
+    )
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 32])
     ap.add_argument("--prompt-tokens", type=int, default=64)
     ap.add_argument("--output-tokens", type=int, default=64)
-    ap.add_argument("--workload", nargs="+", choices=["uniform", "mixed"], default=["uniform", "mixed"])
+    ap.add_argument(
+        "--workload", nargs="+", choices=["uniform", "mixed"], default=["uniform", "mixed"]
+    )
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads, both sides")
     ap.add_argument("--repeats", type=int, default=3, help="runs per figure; the best is reported")
     ap.add_argument("--http", action="store_true", help="also measure through the HTTP server")
@@ -244,7 +292,9 @@ def main() -> None:
     torch.set_num_threads(a.threads)
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        engine, hf, weights, config = load_models(a.preset, a.checkpoint, max(a.concurrency), a.threads, workdir)
+        engine, hf, weights, config = load_models(
+            a.preset, a.checkpoint, max(a.concurrency), a.threads, workdir
+        )
         vocab = engine.model.args.vocab_size
         # transformers' import graph is millions of objects the engine's own allocations would make
         # every full GC walk; the server process does not carry them, so take them out of GC here.
@@ -259,36 +309,56 @@ def main() -> None:
                 batch, n_out = workload(kind, b, a.prompt_tokens, a.output_tokens, vocab)
                 wanted = sum(n_out)
                 engine_runs, hf_runs = [], []
-                for _ in range(a.repeats):  # interleaved, so a burst of other load hits both sides alike
+                for _ in range(
+                    a.repeats
+                ):  # interleaved, so a burst of other load hits both sides alike
                     engine_runs.append(run_engine(engine, batch, n_out))
                     hf_runs.append(run_hf(hf, batch, n_out))
                 engine_wall, engine_tokens = min(engine_runs, key=lambda r: r[0])
                 hf_wall, hf_tokens = min(hf_runs, key=lambda r: r[0])
                 floor = lm_head_floor(hf, n_out, max(a.repeats, 5))
-                row = {"workload": kind, "concurrency": b, "output_tokens": wanted,
-                       "prompt_tokens": sum(len(p) for p in batch),
-                       "engine_tok_s": round(wanted / engine_wall, 1),
-                       "hf_tok_s": round(wanted / hf_wall, 1),
-                       "ratio": round(hf_wall / engine_wall, 2),
-                       "lm_head_floor_s": round(floor, 4),
-                       "ratio_ceiling": round(hf_wall / floor, 2),
-                       "engine_lm_head_share": round(floor / engine_wall, 2),
-                       "work_ratio": round(work_ratio(batch, n_out), 2),
-                       "greedy_match": round(sum(prefix_match(x, y) for x, y in zip(engine_tokens, hf_tokens)) / b, 3)}
+                row = {
+                    "workload": kind,
+                    "concurrency": b,
+                    "output_tokens": wanted,
+                    "prompt_tokens": sum(len(p) for p in batch),
+                    "engine_tok_s": round(wanted / engine_wall, 1),
+                    "hf_tok_s": round(wanted / hf_wall, 1),
+                    "ratio": round(hf_wall / engine_wall, 2),
+                    "lm_head_floor_s": round(floor, 4),
+                    "ratio_ceiling": round(hf_wall / floor, 2),
+                    "engine_lm_head_share": round(floor / engine_wall, 2),
+                    "work_ratio": round(work_ratio(batch, n_out), 2),
+                    "greedy_match": round(
+                        sum(prefix_match(x, y) for x, y in zip(engine_tokens, hf_tokens)) / b, 3
+                    ),
+                }
                 if a.http:
                     server_wall = run_server(config, batch, n_out, workdir, a.repeats)
                     row["server_tok_s"] = round(wanted / server_wall, 1)
                 results.append(row)
         engine.telemetry.close()
         gc.unfreeze()  # let interpreter shutdown release them normally
-    print(json.dumps({"bench": "decode", "weights": weights,
-                      "preset_or_checkpoint": config.model if a.checkpoint else a.preset,
-                      "prompt_tokens": a.prompt_tokens, "output_tokens_per_request": a.output_tokens,
-                      "mixed_ranges": {"prompt": [max(1, a.prompt_tokens // 4), 2 * a.prompt_tokens],
-                                       "output": [max(1, a.output_tokens // 8), 2 * a.output_tokens]},
-                      "threads": a.threads, "repeats": a.repeats, "device": "cpu",
-                      "loadavg_1m": round(os.getloadavg()[0], 2),  # the box is shared: judge the noise
-                      "results": results}))
+    print(
+        json.dumps(
+            {
+                "bench": "decode",
+                "weights": weights,
+                "preset_or_checkpoint": config.model if a.checkpoint else a.preset,
+                "prompt_tokens": a.prompt_tokens,
+                "output_tokens_per_request": a.output_tokens,
+                "mixed_ranges": {
+                    "prompt": [max(1, a.prompt_tokens // 4), 2 * a.prompt_tokens],
+                    "output": [max(1, a.output_tokens // 8), 2 * a.output_tokens],
+                },
+                "threads": a.threads,
+                "repeats": a.repeats,
+                "device": "cpu",
+                "loadavg_1m": round(os.getloadavg()[0], 2),  # the box is shared: judge the noise
+                "results": results,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ by 1.3–2× for 1–3 s), which is what a shared 2-core box does to a real run.
 
     .venv/bin/python bench/detect_noise.py --runs 3 --duration 300
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,11 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "warehouse"))
 
-from runbuilder import SimSpec, write_run  # noqa: E402
+from runbuilder import SimSpec, write_run
 
-from rca.analyze import analyze_run  # noqa: E402
-from rca.evaluate import evaluate  # noqa: E402
-from warehouse.ingest import ingest_run  # noqa: E402
+from rca.analyze import analyze_run
+from rca.evaluate import evaluate
+from warehouse.ingest import ingest_run
 
 # (incident, magnitude): a control, GC storms of 150 and 60 ms pauses, +15 ms penalty per step,
 # +10 users; each fault lasts 10 s in the middle of the run.
@@ -35,7 +36,9 @@ NOISE = {
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3, help="seeds per noise level (each: a control + 4 faults)")
+    parser.add_argument(
+        "--runs", type=int, default=3, help="seeds per noise level (each: a control + 4 faults)"
+    )
     parser.add_argument("--duration", type=float, default=300.0, help="measured seconds per run")
     args = parser.parse_args()
     if args.runs < 1 or args.duration < 30:
@@ -49,18 +52,31 @@ def main() -> None:
             ids = []
             for seed in range(args.runs):
                 for incident, magnitude in CASES:
-                    spec = SimSpec(run_id=f"{level}-{incident or 'control'}-{magnitude:g}-{seed}", seed=seed,
-                                   incident=incident, magnitude=magnitude, duration_s=args.duration,
-                                   incident_start_s=args.duration / 2, incident_duration_s=10.0, **noise)
+                    spec = SimSpec(
+                        run_id=f"{level}-{incident or 'control'}-{magnitude:g}-{seed}",
+                        seed=seed,
+                        incident=incident,
+                        magnitude=magnitude,
+                        duration_s=args.duration,
+                        incident_start_s=args.duration / 2,
+                        incident_duration_s=10.0,
+                        **noise,
+                    )
                     ingest_run(db, write_run(root / "runs", spec))
                     analyze_run(db, spec.run_id)
                     ids.append(spec.run_id)
             result = evaluate(db, ids, peers=())
             out["levels"][level] = {
-                "noise": noise, "controls": result["controls"], "detection": result["detection"],
+                "noise": noise,
+                "controls": result["controls"],
+                "detection": result["detection"],
                 "attribution_accuracy": result["attribution"]["accuracy"],
-                "confusion": {t: {p: n for p, n in row.items() if n} for t, row in result["attribution"]["confusion"].items()},
-                "seconds": round(time.perf_counter() - t, 1)}
+                "confusion": {
+                    t: {p: n for p, n in row.items() if n}
+                    for t, row in result["attribution"]["confusion"].items()
+                },
+                "seconds": round(time.perf_counter() - t, 1),
+            }
     print(json.dumps(out))
 
 

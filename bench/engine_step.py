@@ -18,7 +18,9 @@ from engine.sampling_params import SamplingParams
 
 def bench(model: str, batch: int, steps: int, threads: int) -> dict:
     eng = LLMEngine(EngineConfig(model=model, max_num_seqs=max(batch, 1), threads=threads))
-    params = SamplingParams(temperature=1.0, frequency_penalty=0.5, max_tokens=steps + 2, ignore_eos=True)
+    params = SamplingParams(
+        temperature=1.0, frequency_penalty=0.5, max_tokens=steps + 2, ignore_eos=True
+    )
     for i in range(batch):
         eng.add_request(f"r{i}", [(i * 97 + j) % 30000 + 10 for j in range(64)], params)
     eng.step()  # prefill
@@ -28,10 +30,18 @@ def bench(model: str, batch: int, steps: int, threads: int) -> dict:
     eng.telemetry.close()
     wall = sorted((r["end_ns"] - r["start_ns"]) / 1e6 for r in rows)
     mean = lambda k: round(statistics.fmean(r[k] for r in rows), 3)  # noqa: E731
-    return {"model": model, "batch": batch, "steps": len(rows), "threads": threads,
-            "step_ms_p50": round(wall[len(wall) // 2], 3), "step_ms_p99": round(wall[min(len(wall) - 1, int(len(wall) * 0.99))], 3),
-            "schedule_ms": mean("schedule_ms"), "forward_ms": mean("forward_ms"),
-            "penalty_ms": mean("penalty_ms"), "sample_ms": mean("sample_ms")}
+    return {
+        "model": model,
+        "batch": batch,
+        "steps": len(rows),
+        "threads": threads,
+        "step_ms_p50": round(wall[len(wall) // 2], 3),
+        "step_ms_p99": round(wall[min(len(wall) - 1, int(len(wall) * 0.99))], 3),
+        "schedule_ms": mean("schedule_ms"),
+        "forward_ms": mean("forward_ms"),
+        "penalty_ms": mean("penalty_ms"),
+        "sample_ms": mean("sample_ms"),
+    }
 
 
 def main() -> None:

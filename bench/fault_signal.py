@@ -21,15 +21,30 @@ from engine.faults import ENGINE_KINDS
 from engine.llm_engine import LLMEngine
 from engine.sampling_params import SamplingParams
 
-SIGNALS = ("step_ms", "schedule_ms", "forward_ms", "penalty_ms", "sample_ms", "comm_ms", "page_faults",
-           "kv_blocks_used", "kv_blocks_total", "prefill_tokens")
+SIGNALS = (
+    "step_ms",
+    "schedule_ms",
+    "forward_ms",
+    "penalty_ms",
+    "sample_ms",
+    "comm_ms",
+    "page_faults",
+    "kv_blocks_used",
+    "kv_blocks_total",
+    "prefill_tokens",
+)
 
 
-def run_kind(kind: str, model: str, users: int, duration: float, start: float, window: float) -> dict:
+def run_kind(
+    kind: str, model: str, users: int, duration: float, start: float, window: float
+) -> dict:
     tp = 2 if kind.startswith("comm.") else 1
     run_dir = tempfile.mkdtemp(prefix="spikelens-fault-")
-    eng = LLMEngine(EngineConfig(model=model, tp=tp, max_num_seqs=users),
-                    run_dir=run_dir, faults=[{"kind": kind, "start_s": start, "duration_s": window}])
+    eng = LLMEngine(
+        EngineConfig(model=model, tp=tp, max_num_seqs=users),
+        run_dir=run_dir,
+        faults=[{"kind": kind, "start_s": start, "duration_s": window}],
+    )
     params = SamplingParams(temperature=1.0, frequency_penalty=0.5, max_tokens=64, ignore_eos=True)
     t0 = time.time_ns()
     eng.arm_faults(t0)
@@ -45,8 +60,14 @@ def run_kind(kind: str, model: str, users: int, duration: float, start: float, w
     w = pq.read_table(f"{run_dir}/faults.parquet").to_pylist()[0]
     steps = pq.read_table(f"{run_dir}/steps.parquet").to_pylist()
     r0 = {r["step"]: r for r in steps if r["rank"] == 0}
-    out = {"kind": kind, "model": model, "tp": tp, "users": users, "params": json.loads(w["params"]),
-           "window_s": round((w["start_ns"] and (w["end_ns"] - w["start_ns"])) / 1e9, 2)}
+    out = {
+        "kind": kind,
+        "model": model,
+        "tp": tp,
+        "users": users,
+        "params": json.loads(w["params"]),
+        "window_s": round((w["start_ns"] and (w["end_ns"] - w["start_ns"])) / 1e9, 2),
+    }
     for rank in sorted({r["rank"] for r in steps}):
         for where in ("outside", "inside"):
             rows = []
@@ -63,14 +84,18 @@ def run_kind(kind: str, model: str, users: int, duration: float, start: float, w
                 xs = [r[k] for r in rows if r[k] is not None]
                 summary[f"{k}_p50"] = round(statistics.median(xs), 2) if xs else None
             xs = sorted(r["step_ms"] for r in rows)
-            summary["step_ms_p99"] = round(xs[min(len(xs) - 1, int(0.99 * len(xs)))], 2) if xs else None
+            summary["step_ms_p99"] = (
+                round(xs[min(len(xs) - 1, int(0.99 * len(xs)))], 2) if xs else None
+            )
             out[f"rank{rank}_{where}"] = summary
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--kinds", nargs="+", default=sorted(k for k in ENGINE_KINDS if k != "memory.gc_storm"))
+    ap.add_argument(
+        "--kinds", nargs="+", default=sorted(k for k in ENGINE_KINDS if k != "memory.gc_storm")
+    )
     ap.add_argument("--model", default="small")
     ap.add_argument("--users", type=int, default=16)
     ap.add_argument("--duration", type=float, default=9.0)
@@ -78,7 +103,9 @@ def main() -> None:
     ap.add_argument("--window", type=float, default=3.0)
     a = ap.parse_args()
     for kind in a.kinds:
-        print(json.dumps(run_kind(kind, a.model, a.users, a.duration, a.start, a.window)), flush=True)
+        print(
+            json.dumps(run_kind(kind, a.model, a.users, a.duration, a.start, a.window)), flush=True
+        )
 
 
 if __name__ == "__main__":

@@ -35,7 +35,12 @@ def main() -> None:
     ap.add_argument("--window", type=float, default=4.0)
     ap.add_argument("--params", default="{}", help="gc_storm params as JSON (defaults otherwise)")
     a = ap.parse_args()
-    fault = {"kind": "memory.gc_storm", "start_s": a.start, "duration_s": a.window, "params": json.loads(a.params)}
+    fault = {
+        "kind": "memory.gc_storm",
+        "start_s": a.start,
+        "duration_s": a.window,
+        "params": json.loads(a.params),
+    }
     eng = LLMEngine(EngineConfig(model=a.model, max_num_seqs=a.users), faults=[fault])
     params = SamplingParams(temperature=1.0, frequency_penalty=0.5, max_tokens=64, ignore_eos=True)
     gc.collect()
@@ -50,22 +55,46 @@ def main() -> None:
     eng.faults.shutdown(eng)
     win = eng.faults.records()[0]
     ws, we = win["start_ns"], win["end_ns"]
-    steps = [r for r in eng.telemetry.steps.buffer.to_table().to_pylist() if r["decode_tokens"] and r["start_ns"] >= t0]
+    steps = [
+        r
+        for r in eng.telemetry.steps.buffer.to_table().to_pylist()
+        if r["decode_tokens"] and r["start_ns"] >= t0
+    ]
     pauses = [p for p in eng.telemetry.gc.buffer.to_table().to_pylist() if p["start_ns"] >= t0]
     eng.telemetry.close()
 
     def summary(inside: bool) -> dict:
-        st = [(r["end_ns"] - r["start_ns"]) / 1e6 for r in steps if (ws <= r["start_ns"] <= we) == inside]
+        st = [
+            (r["end_ns"] - r["start_ns"]) / 1e6
+            for r in steps
+            if (ws <= r["start_ns"] <= we) == inside
+        ]
         gp = [p for p in pauses if (ws <= p["start_ns"] <= we) == inside]
         secs = (we - ws) / 1e9 if inside else a.duration - (we - ws) / 1e9
         g2 = [(p["end_ns"] - p["start_ns"]) / 1e6 for p in gp if p["generation"] == 2]
-        return {"steps": len(st), "step_ms_p50": pct(st, 0.5), "step_ms_p99": pct(st, 0.99),
-                "gc_per_s": round(len(gp) / secs, 1), "gen2_per_s": round(len(g2) / secs, 2),
-                "gen2_pause_ms_p50": pct(g2, 0.5), "gen2_pause_ms_max": pct(g2, 1.0),
-                "gc_ms_per_s": round(sum((p["end_ns"] - p["start_ns"]) / 1e6 for p in gp) / secs, 1)}
+        return {
+            "steps": len(st),
+            "step_ms_p50": pct(st, 0.5),
+            "step_ms_p99": pct(st, 0.99),
+            "gc_per_s": round(len(gp) / secs, 1),
+            "gen2_per_s": round(len(g2) / secs, 2),
+            "gen2_pause_ms_p50": pct(g2, 0.5),
+            "gen2_pause_ms_max": pct(g2, 1.0),
+            "gc_ms_per_s": round(sum((p["end_ns"] - p["start_ns"]) / 1e6 for p in gp) / secs, 1),
+        }
 
-    print(json.dumps({"model": a.model, "users": a.users, "params": json.loads(win["params"]),
-                      "window_s": round((we - ws) / 1e9, 2), "outside": summary(False), "inside": summary(True)}))
+    print(
+        json.dumps(
+            {
+                "model": a.model,
+                "users": a.users,
+                "params": json.loads(win["params"]),
+                "window_s": round((we - ws) / 1e9, 2),
+                "outside": summary(False),
+                "inside": summary(True),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

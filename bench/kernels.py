@@ -65,7 +65,9 @@ def timed_ms(fn, iters: int, device) -> float:
     return statistics.median(times)
 
 
-def bench_shape(batch: int, vocab: int, history: int, iters: int, device, peak: float | None) -> dict:
+def bench_shape(
+    batch: int, vocab: int, history: int, iters: int, device, peak: float | None
+) -> dict:
     import torch
 
     from engine.kernels.penalties import fused_penalties_temperature
@@ -80,9 +82,18 @@ def bench_shape(batch: int, vocab: int, history: int, iters: int, device, peak: 
     state = PenaltyState(batch, vocab, device)
     for slot in range(batch):
         ids = torch.randint(0, vocab, (history,), generator=gen)
-        state.assign(slot, ids[: history // 2], ids[history // 2:])
-    params = [SamplingParams(temperature=0.8, top_k=50, top_p=0.9, min_p=0.05, repetition_penalty=1.1,
-                             frequency_penalty=0.3, presence_penalty=0.2)] * batch
+        state.assign(slot, ids[: history // 2], ids[history // 2 :])
+    params = [
+        SamplingParams(
+            temperature=0.8,
+            top_k=50,
+            top_p=0.9,
+            min_p=0.05,
+            repetition_penalty=1.1,
+            frequency_penalty=0.3,
+            presence_penalty=0.2,
+        )
+    ] * batch
     meta = SamplingMetadata.build(params, list(range(batch)), state)
     logits = (torch.randn(batch, vocab, generator=gen) * 3).to(device)
     scaled = fused_penalties_temperature(logits, meta)
@@ -91,9 +102,18 @@ def bench_shape(batch: int, vocab: int, history: int, iters: int, device, peak: 
 
     kernel_pen = timed_ms(lambda: fused_penalties_temperature(logits, meta), iters, device)
     torch_pen = timed_ms(lambda: reference_penalties(logits, meta), iters, device)
-    torch_pen_dense = timed_ms(lambda: apply_penalties(logits, meta.prompt_mask(), meta.output_counts(),
-                                                       meta.repetition_penalty, meta.frequency_penalty,
-                                                       meta.presence_penalty), iters, device)
+    torch_pen_dense = timed_ms(
+        lambda: apply_penalties(
+            logits,
+            meta.prompt_mask(),
+            meta.output_counts(),
+            meta.repetition_penalty,
+            meta.frequency_penalty,
+            meta.presence_penalty,
+        ),
+        iters,
+        device,
+    )
     kernel_sample = timed_ms(lambda: filtered_sample(scaled, meta, seeds), iters, device)
     penalized = reference_penalties(logits, meta)
     torch_sample = timed_ms(lambda: reference_sample(penalized, meta), iters, device)
@@ -103,18 +123,25 @@ def bench_shape(batch: int, vocab: int, history: int, iters: int, device, peak: 
 
     pen_bytes = 13 * elements
     return {
-        "batch": batch, "vocab": vocab,
+        "batch": batch,
+        "vocab": vocab,
         "penalties": {
-            "kernel_ms": round(kernel_pen, 4), "torch_sparse_ms": round(torch_pen, 4),
-            "torch_dense_ms": round(torch_pen_dense, 4), "bytes": pen_bytes,
+            "kernel_ms": round(kernel_pen, 4),
+            "torch_sparse_ms": round(torch_pen, 4),
+            "torch_dense_ms": round(torch_pen_dense, 4),
+            "bytes": pen_bytes,
             "kernel_gbps": gbps(pen_bytes, kernel_pen),
-            "kernel_fraction_of_peak": round(gbps(pen_bytes, kernel_pen) / peak, 3) if peak else None,
+            "kernel_fraction_of_peak": round(gbps(pen_bytes, kernel_pen) / peak, 3)
+            if peak
+            else None,
             "speedup_vs_torch_sparse": round(torch_pen / kernel_pen, 2),
             "speedup_vs_torch_dense": round(torch_pen_dense / kernel_pen, 2),
         },
         "sampling": {
-            "kernel_ms": round(kernel_sample, 4), "torch_ms": round(torch_sample, 4),
-            "min_bytes": 4 * elements, "kernel_gbps_min_bytes": gbps(4 * elements, kernel_sample),
+            "kernel_ms": round(kernel_sample, 4),
+            "torch_ms": round(torch_sample, 4),
+            "min_bytes": 4 * elements,
+            "kernel_gbps_min_bytes": gbps(4 * elements, kernel_sample),
             "kernel_gbps_streamed": gbps(19 * 4 * elements, kernel_sample),
             "speedup_vs_torch": round(torch_sample / kernel_sample, 2),
         },
@@ -127,16 +154,25 @@ def main() -> int:
     parser.add_argument("--vocab", type=int, nargs="+", default=[32000, 128000, 152064])
     parser.add_argument("--history", type=int, default=512)
     parser.add_argument("--iters", type=int, default=20)
-    parser.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU under the Triton interpreter")
+    parser.add_argument(
+        "--smoke", action="store_true", help="tiny shapes on the CPU under the Triton interpreter"
+    )
     args = parser.parse_args()
     if args.smoke:
         os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported (below)
     import torch
 
     if not args.smoke and not torch.cuda.is_available():
-        print(json.dumps({"bench": "kernels", "gpu": False,
-                          "reason": "no CUDA device (torch.cuda.is_available() is False); "
-                                    "the kernels are checked on the CPU by tests/engine/test_kernels.py"}))
+        print(
+            json.dumps(
+                {
+                    "bench": "kernels",
+                    "gpu": False,
+                    "reason": "no CUDA device (torch.cuda.is_available() is False); "
+                    "the kernels are checked on the CPU by tests/engine/test_kernels.py",
+                }
+            )
+        )
         return 0
     from flows.requirements import require
 
@@ -144,10 +180,25 @@ def main() -> int:
     device = torch.device("cpu" if args.smoke else "cuda")
     batches, vocabs, iters = ([2], [512], 2) if args.smoke else (args.batch, args.vocab, args.iters)
     peak = None if args.smoke else dram_peak_gbps()
-    results = [bench_shape(b, v, min(args.history, v), iters, device, peak) for v in vocabs for b in batches]
-    print(json.dumps({"bench": "kernels", "gpu": not args.smoke, "smoke": args.smoke,
-                      "device": torch.cuda.get_device_name(0) if not args.smoke else "cpu (interpreter)",
-                      "peak_gbps": peak, "torch": torch.__version__, "results": results}, indent=1))
+    results = [
+        bench_shape(b, v, min(args.history, v), iters, device, peak)
+        for v in vocabs
+        for b in batches
+    ]
+    print(
+        json.dumps(
+            {
+                "bench": "kernels",
+                "gpu": not args.smoke,
+                "smoke": args.smoke,
+                "device": torch.cuda.get_device_name(0) if not args.smoke else "cpu (interpreter)",
+                "peak_gbps": peak,
+                "torch": torch.__version__,
+                "results": results,
+            },
+            indent=1,
+        )
+    )
     return 0
 
 

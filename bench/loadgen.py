@@ -72,8 +72,11 @@ def free_port() -> int:
 
 
 def start_server(port: int) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "loadgen.sse_server", "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loadgen.sse_server", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -86,24 +89,46 @@ def start_server(port: int) -> subprocess.Popen:
 
 
 def workload(args) -> dict:
-    return {"prompt_tokens": {"mean": args.prompt_tokens, "min": args.prompt_tokens, "max": args.prompt_tokens},
-            "output_tokens": {"mean": args.output_tokens, "min": args.output_tokens, "max": args.output_tokens}}
+    return {
+        "prompt_tokens": {
+            "mean": args.prompt_tokens,
+            "min": args.prompt_tokens,
+            "max": args.prompt_tokens,
+        },
+        "output_tokens": {
+            "mean": args.output_tokens,
+            "min": args.output_tokens,
+            "max": args.output_tokens,
+        },
+    }
 
 
 def run_locust_client(url: str, args, read_mode: str) -> dict:
     from loadgen.runner import run_locust
 
     with tempfile.TemporaryDirectory(prefix="bench-loadgen-") as run_dir:
-        result = run_locust(url, run_dir, workload(args), {"shape": "constant", "users": args.users},
-                            duration_s=args.duration_s, warmup_s=args.warmup_s, read_mode=read_mode)
+        result = run_locust(
+            url,
+            run_dir,
+            workload(args),
+            {"shape": "constant", "users": args.users},
+            duration_s=args.duration_s,
+            warmup_s=args.warmup_s,
+            read_mode=read_mode,
+        )
         rows = pq.read_table(Path(run_dir) / "requests.parquet").to_pylist()
     ok = [r for r in rows if r["phase"] == "measure" and r["status"] == "ok"]
     worker = result.client_health["workers"][0]
     cpu_s = worker["cpu_percent"] / 100 * args.duration_s
-    return {"requests_per_s": len(ok) / args.duration_s, "cpu_ms_per_request": 1e3 * cpu_s / max(len(ok), 1),
-            "cpu_percent": worker["cpu_percent"], "completed": len(ok),
-            "requests_sent": result.requests_sent, "client_valid": result.client_valid,
-            "lag_p99_ms": worker["lag_p99_ms"]}
+    return {
+        "requests_per_s": len(ok) / args.duration_s,
+        "cpu_ms_per_request": 1e3 * cpu_s / max(len(ok), 1),
+        "cpu_percent": worker["cpu_percent"],
+        "completed": len(ok),
+        "requests_sent": result.requests_sent,
+        "client_valid": result.client_valid,
+        "lag_p99_ms": worker["lag_p99_ms"],
+    }
 
 
 async def _httpx_main(url: str, args) -> dict:
@@ -113,8 +138,13 @@ async def _httpx_main(url: str, args) -> dict:
     from loadgen.spec import WorkloadSpec
     from loadgen.sse import StreamState
 
-    factory = RequestFactory(WorkloadSpec.from_dict(workload(args)), PromptBuilder(), model_name="noop",
-                             seed=0, id_prefix="httpx")
+    factory = RequestFactory(
+        WorkloadSpec.from_dict(workload(args)),
+        PromptBuilder(),
+        model_name="noop",
+        seed=0,
+        id_prefix="httpx",
+    )
     start = time.monotonic()
     measure_from, end = start + args.warmup_s, start + args.warmup_s + args.duration_s
     completed = 0
@@ -131,8 +161,9 @@ async def _httpx_main(url: str, args) -> dict:
             plan = factory.plan(rng, f"httpx-{index}-{seq}")
             seq += 1
             state = StreamState()
-            sent = time.time_ns()
-            async with client.stream("POST", plan.path, content=plan.body_bytes(), headers=plan.headers()) as resp:
+            async with client.stream(
+                "POST", plan.path, content=plan.body_bytes(), headers=plan.headers()
+            ) as resp:
                 async for line in resp.aiter_lines():
                     state.feed_line(line, time.time_ns())
             if state.done and time.monotonic() <= end and now >= measure_from:
@@ -141,17 +172,39 @@ async def _httpx_main(url: str, args) -> dict:
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
         await asyncio.gather(*(user(i, client) for i in range(args.users)))
     cpu_s = time.process_time() - (cpu_at_measure or 0.0)
-    return {"requests_per_s": completed / args.duration_s, "cpu_ms_per_request": 1e3 * cpu_s / max(completed, 1),
-            "cpu_percent": 100 * cpu_s / args.duration_s, "completed": completed}
+    return {
+        "requests_per_s": completed / args.duration_s,
+        "cpu_ms_per_request": 1e3 * cpu_s / max(completed, 1),
+        "cpu_percent": 100 * cpu_s / args.duration_s,
+        "completed": completed,
+    }
 
 
 def run_httpx_client(url: str, args) -> dict:
     """The plain client in its own process (as Locust is), so CPU figures are comparable."""
-    cmd = [sys.executable, __file__, "--httpx-child", url, "--users", str(args.users),
-           "--duration-s", str(args.duration_s), "--warmup-s", str(args.warmup_s),
-           "--output-tokens", str(args.output_tokens), "--prompt-tokens", str(args.prompt_tokens)]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True,
-                         timeout=args.warmup_s + args.duration_s + 120)
+    cmd = [
+        sys.executable,
+        __file__,
+        "--httpx-child",
+        url,
+        "--users",
+        str(args.users),
+        "--duration-s",
+        str(args.duration_s),
+        "--warmup-s",
+        str(args.warmup_s),
+        "--output-tokens",
+        str(args.output_tokens),
+        "--prompt-tokens",
+        str(args.prompt_tokens),
+    ]
+    out = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=args.warmup_s + args.duration_s + 120,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -164,21 +217,43 @@ def run_accuracy(args) -> dict:
 
     with tempfile.TemporaryDirectory(prefix="bench-accuracy-") as run_dir:
         with SSEServer(SSEServerConfig(ttft_s=0.05, itl_s=0.02)) as server:
-            result = run_locust(server.url, run_dir, workload(args), {"shape": "constant", "users": 64},
-                                duration_s=args.duration_s, warmup_s=args.warmup_s)
+            result = run_locust(
+                server.url,
+                run_dir,
+                workload(args),
+                {"shape": "constant", "users": 64},
+                duration_s=args.duration_s,
+                warmup_s=args.warmup_s,
+            )
         rows = pq.read_table(Path(run_dir) / "requests.parquet").to_pylist()
     served = {s.request_id: s for s in server.served}
-    pairs = [(r, served[r["request_id"]]) for r in rows if r["status"] == "ok" and r["phase"] == "measure"]
+    pairs = [
+        (r, served[r["request_id"]])
+        for r in rows
+        if r["status"] == "ok" and r["phase"] == "measure"
+    ]
     first = sorted(abs(r["first_token_ns"] - s.first_chunk_ns) / 1e6 for r, s in pairs)
     done = sorted(abs(r["done_ns"] - s.done_ns) / 1e6 for r, s in pairs)
 
     def pct(values, p):
         return values[min(len(values) - 1, int(p / 100 * len(values)))] if values else None
 
-    return {"streams": 64, "requests": len(pairs),
-            "first_chunk_abs_diff_ms": {"p50": pct(first, 50), "p99": pct(first, 99), "max": first[-1] if first else None},
-            "done_abs_diff_ms": {"p50": pct(done, 50), "p99": pct(done, 99), "max": done[-1] if done else None},
-            "client_valid": result.client_valid, "client_reasons": result.client_health["reasons"]}
+    return {
+        "streams": 64,
+        "requests": len(pairs),
+        "first_chunk_abs_diff_ms": {
+            "p50": pct(first, 50),
+            "p99": pct(first, 99),
+            "max": first[-1] if first else None,
+        },
+        "done_abs_diff_ms": {
+            "p50": pct(done, 50),
+            "p99": pct(done, 99),
+            "max": done[-1] if done else None,
+        },
+        "client_valid": result.client_valid,
+        "client_reasons": result.client_health["reasons"],
+    }
 
 
 def spikelens_child(url: str, run_dir: str, args) -> None:
@@ -188,15 +263,33 @@ def spikelens_child(url: str, run_dir: str, args) -> None:
     from loadgen.metrics import summarize
     from loadgen.runner import run_locust
 
-    result = run_locust(url, run_dir, workload(args), {"shape": "constant", "users": args.users},
-                        duration_s=args.duration_s, warmup_s=args.warmup_s)
-    summary = summarize(pq.read_table(Path(run_dir) / "requests.parquet"),
-                        pq.read_table(Path(run_dir) / "tokens.parquet"), duration_s=args.duration_s)
-    (Path(run_dir) / CHILD_SUMMARY).write_text(json.dumps({
-        "load_started_ns": result.load_started_ns, "duration_s": args.duration_s,
-        "request_throughput": summary["request_throughput"], "completed": summary["completed"],
-        "ttft_p50_ms": summary["vllm"]["ttft_ms"]["p50"], "ttft_p99_ms": summary["vllm"]["ttft_ms"]["p99"],
-        "client_valid": result.client_valid, "client_reasons": result.client_health["reasons"]}))
+    result = run_locust(
+        url,
+        run_dir,
+        workload(args),
+        {"shape": "constant", "users": args.users},
+        duration_s=args.duration_s,
+        warmup_s=args.warmup_s,
+    )
+    summary = summarize(
+        pq.read_table(Path(run_dir) / "requests.parquet"),
+        pq.read_table(Path(run_dir) / "tokens.parquet"),
+        duration_s=args.duration_s,
+    )
+    (Path(run_dir) / CHILD_SUMMARY).write_text(
+        json.dumps(
+            {
+                "load_started_ns": result.load_started_ns,
+                "duration_s": args.duration_s,
+                "request_throughput": summary["request_throughput"],
+                "completed": summary["completed"],
+                "ttft_p50_ms": summary["vllm"]["ttft_ms"]["p50"],
+                "ttft_p99_ms": summary["vllm"]["ttft_ms"]["p99"],
+                "client_valid": result.client_valid,
+                "client_reasons": result.client_health["reasons"],
+            }
+        )
+    )
 
 
 def _thread_cpu_s(native_id: int) -> float:
@@ -220,16 +313,27 @@ def run_one_tool(tool: str, args, work: Path, tokenizer: Path) -> dict:
     out.mkdir(parents=True)
     load_before = os.getloadavg()
     with SSEServer(SSEServerConfig(ttft_s=args.server_ttft_s)) as server:
-        spec = commands.RunSpec(url=server.url, users=args.users, prompt_tokens=args.prompt_tokens,
-                                output_tokens=args.output_tokens, duration_s=args.duration_s,
-                                warmup_s=args.warmup_s)
-        cmd = {"spikelens": lambda: commands.spikelens_command(Path(__file__), spec, out / "run"),
-               "guidellm": lambda: commands.guidellm_command(venv, spec, tokenizer, out / "benchmarks.json"),
-               "aiperf": lambda: commands.aiperf_command(venv, spec, tokenizer, out / "artifacts")}[tool]()
+        spec = commands.RunSpec(
+            url=server.url,
+            users=args.users,
+            prompt_tokens=args.prompt_tokens,
+            output_tokens=args.output_tokens,
+            duration_s=args.duration_s,
+            warmup_s=args.warmup_s,
+        )
+        cmd = {
+            "spikelens": lambda: commands.spikelens_command(Path(__file__), spec, out / "run"),
+            "guidellm": lambda: commands.guidellm_command(
+                venv, spec, tokenizer, out / "benchmarks.json"
+            ),
+            "aiperf": lambda: commands.aiperf_command(venv, spec, tokenizer, out / "artifacts"),
+        }[tool]()
         t0 = time.monotonic()
         with open(out / "tool.log", "wb") as log:
             # its own process group, so a timeout or Ctrl-C ends every process of the tool
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=out, start_new_session=True)
+            proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, cwd=out, start_new_session=True
+            )
             server_cpu = functools.partial(_thread_cpu_s, server._thread.native_id)
             with TreeSampler(proc.pid, also=server_cpu) as sampler:
                 try:
@@ -242,14 +346,19 @@ def run_one_tool(tool: str, args, work: Path, tokenizer: Path) -> dict:
     if returncode != 0:
         tail = (out / "tool.log").read_text(errors="replace")[-3000:]
         raise RuntimeError(f"{tool} exited with {returncode}: {' '.join(cmd)}\n{tail}")
-    report = {"spikelens": lambda: spikelens_output.parse_run_dir(out / "run", version("spikelens")),
-              "guidellm": lambda: guidellm_output.parse_benchmarks(out / "benchmarks.json"),
-              "aiperf": lambda: aiperf_output.parse_artifacts(out / "artifacts")}[tool]()
+    report = {
+        "spikelens": lambda: spikelens_output.parse_run_dir(out / "run", version("spikelens")),
+        "guidellm": lambda: guidellm_output.parse_benchmarks(out / "benchmarks.json"),
+        "aiperf": lambda: aiperf_output.parse_artifacts(out / "artifacts"),
+    }[tool]()
     figures = tool_figures(report, server.served, sampler, returncode=returncode, wall_s=wall_s)
     figures["load_average"] = {"before": load_before, "after": os.getloadavg()}
     if tool == "spikelens":
         child = json.loads((out / "run" / spikelens_output.CHILD_SUMMARY).read_text())
-        figures["client_valid"], figures["client_reasons"] = child["client_valid"], child["client_reasons"]
+        figures["client_valid"], figures["client_reasons"] = (
+            child["client_valid"],
+            child["client_reasons"],
+        )
     return figures
 
 
@@ -257,8 +366,10 @@ def check_peers_venv(venv: str) -> None:
     """Fail before any work when the peers are not installed."""
     missing = [name for name in ("guidellm", "aiperf") if not (Path(venv) / "bin" / name).exists()]
     if missing:
-        raise SystemExit(f"--peers-venv {venv}: {' and '.join(missing)} not installed there; "
-                         "run `make setup-peers` (or pass --skip-peers)")
+        raise SystemExit(
+            f"--peers-venv {venv}: {' and '.join(missing)} not installed there; "
+            "run `make setup-peers` (or pass --skip-peers)"
+        )
 
 
 def run_peer_comparison(args) -> dict:
@@ -276,11 +387,21 @@ def run_peer_comparison(args) -> dict:
             for tool in tools:
                 runs[tool].append(run_one_tool(tool, args, Path(tmp) / f"round{rep}", tokenizer))
     median = median_of_runs(runs)
-    return {"settings": {"users": args.users, "prompt_tokens": args.prompt_tokens,
-                         "output_tokens": args.output_tokens, "duration_s": args.duration_s,
-                         "spikelens_warmup_s": args.warmup_s, "server_ttft_s": args.server_ttft_s,
-                         "server_itl_s": 0.0, "repeats": args.repeats},
-            "median": median, "ratio": peer_ratios(median), "runs": runs}
+    return {
+        "settings": {
+            "users": args.users,
+            "prompt_tokens": args.prompt_tokens,
+            "output_tokens": args.output_tokens,
+            "duration_s": args.duration_s,
+            "spikelens_warmup_s": args.warmup_s,
+            "server_ttft_s": args.server_ttft_s,
+            "server_itl_s": 0.0,
+            "repeats": args.repeats,
+        },
+        "median": median,
+        "ratio": peer_ratios(median),
+        "runs": runs,
+    }
 
 
 def main() -> None:
@@ -291,14 +412,24 @@ def main() -> None:
     parser.add_argument("--output-tokens", type=int, default=16)
     parser.add_argument("--prompt-tokens", type=int, default=16)
     parser.add_argument("--skip-byte", action="store_true", help="skip the chunk_size=1 Locust run")
-    parser.add_argument("--skip-accuracy", action="store_true", help="skip the 64-stream accuracy run")
-    parser.add_argument("--peers-only", action="store_true", help="only the GuideLLM/AIPerf comparison")
-    parser.add_argument("--skip-peers", action="store_true", help="skip the GuideLLM/AIPerf comparison")
+    parser.add_argument(
+        "--skip-accuracy", action="store_true", help="skip the 64-stream accuracy run"
+    )
+    parser.add_argument(
+        "--peers-only", action="store_true", help="only the GuideLLM/AIPerf comparison"
+    )
+    parser.add_argument(
+        "--skip-peers", action="store_true", help="skip the GuideLLM/AIPerf comparison"
+    )
     parser.add_argument("--peers-venv", default=str(_HERE.parent / ".venv-peers"))
     parser.add_argument("--repeats", type=int, default=1, help="rounds of the peers comparison")
-    parser.add_argument("--server-ttft-s", type=float, default=0.005, help="no-op server TTFT (peers run)")
+    parser.add_argument(
+        "--server-ttft-s", type=float, default=0.005, help="no-op server TTFT (peers run)"
+    )
     parser.add_argument("--httpx-child", metavar="URL", help=argparse.SUPPRESS)
-    parser.add_argument("--spikelens-child", nargs=2, metavar=("URL", "RUN_DIR"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--spikelens-child", nargs=2, metavar=("URL", "RUN_DIR"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if args.httpx_child:
         print(json.dumps(asyncio.run(_httpx_main(args.httpx_child, args))))
@@ -311,8 +442,17 @@ def main() -> None:
     if not args.skip_peers:
         check_peers_venv(args.peers_venv)
     if args.peers_only:
-        print(json.dumps({"bench": "loadgen", "host": platform.node(), "cpus": os.cpu_count(),
-                          "peers": run_peer_comparison(args)}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "bench": "loadgen",
+                    "host": platform.node(),
+                    "cpus": os.cpu_count(),
+                    "peers": run_peer_comparison(args),
+                },
+                indent=2,
+            )
+        )
         return
 
     port = free_port()
@@ -325,27 +465,44 @@ def main() -> None:
         server near 100 % means the figure is the server's limit, not the client's."""
         cpu0, t0 = sum(server_proc.cpu_times()[:2]), time.monotonic()
         figures = run()
-        figures["server_cpu_percent"] = 100 * (sum(server_proc.cpu_times()[:2]) - cpu0) / (time.monotonic() - t0)
+        figures["server_cpu_percent"] = (
+            100 * (sum(server_proc.cpu_times()[:2]) - cpu0) / (time.monotonic() - t0)
+        )
         return figures
 
     try:
         locust = with_server_cpu(lambda: run_locust_client(url, args, "line"))
         plain = with_server_cpu(lambda: run_httpx_client(url, args))
-        byte = None if args.skip_byte else with_server_cpu(lambda: run_locust_client(url, args, "byte"))
+        byte = (
+            None
+            if args.skip_byte
+            else with_server_cpu(lambda: run_locust_client(url, args, "byte"))
+        )
     finally:
         server.terminate()
         server.wait(timeout=10)
     result = {
         "bench": "loadgen",
-        "settings": {"users": args.users, "duration_s": args.duration_s, "warmup_s": args.warmup_s,
-                     "prompt_tokens": args.prompt_tokens, "output_tokens": args.output_tokens,
-                     "server": "loadgen.sse_server (no-op, zero delays, own process)",
-                     "host": platform.node(), "cpus": os.cpu_count()},
+        "settings": {
+            "users": args.users,
+            "duration_s": args.duration_s,
+            "warmup_s": args.warmup_s,
+            "prompt_tokens": args.prompt_tokens,
+            "output_tokens": args.output_tokens,
+            "server": "loadgen.sse_server (no-op, zero delays, own process)",
+            "host": platform.node(),
+            "cpus": os.cpu_count(),
+        },
         "locust": locust,
         "httpx": plain,
-        "ratio": {"requests_per_s": locust["requests_per_s"] / plain["requests_per_s"] if plain["requests_per_s"] else None,
-                  "cpu_ms_per_request": locust["cpu_ms_per_request"] / plain["cpu_ms_per_request"]
-                  if plain["cpu_ms_per_request"] else None},
+        "ratio": {
+            "requests_per_s": locust["requests_per_s"] / plain["requests_per_s"]
+            if plain["requests_per_s"]
+            else None,
+            "cpu_ms_per_request": locust["cpu_ms_per_request"] / plain["cpu_ms_per_request"]
+            if plain["cpu_ms_per_request"]
+            else None,
+        },
     }
     if byte is not None:
         result["locust_byte"] = byte

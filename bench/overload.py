@@ -34,17 +34,25 @@ def percentile(values: list[float], q: float) -> float | None:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
 
 
-async def closed_loop(url: str, users: int, duration_s: float, output_tokens: int, backoff_s: float) -> dict:
+async def closed_loop(
+    url: str, users: int, duration_s: float, output_tokens: int, backoff_s: float
+) -> dict:
     ttft_ms, e2e_ms, shed, tokens = [], [], 0, 0
     deadline = time.perf_counter() + duration_s
     limits = httpx.Limits(max_connections=users, max_keepalive_connections=users)
     async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits) as client:
+
         async def user(u: int):
             nonlocal shed, tokens
             i = 0
             while time.perf_counter() < deadline:
-                body = {"prompt": f"user {u} request {i}: tell me something", "max_tokens": output_tokens,
-                        "temperature": 0.8, "ignore_eos": True, "stream": True}
+                body = {
+                    "prompt": f"user {u} request {i}: tell me something",
+                    "max_tokens": output_tokens,
+                    "temperature": 0.8,
+                    "ignore_eos": True,
+                    "stream": True,
+                }
                 i += 1
                 t0 = time.perf_counter()
                 first = None
@@ -66,10 +74,16 @@ async def closed_loop(url: str, users: int, duration_s: float, output_tokens: in
         t_start = time.perf_counter()
         await asyncio.gather(*(user(u) for u in range(users)))
         wall = time.perf_counter() - t_start
-    return {"completed": len(e2e_ms), "shed": shed, "output_tok_s": round(tokens / wall, 1),
-            "ttft_ms_p50": percentile(ttft_ms, 0.5), "ttft_ms_p99": percentile(ttft_ms, 0.99),
-            "e2e_ms_p50": percentile(e2e_ms, 0.5), "e2e_ms_p99": percentile(e2e_ms, 0.99),
-            "e2e_ms_mean": round(statistics.fmean(e2e_ms), 2) if e2e_ms else None}
+    return {
+        "completed": len(e2e_ms),
+        "shed": shed,
+        "output_tok_s": round(tokens / wall, 1),
+        "ttft_ms_p50": percentile(ttft_ms, 0.5),
+        "ttft_ms_p99": percentile(ttft_ms, 0.99),
+        "e2e_ms_p50": percentile(e2e_ms, 0.5),
+        "e2e_ms_p99": percentile(e2e_ms, 0.99),
+        "e2e_ms_mean": round(statistics.fmean(e2e_ms), 2) if e2e_ms else None,
+    }
 
 
 def main() -> None:
@@ -77,23 +91,44 @@ def main() -> None:
     ap.add_argument("--model", default="tiny")
     ap.add_argument("--max-num-seqs", type=int, default=4)
     ap.add_argument("--max-waiting", type=int, default=4)
-    ap.add_argument("--users", type=int, default=None, help="default: 3 x (max_num_seqs + max_waiting)")
+    ap.add_argument(
+        "--users", type=int, default=None, help="default: 3 x (max_num_seqs + max_waiting)"
+    )
     ap.add_argument("--output-tokens", type=int, default=32)
     ap.add_argument("--duration-s", type=float, default=10.0)
     ap.add_argument("--shed-backoff-s", type=float, default=0.05)
     a = ap.parse_args()
     users = a.users or 3 * (a.max_num_seqs + a.max_waiting)
-    engine = {"model": a.model, "max_num_seqs": a.max_num_seqs, "kv_blocks": 512, "max_model_len": 1024}
+    engine = {
+        "model": a.model,
+        "max_num_seqs": a.max_num_seqs,
+        "kv_blocks": 512,
+        "max_model_len": 1024,
+    }
     runs = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, max_waiting in (("shedding", a.max_waiting), ("unbounded", None)):
-            with EngineProcess({"engine": engine, "server": {"max_waiting": max_waiting}}, Path(tmp) / name) as proc:
-                runs[name] = asyncio.run(closed_loop(proc.url, users, a.duration_s, a.output_tokens,
-                                                     a.shed_backoff_s))
-    print(json.dumps({"bench": "overload", "model": a.model, "max_num_seqs": a.max_num_seqs,
-                      "max_waiting": a.max_waiting, "users": users, "output_tokens": a.output_tokens,
-                      "duration_s": a.duration_s, "loadavg_1m": round(os.getloadavg()[0], 2),
-                      "runs": runs}))
+            with EngineProcess(
+                {"engine": engine, "server": {"max_waiting": max_waiting}}, Path(tmp) / name
+            ) as proc:
+                runs[name] = asyncio.run(
+                    closed_loop(proc.url, users, a.duration_s, a.output_tokens, a.shed_backoff_s)
+                )
+    print(
+        json.dumps(
+            {
+                "bench": "overload",
+                "model": a.model,
+                "max_num_seqs": a.max_num_seqs,
+                "max_waiting": a.max_waiting,
+                "users": users,
+                "output_tokens": a.output_tokens,
+                "duration_s": a.duration_s,
+                "loadavg_1m": round(os.getloadavg()[0], 2),
+                "runs": runs,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -27,7 +27,9 @@ from engine.sampling.penalties import apply_frequency_presence_penalties
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
-def summarize(values: list[float], x0: float, penalty: float, tolerance: float, cross_at: int) -> dict:
+def summarize(
+    values: list[float], x0: float, penalty: float, tolerance: float, cross_at: int
+) -> dict:
     """Error figures of a trajectory values[n-1] = value after n penalties (n = 1..steps)."""
     errors = [abs(v - (x0 - penalty * n)) for n, v in enumerate(values, start=1)]
     threshold = x0 - penalty * cross_at
@@ -36,8 +38,12 @@ def summarize(values: list[float], x0: float, penalty: float, tolerance: float, 
         "exact_final_value": x0 - penalty * len(values),
         "final_abs_error": errors[-1],
         "max_abs_error": max(errors),
-        "first_step_error_above_tolerance": next((n for n, e in enumerate(errors, 1) if e > tolerance), None),
-        "crosses_threshold_at_step": next((n for n, v in enumerate(values, 1) if v <= threshold), None),
+        "first_step_error_above_tolerance": next(
+            (n for n, e in enumerate(errors, 1) if e > tolerance), None
+        ),
+        "crosses_threshold_at_step": next(
+            (n for n, v in enumerate(values, 1) if v <= threshold), None
+        ),
     }
 
 
@@ -57,13 +63,24 @@ def engine_path(model_dtype: torch.dtype, x0: float, penalty: float, steps: int)
     logit = torch.tensor([[x0]], dtype=model_dtype).float()
     frequency = torch.tensor([penalty], dtype=torch.float32)
     presence = torch.zeros(1)
-    return [float(apply_frequency_presence_penalties(logit, torch.tensor([[n]], dtype=torch.int32),
-                                                     frequency, presence)) for n in range(1, steps + 1)]
+    return [
+        float(
+            apply_frequency_presence_penalties(
+                logit, torch.tensor([[n]], dtype=torch.int32), frequency, presence
+            )
+        )
+        for n in range(1, steps + 1)
+    ]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--x0", type=float, default=10.0, help="starting logit (exactly representable in all dtypes)")
+    parser.add_argument(
+        "--x0",
+        type=float,
+        default=10.0,
+        help="starting logit (exactly representable in all dtypes)",
+    )
     parser.add_argument("--penalties", type=float, nargs="+", default=[0.01, 0.1, 0.5])
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--tolerance", type=float, default=0.01)
@@ -73,13 +90,34 @@ def main() -> None:
     for penalty in args.penalties:
         row = {"penalty": penalty, "accumulated": {}, "engine_fp32_path": {}}
         for name, dtype in DTYPES.items():
-            row["accumulated"][name] = summarize(accumulated(dtype, args.x0, penalty, args.steps),
-                                                 args.x0, penalty, args.tolerance, args.cross_at)
-            row["engine_fp32_path"][f"model_{name}"] = summarize(engine_path(dtype, args.x0, penalty, args.steps),
-                                                                 args.x0, penalty, args.tolerance, args.cross_at)
+            row["accumulated"][name] = summarize(
+                accumulated(dtype, args.x0, penalty, args.steps),
+                args.x0,
+                penalty,
+                args.tolerance,
+                args.cross_at,
+            )
+            row["engine_fp32_path"][f"model_{name}"] = summarize(
+                engine_path(dtype, args.x0, penalty, args.steps),
+                args.x0,
+                penalty,
+                args.tolerance,
+                args.cross_at,
+            )
         results.append(row)
-    print(json.dumps({"bench": "precision", "x0": args.x0, "steps": args.steps, "tolerance": args.tolerance,
-                      "threshold_step_exact": args.cross_at, "results": results}, indent=1))
+    print(
+        json.dumps(
+            {
+                "bench": "precision",
+                "x0": args.x0,
+                "steps": args.steps,
+                "tolerance": args.tolerance,
+                "threshold_step_exact": args.cross_at,
+                "results": results,
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -29,15 +29,23 @@ import torch
 from flows.requirements import require
 
 require("bench/sampling.py")  # before the transformers import below fails with a traceback
-from transformers import (  # noqa: E402LogitsProcessorList, MinPLogitsWarper, RepetitionPenaltyLogitsProcessor,
-                          TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper)
+from transformers import (  # noqa: E402
+    LogitsProcessorList,
+    MinPLogitsWarper,
+    RepetitionPenaltyLogitsProcessor,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
 
-from engine.sampling import PenaltyState, Sampler, SamplingMetadata
-from engine.sampling_params import SamplingParams
+from engine.sampling import PenaltyState, Sampler, SamplingMetadata  # noqa: E402
+from engine.sampling_params import SamplingParams  # noqa: E402
 
 # name -> parameters shared by both sides (HF warpers skip a value meaning "off").
 PARAM_SETS = {
-    "topk50_topp095_minp005_rep11": dict(temperature=0.8, top_k=50, top_p=0.95, min_p=0.05, repetition_penalty=1.1),
+    "topk50_topp095_minp005_rep11": dict(
+        temperature=0.8, top_k=50, top_p=0.95, min_p=0.05, repetition_penalty=1.1
+    ),
     "topp09_rep11": dict(temperature=0.8, top_p=0.9, repetition_penalty=1.1),
 }
 
@@ -104,8 +112,14 @@ def bench_one(batch: int, vocab: int, history: int, values: dict, shape: str, re
     hf_ms = median_ms(hf_step, repeats)
     engine_ms = median_ms(engine_step, repeats)
     return {
-        "batch": batch, "vocab": vocab, "history": history, "params": values, "logits": shape,
-        "engine_ms": round(engine_ms, 2), "hf_ms": round(hf_ms, 2), "ratio": round(hf_ms / engine_ms, 2),
+        "batch": batch,
+        "vocab": vocab,
+        "history": history,
+        "params": values,
+        "logits": shape,
+        "engine_ms": round(engine_ms, 2),
+        "hf_ms": round(hf_ms, 2),
+        "ratio": round(hf_ms / engine_ms, 2),
         "engine_penalty_ms": round(median_ms(lambda: sampler.penalties(logits, meta), repeats), 2),
         "hf_repetition_ms": round(median_ms(lambda: chain[0](history_ids, logits), repeats), 2),
     }
@@ -118,13 +132,30 @@ def main() -> None:
     parser.add_argument("--history", type=int, default=512, help="prompt + output ids per row")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--shapes", nargs="+", default=["peaked", "flat"], choices=["peaked", "flat"])
+    parser.add_argument(
+        "--shapes", nargs="+", default=["peaked", "flat"], choices=["peaked", "flat"]
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    results = [bench_one(args.batch, vocab, args.history, values, shape, args.repeats)
-               for vocab in args.vocab for values in PARAM_SETS.values() for shape in args.shapes]
-    print(json.dumps({"bench": "sampling", "device": "cpu", "threads": args.threads,
-                      "torch": torch.__version__, "target_ratio": 3.0, "results": results}, indent=1))
+    results = [
+        bench_one(args.batch, vocab, args.history, values, shape, args.repeats)
+        for vocab in args.vocab
+        for values in PARAM_SETS.values()
+        for shape in args.shapes
+    ]
+    print(
+        json.dumps(
+            {
+                "bench": "sampling",
+                "device": "cpu",
+                "threads": args.threads,
+                "torch": torch.__version__,
+                "target_ratio": 3.0,
+                "results": results,
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -33,8 +33,8 @@ def thread_cpu_s(pid: int) -> dict[str, float]:
             stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
         except FileNotFoundError:  # the thread ended meanwhile
             continue
-        name = "event-loop" if int(tid) == pid else stat[stat.index("(") + 1:stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2:].split()
+        name = "event-loop" if int(tid) == pid else stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
         out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick  # utime + stime
     return out
 
@@ -42,12 +42,19 @@ def thread_cpu_s(pid: int) -> dict[str, float]:
 async def stream_batch(url: str, concurrency: int, output_tokens: int) -> None:
     limits = httpx.Limits(max_connections=concurrency)
     async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits) as client:
+
         async def one(i: int):
-            body = {"prompt": [10 + i + j for j in range(64)], "max_tokens": output_tokens, "temperature": 0,
-                    "ignore_eos": True, "stream": True}
+            body = {
+                "prompt": [10 + i + j for j in range(64)],
+                "max_tokens": output_tokens,
+                "temperature": 0,
+                "ignore_eos": True,
+                "stream": True,
+            }
             async with client.stream("POST", "/v1/completions", json=body) as r:
                 async for _ in r.aiter_bytes():
                     pass
+
         await asyncio.gather(*(one(i) for i in range(concurrency)))
 
 
@@ -59,7 +66,9 @@ def main() -> None:
     a = ap.parse_args()
     results = []
     with tempfile.TemporaryDirectory() as tmp:
-        config = {"engine": {"model": a.model, "max_num_seqs": max(a.concurrency), "kv_blocks": 2048}}
+        config = {
+            "engine": {"model": a.model, "max_num_seqs": max(a.concurrency), "kv_blocks": 2048}
+        }
         with EngineProcess(config, tmp) as proc:
             asyncio.run(stream_batch(proc.url, 1, 4))  # warm-up
             for c in a.concurrency:
@@ -72,16 +81,36 @@ def main() -> None:
                 wall = time.perf_counter() - t0
                 after = thread_cpu_s(proc.proc.pid)
                 tokens = rounds * c * a.output_tokens
-                cpu_us = {k: round((after[k] - before.get(k, 0.0)) / tokens * 1e6, 1) for k in after
-                          if after[k] - before.get(k, 0.0) > 0}
+                cpu_us = {
+                    k: round((after[k] - before.get(k, 0.0)) / tokens * 1e6, 1)
+                    for k in after
+                    if after[k] - before.get(k, 0.0) > 0
+                }
                 loop_us, engine_us = cpu_us.get("event-loop", 0.0), cpu_us.get("engine-step", 0.0)
-                results.append({"concurrency": c, "tokens": tokens, "tok_s": round(tokens / wall, 1),
-                                "event_loop_cpu_us_per_token": loop_us, "engine_cpu_us_per_token": engine_us,
-                                "server_share_of_cpu": round(loop_us / (loop_us + engine_us), 3)
-                                if loop_us + engine_us else None,
-                                "cpu_us_per_token_by_thread": cpu_us})
-    print(json.dumps({"bench": "server_overhead", "model": a.model, "output_tokens": a.output_tokens,
-                      "loadavg_1m": round(os.getloadavg()[0], 2), "results": results}))
+                results.append(
+                    {
+                        "concurrency": c,
+                        "tokens": tokens,
+                        "tok_s": round(tokens / wall, 1),
+                        "event_loop_cpu_us_per_token": loop_us,
+                        "engine_cpu_us_per_token": engine_us,
+                        "server_share_of_cpu": round(loop_us / (loop_us + engine_us), 3)
+                        if loop_us + engine_us
+                        else None,
+                        "cpu_us_per_token_by_thread": cpu_us,
+                    }
+                )
+    print(
+        json.dumps(
+            {
+                "bench": "server_overhead",
+                "model": a.model,
+                "output_tokens": a.output_tokens,
+                "loadavg_1m": round(os.getloadavg()[0], 2),
+                "results": results,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

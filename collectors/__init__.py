@@ -6,6 +6,7 @@
   stack samples by code region, /proc CPU and scheduling counters, /metrics scrapes.
 These never import the engine; a fault injector never writes their files.
 """
+
 from collectors.gc_hook import hook_env
 from collectors.options import CollectorOptions
 from collectors.supervisor import CollectorSet, collect_dir

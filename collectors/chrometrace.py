@@ -14,6 +14,7 @@ A region change in a test child landed 1-10 ms from the child's own wall-clock s
 Limit: py-spy closes a thread's last stack only when the thread is sampled again or at the end,
 so a thread or process that exits keeps its last region until the recording ends.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,18 +25,20 @@ import pyarrow as pa
 
 from collectors.regions import REGION_RULES, classify
 
-STACKS_SCHEMA = pa.schema([
-    ("pid", pa.int64()),
-    ("role", pa.string()),           # filled by the recorder from the process tree (None here)
-    ("tid", pa.int64()),
-    ("start_ns", pa.int64()),
-    ("end_ns", pa.int64()),
-    ("region", pa.string()),
-    ("rule", pa.int32()),            # index in REGION_RULES, -1 for `other`
-    ("frame", pa.string()),          # the frame that decided the region: "function (file:line)"
-    ("leaf", pa.string()),           # the innermost frame, same format
-    ("depth", pa.int32()),
-])
+STACKS_SCHEMA = pa.schema(
+    [
+        ("pid", pa.int64()),
+        ("role", pa.string()),  # filled by the recorder from the process tree (None here)
+        ("tid", pa.int64()),
+        ("start_ns", pa.int64()),
+        ("end_ns", pa.int64()),
+        ("region", pa.string()),
+        ("rule", pa.int32()),  # index in REGION_RULES, -1 for `other`
+        ("frame", pa.string()),  # the frame that decided the region: "function (file:line)"
+        ("leaf", pa.string()),  # the innermost frame, same format
+        ("depth", pa.int32()),
+    ]
+)
 
 
 def _frame_text(event: dict) -> str:
@@ -45,34 +48,58 @@ def _frame_text(event: dict) -> str:
 
 def _is_process_root(event: dict) -> bool:
     """py-spy opens every stack with a pseudo-frame naming the process (no filename)."""
-    return not (event.get("args") or {}).get("filename") and str(event.get("name", "")).startswith("process ")
+    return not (event.get("args") or {}).get("filename") and str(event.get("name", "")).startswith(
+        "process "
+    )
 
 
 def _decide(stack: list[dict]) -> tuple[str, int, int]:
     """(region, rule, index in `stack` of the frame that decided it); stack is root first."""
-    frames = [(e.get("name", ""), (e.get("args") or {}).get("filename", "")) for e in reversed(stack)]
+    frames = [
+        (e.get("name", ""), (e.get("args") or {}).get("filename", "")) for e in reversed(stack)
+    ]
     region, rule = classify(frames)
     if rule < 0:
         return region, rule, len(stack) - 1
     spec = REGION_RULES[rule]
-    for i in range(len(stack) - 1, -1, -1):   # innermost first, as classify looks
-        if (not spec.leaf_only or i == len(stack) - 1) and spec.matches(*frames[len(stack) - 1 - i]):
+    for i in range(len(stack) - 1, -1, -1):  # innermost first, as classify looks
+        if (not spec.leaf_only or i == len(stack) - 1) and spec.matches(
+            *frames[len(stack) - 1 - i]
+        ):
             return region, rule, i
     return region, rule, len(stack) - 1
 
 
-def _segment(cols: dict, pid: int, tid: int, start_us: float, end_us: float, stack: list[dict],
-             origin_ns: int, cache: dict) -> None:
-    key = tuple((e.get("name"), (e.get("args") or {}).get("filename"), (e.get("args") or {}).get("line"))
-                for e in stack)
-    if key not in cache:   # a busy thread repeats a handful of stacks thousands of times
+def _segment(
+    cols: dict,
+    pid: int,
+    tid: int,
+    start_us: float,
+    end_us: float,
+    stack: list[dict],
+    origin_ns: int,
+    cache: dict,
+) -> None:
+    key = tuple(
+        (e.get("name"), (e.get("args") or {}).get("filename"), (e.get("args") or {}).get("line"))
+        for e in stack
+    )
+    if key not in cache:  # a busy thread repeats a handful of stacks thousands of times
         region, rule, at = _decide(stack)
         cache[key] = (region, rule, _frame_text(stack[at]), _frame_text(stack[-1]))
     region, rule, frame, leaf = cache[key]
-    for name, value in (("pid", pid), ("role", None), ("tid", tid),
-                        ("start_ns", origin_ns + int(start_us * 1000)), ("end_ns", origin_ns + int(end_us * 1000)),
-                        ("region", region), ("rule", rule), ("frame", frame), ("leaf", leaf),
-                        ("depth", len(stack))):
+    for name, value in (
+        ("pid", pid),
+        ("role", None),
+        ("tid", tid),
+        ("start_ns", origin_ns + int(start_us * 1000)),
+        ("end_ns", origin_ns + int(end_us * 1000)),
+        ("region", region),
+        ("rule", rule),
+        ("frame", frame),
+        ("leaf", leaf),
+        ("depth", len(stack)),
+    ):
         cols[name].append(value)
 
 
@@ -106,9 +133,13 @@ def read_chrometrace(path: str | Path, origin_ns: int) -> pa.Table:
     try:
         events = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: not a py-spy chrometrace JSON file ({type(exc).__name__}: {exc})") from exc
+        raise ValueError(
+            f"{path}: not a py-spy chrometrace JSON file ({type(exc).__name__}: {exc})"
+        ) from exc
     if not isinstance(events, list):
-        raise ValueError(f"{path}: expected a JSON list of trace events, got {type(events).__name__}")
+        raise ValueError(
+            f"{path}: expected a JSON list of trace events, got {type(events).__name__}"
+        )
     try:
         return segments_from_events(events, origin_ns)
     except (KeyError, TypeError, ValueError) as exc:

@@ -9,6 +9,7 @@ outside the engine, for any engine spikelens starts.
 The hogs write nothing; the collectors' /proc sampler watches only the engine's tree. Ground
 truth: `arm` writes the windows to `faults.host.parquet` (cause `host`).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -30,18 +31,22 @@ _HOG = "while True: pass"
 
 @dataclass(frozen=True)
 class CpuContentionParams:
-    processes: int | None = None   # hog processes; None: one per CPU in the engine's affinity mask
+    processes: int | None = None  # hog processes; None: one per CPU in the engine's affinity mask
 
     def __post_init__(self):
         v = self.processes
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 1024):
-            raise ValueError(f"{KIND}.params.processes: must be an integer in [1, 1024] or null, got {v!r}")
+            raise ValueError(
+                f"{KIND}.params.processes: must be an integer in [1, 1024] or null, got {v!r}"
+            )
 
 
 def make_params(values: dict | None) -> CpuContentionParams:
     """Params from a scenario mapping; unknown keys raise naming the key."""
     valid = [f.name for f in dataclasses.fields(CpuContentionParams)]
-    strict_keys(values or {}, valid, f"{KIND}.params", error=ValueError, sort_unknown=True, valid=valid)
+    strict_keys(
+        values or {}, valid, f"{KIND}.params", error=ValueError, sort_unknown=True, valid=valid
+    )
     return CpuContentionParams(**dict(values or {}))
 
 
@@ -49,8 +54,11 @@ class CpuContention:
     """The hog supervisor of one run: `arm(t0_ns)` at load start, `stop()` at teardown."""
 
     def __init__(self, faults: list[dict], engine_pid: int, run_dir: str | Path, duration_s: float):
-        self.windows = [(float(f["start_s"]), float(f["duration_s"]), make_params(f.get("params")))
-                        for f in faults if f["kind"] == KIND]
+        self.windows = [
+            (float(f["start_s"]), float(f["duration_s"]), make_params(f.get("params")))
+            for f in faults
+            if f["kind"] == KIND
+        ]
         self.engine_pid, self.run_dir, self.duration_s = engine_pid, Path(run_dir), duration_s
         self.hogs: list[subprocess.Popen] = []
         self._lock = threading.Lock()
@@ -60,7 +68,9 @@ class CpuContention:
     def arm(self, t0_ns: int) -> None:
         if not self.windows:
             return
-        self._thread = threading.Thread(target=self._run, args=(t0_ns,), name="cpu-contention", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, args=(t0_ns,), name="cpu-contention", daemon=True
+        )
         self._thread.start()
         _write_ground_truth(self.windows, t0_ns, self.duration_s, self.run_dir / GROUND_TRUTH_FILE)
 
@@ -78,15 +88,19 @@ class CpuContention:
     def _start_hogs(self, params: CpuContentionParams) -> None:
         try:
             cpus = os.sched_getaffinity(self.engine_pid)
-        except OSError:      # the engine is gone: nothing to contend with
+        except OSError:  # the engine is gone: nothing to contend with
             return
         with self._lock:
             if self._stopped.is_set():
                 return
             for _ in range(params.processes or len(cpus)):
-                hog = subprocess.Popen([sys.executable, "-S", "-c", _HOG], stdin=subprocess.DEVNULL,
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                       preexec_fn=_die_with_starter)
+                hog = subprocess.Popen(
+                    [sys.executable, "-S", "-c", _HOG],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    preexec_fn=_die_with_starter,
+                )
                 os.sched_setaffinity(hog.pid, cpus)
                 self.hogs.append(hog)
 
@@ -114,7 +128,7 @@ def _die_with_starter() -> None:
         import ctypes
         import signal
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)   # 1 = PR_SET_PDEATHSIG
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
 

@@ -7,16 +7,23 @@ hook reads: SPIKELENS_COLLECT_DIR (where `gc-<pid>.jsonl` files go) and SPIKELEN
 child becomes the root of its own tree.
 Why here and not in each engine's launcher: spikelens' engine and vLLM are started alike.
 """
+
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
 SITE_DIR = Path(__file__).resolve().parent / "site"
-DIR_ENV, ROLE_ENV, ROOT_ENV = "SPIKELENS_COLLECT_DIR", "SPIKELENS_COLLECT_ROLE", "SPIKELENS_COLLECT_ROOT_PID"
+DIR_ENV, ROLE_ENV, ROOT_ENV = (
+    "SPIKELENS_COLLECT_DIR",
+    "SPIKELENS_COLLECT_ROLE",
+    "SPIKELENS_COLLECT_ROOT_PID",
+)
 
 
-def hook_env(collect_dir: str | Path, role: str, env: dict[str, str] | None = None) -> dict[str, str]:
+def hook_env(
+    collect_dir: str | Path, role: str, env: dict[str, str] | None = None
+) -> dict[str, str]:
     """`env` (default os.environ) plus what the GC hook needs; `collect_dir` is created."""
     if not role or not role.replace("_", "").replace("-", "").isalnum():
         raise ValueError(f"gc hook role must be a non-empty word ([A-Za-z0-9_-]), got {role!r}")

@@ -21,12 +21,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from prometheus_client.parser import text_string_to_metric_families
 
-METRICS_SCHEMA = pa.schema([
-    ("ts_ns", pa.int64()),
-    ("name", pa.string()),
-    ("labels", pa.string()),  # JSON object, keys sorted
-    ("value", pa.float64()),
-])
+METRICS_SCHEMA = pa.schema(
+    [
+        ("ts_ns", pa.int64()),
+        ("name", pa.string()),
+        ("labels", pa.string()),  # JSON object, keys sorted
+        ("value", pa.float64()),
+    ]
+)
 
 
 def parse_exposition(text: str, ts_ns: int) -> dict[str, list]:
@@ -42,8 +44,14 @@ def parse_exposition(text: str, ts_ns: int) -> dict[str, list]:
 
 
 class MetricsScraper:
-    def __init__(self, url: str, out_path: str | Path, interval_s: float = 0.25,
-                 api_key: str | None = None, timeout_s: float = 5.0):
+    def __init__(
+        self,
+        url: str,
+        out_path: str | Path,
+        interval_s: float = 0.25,
+        api_key: str | None = None,
+        timeout_s: float = 5.0,
+    ):
         if interval_s <= 0:
             raise ValueError(f"metrics interval_s must be > 0, got {interval_s!r}")
         self.url = url

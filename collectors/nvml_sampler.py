@@ -29,9 +29,10 @@ import json
 import signal
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -39,16 +40,25 @@ import pyarrow.parquet as pq
 NVML_FILE = "nvml.parquet"
 STATUS_FILE = "nvml_status.json"
 
-SCHEMA = pa.schema([
-    ("ts_ns", pa.int64()), ("gpu", pa.int32()),
-    ("util_gpu", pa.float64()), ("util_mem", pa.float64()),
-    ("mem_used", pa.int64()), ("mem_total", pa.int64()),
-    ("sm_clock", pa.int32()), ("mem_clock", pa.int32()),
-    ("power_w", pa.float64()), ("temp_c", pa.float64()), ("pstate", pa.int32()),
-    ("clock_event_reasons", pa.int64()),
-    ("pcie_tx", pa.int64()), ("pcie_rx", pa.int64()),
-    ("xid", pa.int64()),
-])
+SCHEMA = pa.schema(
+    [
+        ("ts_ns", pa.int64()),
+        ("gpu", pa.int32()),
+        ("util_gpu", pa.float64()),
+        ("util_mem", pa.float64()),
+        ("mem_used", pa.int64()),
+        ("mem_total", pa.int64()),
+        ("sm_clock", pa.int32()),
+        ("mem_clock", pa.int32()),
+        ("power_w", pa.float64()),
+        ("temp_c", pa.float64()),
+        ("pstate", pa.int32()),
+        ("clock_event_reasons", pa.int64()),
+        ("pcie_tx", pa.int64()),
+        ("pcie_rx", pa.int64()),
+        ("xid", pa.int64()),
+    ]
+)
 
 
 @dataclass
@@ -64,19 +74,30 @@ class NvmlSamplerConfig:
     xid_events: bool = True
 
     def __post_init__(self) -> None:
-        if isinstance(self.interval_ms, bool) or not isinstance(self.interval_ms, int) or not 10 <= self.interval_ms <= 60_000:
+        if (
+            isinstance(self.interval_ms, bool)
+            or not isinstance(self.interval_ms, int)
+            or not 10 <= self.interval_ms <= 60_000
+        ):
             raise ValueError(f"interval_ms must be an int in [10, 60000], got {self.interval_ms!r}")
-        if not isinstance(self.flush_interval_s, (int, float)) or not 0.1 <= self.flush_interval_s <= 3600:
-            raise ValueError(f"flush_interval_s must be in [0.1, 3600], got {self.flush_interval_s!r}")
+        if (
+            not isinstance(self.flush_interval_s, (int, float))
+            or not 0.1 <= self.flush_interval_s <= 3600
+        ):
+            raise ValueError(
+                f"flush_interval_s must be in [0.1, 3600], got {self.flush_interval_s!r}"
+            )
         if not isinstance(self.xid_events, bool):
             raise ValueError(f"xid_events must be a boolean, got {self.xid_events!r}")
 
     @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> "NvmlSamplerConfig":
+    def from_dict(cls, values: Mapping[str, Any]) -> NvmlSamplerConfig:
         known = {f.name for f in fields(cls)}
         for key in values:
             if key not in known:
-                raise ValueError(f"unknown nvml sampler key {key!r}; known: {', '.join(sorted(known))}")
+                raise ValueError(
+                    f"unknown nvml sampler key {key!r}; known: {', '.join(sorted(known))}"
+                )
         return cls(**dict(values))
 
 
@@ -89,34 +110,69 @@ def _query(nvml, name: str, call: Callable[[], Any], unsupported: dict[str, str]
         return None
 
 
-def sample_device(nvml, handle, gpu: int, ts_ns: int, unsupported: dict[str, str]) -> dict[str, Any]:
+def sample_device(
+    nvml, handle, gpu: int, ts_ns: int, unsupported: dict[str, str]
+) -> dict[str, Any]:
     """One nvml.parquet row for the device `handle`. Pure apart from the NVML reads.
 
     `nvml` is the pynvml module (a parameter so the conversion can be unit-tested); `unsupported`
     collects the fields the device does not report (mutated).
     """
-    util = _query(nvml, "utilization", lambda: nvml.nvmlDeviceGetUtilizationRates(handle), unsupported)
+    util = _query(
+        nvml, "utilization", lambda: nvml.nvmlDeviceGetUtilizationRates(handle), unsupported
+    )
     memory = _query(nvml, "memory", lambda: nvml.nvmlDeviceGetMemoryInfo(handle), unsupported)
     power_mw = _query(nvml, "power", lambda: nvml.nvmlDeviceGetPowerUsage(handle), unsupported)
-    reasons_call = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-        nvml.nvmlDeviceGetCurrentClocksThrottleReasons  # older bindings name it "throttle"
-    tx_kbps = _query(nvml, "pcie_tx", lambda: nvml.nvmlDeviceGetPcieThroughput(handle, nvml.NVML_PCIE_UTIL_TX_BYTES),
-                     unsupported)
-    rx_kbps = _query(nvml, "pcie_rx", lambda: nvml.nvmlDeviceGetPcieThroughput(handle, nvml.NVML_PCIE_UTIL_RX_BYTES),
-                     unsupported)
+    reasons_call = (
+        getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+        or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+    )  # older bindings name it "throttle"
+    tx_kbps = _query(
+        nvml,
+        "pcie_tx",
+        lambda: nvml.nvmlDeviceGetPcieThroughput(handle, nvml.NVML_PCIE_UTIL_TX_BYTES),
+        unsupported,
+    )
+    rx_kbps = _query(
+        nvml,
+        "pcie_rx",
+        lambda: nvml.nvmlDeviceGetPcieThroughput(handle, nvml.NVML_PCIE_UTIL_RX_BYTES),
+        unsupported,
+    )
     return {
-        "ts_ns": ts_ns, "gpu": gpu,
+        "ts_ns": ts_ns,
+        "gpu": gpu,
         "util_gpu": float(util.gpu) if util is not None else None,
         "util_mem": float(util.memory) if util is not None else None,
         "mem_used": int(memory.used) if memory is not None else None,
         "mem_total": int(memory.total) if memory is not None else None,
-        "sm_clock": _query(nvml, "sm_clock", lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM), unsupported),
-        "mem_clock": _query(nvml, "mem_clock", lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM), unsupported),
+        "sm_clock": _query(
+            nvml,
+            "sm_clock",
+            lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM),
+            unsupported,
+        ),
+        "mem_clock": _query(
+            nvml,
+            "mem_clock",
+            lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM),
+            unsupported,
+        ),
         "power_w": power_mw / 1000.0 if power_mw is not None else None,
-        "temp_c": _float_or_none(_query(
-            nvml, "temperature", lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU), unsupported)),
-        "pstate": _query(nvml, "pstate", lambda: nvml.nvmlDeviceGetPerformanceState(handle), unsupported),
-        "clock_event_reasons": _query(nvml, "clock_event_reasons", lambda: reasons_call(handle), unsupported),
+        "temp_c": _float_or_none(
+            _query(
+                nvml,
+                "temperature",
+                lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU),
+                unsupported,
+            )
+        ),
+        "pstate": _query(
+            nvml, "pstate", lambda: nvml.nvmlDeviceGetPerformanceState(handle), unsupported
+        ),
+        "clock_event_reasons": _query(
+            nvml, "clock_event_reasons", lambda: reasons_call(handle), unsupported
+        ),
         "pcie_tx": tx_kbps * 1024 if tx_kbps is not None else None,
         "pcie_rx": rx_kbps * 1024 if rx_kbps is not None else None,
         "xid": None,
@@ -136,8 +192,12 @@ class NvmlSampler:
         self._nvml = nvml  # None: import pynvml on start (a parameter only for conversion tests)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._status: dict[str, Any] = {"available": False, "reason": "not started",
-                                        "interval_ms": self.config.interval_ms, "samples": 0}
+        self._status: dict[str, Any] = {
+            "available": False,
+            "reason": "not started",
+            "interval_ms": self.config.interval_ms,
+            "samples": 0,
+        }
 
     @property
     def status(self) -> dict[str, Any]:
@@ -148,7 +208,7 @@ class NvmlSampler:
         """True while the sampling thread runs (False when NVML was unavailable)."""
         return self._thread is not None and self._thread.is_alive()
 
-    def start(self) -> "NvmlSampler":
+    def start(self) -> NvmlSampler:
         """Initialise NVML and start sampling; without NVML, record why and sample nothing."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._stop.clear()
@@ -157,9 +217,15 @@ class NvmlSampler:
             if nvml is None:
                 import pynvml as nvml
             nvml.nvmlInit()
-        except Exception as exc:  # NVMLError_LibraryNotFound without a driver; ImportError without bindings
-            self._status = {"available": False, "reason": f"{type(exc).__name__}: {exc}",
-                            "interval_ms": self.config.interval_ms, "samples": 0}
+        except (
+            Exception
+        ) as exc:  # NVMLError_LibraryNotFound without a driver; ImportError without bindings
+            self._status = {
+                "available": False,
+                "reason": f"{type(exc).__name__}: {exc}",
+                "interval_ms": self.config.interval_ms,
+                "samples": 0,
+            }
             self._write_status()
             return self
         self._nvml = nvml
@@ -175,7 +241,7 @@ class NvmlSampler:
             self._thread = None
         return self.status
 
-    def __enter__(self) -> "NvmlSampler":
+    def __enter__(self) -> NvmlSampler:
         return self.start()
 
     def __exit__(self, *exc_info) -> None:
@@ -190,10 +256,21 @@ class NvmlSampler:
         event_set = None
         try:
             handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
-            names = [_text(_query(nvml, "name", lambda h=h: nvml.nvmlDeviceGetName(h), unsupported)) for h in handles]
-            event_set = self._register_xid(nvml, handles, unsupported) if self.config.xid_events else None
-            self._status = {"available": True, "reason": None, "devices": names,
-                            "interval_ms": self.config.interval_ms, "samples": 0, "started_ns": time.time_ns()}
+            names = [
+                _text(_query(nvml, "name", lambda h=h: nvml.nvmlDeviceGetName(h), unsupported))
+                for h in handles
+            ]
+            event_set = (
+                self._register_xid(nvml, handles, unsupported) if self.config.xid_events else None
+            )
+            self._status = {
+                "available": True,
+                "reason": None,
+                "devices": names,
+                "interval_ms": self.config.interval_ms,
+                "samples": 0,
+                "started_ns": time.time_ns(),
+            }
             self._write_status()
             period_ns = self.config.interval_ms * 1_000_000
             next_ns = time.monotonic_ns()
@@ -231,8 +308,18 @@ class NvmlSampler:
         event_set = _query(nvml, "xid", nvml.nvmlEventSetCreate, unsupported)
         if event_set is None:
             return None
-        registered = [_query(nvml, "xid", lambda h=h: nvml.nvmlDeviceRegisterEvents(
-            h, nvml.nvmlEventTypeXidCriticalError, event_set) or True, unsupported) for h in handles]
+        registered = [
+            _query(
+                nvml,
+                "xid",
+                lambda h=h: (
+                    nvml.nvmlDeviceRegisterEvents(h, nvml.nvmlEventTypeXidCriticalError, event_set)
+                    or True
+                ),
+                unsupported,
+            )
+            for h in handles
+        ]
         if not any(registered):
             _query(nvml, "xid_free", lambda: nvml.nvmlEventSetFree(event_set), {})
             return None
@@ -251,7 +338,9 @@ class NvmlSampler:
                 if _same_handle(data.device, handle):
                     found.setdefault(gpu, int(data.eventData))
 
-    def _write_rows(self, writer: pq.ParquetWriter | None, rows: list[dict[str, Any]]) -> pq.ParquetWriter:
+    def _write_rows(
+        self, writer: pq.ParquetWriter | None, rows: list[dict[str, Any]]
+    ) -> pq.ParquetWriter:
         if writer is None:
             writer = pq.ParquetWriter(self.run_dir / NVML_FILE, SCHEMA)
         writer.write_table(pa.Table.from_pylist(rows, schema=SCHEMA))
@@ -276,14 +365,21 @@ def _text(value: Any) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m collectors.nvml_sampler", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m collectors.nvml_sampler", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--run-dir", required=True, type=Path)
     parser.add_argument("--interval-ms", type=int, default=NvmlSamplerConfig.interval_ms)
-    parser.add_argument("--flush-interval-s", type=float, default=NvmlSamplerConfig.flush_interval_s)
+    parser.add_argument(
+        "--flush-interval-s", type=float, default=NvmlSamplerConfig.flush_interval_s
+    )
     parser.add_argument("--no-xid", action="store_true", help="do not register for XID events")
     args = parser.parse_args(argv)
-    config = NvmlSamplerConfig(interval_ms=args.interval_ms, flush_interval_s=args.flush_interval_s,
-                               xid_events=not args.no_xid)
+    config = NvmlSamplerConfig(
+        interval_ms=args.interval_ms,
+        flush_interval_s=args.flush_interval_s,
+        xid_events=not args.no_xid,
+    )
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())

@@ -1,4 +1,5 @@
 """What the collectors sample and how often (one flat dataclass, every field documented)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,9 +20,14 @@ class CollectorOptions:
 
     def __post_init__(self) -> None:
         if not 1 <= self.pyspy_rate_hz <= 1000:
-            raise ValueError(f"collectors.pyspy_rate_hz must be in [1, 1000], got {self.pyspy_rate_hz!r}")
-        for name, lo, hi in (("proc_interval_s", 0.005, 10.0), ("tree_refresh_s", 0.05, 60.0),
-                             ("metrics_interval_s", 0.05, 60.0)):
+            raise ValueError(
+                f"collectors.pyspy_rate_hz must be in [1, 1000], got {self.pyspy_rate_hz!r}"
+            )
+        for name, lo, hi in (
+            ("proc_interval_s", 0.005, 10.0),
+            ("tree_refresh_s", 0.05, 60.0),
+            ("metrics_interval_s", 0.05, 60.0),
+        ):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not lo <= value <= hi:
                 raise ValueError(f"collectors.{name} must be in [{lo}, {hi}] s, got {value!r}")

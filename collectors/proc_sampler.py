@@ -10,6 +10,7 @@ Why: contention from outside the engine (a hog on its cores) shows as run-queue 
 involuntary switches of the engine's processes while its own timers only see "everything slower".
 Per-thread sums because /proc/<pid>/schedstat and /status describe the main thread only.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,20 +23,22 @@ import pyarrow.parquet as pq
 
 from collectors.process_tree import ProcessTree
 
-PROC_SCHEMA = pa.schema([
-    ("ts_ns", pa.int64()),
-    ("pid", pa.int64()),
-    ("ppid", pa.int64()),
-    ("role", pa.string()),
-    ("cpu_ns", pa.int64()),          # utime + stime, all threads
-    ("run_ns", pa.int64()),          # schedstat: time on a CPU, summed over threads
-    ("wait_ns", pa.int64()),         # schedstat: time runnable but waiting on a run queue
-    ("timeslices", pa.int64()),
-    ("voluntary_switches", pa.int64()),
-    ("involuntary_switches", pa.int64()),
-    ("threads", pa.int32()),
-    ("rss_bytes", pa.int64()),
-])
+PROC_SCHEMA = pa.schema(
+    [
+        ("ts_ns", pa.int64()),
+        ("pid", pa.int64()),
+        ("ppid", pa.int64()),
+        ("role", pa.string()),
+        ("cpu_ns", pa.int64()),  # utime + stime, all threads
+        ("run_ns", pa.int64()),  # schedstat: time on a CPU, summed over threads
+        ("wait_ns", pa.int64()),  # schedstat: time runnable but waiting on a run queue
+        ("timeslices", pa.int64()),
+        ("voluntary_switches", pa.int64()),
+        ("involuntary_switches", pa.int64()),
+        ("threads", pa.int32()),
+        ("rss_bytes", pa.int64()),
+    ]
+)
 
 _TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -50,9 +53,14 @@ def read_process(pid: int) -> dict | None:
     """One reading of a process's counters; None when it is gone."""
     try:
         stat = _read(f"/proc/{pid}/stat")
-        fields = stat[stat.rindex(")") + 2:].split()   # after "pid (comm) "
-        ppid, utime, stime, threads, rss = int(fields[1]), int(fields[11]), int(fields[12]), \
-            int(fields[17]), int(fields[21])
+        fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
+        ppid, utime, stime, threads, rss = (
+            int(fields[1]),
+            int(fields[11]),
+            int(fields[12]),
+            int(fields[17]),
+            int(fields[21]),
+        )
         tids = os.listdir(f"/proc/{pid}/task")
     except (OSError, ValueError, IndexError):
         return None
@@ -68,26 +76,44 @@ def read_process(pid: int) -> dict | None:
                 elif key == "nonvoluntary_ctxt_switches":
                     invol += int(value)
         except (OSError, ValueError):
-            continue   # the thread exited between listing and reading
-    return {"ppid": ppid, "cpu_ns": (utime + stime) * _TICK_NS, "run_ns": run, "wait_ns": wait,
-            "timeslices": slices, "voluntary_switches": vol, "involuntary_switches": invol,
-            "threads": threads, "rss_bytes": rss * _PAGE}
+            continue  # the thread exited between listing and reading
+    return {
+        "ppid": ppid,
+        "cpu_ns": (utime + stime) * _TICK_NS,
+        "run_ns": run,
+        "wait_ns": wait,
+        "timeslices": slices,
+        "voluntary_switches": vol,
+        "involuntary_switches": invol,
+        "threads": threads,
+        "rss_bytes": rss * _PAGE,
+    }
 
 
 class ProcSampler:
     """Thread sampling a ProcessTree every `interval_s` into `out_path` (written at stop)."""
 
-    def __init__(self, tree: ProcessTree, out_path: str | Path, interval_s: float = 0.1,
-                 refresh_s: float = 0.5):
+    def __init__(
+        self,
+        tree: ProcessTree,
+        out_path: str | Path,
+        interval_s: float = 0.1,
+        refresh_s: float = 0.5,
+    ):
         if not 0.005 <= interval_s <= 10:
             raise ValueError(f"proc interval_s must be in [0.005, 10] s, got {interval_s!r}")
-        self.tree, self.out_path, self.interval_s, self.refresh_s = tree, Path(out_path), interval_s, refresh_s
+        self.tree, self.out_path, self.interval_s, self.refresh_s = (
+            tree,
+            Path(out_path),
+            interval_s,
+            refresh_s,
+        )
         self.cols: dict[str, list] = {name: [] for name in PROC_SCHEMA.names}
         self.ticks = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def start(self) -> "ProcSampler":
+    def start(self) -> ProcSampler:
         self._thread = threading.Thread(target=self._run, name="proc-sampler", daemon=True)
         self._thread.start()
         return self

@@ -13,6 +13,7 @@ load's t0 and the windows (`arm`); the hook's thread waits for the file, then fo
 Ground truth: `arm` writes the windows to `faults.process.parquet` (kind, cause, start_ns,
 end_ns, params), read only by scoring and the report's "injected" line.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -30,24 +31,34 @@ GROUND_TRUTH_FILE = "faults.process.parquet"
 
 @dataclass(frozen=True)
 class ProcessGcStormParams:
-    role: str = "EngineCore"     # processes whose role (collectors/roles.py) this is churn
-    objects_per_tick: int = 20_000   # cycles (two dicts each) allocated per tick
-    live_ticks: int = 4          # ticks a cycle stays reachable: it outlives young collections
-    tick_s: float = 0.02         # 50 ticks/s: ~1M cycles/s at the default size
-    ballast_objects: int = 0     # extra tracked objects kept alive in the window: longer passes
+    role: str = "EngineCore"  # processes whose role (collectors/roles.py) this is churn
+    objects_per_tick: int = 20_000  # cycles (two dicts each) allocated per tick
+    live_ticks: int = 4  # ticks a cycle stays reachable: it outlives young collections
+    tick_s: float = 0.02  # 50 ticks/s: ~1M cycles/s at the default size
+    ballast_objects: int = 0  # extra tracked objects kept alive in the window: longer passes
 
     def __post_init__(self):
         where = "memory.gc_storm.params"
         if not isinstance(self.role, str) or not self.role:
-            raise ValueError(f"{where}.role: must be a process role such as 'EngineCore', got {self.role!r}")
-        for name, lo, hi in (("objects_per_tick", 1, 10_000_000), ("live_ticks", 1, 10_000),
-                             ("ballast_objects", 0, 50_000_000)):
+            raise ValueError(
+                f"{where}.role: must be a process role such as 'EngineCore', got {self.role!r}"
+            )
+        for name, lo, hi in (
+            ("objects_per_tick", 1, 10_000_000),
+            ("live_ticks", 1, 10_000),
+            ("ballast_objects", 0, 50_000_000),
+        ):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
                 raise ValueError(f"{where}.{name}: must be an integer in [{lo}, {hi}], got {v!r}")
-        if isinstance(self.tick_s, bool) or not isinstance(self.tick_s, (int, float)) \
-                or not 0.001 <= self.tick_s <= 10:
-            raise ValueError(f"{where}.tick_s: must be a number in [0.001, 10], got {self.tick_s!r}")
+        if (
+            isinstance(self.tick_s, bool)
+            or not isinstance(self.tick_s, (int, float))
+            or not 0.001 <= self.tick_s <= 10
+        ):
+            raise ValueError(
+                f"{where}.tick_s: must be a number in [0.001, 10], got {self.tick_s!r}"
+            )
 
 
 KINDS: dict[str, tuple[str, type]] = {"memory.gc_storm": ("memory", ProcessGcStormParams)}
@@ -57,7 +68,9 @@ def make_params(kind: str, values: dict | None):
     """The params dataclass of a process fault; unknown keys raise naming the key and the kind."""
     cls = KINDS[kind][1]
     valid = [f.name for f in dataclasses.fields(cls)]
-    strict_keys(values or {}, valid, f"{kind}.params", error=ValueError, sort_unknown=True, valid=valid)
+    strict_keys(
+        values or {}, valid, f"{kind}.params", error=ValueError, sort_unknown=True, valid=valid
+    )
     return cls(**dict(values or {}))
 
 
@@ -66,18 +79,28 @@ def schedule_env(collect_dir: str | Path, env: dict[str, str]) -> dict[str, str]
     return {**env, SCHEDULE_ENV: str(Path(collect_dir).resolve() / SCHEDULE_FILE)}
 
 
-def arm(faults: list[dict], t0_ns: int, duration_s: float, collect_dir: str | Path,
-        run_dir: str | Path) -> int:
+def arm(
+    faults: list[dict], t0_ns: int, duration_s: float, collect_dir: str | Path, run_dir: str | Path
+) -> int:
     """Write the schedule of the process faults in `faults` (scenario dicts) for the hook and
     their ground truth; returns how many windows were armed."""
     mine = [(f, make_params(f["kind"], f.get("params"))) for f in faults if f["kind"] in KINDS]
-    schedule = {"t0_ns": t0_ns, "faults": [
-        {"kind": f["kind"], "start_s": float(f["start_s"]), "duration_s": float(f["duration_s"]),
-         "params": dataclasses.asdict(p)} for f, p in mine]}
+    schedule = {
+        "t0_ns": t0_ns,
+        "faults": [
+            {
+                "kind": f["kind"],
+                "start_s": float(f["start_s"]),
+                "duration_s": float(f["duration_s"]),
+                "params": dataclasses.asdict(p),
+            }
+            for f, p in mine
+        ],
+    }
     path = Path(collect_dir) / SCHEDULE_FILE
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(schedule))
-    os.replace(tmp, path)   # the hook never reads half a file
+    os.replace(tmp, path)  # the hook never reads half a file
     _write_ground_truth(mine, t0_ns, duration_s, Path(run_dir) / GROUND_TRUTH_FILE)
     return len(mine)
 

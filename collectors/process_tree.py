@@ -7,6 +7,7 @@ What: `ProcessTree(root_pid, root_role).refresh()` lists the root and every desc
 Why: py-spy, the /proc sampler and the evidence must agree on which process is which, for any
 engine spikelens starts (its own, or vLLM's API server → EngineCore → workers).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -20,8 +21,8 @@ from collectors.roles import read_cmdline, role_of
 class ProcessTree:
     root_pid: int
     root_role: str
-    roles: dict[int, str] = field(default_factory=dict)     # pid → role, every pid ever seen
-    parents: dict[int, int] = field(default_factory=dict)   # pid → ppid
+    roles: dict[int, str] = field(default_factory=dict)  # pid → role, every pid ever seen
+    parents: dict[int, int] = field(default_factory=dict)  # pid → ppid
 
     def refresh(self) -> list[int]:
         """Pids alive now (root first); [] once the root is gone."""

@@ -13,6 +13,7 @@ py-spy 0.4.3 with times.
 py-spy needs ptrace rights over the target (root, or CAP_SYS_PTRACE, or ptrace_scope 0); when it
 is missing or cannot attach, the recorder says so in its status and the run goes on.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -20,8 +21,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -36,8 +37,14 @@ def find_py_spy() -> str | None:
 
 
 class PySpyRecorder:
-    def __init__(self, root_pid: int, collect_dir: str | Path, rate_hz: int = 100,
-                 py_spy: str | None = None, preexec_fn: Callable[[], None] | None = None):
+    def __init__(
+        self,
+        root_pid: int,
+        collect_dir: str | Path,
+        rate_hz: int = 100,
+        py_spy: str | None = None,
+        preexec_fn: Callable[[], None] | None = None,
+    ):
         if not 1 <= rate_hz <= 1000:
             raise ValueError(f"py-spy rate_hz must be in [1, 1000], got {rate_hz!r}")
         self.root_pid, self.rate_hz = root_pid, rate_hz
@@ -50,17 +57,35 @@ class PySpyRecorder:
         self.origin_ns = 0
         self.status: dict = {"rate_hz": rate_hz, "root_pid": root_pid}
 
-    def start(self) -> "PySpyRecorder":
+    def start(self) -> PySpyRecorder:
         if self.py_spy is None:
             self.status["error"] = "py-spy not found (pip install py-spy)"
             return self
         self.collect_dir.mkdir(parents=True, exist_ok=True)
-        cmd = [self.py_spy, "record", "--pid", str(self.root_pid), "--rate", str(self.rate_hz),
-               "--subprocesses", "--idle", "--nonblocking", "--full-filenames",
-               "--format", "chrometrace", "-o", str(self.trace_path)]
+        cmd = [
+            self.py_spy,
+            "record",
+            "--pid",
+            str(self.root_pid),
+            "--rate",
+            str(self.rate_hz),
+            "--subprocesses",
+            "--idle",
+            "--nonblocking",
+            "--full-filenames",
+            "--format",
+            "chrometrace",
+            "-o",
+            str(self.trace_path),
+        ]
         with open(self.collect_dir / "pyspy.log", "ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, preexec_fn=self.preexec_fn)
+            self.proc = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=self.preexec_fn,
+            )
             # py-spy's ts 0 is taken first thing in `record`, just after its exec (Popen returns
             # once the exec succeeded)
             self.origin_ns = time.time_ns()
@@ -81,7 +106,9 @@ class PySpyRecorder:
                 self.proc.wait()
         self.status["returncode"] = self.proc.returncode
         if not self.trace_path.is_file():
-            self.status["error"] = f"py-spy exited with {self.proc.returncode} and wrote no trace (see pyspy.log)"
+            self.status["error"] = (
+                f"py-spy exited with {self.proc.returncode} and wrote no trace (see pyspy.log)"
+            )
             return self.status
         try:
             table = read_chrometrace(self.trace_path, self.origin_ns)
@@ -90,8 +117,11 @@ class PySpyRecorder:
             return self.status
         if role_of is not None:
             roles = [role_of(pid) for pid in table.column("pid").to_pylist()]
-            table = table.set_column(table.schema.get_field_index("role"), "role", pa.array(roles, pa.string()))
+            table = table.set_column(
+                table.schema.get_field_index("role"), "role", pa.array(roles, pa.string())
+            )
         pq.write_table(table, self.stacks_path)
-        self.status.update(segments=table.num_rows,
-                           pids=sorted(set(table.column("pid").to_pylist())))
+        self.status.update(
+            segments=table.num_rows, pids=sorted(set(table.column("pid").to_pylist()))
+        )
         return self.status

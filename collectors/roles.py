@@ -11,6 +11,7 @@ helper processes (resource tracker, forkserver) are named so they are not mistak
 This file is loaded by path from the GC hook in processes that cannot import `collectors`, so it
 imports nothing outside the standard library.
 """
+
 from __future__ import annotations
 
 # (substring of the joined argv, role, reason); the first match wins, so specific rules come first.

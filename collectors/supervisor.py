@@ -10,12 +10,13 @@ and writes `collect/gc-<pid>.jsonl` itself.
 Why one object: the flows start it right after the engine is up and stop it before the engine
 stops, whatever engine it is; a collector that fails is recorded and the run goes on.
 """
+
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from collectors.metrics_scraper import MetricsScraper
 from collectors.options import CollectorOptions
@@ -32,9 +33,15 @@ def collect_dir(run_dir: str | Path) -> Path:
 
 
 class CollectorSet:
-    def __init__(self, run_dir: str | Path, root_pid: int, role: str,
-                 metrics_url: str | None = None, options: CollectorOptions | None = None,
-                 preexec_fn: Callable[[], None] | None = None):
+    def __init__(
+        self,
+        run_dir: str | Path,
+        root_pid: int,
+        role: str,
+        metrics_url: str | None = None,
+        options: CollectorOptions | None = None,
+        preexec_fn: Callable[[], None] | None = None,
+    ):
         if not isinstance(root_pid, int) or root_pid <= 0:
             raise ValueError(f"collectors root_pid must be a positive pid, got {root_pid!r}")
         self.run_dir, self.root_pid, self.role = Path(run_dir), root_pid, role
@@ -48,32 +55,44 @@ class CollectorSet:
         self.metrics: MetricsScraper | None = None
         self.status: dict = {"root_pid": root_pid, "role": role, "errors": []}
 
-    def start(self) -> "CollectorSet":
+    def start(self) -> CollectorSet:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.status["started_ns"] = time.time_ns()
         self.tree.refresh()
         if self.options.pyspy:
-            self.pyspy = PySpyRecorder(self.root_pid, self.dir, self.options.pyspy_rate_hz,
-                                       preexec_fn=self.preexec_fn).start()
-        self.proc = ProcSampler(self.tree, self.dir / f"proc-{self.root_pid}.parquet",
-                                self.options.proc_interval_s, self.options.tree_refresh_s).start()
+            self.pyspy = PySpyRecorder(
+                self.root_pid, self.dir, self.options.pyspy_rate_hz, preexec_fn=self.preexec_fn
+            ).start()
+        self.proc = ProcSampler(
+            self.tree,
+            self.dir / f"proc-{self.root_pid}.parquet",
+            self.options.proc_interval_s,
+            self.options.tree_refresh_s,
+        ).start()
         if self.metrics_url:
-            self.metrics = MetricsScraper(self.metrics_url, self.run_dir / "metrics.parquet",
-                                          self.options.metrics_interval_s).start()
+            self.metrics = MetricsScraper(
+                self.metrics_url, self.run_dir / "metrics.parquet", self.options.metrics_interval_s
+            ).start()
         return self
 
     def _stop_one(self, name: str, stop: Callable[[], object]) -> None:
         try:
             self.status[name] = stop()
-        except Exception as exc:   # noqa: BLE001 — one collector failing must not lose the others
+        except Exception as exc:
             self.status["errors"].append(f"{name}: {type(exc).__name__}: {exc}")
 
     def stop(self) -> dict:
         """Stop every collector (last rows written); returns and writes the status."""
         if self.metrics is not None:
-            self._stop_one("metrics", lambda: {"rows": self.metrics.stop(), "scrapes": self.metrics.scrapes,
-                                               "errors": self.metrics.errors,
-                                               "last_error": self.metrics.last_error})
+            self._stop_one(
+                "metrics",
+                lambda: {
+                    "rows": self.metrics.stop(),
+                    "scrapes": self.metrics.scrapes,
+                    "errors": self.metrics.errors,
+                    "last_error": self.metrics.last_error,
+                },
+            )
         if self.proc is not None:
             self._stop_one("proc", lambda: {"rows": self.proc.stop(), "ticks": self.proc.ticks})
         if self.pyspy is not None:
@@ -83,10 +102,12 @@ class CollectorSet:
                 self.status["errors"].append(f"pyspy: {self.pyspy.status['error']}")
         self.status["stopped_ns"] = time.time_ns()
         self.status["roles"] = {str(pid): role for pid, role in sorted(self.tree.roles.items())}
-        (self.dir / f"collectors-{self.root_pid}.json").write_text(json.dumps(self.status, indent=1, default=str))
+        (self.dir / f"collectors-{self.root_pid}.json").write_text(
+            json.dumps(self.status, indent=1, default=str)
+        )
         return self.status
 
-    def __enter__(self) -> "CollectorSet":
+    def __enter__(self) -> CollectorSet:
         return self.start()
 
     def __exit__(self, *exc) -> None:

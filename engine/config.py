@@ -14,9 +14,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from engine.config_keys import ALL_UNKNOWN, strict_keys
 
@@ -27,8 +28,14 @@ HF_DEFAULT_MAX_POSITION = 2048
 
 
 def _check_keys(cls, data: Mapping[str, Any], where: str) -> None:
-    strict_keys(data, (f.name for f in dataclasses.fields(cls)), where, message=ALL_UNKNOWN, error=ValueError,
-                sort_unknown=True)
+    strict_keys(
+        data,
+        (f.name for f in dataclasses.fields(cls)),
+        where,
+        message=ALL_UNKNOWN,
+        error=ValueError,
+        sort_unknown=True,
+    )
 
 
 def _check_range(name: str, value, lo=None, hi=None, where: str = "engine") -> None:
@@ -68,12 +75,22 @@ class ModelArgs:
 
     def __post_init__(self):
         where = "model"
-        for name in ("dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim", "vocab_size", "max_position"):
+        for name in (
+            "dim",
+            "n_layers",
+            "n_heads",
+            "n_kv_heads",
+            "ffn_dim",
+            "vocab_size",
+            "max_position",
+        ):
             _check_int(name, getattr(self, name), 1, None, where)
         if self.head_size is None and self.dim % self.n_heads:
             raise ValueError(f"model.n_heads: must divide dim={self.dim}, got {self.n_heads}")
         if self.n_heads % self.n_kv_heads:
-            raise ValueError(f"model.n_kv_heads: must divide n_heads={self.n_heads}, got {self.n_kv_heads}")
+            raise ValueError(
+                f"model.n_kv_heads: must divide n_heads={self.n_heads}, got {self.n_kv_heads}"
+            )
         if self.head_dim % 2:
             raise ValueError(f"model: head_dim={self.head_dim} must be even for RoPE")
 
@@ -82,12 +99,14 @@ class ModelArgs:
         return self.head_size if self.head_size is not None else self.dim // self.n_heads
 
     @classmethod
-    def from_name(cls, name: str) -> "ModelArgs":
+    def from_name(cls, name: str) -> ModelArgs:
         """A named preset (see ``MODEL_PRESETS``)."""
         try:
             return MODEL_PRESETS[name]
         except KeyError:
-            raise ValueError(f"model: unknown preset {name!r}; presets: {', '.join(MODEL_PRESETS)} (or a Hugging Face checkpoint folder)") from None
+            raise ValueError(
+                f"model: unknown preset {name!r}; presets: {', '.join(MODEL_PRESETS)} (or a Hugging Face checkpoint folder)"
+            ) from None
 
 
 MODEL_PRESETS: dict[str, ModelArgs] = {
@@ -98,9 +117,13 @@ MODEL_PRESETS: dict[str, ModelArgs] = {
     # docs/engine-core.md), so stage timings and spikes look like a real engine's.
     # The 32k-vocabulary lm_head is about 80% of its weights.
     # max_position 2048 is the context a preset serves by default (max_model_len unset).
-    "small": ModelArgs(dim=128, n_layers=4, n_heads=4, n_kv_heads=2, ffn_dim=384, max_position=2048),
+    "small": ModelArgs(
+        dim=128, n_layers=4, n_heads=4, n_kv_heads=2, ffn_dim=384, max_position=2048
+    ),
     # Heavier CPU runs / GPU: ~10x the small model's weights.
-    "medium": ModelArgs(dim=768, n_layers=8, n_heads=12, n_kv_heads=4, ffn_dim=2048, max_position=2048),
+    "medium": ModelArgs(
+        dim=768, n_layers=8, n_heads=12, n_kv_heads=4, ffn_dim=2048, max_position=2048
+    ),
 }
 
 
@@ -108,8 +131,10 @@ def read_hf_config(folder: str | Path) -> dict[str, Any]:
     """A checkpoint folder's ``config.json`` (a ValueError naming ``engine.model`` if unreadable)."""
     path = Path(folder) / "config.json"
     if not path.is_file():
-        raise ValueError(f"engine.model: {str(folder)!r} is neither a preset ({', '.join(MODEL_PRESETS)}) "
-                         f"nor a checkpoint folder with a config.json")
+        raise ValueError(
+            f"engine.model: {str(folder)!r} is neither a preset ({', '.join(MODEL_PRESETS)}) "
+            f"nor a checkpoint folder with a config.json"
+        )
     try:
         cfg = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -130,11 +155,26 @@ def model_max_position(model: str) -> int:
 
 DTYPES = ("float32", "bfloat16", "float16")
 # vLLM's spellings of the same dtypes; "auto" = the checkpoint's own dtype (float32 for a preset).
-DTYPE_ALIASES = {"float": "float32", "half": "float16", "fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+DTYPE_ALIASES = {
+    "float": "float32",
+    "half": "float16",
+    "fp32": "float32",
+    "fp16": "float16",
+    "bf16": "bfloat16",
+}
 DEVICES = ("cpu", "cuda", "auto")
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
-_SIZE_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
-               "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
+_SIZE_UNITS = {
+    "": 1,
+    "k": 10**3,
+    "m": 10**6,
+    "g": 10**9,
+    "t": 10**12,
+    "ki": 2**10,
+    "mi": 2**20,
+    "gi": 2**30,
+    "ti": 2**40,
+}
 
 
 def parse_size(value: int | str, where: str) -> int:
@@ -142,7 +182,9 @@ def parse_size(value: int | str, where: str) -> int:
     if isinstance(value, str):
         match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kmgt]i?)?b?\s*", value.lower())
         if not match:
-            raise ValueError(f"{where}: must be a size in bytes such as 1073741824, 512MiB or 2GiB, got {value!r}")
+            raise ValueError(
+                f"{where}: must be a size in bytes such as 1073741824, 512MiB or 2GiB, got {value!r}"
+            )
         value = int(float(match.group(1)) * _SIZE_UNITS[match.group(2) or ""])
     _check_int(where.split(".")[-1], value, 1, None, where.rsplit(".", 1)[0])
     return value
@@ -152,10 +194,14 @@ def parse_size(value: int | str, where: str) -> int:
 class EngineConfig:
     """Serving configuration (the scenario's ``engine:`` block)."""
 
-    model: str = "small"  # preset name (tiny/small/medium) or a Hugging Face Llama checkpoint folder
+    model: str = (
+        "small"  # preset name (tiny/small/medium) or a Hugging Face Llama checkpoint folder
+    )
     tp: int = 1  # tensor-parallel ranks (torch.distributed; gloo on CPU, NCCL on CUDA)
     max_num_seqs: int = 32  # running-batch limit: more requests wait in the queue (load signal)
-    kv_blocks: int = 512  # paged KV cache size in blocks: running out forces preemption (memory signal)
+    kv_blocks: int = (
+        512  # paged KV cache size in blocks: running out forces preemption (memory signal)
+    )
     block_size: int = 16  # tokens per KV block (vLLM's default)
     # Prompt + output limit per sequence; None = the model's own (checkpoint max_position_embeddings,
     # preset max_position), capped by the KV cache's kv_blocks * block_size, as vLLM derives it.
@@ -176,29 +222,43 @@ class EngineConfig:
 
     def __post_init__(self):
         if not isinstance(self.model, str) or not self.model:
-            raise ValueError(f"engine.model: must be a preset name ({', '.join(MODEL_PRESETS)}) or a checkpoint folder, got {self.model!r}")
+            raise ValueError(
+                f"engine.model: must be a preset name ({', '.join(MODEL_PRESETS)}) or a checkpoint folder, got {self.model!r}"
+            )
         _check_int("tp", self.tp, 1, 64)
         _check_int("max_num_seqs", self.max_num_seqs, 1, 4096)
         _check_int("block_size", self.block_size, 1, 1024)
         self.dtype = self._resolve_dtype()
         if self.kv_cache_memory_bytes is not None:
-            self.kv_cache_memory_bytes = parse_size(self.kv_cache_memory_bytes, "engine.kv_cache_memory_bytes")
+            self.kv_cache_memory_bytes = parse_size(
+                self.kv_cache_memory_bytes, "engine.kv_cache_memory_bytes"
+            )
             self.kv_blocks = self.kv_cache_memory_bytes // self.kv_block_bytes()
             if self.kv_blocks < 1:
-                raise ValueError(f"engine.kv_cache_memory_bytes: {self.kv_cache_memory_bytes} bytes hold no KV "
-                                 f"block; one block of this model takes {self.kv_block_bytes()} bytes")
+                raise ValueError(
+                    f"engine.kv_cache_memory_bytes: {self.kv_cache_memory_bytes} bytes hold no KV "
+                    f"block; one block of this model takes {self.kv_block_bytes()} bytes"
+                )
         _check_int("kv_blocks", self.kv_blocks, 1, 10_000_000)
         self._resolve_max_model_len()
         _check_int("seed", self.seed, 0, 2**63 - 1)
         _check_int("threads", self.threads, 1, 1024)
         if self.device not in DEVICES:
-            raise ValueError(f"engine.device: must be one of {', '.join(DEVICES)}, got {self.device!r}")
+            raise ValueError(
+                f"engine.device: must be one of {', '.join(DEVICES)}, got {self.device!r}"
+            )
         if self.kv_blocks * self.block_size < self.max_model_len:
             raise ValueError(
                 f"engine.kv_blocks: kv_blocks*block_size ({self.kv_blocks}*{self.block_size}) must hold "
-                f"one max_model_len={self.max_model_len} sequence; need kv_blocks >= {-(-self.max_model_len // self.block_size)}")
+                f"one max_model_len={self.max_model_len} sequence; need kv_blocks >= {-(-self.max_model_len // self.block_size)}"
+            )
         if self.max_num_batched_tokens is not None:
-            _check_int("max_num_batched_tokens", self.max_num_batched_tokens, self.max_model_len, 10_000_000)
+            _check_int(
+                "max_num_batched_tokens",
+                self.max_num_batched_tokens,
+                self.max_model_len,
+                10_000_000,
+            )
 
     def kv_block_bytes(self) -> int:
         """Bytes of one KV block on one rank: K and V of every layer for block_size tokens."""
@@ -209,7 +269,9 @@ class EngineConfig:
 
             args = model_args_from_hf(read_hf_config(self.model), f"{self.model}/config.json")
         kv_heads = max(args.n_kv_heads // self.tp, 1)
-        return 2 * args.n_layers * kv_heads * args.head_dim * self.block_size * DTYPE_BYTES[self.dtype]
+        return (
+            2 * args.n_layers * kv_heads * args.head_dim * self.block_size * DTYPE_BYTES[self.dtype]
+        )
 
     def _resolve_dtype(self) -> str:
         if self.dtype == "auto":
@@ -218,10 +280,14 @@ class EngineConfig:
             cfg = read_hf_config(self.model)
             own = cfg.get("torch_dtype") or cfg.get("dtype")
             return own if own in DTYPES else "float32"
-        dtype = DTYPE_ALIASES.get(self.dtype, self.dtype) if isinstance(self.dtype, str) else self.dtype
+        dtype = (
+            DTYPE_ALIASES.get(self.dtype, self.dtype) if isinstance(self.dtype, str) else self.dtype
+        )
         if dtype not in DTYPES:
-            raise ValueError(f"engine.dtype: must be one of {', '.join(DTYPES)} (or auto, "
-                             f"{', '.join(DTYPE_ALIASES)}), got {self.dtype!r}")
+            raise ValueError(
+                f"engine.dtype: must be one of {', '.join(DTYPES)} (or auto, "
+                f"{', '.join(DTYPE_ALIASES)}), got {self.dtype!r}"
+            )
         return dtype
 
     def _resolve_max_model_len(self) -> None:
@@ -232,16 +298,22 @@ class EngineConfig:
             return
         _check_int("max_model_len", self.max_model_len, 2, 1_000_000)
         if self.max_model_len > model_len:
-            raise ValueError(f"engine.max_model_len: must be in [2, {model_len}] (the model's "
-                             f"max_position_embeddings is {model_len}), got {self.max_model_len}")
+            raise ValueError(
+                f"engine.max_model_len: must be in [2, {model_len}] (the model's "
+                f"max_position_embeddings is {model_len}), got {self.max_model_len}"
+            )
 
     @property
     def token_budget(self) -> int:
         """Tokens one step may process (prefill + decode)."""
-        return self.max_num_batched_tokens if self.max_num_batched_tokens is not None else max(self.max_model_len, self.max_num_seqs)
+        return (
+            self.max_num_batched_tokens
+            if self.max_num_batched_tokens is not None
+            else max(self.max_model_len, self.max_num_seqs)
+        )
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None) -> "EngineConfig":
+    def from_dict(cls, data: Mapping[str, Any] | None) -> EngineConfig:
         """Build from a scenario/CONFIG.json ``engine`` mapping; unknown keys raise naming the key."""
         data = dict(data or {})
         _check_keys(cls, data, "engine")

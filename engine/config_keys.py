@@ -10,6 +10,7 @@ Each caller keeps its own message (its users and tests read it): `message` is a 
 over {where}, {key} (the first unknown key), {keys} (all of them, quoted) and {valid} (the valid
 keys, sorted, comma-separated).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -29,9 +30,16 @@ def field_path(where: str, key: str) -> str:
     return f"{where}.{key}" if where else key
 
 
-def strict_keys(data: Mapping[str, Any], known: Iterable[str], where: str, *,
-                message: str = FIRST_UNKNOWN, error: type[Exception] = UnknownKeyError,
-                sort_unknown: bool = False, valid: Iterable[str] | None = None) -> None:
+def strict_keys(
+    data: Mapping[str, Any],
+    known: Iterable[str],
+    where: str,
+    *,
+    message: str = FIRST_UNKNOWN,
+    error: type[Exception] = UnknownKeyError,
+    sort_unknown: bool = False,
+    valid: Iterable[str] | None = None,
+) -> None:
     """Raise `error(message)` when `data` has a key outside `known`; the error gets `.field` (the
     path of the first unknown key, in the mapping's order or sorted with `sort_unknown`) and
     `.unknown`. `valid` overrides the list of valid keys the message shows."""
@@ -42,8 +50,14 @@ def strict_keys(data: Mapping[str, Any], known: Iterable[str], where: str, *,
     if sort_unknown:
         unknown = sorted(unknown)
     shown = sorted(known) if valid is None else list(valid)
-    err = error(message.format(where=where, key=unknown[0], keys=", ".join(map(repr, unknown)),
-                               valid=", ".join(map(str, shown))))
+    err = error(
+        message.format(
+            where=where,
+            key=unknown[0],
+            keys=", ".join(map(repr, unknown)),
+            valid=", ".join(map(str, shown)),
+        )
+    )
     err.field = field_path(where, str(unknown[0]))
     err.unknown = tuple(unknown)
     raise err

@@ -55,7 +55,9 @@ class BlockAllocator:
         """Take ``n`` blocks; ``ignore_budget`` lets the scheduler keep one sequence alive under a
         budget smaller than that sequence (only the physical free list then limits it)."""
         if not (self.can_allocate(n) or (ignore_budget and n <= len(self._free))):
-            raise OutOfBlocks(f"need {n} KV blocks, {self.num_available} available (budget {self._budget})")
+            raise OutOfBlocks(
+                f"need {n} KV blocks, {self.num_available} available (budget {self._budget})"
+            )
         return [self._free.pop() for _ in range(n)]
 
     def free(self, block_ids: list[int]) -> None:
@@ -69,10 +71,23 @@ def blocks_needed(num_tokens: int, block_size: int) -> int:
 class KVCache:
     """Per-layer K and V tensors ``[num_blocks, block_size, n_kv_heads_local, head_dim]``."""
 
-    def __init__(self, n_layers: int, num_blocks: int, block_size: int, n_kv_heads: int, head_dim: int,
-                 dtype: torch.dtype, device: torch.device):
+    def __init__(
+        self,
+        n_layers: int,
+        num_blocks: int,
+        block_size: int,
+        n_kv_heads: int,
+        head_dim: int,
+        dtype: torch.dtype,
+        device: torch.device,
+    ):
         shape = (num_blocks, block_size, n_kv_heads, head_dim)
         self.block_size = block_size
-        self.layers = [(torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype, device=device))
-                       for _ in range(n_layers)]
+        self.layers = [
+            (
+                torch.zeros(shape, dtype=dtype, device=device),
+                torch.zeros(shape, dtype=dtype, device=device),
+            )
+            for _ in range(n_layers)
+        ]
         self.allocator = BlockAllocator(num_blocks)

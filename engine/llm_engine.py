@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -52,15 +53,27 @@ class RequestOutput:
 
 
 class LLMEngine:
-    def __init__(self, config: EngineConfig, run_dir: str | Path | None = None,
-                 faults: Sequence[FaultSpec | Mapping[str, Any]] = ()):
+    def __init__(
+        self,
+        config: EngineConfig,
+        run_dir: str | Path | None = None,
+        faults: Sequence[FaultSpec | Mapping[str, Any]] = (),
+    ):
         self.config = config
         torch.set_num_threads(config.threads)
-        torch.manual_seed(config.seed)  # unseeded requests draw from the global stream: reproducible runs
-        fault_specs = [f for f in faults if isinstance(f, FaultSpec)] + parse_fault_specs([f for f in faults if not isinstance(f, FaultSpec)])
+        torch.manual_seed(
+            config.seed
+        )  # unseeded requests draw from the global stream: reproducible runs
+        fault_specs = [f for f in faults if isinstance(f, FaultSpec)] + parse_fault_specs(
+            [f for f in faults if not isinstance(f, FaultSpec)]
+        )
         for i, f in enumerate(fault_specs):
-            if f.kind.startswith("comm.") and config.tp < 2:  # no collectives: the fault could not act
-                raise ValueError(f"faults[{i}].kind: {f.kind} needs engine.tp >= 2 (collectives between ranks), got tp={config.tp}")
+            if (
+                f.kind.startswith("comm.") and config.tp < 2
+            ):  # no collectives: the fault could not act
+                raise ValueError(
+                    f"faults[{i}].kind: {f.kind} needs engine.tp >= 2 (collectives between ranks), got tp={config.tp}"
+                )
         self.faults = FaultClock(fault_specs)  # validates params before anything starts
         self.tp: TPGroup | None = None
         self.comm: TPComm | None = None  # timed all-reduce of tensor parallelism (None with tp: 1)
@@ -73,16 +86,27 @@ class LLMEngine:
         try:
             self.model, self.tokenizer = load_model(config, self.device, 0, config.tp)
             if config.max_model_len > self.model.args.max_position:
-                raise ValueError(f"engine.max_model_len: must be <= the model's max_position={self.model.args.max_position}, got {config.max_model_len}")
+                raise ValueError(
+                    f"engine.max_model_len: must be <= the model's max_position={self.model.args.max_position}, got {config.max_model_len}"
+                )
         except BaseException:
             if self.tp is not None:
                 self.tp.abort()  # workers would otherwise wait for rank 0 forever
             raise
         args = self.model.args
         self.vocab_size = args.vocab_size
-        self.kv = KVCache(args.n_layers, config.kv_blocks, config.block_size, self.model.model.layers[0].self_attn.n_kv_heads,
-                          args.head_dim, self.model.lm_head.weight.dtype, self.device)
-        self.scheduler = Scheduler(self.kv.allocator, config.block_size, config.max_num_seqs, config.token_budget)
+        self.kv = KVCache(
+            args.n_layers,
+            config.kv_blocks,
+            config.block_size,
+            self.model.model.layers[0].self_attn.n_kv_heads,
+            args.head_dim,
+            self.model.lm_head.weight.dtype,
+            self.device,
+        )
+        self.scheduler = Scheduler(
+            self.kv.allocator, config.block_size, config.max_num_seqs, config.token_budget
+        )
         self.penalty_state = PenaltyState(config.max_num_seqs, self.vocab_size, self.device)
         self.sampler = Sampler()
         self.clock = StageClock(self.device)
@@ -93,20 +117,36 @@ class LLMEngine:
         self.penalty_slow_path = None
 
     # ---- requests -----------------------------------------------------------------------------
-    def add_request(self, request_id: str, prompt_ids: Sequence[int], params: SamplingParams,
-                    arrival_ns: int | None = None) -> None:
+    def add_request(
+        self,
+        request_id: str,
+        prompt_ids: Sequence[int],
+        params: SamplingParams,
+        arrival_ns: int | None = None,
+    ) -> None:
         """Queue a request; it joins the running batch at a coming step. Validates the prompt."""
         prompt = list(prompt_ids)
         if not prompt:
             raise ValueError("prompt: must contain at least one token")
         if len(prompt) >= self.config.max_model_len:
-            raise ValueError(f"prompt: {len(prompt)} tokens; must be < max_model_len={self.config.max_model_len}")
-        bad = next((t for t in prompt if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < self.vocab_size), None)
+            raise ValueError(
+                f"prompt: {len(prompt)} tokens; must be < max_model_len={self.config.max_model_len}"
+            )
+        bad = next(
+            (
+                t
+                for t in prompt
+                if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < self.vocab_size
+            ),
+            None,
+        )
         if bad is not None:
             raise ValueError(f"prompt: token id {bad!r} outside [0, {self.vocab_size})")
         if not isinstance(params, SamplingParams):
             raise TypeError(f"params: expected SamplingParams, got {type(params).__name__}")
-        seq = Seq(request_id, prompt, params, arrival_ns if arrival_ns is not None else time.time_ns())
+        seq = Seq(
+            request_id, prompt, params, arrival_ns if arrival_ns is not None else time.time_ns()
+        )
         if request_id in self._seqs:
             raise ValueError(f"request_id: {request_id!r} is already in the engine")
         self._seqs[request_id] = seq
@@ -149,7 +189,7 @@ class LLMEngine:
             self.faults.write(self.telemetry.run_dir / "faults.parquet")
         self.telemetry.close()
 
-    def __enter__(self) -> "LLMEngine":
+    def __enter__(self) -> LLMEngine:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -178,21 +218,37 @@ class LLMEngine:
         slots = [s.slot for s in seqs]
         m1 = clock.mark()
         if self.tp is not None:  # workers run the same forward on their slices
-            self.tp.broadcast_step(StepHeader(
-                step=self._step, num_tokens=int(input_ids.numel()), num_decode=attn.num_decode,
-                max_blocks=int(attn.decode_block_tables.shape[1]), num_prefill=len(attn.prefill_lens),
-                batch_size=len(seqs), kv_used=kv_used, kv_total=self.kv.allocator.budget,
-                preempted=batch.preempted, waiting=len(self.scheduler.waiting)), input_ids, positions, attn)
+            self.tp.broadcast_step(
+                StepHeader(
+                    step=self._step,
+                    num_tokens=int(input_ids.numel()),
+                    num_decode=attn.num_decode,
+                    max_blocks=int(attn.decode_block_tables.shape[1]),
+                    num_prefill=len(attn.prefill_lens),
+                    batch_size=len(seqs),
+                    kv_used=kv_used,
+                    kv_total=self.kv.allocator.budget,
+                    preempted=batch.preempted,
+                    waiting=len(self.scheduler.waiting),
+                ),
+                input_ids,
+                positions,
+                attn,
+            )
 
         logits = self.model(input_ids, positions, attn, self.kv.layers, self.comm)  # [B, V] fp32
         m2 = clock.mark()
 
-        for s in batch.prefill:  # new or recomputed: rebuild counts from its tokens (survives preemption)
+        for s in (
+            batch.prefill
+        ):  # new or recomputed: rebuild counts from its tokens (survives preemption)
             self.penalty_state.assign(s.slot, s.prompt_ids, s.output_ids)
         if self.penalty_slow_path is not None:  # penalty.slow_path fault: recount every history
             self.penalty_slow_path(self, batch.decode)
         m3 = clock.mark()
-        meta = SamplingMetadata.build(params_list, slots, self.penalty_state)  # after assign: seeds use output counts
+        meta = SamplingMetadata.build(
+            params_list, slots, self.penalty_state
+        )  # after assign: seeds use output counts
         m4 = clock.mark()
         penalized = self.sampler.penalties(logits, meta)  # fp32 [B, V]
         m5 = clock.mark()
@@ -205,20 +261,35 @@ class LLMEngine:
         end_ns = time.time_ns()
         self.faults.end_step(end_ns)
         alloc = self.kv.allocator
-        self.telemetry.steps.record(StepRecord(
-            step=self._step, start_ns=start_ns, end_ns=end_ns, batch_size=len(seqs),
-            prefill_tokens=sum(attn.prefill_lens), decode_tokens=len(batch.decode),
-            schedule_ms=clock.ms(m0, m1), forward_ms=clock.ms(m1, m2),
-            penalty_ms=clock.ms(m2, m3) + clock.ms(m4, m5), sample_ms=clock.ms(m3, m4) + clock.ms(m5, m6),
-            comm_ms=self.comm.take_ms() if self.comm is not None else 0.0,
-            kv_blocks_used=kv_used, kv_blocks_total=alloc.budget,
-            preempted=batch.preempted, waiting=len(self.scheduler.waiting),
-            page_faults=page_faults() - faults0,
-            alloc_retries=torch.cuda.memory_stats(self.device).get("num_alloc_retries", 0) if self.device.type == "cuda" else None))
+        self.telemetry.steps.record(
+            StepRecord(
+                step=self._step,
+                start_ns=start_ns,
+                end_ns=end_ns,
+                batch_size=len(seqs),
+                prefill_tokens=sum(attn.prefill_lens),
+                decode_tokens=len(batch.decode),
+                schedule_ms=clock.ms(m0, m1),
+                forward_ms=clock.ms(m1, m2),
+                penalty_ms=clock.ms(m2, m3) + clock.ms(m4, m5),
+                sample_ms=clock.ms(m3, m4) + clock.ms(m5, m6),
+                comm_ms=self.comm.take_ms() if self.comm is not None else 0.0,
+                kv_blocks_used=kv_used,
+                kv_blocks_total=alloc.budget,
+                preempted=batch.preempted,
+                waiting=len(self.scheduler.waiting),
+                page_faults=page_faults() - faults0,
+                alloc_retries=torch.cuda.memory_stats(self.device).get("num_alloc_retries", 0)
+                if self.device.type == "cuda"
+                else None,
+            )
+        )
         self._step += 1
         return outputs
 
-    def _prepare_inputs(self, batch: ScheduledBatch) -> tuple[torch.Tensor, torch.Tensor, AttentionBatch]:
+    def _prepare_inputs(
+        self, batch: ScheduledBatch
+    ) -> tuple[torch.Tensor, torch.Tensor, AttentionBatch]:
         """Flatten the step's new tokens (decode first, then prefills) and their KV slots."""
         bs = self.config.block_size
         ids: list[int] = []
@@ -245,10 +316,13 @@ class LLMEngine:
         dev = self.device
         to = lambda x: torch.tensor(x, dtype=torch.long).to(dev, non_blocking=True)  # noqa: E731
         attn = AttentionBatch(
-            slot_mapping=to(slot_mapping), num_decode=nd,
+            slot_mapping=to(slot_mapping),
+            num_decode=nd,
             decode_block_tables=to(tables).view(nd, max_blocks),  # [Bd, max_blocks]
             decode_context_lens=to([s.num_tokens for s in batch.decode]),
-            prefill_lens=prefill_lens, logits_indices=to(logits_indices))
+            prefill_lens=prefill_lens,
+            logits_indices=to(logits_indices),
+        )
         return to(ids), to(pos), attn
 
     def _process_outputs(self, seqs: list[Seq], token_ids: list[int]) -> list[RequestOutput]:
@@ -269,11 +343,27 @@ class LLMEngine:
             if reason is not None:
                 self.scheduler.finish(seq, reason, now)
                 self._log_finished(seq)
-            outputs.append(RequestOutput(seq.request_id, [tok], reason is not None, reason,
-                                         len(seq.prompt_ids), len(seq.output_ids)))
+            outputs.append(
+                RequestOutput(
+                    seq.request_id,
+                    [tok],
+                    reason is not None,
+                    reason,
+                    len(seq.prompt_ids),
+                    len(seq.output_ids),
+                )
+            )
         return outputs
 
     def _log_finished(self, seq: Seq) -> None:
         self._seqs.pop(seq.request_id, None)
-        self.telemetry.requests.record(seq.request_id, seq.arrival_ns, seq.first_token_ns, seq.done_ns,
-                                       len(seq.prompt_ids), len(seq.output_ids), seq.finish_reason, seq.output_ids)
+        self.telemetry.requests.record(
+            seq.request_id,
+            seq.arrival_ns,
+            seq.first_token_ns,
+            seq.done_ns,
+            len(seq.prompt_ids),
+            len(seq.output_ids),
+            seq.finish_reason,
+            seq.output_ids,
+        )

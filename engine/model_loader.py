@@ -22,7 +22,9 @@ def resolve_device(config: EngineConfig) -> torch.device:
     return torch.device(config.device)
 
 
-def load_model(config: EngineConfig, device: torch.device, tp_rank: int = 0, tp_size: int = 1) -> tuple[DecoderModel, Tokenizer]:
+def load_model(
+    config: EngineConfig, device: torch.device, tp_rank: int = 0, tp_size: int = 1
+) -> tuple[DecoderModel, Tokenizer]:
     """Model (eval mode, no grads, on ``device`` in ``config.dtype``) and its tokenizer."""
     dtype = DTYPE_BY_NAME[config.dtype]
     if config.model in MODEL_PRESETS:
@@ -35,12 +37,19 @@ def load_model(config: EngineConfig, device: torch.device, tp_rank: int = 0, tp_
 
         model, tokenizer = load_checkpoint(Path(config.model), tp_rank, tp_size)
     else:
-        raise ValueError(f"engine.model: {config.model!r} is neither a preset ({', '.join(MODEL_PRESETS)}) nor a checkpoint folder")
+        raise ValueError(
+            f"engine.model: {config.model!r} is neither a preset ({', '.join(MODEL_PRESETS)}) nor a checkpoint folder"
+        )
     if tokenizer.vocab_size > model.args.vocab_size:
-        raise ValueError(f"engine.model: tokenizer has {tokenizer.vocab_size} tokens but the model only {model.args.vocab_size}")
+        raise ValueError(
+            f"engine.model: tokenizer has {tokenizer.vocab_size} tokens but the model only {model.args.vocab_size}"
+        )
     model.requires_grad_(False)
     model.eval()
     model = model.to(device=device, dtype=dtype)
-    model.rope_cos, model.rope_sin = model.rope_cos.float(), model.rope_sin.float()  # RoPE tables stay fp32
+    model.rope_cos, model.rope_sin = (
+        model.rope_cos.float(),
+        model.rope_sin.float(),
+    )  # RoPE tables stay fp32
     model.fuse_projections()  # .to() copied the fused q/k/v, gate/up views apart
     return model, tokenizer

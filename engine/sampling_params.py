@@ -10,8 +10,9 @@ OpenAPI schema (`Range.json_schema`), so the published contract is the enforced 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any
 
 # Below this temperature a request is decoded greedily (argmax after penalties): dividing logits by
 # a near-zero temperature would overflow fp32 and turn the softmax into a one-hot anyway.
@@ -30,19 +31,25 @@ class Range:
 
     def shown(self) -> str:
         """The range as error messages write it: [0, 2], (0, 1], [1, inf)."""
+
         def text_of(v: float) -> str:
             return str(v) if isinstance(v, int) else f"{v:g}"
 
         low = "-inf" if self.low is None else text_of(self.low)
         high = "inf" if self.high is None else text_of(self.high)
-        text = f"{'(' if self.low_open else '['}{low}, {high}{']' if self.high is not None else ')'}"
+        text = (
+            f"{'(' if self.low_open else '['}{low}, {high}{']' if self.high is not None else ')'}"
+        )
         return f"{text} ({self.off})" if self.off else text
 
     def error(self, name: str, value: Any) -> str | None:
         """Why ``value`` is not valid for field ``name``, or None when it is."""
         kind = "an integer" if self.integer else "a number"
-        if isinstance(value, bool) or not isinstance(value, int if self.integer else (int, float)) \
-                or (not self.integer and not math.isfinite(value)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int if self.integer else (int, float))
+            or (not self.integer and not math.isfinite(value))
+        ):
             return f"{name} must be {kind} in {self.shown()}, got {value!r}"
         below = self.low is not None and (value <= self.low if self.low_open else value < self.low)
         if below or (self.high is not None and value > self.high):
@@ -120,17 +127,25 @@ class SamplingParams:
             problem = None if name == "seed" and value is None else valid.error(name, value)
             if problem:
                 raise SamplingParamsError(name, problem)
-        if isinstance(self.stop_token_ids, (str, bytes)) or not hasattr(self.stop_token_ids, "__iter__"):
+        if isinstance(self.stop_token_ids, (str, bytes)) or not hasattr(
+            self.stop_token_ids, "__iter__"
+        ):
             raise SamplingParamsError(
-                "stop_token_ids", f"stop_token_ids must be a list of ints >= 0, got {self.stop_token_ids!r}")
+                "stop_token_ids",
+                f"stop_token_ids must be a list of ints >= 0, got {self.stop_token_ids!r}",
+            )
         stop = tuple(self.stop_token_ids)
         for token_id in stop:
             if STOP_TOKEN_ID_RANGE.error("stop_token_ids", token_id):
                 raise SamplingParamsError(
-                    "stop_token_ids", f"stop_token_ids must be a list of ints >= 0, got {token_id!r}")
+                    "stop_token_ids",
+                    f"stop_token_ids must be a list of ints >= 0, got {token_id!r}",
+                )
         object.__setattr__(self, "stop_token_ids", stop)  # frozen: normalise a list to a tuple
         if not isinstance(self.ignore_eos, bool):
-            raise SamplingParamsError("ignore_eos", f"ignore_eos must be a boolean, got {self.ignore_eos!r}")
+            raise SamplingParamsError(
+                "ignore_eos", f"ignore_eos must be a boolean, got {self.ignore_eos!r}"
+            )
 
     @property
     def is_greedy(self) -> bool:
@@ -144,16 +159,20 @@ class SamplingParams:
     @property
     def needs_penalties(self) -> bool:
         """True when any penalty changes the logits (so a batch without one can skip the stage)."""
-        return (self.repetition_penalty != 1.0 or self.frequency_penalty != 0.0
-                or self.presence_penalty != 0.0)
+        return (
+            self.repetition_penalty != 1.0
+            or self.frequency_penalty != 0.0
+            or self.presence_penalty != 0.0
+        )
 
     @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> "SamplingParams":
+    def from_dict(cls, values: Mapping[str, Any]) -> SamplingParams:
         """Build from a mapping (e.g. a scenario's sampling block); an unknown key is an error naming it."""
         known = {f.name for f in fields(cls)}
         for key in values:
             if key not in known:
                 raise SamplingParamsError(
-                    str(key), f"unknown sampling parameter {key!r}; known: {', '.join(sorted(known))}")
+                    str(key),
+                    f"unknown sampling parameter {key!r}; known: {', '.join(sorted(known))}",
+                )
         return cls(**dict(values))
-

@@ -43,7 +43,9 @@ class ScheduledBatch:
 class Scheduler:
     """Owns the waiting queue, the running list, KV block tables and penalty-state slots."""
 
-    def __init__(self, allocator: BlockAllocator, block_size: int, max_num_seqs: int, token_budget: int):
+    def __init__(
+        self, allocator: BlockAllocator, block_size: int, max_num_seqs: int, token_budget: int
+    ):
         self.allocator = allocator
         self.block_size = block_size
         self.max_num_seqs = max_num_seqs
@@ -83,7 +85,9 @@ class Scheduler:
         while i < len(self.running):
             seq = self.running[i]
             need = blocks_needed(seq.num_tokens, self.block_size) - len(seq.block_ids)
-            while need > 0 and not self.allocator.can_allocate(need) and self.running[-1] is not seq:
+            while (
+                need > 0 and not self.allocator.can_allocate(need) and self.running[-1] is not seq
+            ):
                 self._preempt(self.running[-1], batch)
             alone = len(self.running) == 1  # liveness: the last sequence may exceed a shrunk budget
             if need > 0 and not self.allocator.can_allocate(need) and not alone:
@@ -100,8 +104,12 @@ class Scheduler:
         while self.waiting and len(self.running) < self.max_num_seqs:
             seq = self.waiting[0]
             need = blocks_needed(seq.num_tokens, self.block_size)
-            alone = not self.running  # liveness: with nothing running, admit even over a shrunk budget
-            fits = self.allocator.can_allocate(need) or (alone and need <= self.allocator.num_blocks - self.allocator.num_used)
+            alone = (
+                not self.running
+            )  # liveness: with nothing running, admit even over a shrunk budget
+            fits = self.allocator.can_allocate(need) or (
+                alone and need <= self.allocator.num_blocks - self.allocator.num_used
+            )
             if tokens + seq.num_tokens > self.token_budget or not fits:
                 break
             self.waiting.popleft()

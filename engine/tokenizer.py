@@ -12,9 +12,9 @@ Decoding is byte-level, so ``decode(encode(text)) == text`` for any text.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from tokenizers import Tokenizer as HFTokenizer
 
@@ -41,25 +41,37 @@ class Tokenizer:
     (EOS and, for the project template, the end-of-turn token).
     """
 
-    def __init__(self, hf: HFTokenizer, *, eos_token: str, bos_token: str | None,
-                 chat_template: str | None = None, extra_stop_tokens: Sequence[str] = ()):
+    def __init__(
+        self,
+        hf: HFTokenizer,
+        *,
+        eos_token: str,
+        bos_token: str | None,
+        chat_template: str | None = None,
+        extra_stop_tokens: Sequence[str] = (),
+    ):
         self._hf = hf
         self.eos_token_id = self._require_id(eos_token)
         self.bos_token_id = None if bos_token is None else self._require_id(bos_token)
         self.stop_token_ids = frozenset(
-            [self.eos_token_id, *(self._require_id(t) for t in extra_stop_tokens)])
+            [self.eos_token_id, *(self._require_id(t) for t in extra_stop_tokens)]
+        )
         self._chat_template_source = chat_template
         self._jinja_template = None  # compiled lazily: only HF checkpoints carry one
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
-    def default(cls) -> "Tokenizer":
+    def default(cls) -> Tokenizer:
         """The project's BPE (vocab 32000) with its built-in chat template."""
-        return cls(HFTokenizer.from_file(str(DEFAULT_TOKENIZER_PATH)), eos_token=EOS, bos_token=BOS,
-                   extra_stop_tokens=(END_OF_TURN,))
+        return cls(
+            HFTokenizer.from_file(str(DEFAULT_TOKENIZER_PATH)),
+            eos_token=EOS,
+            bos_token=BOS,
+            extra_stop_tokens=(END_OF_TURN,),
+        )
 
     @classmethod
-    def from_hf_folder(cls, folder: str | Path) -> "Tokenizer":
+    def from_hf_folder(cls, folder: str | Path) -> Tokenizer:
         """Load ``tokenizer.json`` and, when present, ``tokenizer_config.json`` of a HF checkpoint."""
         folder = Path(folder)
         tok_file = folder / "tokenizer.json"
@@ -68,10 +80,16 @@ class Tokenizer:
         hf = HFTokenizer.from_file(str(tok_file))
         cfg_file = folder / "tokenizer_config.json"
         cfg = json.loads(cfg_file.read_text()) if cfg_file.exists() else {}
-        eos = _token_str(cfg.get("eos_token")) or _first_present(hf, ["</s>", "<|end_of_text|>", "<|endoftext|>", EOS])
-        bos = _token_str(cfg.get("bos_token")) or _first_present(hf, ["<s>", "<|begin_of_text|>", BOS])
+        eos = _token_str(cfg.get("eos_token")) or _first_present(
+            hf, ["</s>", "<|end_of_text|>", "<|endoftext|>", EOS]
+        )
+        bos = _token_str(cfg.get("bos_token")) or _first_present(
+            hf, ["<s>", "<|begin_of_text|>", BOS]
+        )
         if eos is None:
-            raise ValueError(f"{folder}: no eos_token in tokenizer_config.json and none of the usual EOS tokens in the vocabulary")
+            raise ValueError(
+                f"{folder}: no eos_token in tokenizer_config.json and none of the usual EOS tokens in the vocabulary"
+            )
         template = cfg.get("chat_template")
         if isinstance(template, list):  # newer configs: [{"name": "default", "template": ...}, ...]
             template = next((t["template"] for t in template if t.get("name") == "default"), None)
@@ -117,7 +135,12 @@ class Tokenizer:
         end = self._require_id(END_OF_TURN)
         for m in msgs:
             # <|role|>\n{content}<|end|>\n
-            ids += [self._require_id(ROLE_TOKENS[m.role]), *self.encode("\n" + m.content), end, *self.encode("\n")]
+            ids += [
+                self._require_id(ROLE_TOKENS[m.role]),
+                *self.encode("\n" + m.content),
+                end,
+                *self.encode("\n"),
+            ]
         ids += [self._require_id(ROLE_TOKENS["assistant"]), *self.encode("\n")]
         return ids
 
@@ -131,7 +154,9 @@ class Tokenizer:
         text = self._jinja_template.render(
             messages=[{"role": m.role, "content": m.content} for m in msgs],
             add_generation_prompt=True,
-            bos_token=self._hf.id_to_token(self.bos_token_id) if self.bos_token_id is not None else "",
+            bos_token=self._hf.id_to_token(self.bos_token_id)
+            if self.bos_token_id is not None
+            else "",
             eos_token=self._hf.id_to_token(self.eos_token_id),
         )
         # The template writes special tokens as text; encode them as special tokens.
@@ -146,7 +171,9 @@ def _as_message(m: ChatMessage | dict, index: int) -> ChatMessage:
     else:
         raise ValueError(f"messages[{index}]: expected an object with role and content")
     if msg.role not in ROLE_TOKENS:
-        raise ValueError(f"messages[{index}].role: must be one of {sorted(ROLE_TOKENS)}, got {msg.role!r}")
+        raise ValueError(
+            f"messages[{index}].role: must be one of {sorted(ROLE_TOKENS)}, got {msg.role!r}"
+        )
     if not isinstance(msg.content, str):
         raise ValueError(f"messages[{index}].content: must be a string")
     return msg

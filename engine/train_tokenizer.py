@@ -38,7 +38,8 @@ def corpus_files() -> list[Path]:
     """The sorted list of stdlib text files the tokenizer is trained on."""
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     files = sorted(
-        p for p in stdlib.rglob("*.py")
+        p
+        for p in stdlib.rglob("*.py")
         if not EXCLUDED_DIRS.intersection(p.relative_to(stdlib).parts[:-1])
     )
     if not files:

@@ -5,6 +5,7 @@ in the process: its state lives under the project's state directory, analytics a
 off (they try to reach the internet and log `database is locked` noise), and the ephemeral
 server gets a startup timeout that a cold start on 2 cores actually meets (~15 s measured).
 """
+
 from flows.prefect_env import configure_prefect_env
 
 configure_prefect_env()

@@ -13,6 +13,7 @@ then bisecting between the last pass and the first fail, at most `search.max_ste
 step whose run raises once started (the engine died under the load) is a failed step, shown with
 its error; the sweep goes on.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,31 +21,38 @@ import re
 import secrets
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
-from flows.run_scenario import run_scenario
 from flows.paths import StatePaths
+from flows.run_scenario import run_scenario
 from flows.scenario import load_scenario
 from flows.tasks import progress, refresh_index
-from rca.capacity import (SearchOptions, StepOutcome, find_knee, judge_step, next_search_load,
-                          queueing_reading, step_metrics)
+from rca.capacity import (
+    SearchOptions,
+    StepOutcome,
+    find_knee,
+    judge_step,
+    next_search_load,
+    queueing_reading,
+    step_metrics,
+)
 
-DEFAULT_ATTAINMENT = 0.9   # DistServe's and vLLM's usual goodput target: 90 % of requests in SLO
+DEFAULT_ATTAINMENT = 0.9  # DistServe's and vLLM's usual goodput target: 90 % of requests in SLO
 
 
 @dataclass(frozen=True)
 class CapacityOptions:
     """What to sweep and what counts as meeting the SLO."""
 
-    kind: str = "users"                    # users (closed loop) | rate (open loop, requests/s)
-    loads: tuple[float, ...] = ()          # explicit steps; empty = search
+    kind: str = "users"  # users (closed loop) | rate (open loop, requests/s)
+    loads: tuple[float, ...] = ()  # explicit steps; empty = search
     search: SearchOptions = field(default_factory=SearchOptions)
-    slo: dict | None = None                # {ttft_ms, tpot_ms, e2e_ms}; None = the scenario's slo:
+    slo: dict | None = None  # {ttft_ms, tpot_ms, e2e_ms}; None = the scenario's slo:
     attainment: float = DEFAULT_ATTAINMENT  # share of judged requests that must meet the SLO
 
 
@@ -69,8 +77,10 @@ def resolve_slo(scenario_path: str, options: CapacityOptions) -> dict:
     scenario = load_scenario(scenario_path)
     slo = options.slo if options.slo is not None else scenario.raw.get("slo")
     if not slo:
-        raise CapacityError(f"{scenario_path}: slo: a capacity sweep needs an SLO: a `slo:` block "
-                            "in the scenario (e.g. {ttft_ms: 500}) or --slo ttft_ms=500,tpot_ms=50")
+        raise CapacityError(
+            f"{scenario_path}: slo: a capacity sweep needs an SLO: a `slo:` block "
+            "in the scenario (e.g. {ttft_ms: 500}) or --slo ttft_ms=500,tpot_ms=50"
+        )
     SLO.from_dict(slo, where="slo")
     if not 0 < options.attainment <= 1:
         raise CapacityError(f"attainment: must be in (0, 1], got {options.attainment}")
@@ -87,7 +97,7 @@ def load_override(kind: str, load: float) -> dict:
 
 
 def new_sweep_id(scenario_name: str) -> str:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     slug = re.sub(r"[^a-z0-9]+", "-", scenario_name.lower()).strip("-")[:32] or "run"
     return f"{stamp}-capacity-{slug}-{secrets.token_hex(2)}"
 
@@ -98,12 +108,22 @@ def judge(run_dir: Path, load: float, attainment: float) -> StepOutcome:
     manifest = json.loads((run_dir / "run.json").read_text())
     summary = (manifest.get("extra") or {}).get("summary")
     if not summary:
-        raise RuntimeError(f"run {manifest['run_id']}: run.json has no load summary "
-                           f"(status {manifest.get('status')}: {'; '.join(manifest.get('errors') or [])})")
+        raise RuntimeError(
+            f"run {manifest['run_id']}: run.json has no load summary "
+            f"(status {manifest.get('status')}: {'; '.join(manifest.get('errors') or [])})"
+        )
     extra = manifest.get("extra") or {}
-    reasons = list((extra.get("client_health") or {}).get("reasons") or []) + list(manifest.get("errors") or [])
-    return judge_step(load, manifest["run_id"], summary, attainment, manifest.get("status", "ok"),
-                      "; ".join(reasons))
+    reasons = list((extra.get("client_health") or {}).get("reasons") or []) + list(
+        manifest.get("errors") or []
+    )
+    return judge_step(
+        load,
+        manifest["run_id"],
+        summary,
+        attainment,
+        manifest.get("status", "ok"),
+        "; ".join(reasons),
+    )
 
 
 @task(name="step-evidence", cache_policy=NONE, retries=2, retry_delay_seconds=1)
@@ -116,24 +136,47 @@ def step_evidence(db_path: Path, run_id: str) -> dict:
         spikes = query(conn, "capacity_spikes", run_id=run_id)
         queue = query(conn, "capacity_queueing", run_id=run_id)
     row = queue[0] if queue else None
-    return {"spikes": spikes[:3], "spike_count": len(spikes), "queue": row,
-            "queueing": queueing_reading(row)}
+    return {
+        "spikes": spikes[:3],
+        "spike_count": len(spikes),
+        "queue": row,
+        "queueing": queueing_reading(row),
+    }
 
 
-def _rows(sweep_id: str, scenario_name: str, options: CapacityOptions, slo: dict,
-          steps: list[StepOutcome], evidence: dict[str, dict], started_ns: int) -> list[dict]:
+def _rows(
+    sweep_id: str,
+    scenario_name: str,
+    options: CapacityOptions,
+    slo: dict,
+    steps: list[StepOutcome],
+    evidence: dict[str, dict],
+    started_ns: int,
+) -> list[dict]:
     knee = find_knee(steps)
     rows = []
     for i, s in enumerate(steps):
         spikes = evidence[s.run_id]["spikes"]
-        rows.append({"sweep_id": sweep_id, "step": i, "scenario_name": scenario_name,
-                     "load_kind": options.kind, "load": s.load, "run_id": s.run_id,
-                     "metrics": json.dumps(s.metrics), "attainment": s.attainment,
-                     "passed": s.passed, "knee": s.run_id == knee.capacity_run_id,
-                     "capacity": knee.capacity, "first_fail": knee.first_fail,
-                     "slo": json.dumps(slo), "target_attainment": options.attainment,
-                     "top_cause": spikes[0]["top_cause"] if spikes else None,
-                     "started_ns": started_ns})
+        rows.append(
+            {
+                "sweep_id": sweep_id,
+                "step": i,
+                "scenario_name": scenario_name,
+                "load_kind": options.kind,
+                "load": s.load,
+                "run_id": s.run_id,
+                "metrics": json.dumps(s.metrics),
+                "attainment": s.attainment,
+                "passed": s.passed,
+                "knee": s.run_id == knee.capacity_run_id,
+                "capacity": knee.capacity,
+                "first_fail": knee.first_fail,
+                "slo": json.dumps(slo),
+                "target_attainment": options.attainment,
+                "top_cause": spikes[0]["top_cause"] if spikes else None,
+                "started_ns": started_ns,
+            }
+        )
     return rows
 
 
@@ -146,7 +189,9 @@ def store(db_path: Path, rows: list[dict]) -> int:
     from warehouse.store import replace_rows
 
     with connect(db_path) as conn:
-        replace_rows(conn, "sweep_id", rows[0]["sweep_id"], {"capacity_steps": pa.Table.from_pylist(rows)})
+        replace_rows(
+            conn, "sweep_id", rows[0]["sweep_id"], {"capacity_steps": pa.Table.from_pylist(rows)}
+        )
     return len(rows)
 
 
@@ -168,22 +213,41 @@ def publish(sweep: dict, report: Path) -> None:
     knee, unit = sweep["knee"], "users" if sweep["kind"] == "users" else "req/s"
     create_table_artifact(
         key=f"capacity-{sweep['sweep_id']}".lower()[:60].rstrip("-"),
-        table=[{"load": _fmt(s["load"]), "run": s["run_id"], "passed": s["passed"],
-                "attainment": _fmt(s["attainment"]), "req/s": _fmt(s["metrics"]["request_throughput"]),
-                "goodput": _fmt(s["metrics"]["goodput"]), "TTFT p99 ms": _fmt(s["metrics"]["ttft_p99_ms"]),
-                "E2E p99 ms": _fmt(s["metrics"]["e2e_p99_ms"]), "cause": s["cause"]["label"]}
-               for s in sweep["steps"]],
-        description=f"capacity sweep of {sweep['scenario_name']}")
-    found = (f"capacity **{_fmt(knee['capacity'])} {unit}**; the knee lies between "
-             f"{_fmt(knee['capacity'])} and {_fmt(knee['first_fail'])} {unit}"
-             if knee["status"] == "found" else
-             f"every step met the SLO (up to {_fmt(knee['capacity'])} {unit}): the knee is not reached"
-             if knee["status"] == "not_reached" else "even the lowest step missed the SLO")
-    lines = [f"# Capacity sweep: {sweep['scenario_name']}", "", f"- {found}",
-             f"- SLO {sweep['slo']}, attainment ≥ {sweep['attainment']:.0%}", "",
-             f"Report: [{report}](file://{report})"]
-    create_markdown_artifact(key="capacity-summary", markdown="\n".join(lines),
-                             description="spikelens capacity sweep")
+        table=[
+            {
+                "load": _fmt(s["load"]),
+                "run": s["run_id"],
+                "passed": s["passed"],
+                "attainment": _fmt(s["attainment"]),
+                "req/s": _fmt(s["metrics"]["request_throughput"]),
+                "goodput": _fmt(s["metrics"]["goodput"]),
+                "TTFT p99 ms": _fmt(s["metrics"]["ttft_p99_ms"]),
+                "E2E p99 ms": _fmt(s["metrics"]["e2e_p99_ms"]),
+                "cause": s["cause"]["label"],
+            }
+            for s in sweep["steps"]
+        ],
+        description=f"capacity sweep of {sweep['scenario_name']}",
+    )
+    found = (
+        f"capacity **{_fmt(knee['capacity'])} {unit}**; the knee lies between "
+        f"{_fmt(knee['capacity'])} and {_fmt(knee['first_fail'])} {unit}"
+        if knee["status"] == "found"
+        else f"every step met the SLO (up to {_fmt(knee['capacity'])} {unit}): the knee is not reached"
+        if knee["status"] == "not_reached"
+        else "even the lowest step missed the SLO"
+    )
+    lines = [
+        f"# Capacity sweep: {sweep['scenario_name']}",
+        "",
+        f"- {found}",
+        f"- SLO {sweep['slo']}, attainment ≥ {sweep['attainment']:.0%}",
+        "",
+        f"Report: [{report}](file://{report})",
+    ]
+    create_markdown_artifact(
+        key="capacity-summary", markdown="\n".join(lines), description="spikelens capacity sweep"
+    )
 
 
 def _step_cause(evidence: dict, past_knee: bool) -> dict:
@@ -191,58 +255,102 @@ def _step_cause(evidence: dict, past_knee: bool) -> dict:
     spikes, queueing = evidence["spikes"], evidence["queueing"]
     if spikes:
         worst = spikes[0]
-        share = f" ({worst['top_share']:.0%} of the excess)" if worst.get("top_share") is not None else ""
+        share = (
+            f" ({worst['top_share']:.0%} of the excess)"
+            if worst.get("top_share") is not None
+            else ""
+        )
         # The spike explains the step's worst moment; queueing, when the engine shows it, is
         # what keeps the whole step slow, so both are said.
         notes = [worst.get("summary") or ""] + ([queueing["note"]] if queueing["queueing"] else [])
-        return {"cause": worst["top_cause"], "label": f"{worst['top_cause']}{share}",
-                "note": "; ".join(n for n in notes if n), "spikes": evidence["spike_count"],
-                "past_knee": past_knee}
+        return {
+            "cause": worst["top_cause"],
+            "label": f"{worst['top_cause']}{share}",
+            "note": "; ".join(n for n in notes if n),
+            "spikes": evidence["spike_count"],
+            "past_knee": past_knee,
+        }
     note = "no spike detected; " + queueing["note"]
-    return {"cause": "load" if queueing["queueing"] else None,
-            "label": "load (queueing)" if queueing["queueing"] else "no spike detected",
-            "note": note, "spikes": 0, "past_knee": past_knee}
+    return {
+        "cause": "load" if queueing["queueing"] else None,
+        "label": "load (queueing)" if queueing["queueing"] else "no spike detected",
+        "note": note,
+        "spikes": 0,
+        "past_knee": past_knee,
+    }
 
 
-def sweep_summary(sweep_id: str, scenario_name: str, options: CapacityOptions, slo: dict,
-                  steps: list[StepOutcome], evidence: dict[str, dict], command: str) -> dict:
+def sweep_summary(
+    sweep_id: str,
+    scenario_name: str,
+    options: CapacityOptions,
+    slo: dict,
+    steps: list[StepOutcome],
+    evidence: dict[str, dict],
+    command: str,
+) -> dict:
     """Everything the page and the artifacts show, as plain data (pure)."""
     knee = find_knee(steps)
     rows = []
     for s in sorted(steps, key=lambda s: s.load):
         past = s.load > knee.past
-        rows.append({**s.to_dict(), "cause": _step_cause(evidence[s.run_id], past),
-                     "queue": evidence[s.run_id]["queue"], "report_href": f"../{s.run_id}/index.html"})
-    return {"sweep_id": sweep_id, "scenario_name": scenario_name, "kind": options.kind,
-            "slo": slo, "attainment": options.attainment, "knee": knee.to_dict(), "steps": rows,
-            "command": command, "search": not options.loads}
+        rows.append(
+            {
+                **s.to_dict(),
+                "cause": _step_cause(evidence[s.run_id], past),
+                "queue": evidence[s.run_id]["queue"],
+                "report_href": f"../{s.run_id}/index.html",
+            }
+        )
+    return {
+        "sweep_id": sweep_id,
+        "scenario_name": scenario_name,
+        "kind": options.kind,
+        "slo": slo,
+        "attainment": options.attainment,
+        "knee": knee.to_dict(),
+        "steps": rows,
+        "command": command,
+        "search": not options.loads,
+    }
 
 
 def _command(scenario_path: str, options: CapacityOptions) -> str:
     import shlex
 
     loads = ",".join(f"{x:g}" for x in options.loads)
-    how = (f"--{'users' if options.kind == 'users' else 'rates'} {loads}" if options.loads
-           else f"--search {options.kind} --start {options.search.start:g} --max-load "
-                f"{options.search.max_load:g} --max-steps {options.search.max_steps}")
+    how = (
+        f"--{'users' if options.kind == 'users' else 'rates'} {loads}"
+        if options.loads
+        else f"--search {options.kind} --start {options.search.start:g} --max-load "
+        f"{options.search.max_load:g} --max-steps {options.search.max_steps}"
+    )
     slo = ",".join(f"{k}={v:g}" for k, v in (options.slo or {}).items())
-    return (f"spikelens capacity {shlex.quote(scenario_path)} {how}"
-            + (f" --slo {slo}" if slo else "") + f" --attainment {options.attainment:g}")
+    return (
+        f"spikelens capacity {shlex.quote(scenario_path)} {how}"
+        + (f" --slo {slo}" if slo else "")
+        + f" --attainment {options.attainment:g}"
+    )
 
 
-def _run_step(paths: StatePaths, scenario_path: str, options: CapacityOptions, slo: dict,
-              load: float) -> StepOutcome:
+def _run_step(
+    paths: StatePaths, scenario_path: str, options: CapacityOptions, slo: dict, load: float
+) -> StepOutcome:
     """One load step as a full incident run. A run that fails once started (the engine died
     under the load, a timeout) is a failed step, not the end of the sweep: what it collected is
     judged, and the error is shown beside the step."""
     started_ns = time.time_ns()
     try:
-        run = run_scenario(scenario_path, state_home=str(paths.home), kind="capacity",
-                              overrides={"load": load_override(options.kind, load), "slo": slo})
-    except Exception as e:   # noqa: BLE001 — recorded as the step's failure
+        run = run_scenario(
+            scenario_path,
+            state_home=str(paths.home),
+            kind="capacity",
+            overrides={"load": load_override(options.kind, load), "slo": slo},
+        )
+    except Exception as e:
         run_dir = newest_run_since(paths.runs, started_ns)
         if run_dir is None:
-            raise            # nothing started: a broken setup, not a property of the load
+            raise  # nothing started: a broken setup, not a property of the load
         progress.info("capacity step at %g failed: %s", load, e)
         return failed_step(run_dir, load, options.attainment, e)
     return judge(run.run_dir, load, options.attainment)
@@ -268,11 +376,14 @@ def failed_step(run_dir: Path, load: float, attainment: float, error: BaseExcept
     note = "; ".join(list(manifest.get("errors") or []) or [f"{type(error).__name__}: {error}"])
     if summary and "good_requests" in summary:
         return judge_step(load, manifest["run_id"], summary, attainment, "failed", note)
-    return StepOutcome(float(load), manifest["run_id"], 0, 0, None, False, step_metrics({}),
-                       "failed", note)
+    return StepOutcome(
+        float(load), manifest["run_id"], 0, 0, None, False, step_metrics({}), "failed", note
+    )
 
 
-def _next_load(planned: list[float], steps: list[StepOutcome], options: CapacityOptions) -> float | None:
+def _next_load(
+    planned: list[float], steps: list[StepOutcome], options: CapacityOptions
+) -> float | None:
     """The next explicit step (consumed from `planned`), or the search's next load."""
     if options.loads:
         return planned.pop(0) if planned else None
@@ -280,8 +391,9 @@ def _next_load(planned: list[float], steps: list[StepOutcome], options: Capacity
 
 
 @flow(name="capacity-sweep")
-def capacity_sweep(scenario_path: str, options: CapacityOptions = CapacityOptions(),
-                   state_home: str | None = None) -> CapacityResult:
+def capacity_sweep(
+    scenario_path: str, options: CapacityOptions = CapacityOptions(), state_home: str | None = None
+) -> CapacityResult:
     """Run the scenario at each load step (or a search), find the knee, store and render it."""
     paths = StatePaths(Path(state_home).resolve()) if state_home else StatePaths.from_env()
     slo = resolve_slo(scenario_path, options)
@@ -295,17 +407,21 @@ def capacity_sweep(scenario_path: str, options: CapacityOptions = CapacityOption
         step = _run_step(paths, scenario_path, options, slo, load)
         steps.append(step)
         evidence[step.run_id] = step_evidence(paths.warehouse, step.run_id)
-    store(paths.warehouse, _rows(sweep_id, scenario_name, options, slo, steps, evidence, started_ns))
-    sweep = sweep_summary(sweep_id, scenario_name, options, slo, steps, evidence,
-                          _command(scenario_path, options))
-    for s in sweep["steps"]:        # a step whose run died before its report: no dead link
+    store(
+        paths.warehouse, _rows(sweep_id, scenario_name, options, slo, steps, evidence, started_ns)
+    )
+    sweep = sweep_summary(
+        sweep_id, scenario_name, options, slo, steps, evidence, _command(scenario_path, options)
+    )
+    for s in sweep["steps"]:  # a step whose run died before its report: no dead link
         if not (paths.reports / s["run_id"] / "index.html").is_file():
             s["report_href"] = None
-    sweep["started_at"] = datetime.fromtimestamp(started_ns / 1e9, tz=timezone.utc).isoformat(
-        timespec="seconds")
+    sweep["started_at"] = datetime.fromtimestamp(started_ns / 1e9, tz=UTC).isoformat(
+        timespec="seconds"
+    )
     report = render_page(sweep, paths.reports / sweep_id)
     refresh_index(paths.reports)
     publish(sweep, report)
-    return CapacityResult(sweep_id, scenario_name, options.kind, sweep["steps"], sweep["knee"],
-                          str(report))
-
+    return CapacityResult(
+        sweep_id, scenario_name, options.kind, sweep["steps"], sweep["knee"], str(report)
+    )

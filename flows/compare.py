@@ -9,6 +9,7 @@ percent: a verdict between single runs is about these two runs, not about the co
 No Prefect flow: it only reads the warehouse and writes one page, in well under a second of work;
 starting Prefect's embedded server would cost more than the comparison.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -46,13 +47,16 @@ def _known_runs(db_path: Path, run_ids: tuple[str, ...]) -> dict[str, dict]:
         missing = [r for r, found in rows.items() if not found]
         if missing:
             recent = [r["run_id"] for r in query(conn, "recent_runs", last_n=5)]
-            hint = f"; recent runs: {', '.join(recent)}" if recent else "; the warehouse has no runs"
+            hint = (
+                f"; recent runs: {', '.join(recent)}" if recent else "; the warehouse has no runs"
+            )
             raise CompareUsageError(f"unknown run id(s): {', '.join(missing)}{hint}")
     return {r: found[0] for r, found in rows.items()}
 
 
-def compare_stored_runs(run_a: str, run_b: str, state_home: str | None = None,
-                        reps: int = 400, seed: int = 0) -> CompareResult:
+def compare_stored_runs(
+    run_a: str, run_b: str, state_home: str | None = None, reps: int = 400, seed: int = 0
+) -> CompareResult:
     """Compare B (candidate) with A (baseline) and render the comparison page."""
     from rca.compare import compare_runs
 
@@ -60,8 +64,12 @@ def compare_stored_runs(run_a: str, run_b: str, state_home: str | None = None,
         raise CompareUsageError(f"RUN_A and RUN_B are the same run ({run_a}): give two runs")
     paths = StatePaths(Path(state_home).resolve()) if state_home else StatePaths.from_env()
     _known_runs(paths.warehouse, (run_a, run_b))
-    verdicts = [v.to_dict() for v in compare_runs(paths.warehouse, run_b, [run_a], METRICS,
-                                                  Thresholds(), reps=reps, seed=seed)]
+    verdicts = [
+        v.to_dict()
+        for v in compare_runs(
+            paths.warehouse, run_b, [run_a], METRICS, Thresholds(), reps=reps, seed=seed
+        )
+    ]
     report = render_compare_report(paths, run_a, run_b, verdicts)
     return CompareResult(run_a, run_b, verdicts, report)
 
@@ -73,8 +81,9 @@ def render_compare_report(paths: StatePaths, run_a: str, run_b: str, verdicts: l
     from templates.report_index import rebuild_index
 
     out_dir = paths.reports / run_b / f"vs-{run_a}"
-    context = build_compare_context(paths.warehouse, run_a, run_b, verdicts,
-                                    reports_root=paths.reports, out_dir=out_dir)
+    context = build_compare_context(
+        paths.warehouse, run_a, run_b, verdicts, reports_root=paths.reports, out_dir=out_dir
+    )
     page = render_compare(context, out_dir, index_href="../../index.html")
     rebuild_index(paths.reports)
     return page

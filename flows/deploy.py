@@ -11,6 +11,7 @@ Both need a real Prefect server (`prefect server start` + `PREFECT_API_URL`): th
 server a flow starts on demand has no scheduler, and Prefect itself only logs a warning there and
 then serves a schedule that never fires. We refuse instead, with the fix in the message.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -23,8 +24,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 # The repository root: `from_source` points workers here, and relative config dirs resolve here.
 REPO_DIR = Path(__file__).resolve().parent.parent
 
-EPHEMERAL_MESSAGE = ("an ephemeral Prefect cannot schedule: start `prefect server start` and set "
-                     "PREFECT_API_URL (e.g. http://127.0.0.1:4200/api)")
+EPHEMERAL_MESSAGE = (
+    "an ephemeral Prefect cannot schedule: start `prefect server start` and set "
+    "PREFECT_API_URL (e.g. http://127.0.0.1:4200/api)"
+)
 
 
 class DeployError(RuntimeError):
@@ -35,8 +38,8 @@ class DeployError(RuntimeError):
 class FlowEntrypoint:
     """Where a flow lives, spelled both ways Prefect needs it."""
 
-    module: str      # importable module, for `serve` (the package is installed, any cwd works)
-    function: str    # the @flow-decorated function in that module
+    module: str  # importable module, for `serve` (the package is installed, any cwd works)
+    function: str  # the @flow-decorated function in that module
 
     @property
     def file_path(self) -> str:
@@ -65,14 +68,17 @@ class CronSchedule:
         try:
             validate_cron_string(self.cron)
         except ValueError:
-            raise DeployError(f"cron: {self.cron!r} is not a valid five-field cron expression "
-                              "(minute hour day-of-month month day-of-week, e.g. '0 2 * * *')"
-                              ) from None
+            raise DeployError(
+                f"cron: {self.cron!r} is not a valid five-field cron expression "
+                "(minute hour day-of-month month day-of-week, e.g. '0 2 * * *')"
+            ) from None
         try:
             ZoneInfo(self.timezone)
         except (ZoneInfoNotFoundError, ValueError):
-            raise DeployError(f"timezone: {self.timezone!r} is not an IANA time zone "
-                              "(e.g. UTC, Europe/Berlin, America/New_York)") from None
+            raise DeployError(
+                f"timezone: {self.timezone!r} is not an IANA time zone "
+                "(e.g. UTC, Europe/Berlin, America/New_York)"
+            ) from None
 
     def to_prefect(self):
         from prefect.schedules import Cron
@@ -95,8 +101,10 @@ def require_server() -> str:
     with get_client(sync_client=True) as client:
         failure = client.api_healthcheck()
     if failure is not None:
-        raise DeployError(f"no Prefect server answers at PREFECT_API_URL={url} ({failure}); "
-                          "start one with `prefect server start`")
+        raise DeployError(
+            f"no Prefect server answers at PREFECT_API_URL={url} ({failure}); "
+            "start one with `prefect server start`"
+        )
     return url
 
 
@@ -119,7 +127,7 @@ def nightly_parameters(config_dir: str | None, base: Path | None) -> dict[str, A
     from flows.nightly_config import NightlyConfig, NightlyConfigError
 
     try:
-        NightlyConfig.load(path)   # a broken config fails now, not in a run at 02:00
+        NightlyConfig.load(path)  # a broken config fails now, not in a run at 02:00
     except (NightlyConfigError, OSError) as e:
         raise DeployError(f"config_dir: {e}") from None
     if base is not None and path.is_relative_to(base):
@@ -127,9 +135,14 @@ def nightly_parameters(config_dir: str | None, base: Path | None) -> dict[str, A
     return {"config_dir": str(path)}
 
 
-def serve_nightly(cron: str = "0 2 * * *", timezone: str = "UTC", config_dir: str | None = None,
-                  name: str = "nightly", flow: FlowEntrypoint = NIGHTLY,
-                  parameters: dict[str, Any] | None = None) -> None:
+def serve_nightly(
+    cron: str = "0 2 * * *",
+    timezone: str = "UTC",
+    config_dir: str | None = None,
+    name: str = "nightly",
+    flow: FlowEntrypoint = NIGHTLY,
+    parameters: dict[str, Any] | None = None,
+) -> None:
     """Serve the nightly regression on a cron schedule until interrupted (blocks).
 
     This process polls the server and runs each due nightly in a subprocess. At most one runs at
@@ -144,8 +157,13 @@ def serve_nightly(cron: str = "0 2 * * *", timezone: str = "UTC", config_dir: st
     params = {**nightly_parameters(config_dir, base=None), **(parameters or {})}
     served = flow.load()
     try:
-        served.serve(name=name, schedules=[schedule.to_prefect()], parameters=params, limit=1,
-                     entrypoint_type=EntrypointType.MODULE_PATH)
+        served.serve(
+            name=name,
+            schedules=[schedule.to_prefect()],
+            parameters=params,
+            limit=1,
+            entrypoint_type=EntrypointType.MODULE_PATH,
+        )
     except KeyboardInterrupt:
         # Prefect's serving loop handles Ctrl-C itself; one that lands while `serve` is still
         # registering the deployment (seen in CI: inside `Runner.add_flow`) comes out as this.
@@ -166,9 +184,12 @@ def _pause_deployment(full_name: str) -> None:
     try:
         with get_client(sync_client=True) as client:
             client.pause_deployment(client.read_deployment_by_name(full_name).id)
-    except Exception as e:   # noqa: BLE001 — must not mask the error that stopped serving
-        print(f"warning: could not pause deployment {full_name!r} ({e}); its schedule stays "
-              "active until you run `prefect deployment pause` or serve it again", file=sys.stderr)
+    except Exception as e:
+        print(
+            f"warning: could not pause deployment {full_name!r} ({e}); its schedule stays "
+            "active until you run `prefect deployment pause` or serve it again",
+            file=sys.stderr,
+        )
 
 
 def ensure_process_pool(pool: str) -> None:
@@ -182,20 +203,32 @@ def ensure_process_pool(pool: str) -> None:
         try:
             existing = client.read_work_pool(pool)
         except ObjectNotFound:
-            client.create_work_pool(WorkPoolCreate(
-                name=pool, type="process",
-                base_job_template=ProcessWorker.get_default_base_job_template()))
+            client.create_work_pool(
+                WorkPoolCreate(
+                    name=pool,
+                    type="process",
+                    base_job_template=ProcessWorker.get_default_base_job_template(),
+                )
+            )
             return
     if existing.type != "process":
-        raise DeployError(f"pool: work pool {pool!r} is of type {existing.type!r}; "
-                          "`spikelens deploy` targets process pools (docker/kubernetes: see "
-                          "docs/deploy.md and prefect.yaml)")
+        raise DeployError(
+            f"pool: work pool {pool!r} is of type {existing.type!r}; "
+            "`spikelens deploy` targets process pools (docker/kubernetes: see "
+            "docs/deploy.md and prefect.yaml)"
+        )
 
 
-def deploy_to_pool(pool: str, cron: str = "0 2 * * *", timezone: str = "UTC",
-                   config_dir: str | None = None, name: str = "nightly",
-                   flow: FlowEntrypoint = NIGHTLY, source: Path = REPO_DIR,
-                   parameters: dict[str, Any] | None = None) -> UUID:
+def deploy_to_pool(
+    pool: str,
+    cron: str = "0 2 * * *",
+    timezone: str = "UTC",
+    config_dir: str | None = None,
+    name: str = "nightly",
+    flow: FlowEntrypoint = NIGHTLY,
+    source: Path = REPO_DIR,
+    parameters: dict[str, Any] | None = None,
+) -> UUID:
     """Register the nightly with process work pool `pool` (created if missing); returns its id.
 
     Workers run it from `source` (a pull step sets the working directory there), so the
@@ -210,13 +243,24 @@ def deploy_to_pool(pool: str, cron: str = "0 2 * * *", timezone: str = "UTC",
     from prefect import Flow
 
     remote = Flow.from_source(source=str(source.resolve()), entrypoint=flow.file_path)
-    return remote.deploy(name=name, work_pool_name=pool, schedules=[schedule.to_prefect()],
-                         parameters=params, concurrency_limit=1, print_next_steps=False,
-                         ignore_warnings=True)
+    return remote.deploy(
+        name=name,
+        work_pool_name=pool,
+        schedules=[schedule.to_prefect()],
+        parameters=params,
+        concurrency_limit=1,
+        print_next_steps=False,
+        ignore_warnings=True,
+    )
 
 
-def deploy(cron: str = "0 2 * * *", timezone: str = "UTC", pool: str | None = None,
-           config_dir: str | None = None, name: str = "nightly") -> UUID | None:
+def deploy(
+    cron: str = "0 2 * * *",
+    timezone: str = "UTC",
+    pool: str | None = None,
+    config_dir: str | None = None,
+    name: str = "nightly",
+) -> UUID | None:
     """`spikelens deploy`: with a pool, register there and return; without, serve (blocks)."""
     if pool:
         return deploy_to_pool(pool, cron, timezone, config_dir, name)

@@ -6,6 +6,7 @@ Every scenario of the suite folder runs as an incident (kind `evaluation`); then
 the no-fault controls, and attribution (accuracy, macro-F1, confusion) are computed over all of
 them. JSON and an HTML page are written under reports/.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,9 +17,9 @@ from pathlib import Path
 from prefect import flow, task
 from prefect.cache_policies import NONE
 
-from flows.run_scenario import run_scenario
 from flows.manifest import new_run_id
 from flows.paths import StatePaths
+from flows.run_scenario import run_scenario
 from flows.tasks import progress, refresh_index
 
 
@@ -50,19 +51,30 @@ def score_suite(db_path: Path, run_ids: list[str], peers: tuple[str, ...]) -> di
 
 
 @task(name="write-evaluation", cache_policy=NONE)
-def write_outputs(suite_id: str, suite_dir: Path, run_ids: list[str], scores: dict,
-                  out_dir: Path) -> tuple[str, str]:
+def write_outputs(
+    suite_id: str, suite_dir: Path, run_ids: list[str], scores: dict, out_dir: Path
+) -> tuple[str, str]:
     from pages.evaluation import build_evaluation_context
     from pages.run_header import RunHeader
     from templates.render import render_evaluation
 
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path = out_dir / "evaluation.json"
-    json_path.write_text(json.dumps({"suite_id": suite_id, "suite_dir": str(suite_dir),
-                                     "run_ids": run_ids, **scores}, indent=2, default=str))
-    run = RunHeader(run_id=suite_id, scenario_name=f"evaluation suite {suite_dir.name}",
-                    command=f"spikelens evaluate {suite_dir}")
-    page = render_evaluation(build_evaluation_context(scores, run), out_dir, index_href="../index.html")
+    json_path.write_text(
+        json.dumps(
+            {"suite_id": suite_id, "suite_dir": str(suite_dir), "run_ids": run_ids, **scores},
+            indent=2,
+            default=str,
+        )
+    )
+    run = RunHeader(
+        run_id=suite_id,
+        scenario_name=f"evaluation suite {suite_dir.name}",
+        command=f"spikelens evaluate {suite_dir}",
+    )
+    page = render_evaluation(
+        build_evaluation_context(scores, run), out_dir, index_href="../index.html"
+    )
     return str(json_path), str(page)
 
 
@@ -86,9 +98,12 @@ def previous_suite(reports: Path, suite_id: str) -> dict:
 
 
 @flow(name="evaluation")
-def evaluation(suite_dir: str | None = None, state_home: str | None = None,
-               peers: tuple[str, ...] = ("baro", "nsigma"),
-               rescore: str | None = None) -> EvaluationResult:
+def evaluation(
+    suite_dir: str | None = None,
+    state_home: str | None = None,
+    peers: tuple[str, ...] = ("baro", "nsigma"),
+    rescore: str | None = None,
+) -> EvaluationResult:
     """Run every scenario in `suite_dir` (default scenarios/eval/) and score the analysis.
 
     `rescore`: the id of an earlier evaluation; its runs are analysed again with the current code
@@ -107,8 +122,9 @@ def evaluation(suite_dir: str | None = None, state_home: str | None = None,
         run_ids = []
         for i, scenario in enumerate(scenarios, 1):
             progress.info("case %d/%d: %s", i, len(scenarios), scenario.stem)
-            run_ids.append(run_scenario(str(scenario), state_home=str(paths.home),
-                                           kind="evaluation").run_id)
+            run_ids.append(
+                run_scenario(str(scenario), state_home=str(paths.home), kind="evaluation").run_id
+            )
     suite_id = new_run_id("evaluation", folder.name)
     scores = score_suite(paths.warehouse, run_ids, tuple(peers))
     json_path, page = write_outputs(suite_id, folder, run_ids, scores, paths.reports / suite_id)

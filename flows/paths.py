@@ -3,6 +3,7 @@
 Only this module knows the defaults; every other folder takes paths as arguments, so a test or a
 user can point a whole run at another directory by setting one variable.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,7 +18,7 @@ class StatePaths:
     home: Path
 
     @classmethod
-    def from_env(cls) -> "StatePaths":
+    def from_env(cls) -> StatePaths:
         return cls(Path(os.environ.get("SPIKELENS_HOME", ".spikelens")).resolve())
 
     @property
@@ -43,7 +44,7 @@ class StatePaths:
     def run_dir(self, run_id: str) -> Path:
         return self.runs / run_id
 
-    def ensure(self) -> "StatePaths":
+    def ensure(self) -> StatePaths:
         for p in (self.home, self.runs, self.reports, self.prefect_home):
             p.mkdir(parents=True, exist_ok=True)
         return self

@@ -3,6 +3,7 @@
 Values already set by the user win (`setdefault`), so pointing spikelens at a real Prefect server
 is just `PREFECT_API_URL=http://host:4200/api`.
 """
+
 from __future__ import annotations
 
 import os

@@ -6,6 +6,7 @@ The recorded run's scenario (from its run.json) is the starting point; its load 
 it. Engine faults are injected again when spikelens starts the engine (to reproduce the incident)
 and dropped against an external target (we cannot inject into an engine we did not start).
 """
+
 from __future__ import annotations
 
 import json
@@ -16,10 +17,10 @@ import yaml
 from prefect import flow, task
 from prefect.cache_policies import NONE
 
-from flows.run_scenario import run_scenario
 from flows.manifest import RunManifest
 from flows.nightly_config import METRICS, Thresholds
 from flows.paths import StatePaths
+from flows.run_scenario import run_scenario
 from flows.scenario import deep_merge
 from flows.tasks import progress, refresh_index
 
@@ -35,8 +36,9 @@ class ReplayResult:
     verdicts: list[dict]
 
 
-def replay_scenario(original: RunManifest, original_dir: Path,
-                    engine_overrides: dict | None, target: str | None) -> dict:
+def replay_scenario(
+    original: RunManifest, original_dir: Path, engine_overrides: dict | None, target: str | None
+) -> dict:
     """The scenario mapping of a replay of `original` (pure)."""
     raw = dict(original.scenario)
     raw["name"] = f"replay of {original.scenario_name}"
@@ -54,27 +56,40 @@ def replay_scenario(original: RunManifest, original_dir: Path,
 def compare_with_original(db_path: Path, replay_run_id: str, original_run_id: str) -> list[dict]:
     from rca.compare import compare_runs
 
-    return [v.to_dict() for v in compare_runs(db_path, replay_run_id, [original_run_id],
-                                              METRICS, Thresholds())]
+    return [
+        v.to_dict()
+        for v in compare_runs(db_path, replay_run_id, [original_run_id], METRICS, Thresholds())
+    ]
 
 
 @task(name="render-replay-comparison", cache_policy=NONE)
-def render_comparison(db_path: Path, replay_run_id: str, original_run_id: str,
-                      verdicts: list[dict], out_dir: Path) -> Path:
+def render_comparison(
+    db_path: Path, replay_run_id: str, original_run_id: str, verdicts: list[dict], out_dir: Path
+) -> Path:
     from pages.nightly import build_replay_context
     from templates.render import render_nightly
 
-    return render_nightly(build_replay_context(db_path, replay_run_id, original_run_id, verdicts),
-                          out_dir, index_href="../../index.html")
+    return render_nightly(
+        build_replay_context(db_path, replay_run_id, original_run_id, verdicts),
+        out_dir,
+        index_href="../../index.html",
+    )
 
 
 @flow(name="replay-run")
-def replay_run(run_id: str, engine_overrides: dict | None = None, target: str | None = None,
-               state_home: str | None = None) -> ReplayResult:
+def replay_run(
+    run_id: str,
+    engine_overrides: dict | None = None,
+    target: str | None = None,
+    state_home: str | None = None,
+) -> ReplayResult:
     """Replay recorded run `run_id` and compare the replay with it."""
     paths = StatePaths(Path(state_home).resolve()) if state_home else StatePaths.from_env()
     original_dir = paths.run_dir(run_id)
-    if not (original_dir / "run.json").is_file() or not (original_dir / "requests.parquet").is_file():
+    if (
+        not (original_dir / "run.json").is_file()
+        or not (original_dir / "requests.parquet").is_file()
+    ):
         raise FileNotFoundError(f"run {run_id}: no run.json/requests.parquet in {original_dir}")
     original = RunManifest.read(original_dir)
     scenario = replay_scenario(original, original_dir, engine_overrides, target)
@@ -84,11 +99,16 @@ def replay_run(run_id: str, engine_overrides: dict | None = None, target: str | 
     progress.info("replaying %s (%s)", run_id, "target " + target if target else "engine")
     run = run_scenario(str(scenario_file), state_home=str(paths.home), kind="replay")
     verdicts = compare_with_original(paths.warehouse, run.run_id, run_id)
-    comparison = render_comparison(paths.warehouse, run.run_id, run_id, verdicts,
-                                   paths.reports / run.run_id / "vs-original")
+    comparison = render_comparison(
+        paths.warehouse, run.run_id, run_id, verdicts, paths.reports / run.run_id / "vs-original"
+    )
     refresh_index(paths.reports)
     (paths.run_dir(run.run_id) / "replay_of.json").write_text(
-        json.dumps({"original_run_id": run_id, "engine_overrides": engine_overrides,
-                    "target": target}, indent=2))
-    return ReplayResult(run.run_id, run_id, str(run.report) if run.report else None,
-                        str(comparison), verdicts)
+        json.dumps(
+            {"original_run_id": run_id, "engine_overrides": engine_overrides, "target": target},
+            indent=2,
+        )
+    )
+    return ReplayResult(
+        run.run_id, run_id, str(run.report) if run.report else None, str(comparison), verdicts
+    )

@@ -34,12 +34,24 @@ class Requirement:
 REQUIREMENTS: dict[str, Requirement] = {
     # BARO and NSigma (RCAEval) score beside spikelens; RCAEval imports what it does not declare.
     "evaluate": Requirement(
-        "eval", ("pandas", "RCAEval", "matplotlib", "statsmodels", "causallearn", "networkx", "tqdm", "requests"),
-        without="or score without the peers: spikelens evaluate --no-peers"),
+        "eval",
+        (
+            "pandas",
+            "RCAEval",
+            "matplotlib",
+            "statsmodels",
+            "causallearn",
+            "networkx",
+            "tqdm",
+            "requests",
+        ),
+        without="or score without the peers: spikelens evaluate --no-peers",
+    ),
     # On a GPU the engine samples with Triton kernels; without them it falls back to the torch
     # reference (correct, slower), so this one is a note, not an error (see `note`).
     "engine --device cuda": Requirement(
-        "kernels", ("triton",), without="until then sampling runs on the torch reference (slower)"),
+        "kernels", ("triton",), without="until then sampling runs on the torch reference (slower)"
+    ),
     # The Triton kernels vs the torch reference (GPU; the interpreter on a CPU).
     "bench/kernels.py": Requirement("kernels", ("triton",)),
     # The engine against transformers' generate and logits processors.
@@ -73,8 +85,10 @@ def check(command: str, table: dict[str, Requirement] | None = None) -> None:
     missing = missing_modules(req.modules)
     if missing:
         label = command if command.startswith("bench/") else f"spikelens {command}"
-        message = (f"{label} needs the {req.extra!r} extra (missing: {', '.join(missing)}); "
-                   f"install it with: {req.install_command()}")
+        message = (
+            f"{label} needs the {req.extra!r} extra (missing: {', '.join(missing)}); "
+            f"install it with: {req.install_command()}"
+        )
         raise MissingExtra(message + (f"; {req.without}" if req.without else ""))
 
 

@@ -4,6 +4,7 @@ The flow only orchestrates. Whatever happens between starting the engine and the
 load (an error, a timeout, Ctrl-C), the engine is stopped and what was collected is still
 ingested, analysed and reported, with the failure written into run.json and the report.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -26,10 +27,25 @@ from collectors.process_faults import schedule_env
 from flows.manifest import RunManifest, new_run_id
 from flows.paths import StatePaths
 from flows.scenario import Scenario, load_scenario
-from flows.tasks import (analyze, drive_load, ingest, progress, refresh_index, render_report,
-                         served_model, start_collectors, start_engine, start_nvml_sampler,
-                         start_vllm, stop_collectors, stop_engine, stop_nvml_sampler, stop_vllm,
-                         summarize_load, write_manifest)
+from flows.tasks import (
+    analyze,
+    drive_load,
+    ingest,
+    progress,
+    refresh_index,
+    render_report,
+    served_model,
+    start_collectors,
+    start_engine,
+    start_nvml_sampler,
+    start_vllm,
+    stop_collectors,
+    stop_engine,
+    stop_nvml_sampler,
+    stop_vllm,
+    summarize_load,
+    write_manifest,
+)
 
 
 @dataclass
@@ -46,7 +62,7 @@ class IncidentResult:
 
 def _tokenizer_path(scenario: Scenario) -> str | None:
     """The engine's tokenizer file, so loadgen can size prompts in exact tokens (None: by words)."""
-    if scenario.vllm is not None:   # the checkpoint's own tokenizer, when it is a folder
+    if scenario.vllm is not None:  # the checkpoint's own tokenizer, when it is a folder
         tokenizer = Path(scenario.vllm.model) / "tokenizer.json"
         return str(tokenizer) if tokenizer.is_file() else None
     if scenario.engine is None:
@@ -54,14 +70,18 @@ def _tokenizer_path(scenario: Scenario) -> str | None:
     from engine.tokenizer import DEFAULT_TOKENIZER_PATH
 
     model = Path(scenario.engine.model)
-    if model.is_dir():   # a Hugging Face checkpoint folder brings its own tokenizer
+    if model.is_dir():  # a Hugging Face checkpoint folder brings its own tokenizer
         return str(model / "tokenizer.json") if (model / "tokenizer.json").is_file() else None
     return str(DEFAULT_TOKENIZER_PATH)
 
 
 @flow(name="run-scenario", log_prints=False)
-def run_scenario(scenario_path: str, state_home: str | None = None,
-                 kind: str = "incident", overrides: dict | None = None) -> IncidentResult:
+def run_scenario(
+    scenario_path: str,
+    state_home: str | None = None,
+    kind: str = "incident",
+    overrides: dict | None = None,
+) -> IncidentResult:
     """Run a scenario against a fresh engine and explain its spikes in an HTML report.
 
     `overrides` are laid over the scenario file's keys (nested mappings merged), e.g.
@@ -88,7 +108,7 @@ def run_scenario(scenario_path: str, state_home: str | None = None,
             serving.arm(t0_ns)
 
         _drive(serving, manifest, on_load_start)
-    except BaseException as e:   # noqa: BLE001 — recorded, reported, then re-raised
+    except BaseException as e:
         failure = e
         manifest.errors.append(_describe_failure(e))
         if isinstance(e, (KeyboardInterrupt, TerminationSignal)):
@@ -102,8 +122,9 @@ def run_scenario(scenario_path: str, state_home: str | None = None,
             manifest.extra["nvml"] = stop_nvml_sampler(nvml, run_dir)
         serving.stop(manifest)
         manifest.ended_ns = time.time_ns()
-        manifest.status = ("failed" if manifest.errors
-                           else "invalid" if not manifest.client_valid else "ok")
+        manifest.status = (
+            "failed" if manifest.errors else "invalid" if not manifest.client_valid else "ok"
+        )
         write_manifest(manifest, run_dir)
 
     finished = None
@@ -118,23 +139,45 @@ def run_scenario(scenario_path: str, state_home: str | None = None,
         raise failure
     analysis, report = finished
     return IncidentResult(
-        run_id=run_id, scenario_name=manifest.scenario_name, run_dir=run_dir, report=report,
-        status=manifest.status, errors=manifest.errors, spikes=len(analysis.spikes),
-        causes=[analysis.attributions[s.spike_id].top_cause for s in analysis.spikes
-                if s.spike_id in analysis.attributions])
+        run_id=run_id,
+        scenario_name=manifest.scenario_name,
+        run_dir=run_dir,
+        report=report,
+        status=manifest.status,
+        errors=manifest.errors,
+        spikes=len(analysis.spikes),
+        causes=[
+            analysis.attributions[s.spike_id].top_cause
+            for s in analysis.spikes
+            if s.spike_id in analysis.attributions
+        ],
+    )
 
 
-def _new_manifest(scenario: Scenario, run_id: str, kind: str, overrides: dict | None) -> RunManifest:
+def _new_manifest(
+    scenario: Scenario, run_id: str, kind: str, overrides: dict | None
+) -> RunManifest:
     """run.json as the run starts: what ran and the command that reproduces it."""
-    engine = (scenario.engine.to_dict() if scenario.engine
-              else scenario.vllm.to_dict() if scenario.vllm else None)
+    engine = (
+        scenario.engine.to_dict()
+        if scenario.engine
+        else scenario.vllm.to_dict()
+        if scenario.vllm
+        else None
+    )
     return RunManifest(
-        run_id=run_id, kind=kind, scenario_name=scenario.name, scenario_path=scenario.path,
-        scenario=scenario.raw, engine=engine, target=scenario.target,
-        faults=[dataclasses.asdict(f) for f in scenario.faults], warmup_s=scenario.warmup_s,
+        run_id=run_id,
+        kind=kind,
+        scenario_name=scenario.name,
+        scenario_path=scenario.path,
+        scenario=scenario.raw,
+        engine=engine,
+        target=scenario.target,
+        faults=[dataclasses.asdict(f) for f in scenario.faults],
+        warmup_s=scenario.warmup_s,
         duration_s=scenario.duration_s,
         command=f"spikelens run {shlex.quote(str(scenario.path))}"
-                + (f" --overrides {shlex.quote(json.dumps(overrides))}" if overrides else ""),
+        + (f" --overrides {shlex.quote(json.dumps(overrides))}" if overrides else ""),
     )
 
 
@@ -159,8 +202,9 @@ class _Serving:
             root_pid, role = self.engine.proc.pid, "engine"
         elif scenario.vllm is not None:
             # every process of vLLM's tree inherits the GC hook through its environment
-            self.engine = start_vllm(scenario.vllm, run_dir,
-                                     env_hook=lambda env: _vllm_env(run_dir, self.faults, env))
+            self.engine = start_vllm(
+                scenario.vllm, run_dir, env_hook=lambda env: _vllm_env(run_dir, self.faults, env)
+            )
             manifest.extra["vllm"] = self.engine.describe()
             write_manifest(manifest, run_dir)
             root_pid, role = self.engine.root_pid, "vllm"
@@ -177,9 +221,16 @@ class _Serving:
             self.engine.arm_faults(t0_ns)
         if self.hogs is not None:
             self.hogs.arm(t0_ns)
-        if self.scenario.vllm is not None and any(f["kind"] in PROCESS_FAULT_KINDS for f in self.faults):
-            arm_process_faults(self.faults, t0_ns, self.scenario.duration_s, collect_dir(self.run_dir),
-                               self.run_dir)
+        if self.scenario.vllm is not None and any(
+            f["kind"] in PROCESS_FAULT_KINDS for f in self.faults
+        ):
+            arm_process_faults(
+                self.faults,
+                t0_ns,
+                self.scenario.duration_s,
+                collect_dir(self.run_dir),
+                self.run_dir,
+            )
 
     def stop(self, manifest: RunManifest) -> None:
         if self.hogs is not None:
@@ -187,7 +238,11 @@ class _Serving:
         if self.collectors is not None:
             manifest.extra["collectors"] = stop_collectors(self.collectors)
         if self.engine is not None:
-            code = stop_vllm(self.engine) if self.scenario.vllm is not None else stop_engine(self.engine)
+            code = (
+                stop_vllm(self.engine)
+                if self.scenario.vllm is not None
+                else stop_engine(self.engine)
+            )
             if code not in (0, None, -15):
                 manifest.errors.append(f"engine exited with code {code}")
 
@@ -197,19 +252,34 @@ def _drive(serving: _Serving, manifest: RunManifest, on_load_start) -> None:
     scenario, run_dir, url = serving.scenario, serving.run_dir, serving.url
     api_key = os.environ.get("SPIKELENS_API_KEY") if scenario.target else None
     # spikelens' own engine serves "spikelens"; any other: the scenario's id or /v1/models'
-    model = scenario.model or ("spikelens" if scenario.engine is not None
-                               else served_model(url, api_key))
+    model = scenario.model or (
+        "spikelens" if scenario.engine is not None else served_model(url, api_key)
+    )
     manifest.extra.update(model=model, endpoint=scenario.endpoint)
     # the collectors scrape /metrics of an engine spikelens started; a target's is scraped by
     # loadgen (one writer of metrics.parquet per run)
     metrics_url = f"{url.rstrip('/')}/metrics" if scenario.target is not None else None
-    result = drive_load(url, run_dir, scenario.workload, scenario.load, scenario.duration_s,
-                        scenario.warmup_s, scenario.seed, _tokenizer_path(scenario), serving.faults,
-                        on_load_start, metrics_url=metrics_url, api_key=api_key, model_name=model,
-                        endpoint=scenario.endpoint)
-    manifest.extra["locust"] = {"requests_sent": result.requests_sent,
-                                "requests_failed": result.requests_failed,
-                                "returncode": result.returncode}
+    result = drive_load(
+        url,
+        run_dir,
+        scenario.workload,
+        scenario.load,
+        scenario.duration_s,
+        scenario.warmup_s,
+        scenario.seed,
+        _tokenizer_path(scenario),
+        serving.faults,
+        on_load_start,
+        metrics_url=metrics_url,
+        api_key=api_key,
+        model_name=model,
+        endpoint=scenario.endpoint,
+    )
+    manifest.extra["locust"] = {
+        "requests_sent": result.requests_sent,
+        "requests_failed": result.requests_failed,
+        "returncode": result.returncode,
+    }
     manifest.extra["client_health"] = result.client_health
     if result.stopped_early:
         manifest.extra["stopped_early"] = result.stopped_early
@@ -219,7 +289,9 @@ def _drive(serving: _Serving, manifest: RunManifest, on_load_start) -> None:
         manifest.errors.append(f"locust exited with code {result.returncode}")
     if not result.client_valid:
         manifest.client_valid = False
-    manifest.extra["summary"] = summarize_load(run_dir, scenario.duration_s, scenario.raw.get("slo"))
+    manifest.extra["summary"] = summarize_load(
+        run_dir, scenario.duration_s, scenario.raw.get("slo")
+    )
 
 
 def _vllm_env(run_dir: Path, faults: list[dict], env: dict[str, str]) -> dict[str, str]:

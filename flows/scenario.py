@@ -7,6 +7,7 @@ wrong experiment. The blocks are validated by the modules that own them (`engine
 shape (with `target: URL | {url, model}` and `endpoint: chat | completions`) and where each key
 sits in the file.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -29,8 +30,20 @@ from loadgen.spec import LoadSpec, WorkloadSpec
 from loadgen.traffic_faults import KINDS as TRAFFIC_KINDS
 from loadgen.traffic_faults import traffic_faults
 
-_TOP_KEYS = {"name", "duration_s", "warmup_s", "engine", "target", "workload", "load", "faults",
-             "seed", "slo", "description", "endpoint"}
+_TOP_KEYS = {
+    "name",
+    "duration_s",
+    "warmup_s",
+    "engine",
+    "target",
+    "workload",
+    "load",
+    "faults",
+    "seed",
+    "slo",
+    "description",
+    "endpoint",
+}
 _TARGET_KEYS = ("url", "model")
 ENDPOINTS = ("chat", "completions")
 
@@ -51,8 +64,8 @@ class Scenario:
     name: str
     duration_s: float
     warmup_s: float
-    engine: EngineConfig | None        # spikelens' own engine; None for vLLM or a `target`
-    target: str | None                 # base URL of an engine spikelens did not start
+    engine: EngineConfig | None  # spikelens' own engine; None for vLLM or a `target`
+    target: str | None  # base URL of an engine spikelens did not start
     workload: WorkloadSpec
     load: LoadSpec
     faults: tuple[FaultSpec, ...]
@@ -60,7 +73,7 @@ class Scenario:
     path: str
     raw: dict[str, Any]
     text: str
-    vllm: VllmConfig | None = None     # `engine: {kind: vllm, ...}`: a vLLM server we start
+    vllm: VllmConfig | None = None  # `engine: {kind: vllm, ...}`: a vLLM server we start
     # The model id every request names (`target: {url, model}`); None: the first id the
     # server's GET /v1/models lists (spikelens' own engine: "spikelens").
     model: str | None = None
@@ -97,11 +110,14 @@ def _lines(node: yaml.Node, prefix: tuple = ()) -> dict[tuple, int]:
 
 def _field_path(field: str) -> tuple:
     """'faults[0].params.x' → ('faults', 0, 'params', 'x')."""
-    return tuple(int(t[1:-1]) if t.startswith("[") else t for t in re.findall(r"\[\d+\]|[^.\[\]]+", field))
+    return tuple(
+        int(t[1:-1]) if t.startswith("[") else t for t in re.findall(r"\[\d+\]|[^.\[\]]+", field)
+    )
 
 
-def _blame(lines: dict[tuple, int], block: tuple, message: str, field: str | None = None
-           ) -> tuple[int | None, str]:
+def _blame(
+    lines: dict[tuple, int], block: tuple, message: str, field: str | None = None
+) -> tuple[int | None, str]:
     """Find the line of the key an error names inside `block` (else the block's line).
 
     An error that carries its `field` (engine.config_keys.strict_keys) names it; for the others,
@@ -113,9 +129,14 @@ def _blame(lines: dict[tuple, int], block: tuple, message: str, field: str | Non
         for candidate in (path, block + path):
             if candidate[: len(block)] == block and candidate in lines:
                 return lines[candidate], _key_name(candidate)
-    keys = sorted(((p, ln) for p, ln in lines.items()
-                   if p[: len(block)] == block and len(p) > len(block) and isinstance(p[-1], str)),
-                  key=lambda kv: -len(kv[0]))
+    keys = sorted(
+        (
+            (p, ln)
+            for p, ln in lines.items()
+            if p[: len(block)] == block and len(p) > len(block) and isinstance(p[-1], str)
+        ),
+        key=lambda kv: -len(kv[0]),
+    )
     head = re.split(r"valid", message, maxsplit=1)[0]
     for pattern in (r"['\"]{key}['\"]", r"\b{key}\b"):
         text = message if pattern.startswith("[") else head
@@ -156,16 +177,24 @@ def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> 
         raw = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        raise ScenarioError(path, mark.line + 1 if mark else None, "yaml",
-                            f"not valid YAML: {getattr(e, 'problem', e)}") from None
+        raise ScenarioError(
+            path,
+            mark.line + 1 if mark else None,
+            "yaml",
+            f"not valid YAML: {getattr(e, 'problem', e)}",
+        ) from None
     if not isinstance(raw, dict):
         raise ScenarioError(path, 1, "scenario", "must be a mapping of keys (name, duration_s, …)")
     raw = deep_merge(raw, overrides or {})
     return parse_scenario(raw, path=path, text=text, lines=_lines(node) if node else {})
 
 
-def parse_scenario(raw: dict[str, Any], path: str = "<scenario>", text: str = "",
-                   lines: dict[tuple, int] | None = None) -> Scenario:
+def parse_scenario(
+    raw: dict[str, Any],
+    path: str = "<scenario>",
+    text: str = "",
+    lines: dict[tuple, int] | None = None,
+) -> Scenario:
     """Validate a scenario mapping (from YAML or built in code)."""
     lines = lines or {}
 
@@ -183,8 +212,9 @@ def parse_scenario(raw: dict[str, Any], path: str = "<scenario>", text: str = ""
         if value is None:
             raise ScenarioError(path, None, key, "is required")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
-            raise ScenarioError(path, lines.get((key,)), key,
-                                f"must be a number in [{lo:g}, {hi:g}], got {value!r}")
+            raise ScenarioError(
+                path, lines.get((key,)), key, f"must be a number in [{lo:g}, {hi:g}], got {value!r}"
+            )
         return float(value)
 
     duration_s = number("duration_s", None, 1, 86_400)
@@ -195,8 +225,12 @@ def parse_scenario(raw: dict[str, Any], path: str = "<scenario>", text: str = ""
         raise ScenarioError(path, lines.get(("name",)), "name", "must be a string")
 
     if ("engine" in raw) == ("target" in raw):
-        raise ScenarioError(path, None, "engine/target",
-                            "give exactly one of `engine:` (start our engine) or `target:` (a URL)")
+        raise ScenarioError(
+            path,
+            None,
+            "engine/target",
+            "give exactly one of `engine:` (start our engine) or `target:` (a URL)",
+        )
     engine = vllm = None
     target, model = raw.get("target"), None
     if "engine" in raw:
@@ -214,8 +248,12 @@ def parse_scenario(raw: dict[str, Any], path: str = "<scenario>", text: str = ""
         target, model = _target(raw["target"], path, lines)
     endpoint = raw.get("endpoint", default_endpoint(engine is not None))
     if endpoint not in ENDPOINTS:
-        raise ScenarioError(path, lines.get(("endpoint",)), "endpoint",
-                            f"must be one of {', '.join(ENDPOINTS)}, got {endpoint!r}")
+        raise ScenarioError(
+            path,
+            lines.get(("endpoint",)),
+            "endpoint",
+            f"must be one of {', '.join(ENDPOINTS)}, got {endpoint!r}",
+        )
 
     try:
         workload = WorkloadSpec.from_dict(raw.get("workload") or {})
@@ -226,7 +264,7 @@ def parse_scenario(raw: dict[str, Any], path: str = "<scenario>", text: str = ""
     except (ValueError, KeyError, TypeError) as e:
         raise fail(("load",), str(e).strip("'\""), e) from None
 
-    if "slo" in raw:   # goodput objectives, e.g. {ttft_ms: 500, tpot_ms: 50}
+    if "slo" in raw:  # goodput objectives, e.g. {ttft_ms: 500, tpot_ms: 50}
         from loadgen.metrics import SLO
 
         try:
@@ -239,9 +277,9 @@ def parse_scenario(raw: dict[str, Any], path: str = "<scenario>", text: str = ""
     try:
         faults = parse_fault_specs(raw.get("faults"))
         for f in faults:
-            if vllm is not None and f.kind in PROCESS_FAULT_KINDS:   # applied by the GC hook
+            if vllm is not None and f.kind in PROCESS_FAULT_KINDS:  # applied by the GC hook
                 make_process_fault_params(f.kind, f.params)
-            elif f.kind == CPU_CONTENTION:   # applied by the flow beside any engine it starts
+            elif f.kind == CPU_CONTENTION:  # applied by the flow beside any engine it starts
                 make_cpu_contention_params(f.params)
             elif f.kind in ENGINE_KINDS:
                 ENGINE_KINDS[f.kind].make_params(f.params)
@@ -250,25 +288,54 @@ def parse_scenario(raw: dict[str, Any], path: str = "<scenario>", text: str = ""
         index = re.match(r"faults\[(\d+)\]", str(e))
         raise fail(("faults", int(index.group(1))) if index else ("faults",), str(e), e) from None
     for i, f in enumerate(faults):
-        if engine is None and f.kind in ENGINE_KINDS and not (vllm is not None and f.kind in PROCESS_FAULT_KINDS):
+        if (
+            engine is None
+            and f.kind in ENGINE_KINDS
+            and not (vllm is not None and f.kind in PROCESS_FAULT_KINDS)
+        ):
             also = ", ".join(sorted(PROCESS_FAULT_KINDS)) + " (vLLM)" if vllm is not None else ""
-            raise ScenarioError(path, lines.get(("faults", i)), f"faults[{i}].kind",
-                                f"{f.kind!r} is injected by spikelens' own engine; with vLLM or a "
-                                f"target only loadgen's kinds apply: "
-                                f"{', '.join(sorted(TRAFFIC_KINDS))}" + (f"; and {also}" if also else ""))
+            raise ScenarioError(
+                path,
+                lines.get(("faults", i)),
+                f"faults[{i}].kind",
+                f"{f.kind!r} is injected by spikelens' own engine; with vLLM or a "
+                f"target only loadgen's kinds apply: "
+                f"{', '.join(sorted(TRAFFIC_KINDS))}" + (f"; and {also}" if also else ""),
+            )
         if f.kind == CPU_CONTENTION and target is not None:
-            raise ScenarioError(path, lines.get(("faults", i)), f"faults[{i}].kind",
-                                f"{f.kind!r} pins hog processes to the CPUs of an engine spikelens "
-                                f"starts; a `target:` is not started here")
+            raise ScenarioError(
+                path,
+                lines.get(("faults", i)),
+                f"faults[{i}].kind",
+                f"{f.kind!r} pins hog processes to the CPUs of an engine spikelens "
+                f"starts; a `target:` is not started here",
+            )
         if f.start_s + f.duration_s > duration_s:
-            raise ScenarioError(path, lines.get(("faults", i)), f"faults[{i}]",
-                                f"window {f.start_s:g}–{f.start_s + f.duration_s:g} s ends after "
-                                f"duration_s={duration_s:g}")
+            raise ScenarioError(
+                path,
+                lines.get(("faults", i)),
+                f"faults[{i}]",
+                f"window {f.start_s:g}–{f.start_s + f.duration_s:g} s ends after "
+                f"duration_s={duration_s:g}",
+            )
 
-    return Scenario(name=name, duration_s=duration_s, warmup_s=warmup_s, engine=engine,
-                    target=target, workload=workload, load=load, faults=tuple(faults), seed=seed,
-                    path=path, raw=raw, text=text or yaml.safe_dump(raw, sort_keys=False),
-                    vllm=vllm, model=model, endpoint=endpoint)
+    return Scenario(
+        name=name,
+        duration_s=duration_s,
+        warmup_s=warmup_s,
+        engine=engine,
+        target=target,
+        workload=workload,
+        load=load,
+        faults=tuple(faults),
+        seed=seed,
+        path=path,
+        raw=raw,
+        text=text or yaml.safe_dump(raw, sort_keys=False),
+        vllm=vllm,
+        model=model,
+        endpoint=endpoint,
+    )
 
 
 def _target(value: Any, path: str, lines: dict[tuple, int]) -> tuple[str, str | None]:
@@ -276,20 +343,35 @@ def _target(value: Any, path: str, lines: dict[tuple, int]) -> tuple[str, str | 
     model = None
     if isinstance(value, dict):
         try:
-            strict_keys(value, _TARGET_KEYS, "target", message="unknown key; valid keys: {valid}",
-                        valid=_TARGET_KEYS)
+            strict_keys(
+                value,
+                _TARGET_KEYS,
+                "target",
+                message="unknown key; valid keys: {valid}",
+                valid=_TARGET_KEYS,
+            )
         except UnknownKeyError as e:
-            raise ScenarioError(path, lines.get(("target", e.unknown[0])), e.field, str(e)) from None
+            raise ScenarioError(
+                path, lines.get(("target", e.unknown[0])), e.field, str(e)
+            ) from None
         model = value.get("model")
         if model is not None and (not isinstance(model, str) or not model.strip()):
-            raise ScenarioError(path, lines.get(("target", "model")), "target.model",
-                                f"must be a model id (a non-empty string), got {model!r}")
+            raise ScenarioError(
+                path,
+                lines.get(("target", "model")),
+                "target.model",
+                f"must be a model id (a non-empty string), got {model!r}",
+            )
         where, key, value = ("target", "url"), "target.url", value.get("url")
     else:
         where, key = ("target",), "target"
     if not (isinstance(value, str) and re.match(r"^https?://", value)):
         raise ScenarioError(path, lines.get(where), key, f"must be an http(s) URL, got {value!r}")
     if value.rstrip("/").endswith("/v1"):
-        raise ScenarioError(path, lines.get(where), key,
-                            f"give the server root, without /v1 (loadgen adds /v1/...), got {value!r}")
+        raise ScenarioError(
+            path,
+            lines.get(where),
+            key,
+            f"give the server root, without /v1 (loadgen adds /v1/...), got {value!r}",
+        )
     return value, model

@@ -9,6 +9,7 @@ The CLI process becomes a *subreaper* (PR_SET_CHILD_SUBREAPER) and re-runs itsel
   API server — are re-parented to the CLI instead of init, and the CLI terminates them.
 Linux only; elsewhere the command simply runs in-process.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -71,13 +72,16 @@ def kill_survivors(procs: list[psutil.Process], grace_s: float) -> None:
 def run_supervised(argv: list[str]) -> int:
     """Re-run `python -m flows.cli argv…` as a supervised child; returns its exit code."""
     if not _prctl(_PR_SET_CHILD_SUBREAPER, 1):
-        return -1   # caller runs in-process
+        return -1  # caller runs in-process
     # Its own session: a terminal's Ctrl-C reaches only this process, which forwards it to the
     # child alone. Were they one process group, Prefect's API server (the child's child) would
     # die of the same SIGINT and the flow could not record its teardown.
-    child = subprocess.Popen([sys.executable, "-m", "flows.cli", *argv],
-                             env={**os.environ, _ENV_FLAG: "1"}, preexec_fn=die_with_parent,
-                             start_new_session=True)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "flows.cli", *argv],
+        env={**os.environ, _ENV_FLAG: "1"},
+        preexec_fn=die_with_parent,
+        start_new_session=True,
+    )
 
     def forward(signum, frame):
         # Always SIGTERM: a child started from a non-interactive shell may ignore SIGINT.
@@ -93,4 +97,4 @@ def run_supervised(argv: list[str]) -> int:
         for s, h in previous.items():
             signal.signal(s, h)
         _terminate_descendants()
-    return 128 - code if code < 0 else code   # killed by signal N → 128+N, as a shell reports
+    return 128 - code if code < 0 else code  # killed by signal N → 128+N, as a shell reports

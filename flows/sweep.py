@@ -4,6 +4,7 @@ Each request draws its cell uniformly from the grid (the workload's sampling lis
 engine start and one Locust run cover the whole grid; the cells are then grouped from the
 requests' recorded sampling parameters and the engine's output token ids.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,8 +14,8 @@ from pathlib import Path
 from prefect import flow, task
 from prefect.cache_policies import NONE
 
-from flows.run_scenario import run_scenario
 from flows.paths import StatePaths
+from flows.run_scenario import run_scenario
 from flows.tasks import progress, refresh_index
 
 DEFAULT_TEMPERATURES = (0.1, 0.45, 0.8, 1.15, 1.5)
@@ -52,30 +53,57 @@ def summarise_cells(db_path: Path, run_id: str) -> list[dict]:
 
 
 @task(name="render-sweep-report", cache_policy=NONE)
-def render_sweep_report(db_path: Path, run_id: str, cells: list[dict], temperatures: list[float],
-                        penalties: list[float], out_dir: Path) -> Path:
+def render_sweep_report(
+    db_path: Path,
+    run_id: str,
+    cells: list[dict],
+    temperatures: list[float],
+    penalties: list[float],
+    out_dir: Path,
+) -> Path:
     from pages.sweep import build_sweep_context
     from templates.render import render_sweep
 
-    return render_sweep(build_sweep_context(db_path, run_id, temperatures, penalties, cells), out_dir,
-                        index_href="../../index.html")
+    return render_sweep(
+        build_sweep_context(db_path, run_id, temperatures, penalties, cells),
+        out_dir,
+        index_href="../../index.html",
+    )
 
 
 @flow(name="penalty-sweep")
-def penalty_sweep(scenario_path: str | None = None,
-                  temperatures: list[float] = list(DEFAULT_TEMPERATURES),
-                  penalties: list[float] = list(DEFAULT_PENALTIES),
-                  state_home: str | None = None) -> SweepResult:
-    """Run the grid and summarise repeated 3-gram rate, entropy, length and latency per cell."""
+def penalty_sweep(
+    scenario_path: str | None = None,
+    temperatures: list[float] | None = None,
+    penalties: list[float] | None = None,
+    state_home: str | None = None,
+) -> SweepResult:
+    """Run the grid and summarise repeated 3-gram rate, entropy, length and latency per cell
+    (the DEFAULT_TEMPERATURES × DEFAULT_PENALTIES grid unless given)."""
+    temperatures = list(DEFAULT_TEMPERATURES if temperatures is None else temperatures)
+    penalties = list(DEFAULT_PENALTIES if penalties is None else penalties)
     validate_grid(temperatures, penalties)
     paths = StatePaths(Path(state_home).resolve()) if state_home else StatePaths.from_env()
-    overrides = {"workload": {"sampling": {"temperature": list(temperatures),
-                                           "frequency_penalty": list(penalties)}}}
-    run = run_scenario(str(scenario_path or default_base_scenario()),
-                          state_home=str(paths.home), kind="sweep", overrides=overrides)
+    overrides = {
+        "workload": {
+            "sampling": {"temperature": list(temperatures), "frequency_penalty": list(penalties)}
+        }
+    }
+    run = run_scenario(
+        str(scenario_path or default_base_scenario()),
+        state_home=str(paths.home),
+        kind="sweep",
+        overrides=overrides,
+    )
     progress.info("summarising %d × %d cells", len(temperatures), len(penalties))
     cells = summarise_cells(paths.warehouse, run.run_id)
-    report = render_sweep_report(paths.warehouse, run.run_id, cells, temperatures, penalties,
-                                 paths.reports / run.run_id / "sweep")
+    report = render_sweep_report(
+        paths.warehouse,
+        run.run_id,
+        cells,
+        temperatures,
+        penalties,
+        paths.reports / run.run_id / "sweep",
+    )
     refresh_index(paths.reports)
     return SweepResult(run.run_id, str(report), cells)

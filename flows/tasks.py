@@ -2,21 +2,23 @@
 
 Flows compose these; nothing here knows the order of a run.
 """
+
 from __future__ import annotations
 
 import json
 import logging
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NONE
 
 from engine.server.launch import EngineProcess
-from flows.supervisor import die_with_parent
 from flows.manifest import RunManifest
+from flows.supervisor import die_with_parent
 from flows.vllm_config import VllmConfig
 from flows.vllm_process import VllmProcess
 
@@ -25,26 +27,37 @@ progress = logging.getLogger("spikelens.progress")
 
 
 @task(name="start-engine", cache_policy=NONE, retries=1, retry_delay_seconds=2)
-def start_engine(run_id: str, engine: dict[str, Any], faults: list[dict[str, Any]],
-                 run_dir: Path) -> EngineProcess:
+def start_engine(
+    run_id: str, engine: dict[str, Any], faults: list[dict[str, Any]], run_dir: Path
+) -> EngineProcess:
     """Start the engine server as a child process and wait until /health answers."""
     progress.info("starting engine (%s)", engine.get("model", "default"))
-    handle = EngineProcess({"run_id": run_id, "engine": engine, "faults": faults}, run_dir,
-                           startup_timeout_s=180.0, preexec_fn=die_with_parent, gc_hook=True).start()
+    handle = EngineProcess(
+        {"run_id": run_id, "engine": engine, "faults": faults},
+        run_dir,
+        startup_timeout_s=180.0,
+        preexec_fn=die_with_parent,
+        gc_hook=True,
+    ).start()
     progress.info("engine up at %s", handle.url)
     return handle
 
 
 @task(name="start-vllm", cache_policy=NONE)
-def start_vllm(config: VllmConfig, run_dir: Path,
-               env_hook: Callable[[dict[str, str]], dict[str, str]] | None = None) -> VllmProcess:
+def start_vllm(
+    config: VllmConfig,
+    run_dir: Path,
+    env_hook: Callable[[dict[str, str]], dict[str, str]] | None = None,
+) -> VllmProcess:
     """Start a vLLM server as a supervised child and wait until /health answers. No retry: a
     failed start has already taken minutes, and its log says why. `env_hook` edits the server's
     environment (e.g. the collectors' GC hook); `handle.root_pid` / `handle.tree()` name its
     process tree."""
     progress.info("starting vLLM (%s)", config.model)
     handle = VllmProcess(config, run_dir, preexec_fn=die_with_parent, env_hook=env_hook).start()
-    progress.info("vLLM %s up at %s after %.0f s", handle.build.version, handle.url, handle.startup_s)
+    progress.info(
+        "vLLM %s up at %s after %.0f s", handle.build.version, handle.url, handle.startup_s
+    )
     return handle
 
 
@@ -69,10 +82,21 @@ def start_nvml_sampler(run_dir: Path, interval_ms: int = 100) -> subprocess.Pope
     NVML is unavailable (nvml_status.json) and exits at once: no invented numbers."""
     log = open(run_dir / "nvml_sampler.log", "ab")
     try:
-        return subprocess.Popen([sys.executable, "-m", "collectors.nvml_sampler", "--run-dir",
-                                 str(run_dir), "--interval-ms", str(interval_ms)],
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                preexec_fn=die_with_parent)
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "collectors.nvml_sampler",
+                "--run-dir",
+                str(run_dir),
+                "--interval-ms",
+                str(interval_ms),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=die_with_parent,
+        )
     finally:
         log.close()
 
@@ -88,12 +112,20 @@ def stop_nvml_sampler(proc: subprocess.Popen, run_dir: Path) -> dict:
             proc.kill()
             proc.wait()
     status = run_dir / "nvml_status.json"
-    return json.loads(status.read_text()) if status.is_file() else {
-        "available": False, "reason": f"sampler exited with {proc.returncode} and wrote no status"}
+    return (
+        json.loads(status.read_text())
+        if status.is_file()
+        else {
+            "available": False,
+            "reason": f"sampler exited with {proc.returncode} and wrote no status",
+        }
+    )
 
 
 @task(name="start-collectors", cache_policy=NONE)
-def start_collectors(run_dir: Path, root_pid: int, role: str, metrics_url: str | None = None) -> Any:
+def start_collectors(
+    run_dir: Path, root_pid: int, role: str, metrics_url: str | None = None
+) -> Any:
     """Outside-in telemetry of an engine's process tree (py-spy stacks, /proc CPU and scheduling,
     /metrics at 4 Hz) into run_dir/collect; the GC hook runs inside the engine (its launcher)."""
     from collectors import CollectorSet
@@ -116,25 +148,51 @@ def stop_engine(handle: EngineProcess) -> int | None:
 
 
 @task(name="drive-load", cache_policy=NONE)
-def drive_load(url: str, run_dir: Path, workload: Any, load: Any, duration_s: float,
-               warmup_s: float, seed: int, tokenizer_path: str | None,
-               faults: list[dict[str, Any]],
-               on_load_start: Callable[[int], None] | None,
-               metrics_url: str | None = None, api_key: str | None = None,
-               model_name: str = "spikelens", endpoint: str = "chat") -> Any:
+def drive_load(
+    url: str,
+    run_dir: Path,
+    workload: Any,
+    load: Any,
+    duration_s: float,
+    warmup_s: float,
+    seed: int,
+    tokenizer_path: str | None,
+    faults: list[dict[str, Any]],
+    on_load_start: Callable[[int], None] | None,
+    metrics_url: str | None = None,
+    api_key: str | None = None,
+    model_name: str = "spikelens",
+    endpoint: str = "chat",
+) -> Any:
     """Run Locust as a subprocess against `url`; raw samples land in `run_dir`.
 
     The runner enforces its own hard deadline (duration + warm-up + grace) on the subprocess.
     """
-    from loadgen.runner import run_locust   # imports no locust: the runner spawns a subprocess
+    from loadgen.runner import run_locust  # imports no locust: the runner spawns a subprocess
 
-    progress.info("load: %.0f s warm-up + %.0f s measured", warmup_s, duration_s,
-                  extra={"duration_s": warmup_s + duration_s})
-    return run_locust(host=url, run_dir=run_dir, workload=workload, load=load,
-                      duration_s=duration_s, warmup_s=warmup_s, seed=seed,
-                      tokenizer_path=tokenizer_path, on_load_start=on_load_start,
-                      faults=faults, metrics_url=metrics_url, api_key=api_key,
-                      preexec_fn=die_with_parent, model_name=model_name, endpoint=endpoint)
+    progress.info(
+        "load: %.0f s warm-up + %.0f s measured",
+        warmup_s,
+        duration_s,
+        extra={"duration_s": warmup_s + duration_s},
+    )
+    return run_locust(
+        host=url,
+        run_dir=run_dir,
+        workload=workload,
+        load=load,
+        duration_s=duration_s,
+        warmup_s=warmup_s,
+        seed=seed,
+        tokenizer_path=tokenizer_path,
+        on_load_start=on_load_start,
+        faults=faults,
+        metrics_url=metrics_url,
+        api_key=api_key,
+        preexec_fn=die_with_parent,
+        model_name=model_name,
+        endpoint=endpoint,
+    )
 
 
 @task(name="summarize-load", cache_policy=NONE)
@@ -145,9 +203,12 @@ def summarize_load(run_dir: Path, duration_s: float, slo: dict | None) -> dict:
 
     from loadgen.metrics import SLO, summarize
 
-    return summarize(pq.read_table(run_dir / "requests.parquet"),
-                     pq.read_table(run_dir / "tokens.parquet"), duration_s=duration_s,
-                     slo=SLO.from_dict(slo) if slo else None)
+    return summarize(
+        pq.read_table(run_dir / "requests.parquet"),
+        pq.read_table(run_dir / "tokens.parquet"),
+        duration_s=duration_s,
+        slo=SLO.from_dict(slo) if slo else None,
+    )
 
 
 @task(name="write-manifest", cache_policy=NONE)
@@ -180,7 +241,9 @@ def render_report(db_path: Path, run_id: str, out_dir: Path) -> Path:
     from templates.render import render_incident
 
     progress.info("rendering report")
-    return render_incident(build_incident_context(db_path, run_id), out_dir, index_href="../index.html")
+    return render_incident(
+        build_incident_context(db_path, run_id), out_dir, index_href="../index.html"
+    )
 
 
 @task(name="refresh-index", cache_policy=NONE)

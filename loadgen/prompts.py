@@ -38,7 +38,9 @@ class PromptBuilder:
             raise ValueError("the prompt corpus is empty")
         self.tokenizer = None
         if tokenizer_path is not None:
-            from tokenizers import Tokenizer  # only when asked for: keeps the import cheap otherwise
+            from tokenizers import (
+                Tokenizer,
+            )  # only when asked for: keeps the import cheap otherwise
 
             self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
             self.ids = self.count_ids(self.corpus)
@@ -92,4 +94,4 @@ class PromptBuilder:
     def _cycle(items: list, start: int, n: int) -> list:
         """n items from `start`, wrapping around the end of `items`."""
         reps = (start + n) // len(items) + 1
-        return (items * reps)[start:start + n] if reps > 1 else items[start:start + n]
+        return (items * reps)[start : start + n] if reps > 1 else items[start : start + n]

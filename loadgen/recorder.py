@@ -22,45 +22,76 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 # The sampling parameters that get a column each (null where the request did not set them).
-SAMPLING_COLUMNS = ("temperature", "top_p", "top_k", "min_p", "frequency_penalty",
-                    "presence_penalty", "repetition_penalty", "seed")
+SAMPLING_COLUMNS = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "frequency_penalty",
+    "presence_penalty",
+    "repetition_penalty",
+    "seed",
+)
 
-REQUESTS_SCHEMA = pa.schema([
-    ("request_id", pa.string()),
-    ("user", pa.string()),  # "<worker>-u<index>": the simulated user (closed loop) or "open"
-    ("worker", pa.string()),  # the Locust process that sent it
-    ("phase", pa.string()),  # 'warmup' | 'measure' (by intended send time vs load start)
-    ("intended_send_ns", pa.int64()),  # when the schedule wanted it sent (== sent_ns, closed loop)
-    ("sent_ns", pa.int64()),  # just before the request was written to the socket
-    ("first_token_ns", pa.int64()),  # arrival of the first chunk with non-empty content
-    ("done_ns", pa.int64()),  # end of the stream, of the error, or of the cancellation
-    ("arrival_clock", pa.string()),  # 'kernel': arrivals are the kernel's receive times and
-    # sent_ns was taken inside sendall (loadgen/timed_socket.py); 'merged': the same, but the
-    # first content came in one late read with a later packet (its time known to > 1 ms only);
-    # 'read': taken when read
-    ("prompt_tokens", pa.int64()),  # usage.prompt_tokens when reported, else the target
-    ("prompt_tokens_target", pa.int64()),  # the drawn prompt length (content, before chat template)
-    ("output_tokens", pa.int64()),  # usage.completion_tokens when reported, else counted
-    ("token_count_source", pa.string()),  # 'usage' | 'chunks'
-    ("n_chunks", pa.int64()),  # content chunks received
-    ("status", pa.string()),  # 'ok' | 'error' | 'cancelled'
-    ("http_status", pa.int32()),  # 0 when no response came (connection error, cancelled early)
-    ("error", pa.string()),
-    ("finish_reason", pa.string()),
-    ("max_tokens", pa.int64()),
-    ("fault", pa.string()),  # the loadgen fault that shaped this request (penalty.repetition), else null
-    *[(name, pa.int64() if name in ("top_k", "seed") else pa.float64()) for name in SAMPLING_COLUMNS],
-])
+REQUESTS_SCHEMA = pa.schema(
+    [
+        ("request_id", pa.string()),
+        ("user", pa.string()),  # "<worker>-u<index>": the simulated user (closed loop) or "open"
+        ("worker", pa.string()),  # the Locust process that sent it
+        ("phase", pa.string()),  # 'warmup' | 'measure' (by intended send time vs load start)
+        (
+            "intended_send_ns",
+            pa.int64(),
+        ),  # when the schedule wanted it sent (== sent_ns, closed loop)
+        ("sent_ns", pa.int64()),  # just before the request was written to the socket
+        ("first_token_ns", pa.int64()),  # arrival of the first chunk with non-empty content
+        ("done_ns", pa.int64()),  # end of the stream, of the error, or of the cancellation
+        ("arrival_clock", pa.string()),  # 'kernel': arrivals are the kernel's receive times and
+        # sent_ns was taken inside sendall (loadgen/timed_socket.py); 'merged': the same, but the
+        # first content came in one late read with a later packet (its time known to > 1 ms only);
+        # 'read': taken when read
+        ("prompt_tokens", pa.int64()),  # usage.prompt_tokens when reported, else the target
+        (
+            "prompt_tokens_target",
+            pa.int64(),
+        ),  # the drawn prompt length (content, before chat template)
+        ("output_tokens", pa.int64()),  # usage.completion_tokens when reported, else counted
+        ("token_count_source", pa.string()),  # 'usage' | 'chunks'
+        ("n_chunks", pa.int64()),  # content chunks received
+        ("status", pa.string()),  # 'ok' | 'error' | 'cancelled'
+        ("http_status", pa.int32()),  # 0 when no response came (connection error, cancelled early)
+        ("error", pa.string()),
+        ("finish_reason", pa.string()),
+        ("max_tokens", pa.int64()),
+        (
+            "fault",
+            pa.string(),
+        ),  # the loadgen fault that shaped this request (penalty.repetition), else null
+        *[
+            (name, pa.int64() if name in ("top_k", "seed") else pa.float64())
+            for name in SAMPLING_COLUMNS
+        ],
+    ]
+)
 
-TOKENS_SCHEMA = pa.schema([
-    ("request_id", pa.string()),
-    ("index", pa.int32()),  # 0-based position of the content chunk within its request
-    ("arrival_ns", pa.int64()),
-    ("n_tokens", pa.int32()),
-])
+TOKENS_SCHEMA = pa.schema(
+    [
+        ("request_id", pa.string()),
+        ("index", pa.int32()),  # 0-based position of the content chunk within its request
+        ("arrival_ns", pa.int64()),
+        ("n_tokens", pa.int32()),
+    ]
+)
 
-REQUIRED_AT_START = ("request_id", "user", "worker", "phase", "intended_send_ns",
-                     "prompt_tokens_target", "max_tokens")
+REQUIRED_AT_START = (
+    "request_id",
+    "user",
+    "worker",
+    "phase",
+    "intended_send_ns",
+    "prompt_tokens_target",
+    "max_tokens",
+)
 
 
 class Recorder:
@@ -74,8 +105,12 @@ class Recorder:
         self.requests = {name: [] for name in REQUESTS_SCHEMA.names}
         # one entry per content chunk: numbers in typed arrays (~24 bytes a chunk with the id
         # reference, instead of ~60 as Python ints), so long runs stay small in memory
-        self.tokens = {"request_id": [], "index": array("i"), "arrival_ns": array("q"),
-                       "n_tokens": array("i")}
+        self.tokens = {
+            "request_id": [],
+            "index": array("i"),
+            "arrival_ns": array("q"),
+            "n_tokens": array("i"),
+        }
 
     def start(self, row: dict) -> None:
         """Register a request about to be sent; `row` has at least REQUIRED_AT_START."""
@@ -105,8 +140,9 @@ class Recorder:
         ids = list(self.in_flight)
         for request_id in ids:
             http_status = self.in_flight[request_id].get("http_status") or 0
-            self.finish(request_id, status="cancelled", error=reason, done_ns=now,
-                        http_status=http_status)
+            self.finish(
+                request_id, status="cancelled", error=reason, done_ns=now, http_status=http_status
+            )
         return len(ids)
 
     @property
@@ -114,11 +150,19 @@ class Recorder:
         return len(self.requests["request_id"])
 
     def tables(self) -> tuple[pa.Table, pa.Table]:
-        tokens = {"request_id": self.tokens["request_id"],
-                  **{name: np.frombuffer(self.tokens[name], dtype=np.int64 if name == "arrival_ns" else np.int32)
-                     for name in ("index", "arrival_ns", "n_tokens")}}  # zero-copy views
-        return (pa.Table.from_pydict(self.requests, schema=REQUESTS_SCHEMA),
-                pa.Table.from_pydict(tokens, schema=TOKENS_SCHEMA))
+        tokens = {
+            "request_id": self.tokens["request_id"],
+            **{
+                name: np.frombuffer(
+                    self.tokens[name], dtype=np.int64 if name == "arrival_ns" else np.int32
+                )
+                for name in ("index", "arrival_ns", "n_tokens")
+            },
+        }  # zero-copy views
+        return (
+            pa.Table.from_pydict(self.requests, schema=REQUESTS_SCHEMA),
+            pa.Table.from_pydict(tokens, schema=TOKENS_SCHEMA),
+        )
 
     def flush(self) -> tuple[Path, Path]:
         """Write this process's parts (in-flight requests as 'cancelled'); returns their paths.
@@ -141,10 +185,14 @@ def merge_parts(parts_dir: str | Path, run_dir: str | Path) -> tuple[int, int]:
     sorted by intended send time and (request, index); returns (request rows, token rows)."""
     parts_dir, run_dir = Path(parts_dir), Path(run_dir)
     merged = {}
-    for name, schema, keys in (("requests", REQUESTS_SCHEMA, [("intended_send_ns", "ascending"),
-                                                             ("request_id", "ascending")]),
-                               ("tokens", TOKENS_SCHEMA, [("request_id", "ascending"),
-                                                         ("index", "ascending")])):
+    for name, schema, keys in (
+        (
+            "requests",
+            REQUESTS_SCHEMA,
+            [("intended_send_ns", "ascending"), ("request_id", "ascending")],
+        ),
+        ("tokens", TOKENS_SCHEMA, [("request_id", "ascending"), ("index", "ascending")]),
+    ):
         parts = sorted(parts_dir.glob(f"{name}.*.parquet"))
         tables = [pq.read_table(p, schema=schema) for p in parts]
         table = pa.concat_tables(tables) if tables else schema.empty_table()

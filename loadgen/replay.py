@@ -49,8 +49,10 @@ def load_trace(path: str | Path, speed: float = 1.0) -> list[ReplayEntry]:
     entries = _from_run(path) if path.suffix == ".parquet" else _from_jsonl(path)
     if not entries:
         raise InputFileError(str(path), None, None, "the trace has no requests")
-    return [ReplayEntry(e.t_s / speed, e.prompt_tokens, e.prompt, e.body, e.max_tokens, e.sampling)
-            for e in sorted(entries, key=lambda e: e.t_s)]
+    return [
+        ReplayEntry(e.t_s / speed, e.prompt_tokens, e.prompt, e.body, e.max_tokens, e.sampling)
+        for e in sorted(entries, key=lambda e: e.t_s)
+    ]
 
 
 def _from_run(path: Path) -> list[ReplayEntry]:
@@ -58,10 +60,15 @@ def _from_run(path: Path) -> list[ReplayEntry]:
     if not rows:
         return []
     first = min(r["intended_send_ns"] for r in rows)
-    return [ReplayEntry(t_s=(r["intended_send_ns"] - first) / 1e9, prompt_tokens=r["prompt_tokens_target"],
-                        max_tokens=r["max_tokens"],
-                        sampling={k: r[k] for k in SAMPLING_COLUMNS if r.get(k) is not None})
-            for r in rows]
+    return [
+        ReplayEntry(
+            t_s=(r["intended_send_ns"] - first) / 1e9,
+            prompt_tokens=r["prompt_tokens_target"],
+            max_tokens=r["max_tokens"],
+            sampling={k: r[k] for k in SAMPLING_COLUMNS if r.get(k) is not None},
+        )
+        for r in rows
+    ]
 
 
 def _from_jsonl(path: Path) -> list[ReplayEntry]:
@@ -70,33 +77,53 @@ def _from_jsonl(path: Path) -> list[ReplayEntry]:
     for line, obj in iter_json_objects(path, path.read_text(encoding="utf-8")):
         for key in obj:
             if key not in TRACE_KEYS:
-                raise InputFileError(str(path), line, key, f"unknown field (valid: {', '.join(sorted(TRACE_KEYS))})")
+                raise InputFileError(
+                    str(path), line, key, f"unknown field (valid: {', '.join(sorted(TRACE_KEYS))})"
+                )
         t_s = obj.get("t_s")
         if isinstance(t_s, bool) or not isinstance(t_s, (int, float)) or t_s < 0:
-            raise InputFileError(str(path), line, "t_s", f"must be a number of seconds >= 0, got {t_s!r}")
+            raise InputFileError(
+                str(path), line, "t_s", f"must be a number of seconds >= 0, got {t_s!r}"
+            )
         if t_s < previous:
             raise InputFileError(str(path), line, "t_s", f"goes back in time ({t_s} < {previous})")
         previous = t_s
         given = [k for k in ("body", "prompt", "prompt_tokens") if k in obj]
         if len(given) != 1:
-            raise InputFileError(str(path), line, "body", "give exactly one of body, prompt or prompt_tokens")
+            raise InputFileError(
+                str(path), line, "body", "give exactly one of body, prompt or prompt_tokens"
+            )
         body = obj.get("body")
-        if body is not None and (not isinstance(body, dict) or not ("messages" in body or "prompt" in body)):
-            raise InputFileError(str(path), line, "body", "must be an object with 'messages' or 'prompt'")
+        if body is not None and (
+            not isinstance(body, dict) or not ("messages" in body or "prompt" in body)
+        ):
+            raise InputFileError(
+                str(path), line, "body", "must be an object with 'messages' or 'prompt'"
+            )
         prompt = obj.get("prompt")
         if prompt is not None and (not isinstance(prompt, str) or not prompt.strip()):
             raise InputFileError(str(path), line, "prompt", "must be a non-empty string")
         for key in ("prompt_tokens", "max_tokens"):
             value = obj.get(key)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise InputFileError(str(path), line, key, f"must be an integer >= 1, got {value!r}")
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise InputFileError(
+                    str(path), line, key, f"must be an integer >= 1, got {value!r}"
+                )
         sampling = obj.get("sampling") or {}
         try:
             check_sampling(sampling, "sampling")
         except SpecError as exc:
             raise InputFileError(str(path), line, "sampling", str(exc)) from None
-        max_tokens = obj.get("max_tokens") or (body or {}).get("max_tokens") or (body or {}).get("max_completion_tokens")
-        entries.append(ReplayEntry(float(t_s), obj.get("prompt_tokens"), prompt, body, max_tokens, sampling))
+        max_tokens = (
+            obj.get("max_tokens")
+            or (body or {}).get("max_tokens")
+            or (body or {}).get("max_completion_tokens")
+        )
+        entries.append(
+            ReplayEntry(float(t_s), obj.get("prompt_tokens"), prompt, body, max_tokens, sampling)
+        )
     return entries
 
 

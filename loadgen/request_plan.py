@@ -50,9 +50,18 @@ class RequestPlan:
 class RequestFactory:
     """Builds RequestPlans for one workload (pure apart from the rng passed in)."""
 
-    def __init__(self, workload: WorkloadSpec, prompts: PromptBuilder, *, model_name: str,
-                 seed: int, id_prefix: str, endpoint: str = "chat", pool=None,
-                 ignore_eos: bool = True):
+    def __init__(
+        self,
+        workload: WorkloadSpec,
+        prompts: PromptBuilder,
+        *,
+        model_name: str,
+        seed: int,
+        id_prefix: str,
+        endpoint: str = "chat",
+        pool=None,
+        ignore_eos: bool = True,
+    ):
         if endpoint not in ("chat", "completions"):
             raise ValueError(f"endpoint must be 'chat' or 'completions', got {endpoint!r}")
         self.workload = workload
@@ -103,24 +112,42 @@ class RequestFactory:
         text, or a corpus prompt of its recorded length; max_tokens drawn when it has none."""
         max_tokens = entry.max_tokens or self.workload.output_tokens.draw(rng)
         if entry.body is None:
-            text = entry.prompt if entry.prompt is not None else self.prompts.prompt(entry.prompt_tokens, rng)
+            text = (
+                entry.prompt
+                if entry.prompt is not None
+                else self.prompts.prompt(entry.prompt_tokens, rng)
+            )
             prompt_len = entry.prompt_tokens or self.prompts.count_tokens(text)
             return self.build(request_id, text, prompt_len, max_tokens, dict(entry.sampling))
-        body = {"model": self.model_name, **entry.body, "max_tokens": max_tokens, "stream": True,
-                "stream_options": {"include_usage": True}, **entry.sampling}
+        body = {
+            "model": self.model_name,
+            **entry.body,
+            "max_tokens": max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            **entry.sampling,
+        }
         body.pop("max_completion_tokens", None)  # max_tokens above carries the length
         if "messages" in body:
-            text = " ".join(str(m.get("content", "")) for m in body["messages"] if isinstance(m, dict))
+            text = " ".join(
+                str(m.get("content", "")) for m in body["messages"] if isinstance(m, dict)
+            )
             path = CHAT_PATH
         else:
             text, path = str(body["prompt"]), COMPLETIONS_PATH
         sampling = {k: body[k] for k in SAMPLING_RANGES if k in body}
-        return RequestPlan(request_id=request_id, path=path, body=body,
-                           prompt_tokens_target=self.prompts.count_tokens(text), max_tokens=max_tokens,
-                           sampling=sampling)
+        return RequestPlan(
+            request_id=request_id,
+            path=path,
+            body=body,
+            prompt_tokens_target=self.prompts.count_tokens(text),
+            max_tokens=max_tokens,
+            sampling=sampling,
+        )
 
-    def build(self, request_id: str, text: str, prompt_len: int, max_tokens: int,
-              sampling: dict) -> RequestPlan:
+    def build(
+        self, request_id: str, text: str, prompt_len: int, max_tokens: int, sampling: dict
+    ) -> RequestPlan:
         """A plan from already chosen parts (also used by replay)."""
         body: dict = {"model": self.model_name}
         if self.endpoint == "chat":
@@ -134,5 +161,11 @@ class RequestFactory:
             # exactly max_tokens tokens come back, so output length is the workload's, not the model's
             body["ignore_eos"] = True
         body.update({"stream": True, "stream_options": {"include_usage": True}, **sampling})
-        return RequestPlan(request_id=request_id, path=path, body=body,
-                           prompt_tokens_target=prompt_len, max_tokens=max_tokens, sampling=sampling)
+        return RequestPlan(
+            request_id=request_id,
+            path=path,
+            body=body,
+            prompt_tokens_target=prompt_len,
+            max_tokens=max_tokens,
+            sampling=sampling,
+        )

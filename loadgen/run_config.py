@@ -65,6 +65,12 @@ class RunConfig:
     @classmethod
     def read(cls, path: str | Path) -> RunConfig:
         data = json.loads(Path(path).read_text())
-        strict_keys(data, (f.name for f in dataclasses.fields(cls)), str(path), error=SpecError,
-                    message="{where}: unknown key '{key}'", sort_unknown=True)
+        strict_keys(
+            data,
+            (f.name for f in dataclasses.fields(cls)),
+            str(path),
+            error=SpecError,
+            message="{where}: unknown key '{key}'",
+            sort_unknown=True,
+        )
         return cls(**data)

@@ -27,14 +27,14 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
+from collectors.metrics_scraper import MetricsScraper
 from loadgen.client_health import merge_health
 from loadgen.error_guard import STOP_MARKER, ErrorGuardConfig
 from loadgen.errors import SpecError
-from collectors.metrics_scraper import MetricsScraper
 from loadgen.prompts import PromptBuilder
 from loadgen.recorder import merge_parts
 from loadgen.replay import load_trace, write_normalised
@@ -67,7 +67,9 @@ class LocustResult:
     # False when a Locust process saturated (CPU > 90 % of a core or event-loop lag p99 > 10 ms
     # in the measured phase): the latencies are then the client's, not the server's
     client_valid: bool = True
-    client_health: dict = field(default_factory=dict)  # verdict: valid, reasons, per-process summaries
+    client_health: dict = field(
+        default_factory=dict
+    )  # verdict: valid, reasons, per-process summaries
     metrics_rows: int = 0  # rows scraped into metrics.parquet (0: no scraping)
     metrics_scrape_errors: int = 0
     # the error guard's verdict when the load stopped early because it was mostly errors:
@@ -75,16 +77,32 @@ class LocustResult:
     stopped_early: dict | None = None
 
 
-def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | str,
-               load: LoadSpec | dict | str, duration_s: float, warmup_s: float = 0.0, seed: int = 0,
-               tokenizer_path: str | Path | None = None, model_name: str = "spikelens",
-               on_load_start: Callable[[int], None] | None = None, *, timeout_s: float | None = None,
-               api_key: str | None = None, endpoint: str = "chat", read_mode: str = "line",
-               request_timeout_s: float = 600.0, log_lines: int = 60,
-               faults: list[dict] | None = None, workers: int = 0,
-               metrics_url: str | None = None, metrics_interval_s: float = 0.25,
-               preexec_fn: Callable[[], None] | None = None, ignore_eos: bool = True,
-               error_guard: ErrorGuardConfig | None = ErrorGuardConfig()) -> LocustResult:
+def run_locust(
+    host: str,
+    run_dir: str | Path,
+    workload: WorkloadSpec | dict | str,
+    load: LoadSpec | dict | str,
+    duration_s: float,
+    warmup_s: float = 0.0,
+    seed: int = 0,
+    tokenizer_path: str | Path | None = None,
+    model_name: str = "spikelens",
+    on_load_start: Callable[[int], None] | None = None,
+    *,
+    timeout_s: float | None = None,
+    api_key: str | None = None,
+    endpoint: str = "chat",
+    read_mode: str = "line",
+    request_timeout_s: float = 600.0,
+    log_lines: int = 60,
+    faults: list[dict] | None = None,
+    workers: int = 0,
+    metrics_url: str | None = None,
+    metrics_interval_s: float = 0.25,
+    preexec_fn: Callable[[], None] | None = None,
+    ignore_eos: bool = True,
+    error_guard: ErrorGuardConfig | None = ErrorGuardConfig(),
+) -> LocustResult:
     """Drive `host` with `workload` under `load` for warmup_s + duration_s; see module doc.
     Blocks until Locust exits; raises LoadgenError (after killing the group) if it does not
     within timeout_s (default warm-up + duration + startup and shutdown allowances).
@@ -109,15 +127,28 @@ def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | s
     parts_dir = _fresh_parts_dir(run_dir)
     replay_path = None
     if load.shape == "replay":
-        replay_path = str(write_normalised(load_trace(load.trace, load.speed), parts_dir / "replay.jsonl"))
-    config = RunConfig(parts_dir=str(parts_dir), run_tag=run_dir.name or "run", warmup_s=warmup_s,
-                       duration_s=duration_s, seed=seed, workload=workload.to_dict(),
-                       load=load.to_dict(), model_name=model_name,
-                       tokenizer_path=str(tokenizer_path) if tokenizer_path else None,
-                       endpoint=endpoint, request_timeout_s=request_timeout_s, read_mode=read_mode,
-                       faults=[f.to_dict() for f in mine], workers=workers, replay_path=replay_path,
-                       ignore_eos=ignore_eos,
-                       error_guard=dataclasses.asdict(error_guard) if error_guard is not None else None)
+        replay_path = str(
+            write_normalised(load_trace(load.trace, load.speed), parts_dir / "replay.jsonl")
+        )
+    config = RunConfig(
+        parts_dir=str(parts_dir),
+        run_tag=run_dir.name or "run",
+        warmup_s=warmup_s,
+        duration_s=duration_s,
+        seed=seed,
+        workload=workload.to_dict(),
+        load=load.to_dict(),
+        model_name=model_name,
+        tokenizer_path=str(tokenizer_path) if tokenizer_path else None,
+        endpoint=endpoint,
+        request_timeout_s=request_timeout_s,
+        read_mode=read_mode,
+        faults=[f.to_dict() for f in mine],
+        workers=workers,
+        replay_path=replay_path,
+        ignore_eos=ignore_eos,
+        error_guard=dataclasses.asdict(error_guard) if error_guard is not None else None,
+    )
     config_path = config.write(parts_dir / "config.json")
     stats_base = parts_dir / "locust_stats"  # Locust appends ".json"
     stats_path = stats_base.with_suffix(".json")
@@ -130,19 +161,30 @@ def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | s
 
     deadline = time.monotonic() + timeout_s
     output = _OutputReader(parts_dir / "locust.log", log_lines)
-    scraper = MetricsScraper(metrics_url, run_dir / "metrics.parquet", metrics_interval_s,
-                             api_key=api_key) if metrics_url else None
+    scraper = (
+        MetricsScraper(
+            metrics_url, run_dir / "metrics.parquet", metrics_interval_s, api_key=api_key
+        )
+        if metrics_url
+        else None
+    )
     try:
-        proc = subprocess.Popen(locust_command(host, load, config, stats_base), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True,  # own process group: killed as one
-                                preexec_fn=preexec_fn)
+        proc = subprocess.Popen(
+            locust_command(host, load, config, stats_base),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # own process group: killed as one
+            preexec_fn=preexec_fn,
+        )
     except BaseException:
         output.close()
         raise
     clock = _LoadClock(warmup_s)
     try:
-        returncode = _wait_for_locust(proc, output, scraper, clock, deadline, on_load_start, timeout_s)
+        returncode = _wait_for_locust(
+            proc, output, scraper, clock, deadline, on_load_start, timeout_s
+        )
     except BaseException as failure:
         _salvage(failure, proc, output, scraper, parts_dir, run_dir, mine, clock, duration_s)
         raise
@@ -154,16 +196,31 @@ def run_locust(host: str, run_dir: str | Path, workload: WorkloadSpec | dict | s
     sent, failed = _event_counts(stats_path)
     if mine:
         write_faults(mine, clock.load_started_ns, duration_s, run_dir / "faults.loadgen.parquet")
-    return LocustResult(requests_sent=sent, requests_failed=failed, returncode=returncode,
-                        load_started_ns=clock.load_started_ns, stdout_tail=output.tail(),
-                        requests_recorded=recorded, chunks_recorded=chunks, started_ns=clock.started_ns,
-                        client_valid=health["valid"], client_health=health, metrics_rows=metrics_rows,
-                        metrics_scrape_errors=scraper.errors if scraper is not None else 0,
-                        stopped_early=output.stopped_early)
+    return LocustResult(
+        requests_sent=sent,
+        requests_failed=failed,
+        returncode=returncode,
+        load_started_ns=clock.load_started_ns,
+        stdout_tail=output.tail(),
+        requests_recorded=recorded,
+        chunks_recorded=chunks,
+        started_ns=clock.started_ns,
+        client_valid=health["valid"],
+        client_health=health,
+        metrics_rows=metrics_rows,
+        metrics_scrape_errors=scraper.errors if scraper is not None else 0,
+        stopped_early=output.stopped_early,
+    )
 
 
-def _check_inputs(host: str, workload: WorkloadSpec, duration_s: float, warmup_s: float,
-                  workers: int, tokenizer_path: str | Path | None) -> None:
+def _check_inputs(
+    host: str,
+    workload: WorkloadSpec,
+    duration_s: float,
+    warmup_s: float,
+    workers: int,
+    tokenizer_path: str | Path | None,
+) -> None:
     """Everything that can be wrong before Locust starts, named (SpecError)."""
     if duration_s <= 0:
         raise SpecError(f"duration_s must be > 0, got {duration_s!r}")
@@ -205,15 +262,23 @@ class _LoadClock:
     load_started_ns: int | None = None
 
 
-def _wait_for_locust(proc: subprocess.Popen, output: "_OutputReader", scraper: MetricsScraper | None,
-                     clock: _LoadClock, deadline: float, on_load_start: Callable[[int], None] | None,
-                     timeout_s: float) -> int:
+def _wait_for_locust(
+    proc: subprocess.Popen,
+    output: _OutputReader,
+    scraper: MetricsScraper | None,
+    clock: _LoadClock,
+    deadline: float,
+    on_load_start: Callable[[int], None] | None,
+    timeout_s: float,
+) -> int:
     """Follow Locust to its end: note the start of measured load (and tell the caller at that
     moment), then wait for the exit; LoadgenError past the deadline."""
     if scraper is not None:
         scraper.start()
     output.follow(proc)
-    clock.started_ns = output.wait_for_start(proc, min(deadline, time.monotonic() + STARTUP_TIMEOUT_S))
+    clock.started_ns = output.wait_for_start(
+        proc, min(deadline, time.monotonic() + STARTUP_TIMEOUT_S)
+    )
     clock.load_started_ns = clock.started_ns + int(clock.warmup_s * 1e9)
     if on_load_start is not None:
         _sleep_until_ns(clock.load_started_ns)
@@ -221,12 +286,22 @@ def _wait_for_locust(proc: subprocess.Popen, output: "_OutputReader", scraper: M
     try:
         return proc.wait(timeout=max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
-        raise LoadgenError(f"locust overran its {timeout_s:.0f} s timeout\n{output.tail()}") from None
+        raise LoadgenError(
+            f"locust overran its {timeout_s:.0f} s timeout\n{output.tail()}"
+        ) from None
 
 
-def _salvage(failure: BaseException, proc: subprocess.Popen, output: "_OutputReader",
-             scraper: MetricsScraper | None, parts_dir: Path, run_dir: Path, mine: list,
-             clock: _LoadClock, duration_s: float) -> None:
+def _salvage(
+    failure: BaseException,
+    proc: subprocess.Popen,
+    output: _OutputReader,
+    scraper: MetricsScraper | None,
+    parts_dir: Path,
+    run_dir: Path,
+    mine: list,
+    clock: _LoadClock,
+    duration_s: float,
+) -> None:
     """After a failed or interrupted wait: stop Locust and keep what it measured (the caller
     may still analyse a failed run); a failure to merge is noted on the original failure."""
     # A second SIGTERM must not cut this short: an orphaned flow process gets its parent-death
@@ -243,7 +318,7 @@ def _salvage(failure: BaseException, proc: subprocess.Popen, output: "_OutputRea
             if mine and started is not None and time.time_ns() > started:
                 measured_s = min(duration_s, (time.time_ns() - started) / 1e9)
                 write_faults(mine, started, measured_s, run_dir / "faults.loadgen.parquet")
-        except Exception as merge_error:  # noqa: BLE001 — reported on the original failure
+        except Exception as merge_error:
             failure.add_note(f"merging loadgen's parts also failed: {merge_error!r}")
 
 
@@ -266,7 +341,9 @@ def _merge(parts_dir: Path, run_dir: Path) -> tuple[int, int, dict]:
     """Merge the processes' parts into the run directory, then delete the parts."""
     recorded, chunks = merge_parts(parts_dir, run_dir)
     health = merge_health(parts_dir, run_dir)
-    for part in list(parts_dir.glob("requests.*.parquet")) + list(parts_dir.glob("tokens.*.parquet")):
+    for part in list(parts_dir.glob("requests.*.parquet")) + list(
+        parts_dir.glob("tokens.*.parquet")
+    ):
         part.unlink()
     return recorded, chunks, health
 
@@ -279,14 +356,31 @@ def locust_command(host: str, load: LoadSpec, config: RunConfig, stats_base: Pat
     if load.open_loop:
         users, rate, user_class = n_procs, float(n_procs), "OpenLoopUser"
     else:
-        users, rate, user_class = target_users(load, 0.0, config.duration_s), spawn_rate(load), "ChatStreamUser"
+        users, rate, user_class = (
+            target_users(load, 0.0, config.duration_s),
+            spawn_rate(load),
+            "ChatStreamUser",
+        )
     cmd = [
-        sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
-        "--host", host.rstrip("/"),
-        "--users", str(users), "--spawn-rate", str(rate),
-        "--only-summary", "--json-file", str(stats_base),
-        "--stop-timeout", "0",  # at the end, streams in flight are cancelled (and recorded)
-        "--exit-code-on-error", "0",  # failed requests are data, not a crash: see requests_failed
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(LOCUSTFILE),
+        "--headless",
+        "--host",
+        host.rstrip("/"),
+        "--users",
+        str(users),
+        "--spawn-rate",
+        str(rate),
+        "--only-summary",
+        "--json-file",
+        str(stats_base),
+        "--stop-timeout",
+        "0",  # at the end, streams in flight are cancelled (and recorded)
+        "--exit-code-on-error",
+        "0",  # failed requests are data, not a crash: see requests_failed
     ]
     if config.workers:
         cmd += ["--processes", str(config.workers)]  # master + N forked workers
@@ -297,8 +391,12 @@ def _fault_dict(fault) -> dict:
     """A fault as a mapping, from a mapping or a FaultSpec-like object (kind, start_s, …)."""
     if isinstance(fault, dict):
         return fault
-    return {"kind": fault.kind, "start_s": fault.start_s, "duration_s": fault.duration_s,
-            "params": dict(fault.params or {})}
+    return {
+        "kind": fault.kind,
+        "start_s": fault.start_s,
+        "duration_s": fault.duration_s,
+        "params": dict(fault.params or {}),
+    }
 
 
 def _event_counts(stats_path: Path) -> tuple[int, int]:
@@ -359,9 +457,9 @@ class _OutputReader:
                 self.started.set()
             elif line.startswith(STOP_MARKER) and self.stopped_early is None:
                 try:
-                    self.stopped_early = json.loads(line[len(STOP_MARKER):])
+                    self.stopped_early = json.loads(line[len(STOP_MARKER) :])
                 except ValueError:
-                    self.stopped_early = {"reason": line[len(STOP_MARKER):].strip()}
+                    self.stopped_early = {"reason": line[len(STOP_MARKER) :].strip()}
             self.lines.append(line)
             self.log.write(line + "\n")
         self.started.set()  # EOF: wake a waiter even without the marker
@@ -369,7 +467,9 @@ class _OutputReader:
     def wait_for_start(self, proc: subprocess.Popen, deadline: float) -> int:
         self.started.wait(timeout=max(0.0, deadline - time.monotonic()))
         if self.started_ns is None:
-            state = f"exited with {proc.poll()}" if proc.poll() is not None else "did not start in time"
+            state = (
+                f"exited with {proc.poll()}" if proc.poll() is not None else "did not start in time"
+            )
             raise LoadgenError(f"locust {state}\n{self.tail()}")
         return self.started_ns
 

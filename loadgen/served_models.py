@@ -4,6 +4,7 @@ An OpenAI-compatible server refuses a request whose `model` it does not serve (v
 model `x` does not exist"), and the id is whatever the server was started with (a path, a
 `--served-model-name`), so loadgen asks instead of guessing. A scenario may name it instead.
 """
+
 from __future__ import annotations
 
 import httpx
@@ -20,10 +21,14 @@ def served_model(base_url: str, api_key: str | None = None, timeout_s: float = 1
     try:
         response = httpx.get(url, headers=headers, timeout=timeout_s)
     except httpx.HTTPError as e:
-        raise ModelDiscoveryError(f"GET {url} failed ({type(e).__name__}: {e}); is the target up? "
-                                  f"Name the model with `target: {{url, model}}` to skip this") from None
+        raise ModelDiscoveryError(
+            f"GET {url} failed ({type(e).__name__}: {e}); is the target up? "
+            f"Name the model with `target: {{url, model}}` to skip this"
+        ) from None
     if response.status_code != 200:
-        raise ModelDiscoveryError(f"GET {url} answered {response.status_code}: {response.text[:300]}")
+        raise ModelDiscoveryError(
+            f"GET {url} answered {response.status_code}: {response.text[:300]}"
+        )
     try:
         models = response.json()["data"]
         return str(models[0]["id"])

@@ -40,7 +40,13 @@ def load_prompt_file(path: str | Path, source: str) -> list[PromptEntry]:
     if source == "jsonl":
         entries = [_jsonl_entry(path, line, obj) for line, obj in iter_json_objects(path, text)]
     elif source == "sharegpt":
-        entries = [e for e in (_sharegpt_entry(path, line, obj) for line, obj in iter_json_objects(path, text)) if e]
+        entries = [
+            e
+            for e in (
+                _sharegpt_entry(path, line, obj) for line, obj in iter_json_objects(path, text)
+            )
+            if e
+        ]
     else:
         raise ValueError(f"source must be jsonl or sharegpt, got {source!r}")
     if not entries:
@@ -60,9 +66,13 @@ def iter_json_objects(path: Path, text: str):
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise InputFileError(str(path), number, None, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+            raise InputFileError(
+                str(path), number, None, f"invalid JSON: {exc.msg} (column {exc.colno})"
+            ) from None
         if not isinstance(obj, dict):
-            raise InputFileError(str(path), number, None, f"expected an object, got {type(obj).__name__}")
+            raise InputFileError(
+                str(path), number, None, f"expected an object, got {type(obj).__name__}"
+            )
         yield number, obj
 
 
@@ -86,9 +96,13 @@ def _iter_array(path: Path, text: str):
         try:
             obj, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
-            raise InputFileError(str(path), line_at(exc.pos), None, f"invalid JSON: {exc.msg}") from None
+            raise InputFileError(
+                str(path), line_at(exc.pos), None, f"invalid JSON: {exc.msg}"
+            ) from None
         if not isinstance(obj, dict):
-            raise InputFileError(str(path), line_at(pos), None, f"expected an object, got {type(obj).__name__}")
+            raise InputFileError(
+                str(path), line_at(pos), None, f"expected an object, got {type(obj).__name__}"
+            )
         yield line_at(pos), obj
         pos = skip(end)
         if pos < len(text) and text[pos] == ",":
@@ -96,15 +110,21 @@ def _iter_array(path: Path, text: str):
         elif pos < len(text) and text[pos] == "]":
             return
         else:
-            raise InputFileError(str(path), line_at(pos), None, "expected ',' or ']' after an entry")
+            raise InputFileError(
+                str(path), line_at(pos), None, "expected ',' or ']' after an entry"
+            )
 
 
 def _jsonl_entry(path: Path, line: int, obj: dict) -> PromptEntry:
     for key in obj:
         if key not in JSONL_KEYS:
-            raise InputFileError(str(path), line, key, f"unknown field (valid: {', '.join(sorted(JSONL_KEYS))})")
+            raise InputFileError(
+                str(path), line, key, f"unknown field (valid: {', '.join(sorted(JSONL_KEYS))})"
+            )
     if ("prompt" in obj) == ("messages" in obj):
-        raise InputFileError(str(path), line, "prompt", "give exactly one of 'prompt' or 'messages'")
+        raise InputFileError(
+            str(path), line, "prompt", "give exactly one of 'prompt' or 'messages'"
+        )
     if "prompt" in obj:
         text = obj["prompt"]
         if not isinstance(text, str) or not text.strip():
@@ -116,13 +136,19 @@ def _jsonl_entry(path: Path, line: int, obj: dict) -> PromptEntry:
 
 def _last_user_message(path: Path, line: int, messages) -> str:
     if not isinstance(messages, list) or not messages:
-        raise InputFileError(str(path), line, "messages", "must be a non-empty list of {role, content}")
+        raise InputFileError(
+            str(path), line, "messages", "must be a non-empty list of {role, content}"
+        )
     for i, message in enumerate(messages):
         if not isinstance(message, dict) or not isinstance(message.get("content"), str):
             raise InputFileError(str(path), line, f"messages[{i}].content", "must be a string")
         if message.get("role") not in ("system", "user", "assistant", "developer"):
-            raise InputFileError(str(path), line, f"messages[{i}].role",
-                                 f"must be system, user, assistant or developer, got {message.get('role')!r}")
+            raise InputFileError(
+                str(path),
+                line,
+                f"messages[{i}].role",
+                f"must be system, user, assistant or developer, got {message.get('role')!r}",
+            )
     users = [m["content"] for m in messages if m["role"] == "user"]
     if not users:
         raise InputFileError(str(path), line, "messages", "has no user message")
@@ -133,7 +159,9 @@ def _output_tokens(path: Path, line: int, value) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputFileError(str(path), line, "output_tokens", f"must be an integer >= 1, got {value!r}")
+        raise InputFileError(
+            str(path), line, "output_tokens", f"must be an integer >= 1, got {value!r}"
+        )
     return value
 
 
@@ -147,6 +175,10 @@ def _sharegpt_entry(path: Path, line: int, obj: dict) -> PromptEntry | None:
         if not isinstance(turn.get("from"), str):
             raise InputFileError(str(path), line, f"conversations[{i}].from", "must be a string")
     for i in range(len(turns) - 1):
-        if turns[i]["from"] == "human" and turns[i + 1]["from"] == "gpt" and turns[i]["value"].strip():
+        if (
+            turns[i]["from"] == "human"
+            and turns[i + 1]["from"] == "gpt"
+            and turns[i]["value"].strip()
+        ):
             return PromptEntry(turns[i]["value"], None, line, reply=turns[i + 1]["value"])
     return None

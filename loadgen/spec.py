@@ -42,8 +42,16 @@ def _reject_unknown(cls: type, data: dict, where: str) -> None:
     strict_keys(data, (f.name for f in dataclasses.fields(cls)), where, error=SpecError)
 
 
-def _check_number(where: str, value: Any, low: float, high: float, *, low_inclusive: bool = True,
-                  high_inclusive: bool = True, integer: bool = False) -> None:
+def _check_number(
+    where: str,
+    value: Any,
+    low: float,
+    high: float,
+    *,
+    low_inclusive: bool = True,
+    high_inclusive: bool = True,
+    integer: bool = False,
+) -> None:
     """Raise SpecError unless `value` is a number in the given range (bools are not numbers)."""
     kind = "an integer" if integer else "a number"
     ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
@@ -71,8 +79,15 @@ def check_sampling(sampling: Any, where: str) -> None:
             raise SpecError(f"{where}.{name}: the list of choices is empty")
         for i, choice in enumerate(choices):
             label = f"{where}.{name}" + (f"[{i}]" if isinstance(value, list) else "")
-            _check_number(label, choice, low, high, low_inclusive=lo_inc, high_inclusive=hi_inc,
-                          integer=integer)
+            _check_number(
+                label,
+                choice,
+                low,
+                high,
+                low_inclusive=lo_inc,
+                high_inclusive=hi_inc,
+                integer=integer,
+            )
 
 
 @dataclass(frozen=True)
@@ -111,9 +126,13 @@ class LengthDist:
 class WorkloadSpec:
     """What each request carries. The scenario's `workload:` block."""
 
-    prompt_tokens: LengthDist = field(default_factory=lambda: LengthDist(mean=128, std=32, min=16, max=512))
+    prompt_tokens: LengthDist = field(
+        default_factory=lambda: LengthDist(mean=128, std=32, min=16, max=512)
+    )
     # drawn per request, then sent as max_tokens with ignore_eos so the output has exactly this length
-    output_tokens: LengthDist = field(default_factory=lambda: LengthDist(mean=64, std=16, min=8, max=256))
+    output_tokens: LengthDist = field(
+        default_factory=lambda: LengthDist(mean=64, std=16, min=8, max=256)
+    )
     # each parameter a fixed value or a list drawn from uniformly per request; absent = server default
     sampling: dict[str, Any] = field(default_factory=dict)
     # seed of the per-user draws; None uses the run's seed so one scenario seed reproduces everything
@@ -141,14 +160,18 @@ class WorkloadSpec:
         if self.seed is not None:
             _check_number(f"{where}.seed", self.seed, 0, 2**63 - 1, integer=True)
         if self.source not in ("builtin", "jsonl", "sharegpt"):
-            raise SpecError(f"{where}.source must be one of builtin, jsonl, sharegpt, got {self.source!r}")
+            raise SpecError(
+                f"{where}.source must be one of builtin, jsonl, sharegpt, got {self.source!r}"
+            )
         if self.source != "builtin" and not self.path:
             raise SpecError(f"{where}.path is required when source is {self.source!r}")
 
     def draw_sampling(self, rng) -> dict[str, Any]:
         """The sampling parameters of one request: fixed values as given, lists drawn uniformly."""
-        return {name: rng.choice(value) if isinstance(value, list) else value
-                for name, value in sorted(self.sampling.items())}
+        return {
+            name: rng.choice(value) if isinstance(value, list) else value
+            for name, value in sorted(self.sampling.items())
+        }
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -226,22 +249,27 @@ class LoadSpec:
                 _check_number(f"{where}.stages[{i}].at_s", stage.at_s, 0, 86_400)
                 _check_number(f"{where}.stages[{i}].users", stage.users, 0, 100_000, integer=True)
                 if stage.at_s <= previous:
-                    raise SpecError(f"{where}.stages[{i}].at_s must be later than the stage before it")
+                    raise SpecError(
+                        f"{where}.stages[{i}].at_s must be later than the stage before it"
+                    )
                 previous = stage.at_s
         if self.shape == "spike":
             if self.spike_users is None:
                 raise SpecError(f"{where}.spike_users is required for a spike shape")
             _check_number(f"{where}.spike_users", self.spike_users, 1, 100_000, integer=True)
             _check_number(f"{where}.spike_start_s", self.spike_start_s, 0, 86_400)
-            _check_number(f"{where}.spike_duration_s", self.spike_duration_s, 0, 86_400,
-                          low_inclusive=False)
+            _check_number(
+                f"{where}.spike_duration_s", self.spike_duration_s, 0, 86_400, low_inclusive=False
+            )
         if self.shape in ("open", "poisson"):
             if self.rate is None:
                 raise SpecError(f"{where}.rate (requests/s) is required for a {self.shape} shape")
             _check_number(f"{where}.rate", self.rate, 0, 100_000, low_inclusive=False)
         if self.shape == "replay":
             if not self.trace:
-                raise SpecError(f"{where}.trace (a run directory or a JSONL file) is required for replay")
+                raise SpecError(
+                    f"{where}.trace (a run directory or a JSONL file) is required for replay"
+                )
             _check_number(f"{where}.speed", self.speed, 0, 1000, low_inclusive=False)
 
     @property
@@ -255,8 +283,10 @@ class LoadSpec:
 # Named presets, so a scenario or a test can say `workload: smoke` instead of spelling it out.
 WORKLOAD_PRESETS: dict[str, WorkloadSpec] = {
     # tiny requests: a test that checks plumbing, not latency
-    "smoke": WorkloadSpec(prompt_tokens=LengthDist(mean=16, std=0, min=16, max=16),
-                          output_tokens=LengthDist(mean=8, std=0, min=8, max=8)),
+    "smoke": WorkloadSpec(
+        prompt_tokens=LengthDist(mean=16, std=0, min=16, max=16),
+        output_tokens=LengthDist(mean=8, std=0, min=8, max=8),
+    ),
     # docs/design.md's example chat mix
     "chat": WorkloadSpec(),
 }
@@ -274,7 +304,9 @@ def workload_from(value: Any, where: str = "workload") -> WorkloadSpec:
         return value
     if isinstance(value, str):
         if value not in WORKLOAD_PRESETS:
-            raise SpecError(f"{where}: unknown preset {value!r} (presets: {', '.join(WORKLOAD_PRESETS)})")
+            raise SpecError(
+                f"{where}: unknown preset {value!r} (presets: {', '.join(WORKLOAD_PRESETS)})"
+            )
         return WORKLOAD_PRESETS[value]
     return WorkloadSpec.from_dict(value, where)
 
@@ -286,6 +318,8 @@ def load_from(value: Any, where: str = "load") -> LoadSpec:
         return value
     if isinstance(value, str):
         if value not in LOAD_PRESETS:
-            raise SpecError(f"{where}: unknown preset {value!r} (presets: {', '.join(LOAD_PRESETS)})")
+            raise SpecError(
+                f"{where}: unknown preset {value!r} (presets: {', '.join(LOAD_PRESETS)})"
+            )
         return LOAD_PRESETS[value]
     return LoadSpec.from_dict(value, where)

@@ -70,7 +70,8 @@ class SSEServer:
         def run() -> None:
             self._loop = asyncio.new_event_loop()
             self._server = self._loop.run_until_complete(
-                asyncio.start_server(self._handle, self.host, self.port))
+                asyncio.start_server(self._handle, self.host, self.port)
+            )
             self.port = self._server.sockets[0].getsockname()[1]
             ready.set()
             self._loop.run_forever()
@@ -107,15 +108,22 @@ class SSEServer:
                 head = await reader.readuntil(b"\r\n\r\n")
                 lines = head.decode("latin-1").split("\r\n")
                 method, path, _ = lines[0].split(" ", 2)
-                headers = {k.strip().lower(): v.strip() for k, v in
-                           (line.split(":", 1) for line in lines[1:] if ":" in line)}
+                headers = {
+                    k.strip().lower(): v.strip()
+                    for k, v in (line.split(":", 1) for line in lines[1:] if ":" in line)
+                }
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
                 arrival_ns = time.time_ns()
                 if method == "GET" and path == "/metrics":
                     await self._send_metrics(writer)
                 elif method == "GET" and path in ("/health", "/v1/models"):
-                    await self._send_json(writer, 200, {"status": "ok"} if path == "/health" else
-                                          {"object": "list", "data": [{"id": "noop", "object": "model"}]})
+                    await self._send_json(
+                        writer,
+                        200,
+                        {"status": "ok"}
+                        if path == "/health"
+                        else {"object": "list", "data": [{"id": "noop", "object": "model"}]},
+                    )
                 elif method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
                     await self._completion(writer, path, headers, body, arrival_ns)
                 else:
@@ -128,21 +136,29 @@ class SSEServer:
     async def _send_metrics(self, writer: asyncio.StreamWriter) -> None:
         """Prometheus text: requests served and streams open (vLLM's metric names)."""
         running = sum(1 for r in self.served if r.done_ns is None and not r.cancelled)
-        data = ("# HELP vllm:request_success_total Finished requests.\n"
-                "# TYPE vllm:request_success_total counter\n"
-                f'vllm:request_success_total{{model_name="noop"}} {len(self.served) - running}\n'
-                "# HELP vllm:num_requests_running Requests streaming now.\n"
-                "# TYPE vllm:num_requests_running gauge\n"
-                f'vllm:num_requests_running{{model_name="noop"}} {running}\n').encode()
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
-                     + f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
+        data = (
+            "# HELP vllm:request_success_total Finished requests.\n"
+            "# TYPE vllm:request_success_total counter\n"
+            f'vllm:request_success_total{{model_name="noop"}} {len(self.served) - running}\n'
+            "# HELP vllm:num_requests_running Requests streaming now.\n"
+            "# TYPE vllm:num_requests_running gauge\n"
+            f'vllm:num_requests_running{{model_name="noop"}} {running}\n'
+        ).encode()
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
+            + f"Content-Length: {len(data)}\r\n\r\n".encode()
+            + data
+        )
         await writer.drain()
 
     async def _send_json(self, writer: asyncio.StreamWriter, status: int, payload: dict) -> None:
         data = json.dumps(payload).encode()
         reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}[status]
-        writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
-                     f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
+        writer.write(
+            f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\n\r\n".encode()
+            + data
+        )
         await writer.drain()
 
     async def _completion(self, writer, path, headers, body, arrival_ns) -> None:
@@ -153,29 +169,63 @@ class SSEServer:
             if not isinstance(max_tokens, int) or max_tokens < 1:
                 raise ValueError("max_tokens must be an integer >= 1")
         except (ValueError, AttributeError) as exc:
-            await self._send_json(writer, 400, {"error": {"message": str(exc), "type": "invalid_request_error",
-                                                          "param": "max_tokens", "code": 400}})
+            await self._send_json(
+                writer,
+                400,
+                {
+                    "error": {
+                        "message": str(exc),
+                        "type": "invalid_request_error",
+                        "param": "max_tokens",
+                        "code": 400,
+                    }
+                },
+            )
             return
-        if self.config.reject_model is not None and request.get("model") == self.config.reject_model:
-            await self._send_json(writer, 400, {"error": {"message": f"model {request.get('model')!r} is not served",
-                                                          "type": "invalid_request_error", "param": "model",
-                                                          "code": 400}})
+        if (
+            self.config.reject_model is not None
+            and request.get("model") == self.config.reject_model
+        ):
+            await self._send_json(
+                writer,
+                400,
+                {
+                    "error": {
+                        "message": f"model {request.get('model')!r} is not served",
+                        "type": "invalid_request_error",
+                        "param": "model",
+                        "code": 400,
+                    }
+                },
+            )
             return
         request_id = headers.get("x-request-id", f"noop-{arrival_ns}")
-        served = ServedRequest(request_id=request_id, arrival_ns=arrival_ns,
-                               authorization=headers.get("authorization"))
+        served = ServedRequest(
+            request_id=request_id, arrival_ns=arrival_ns, authorization=headers.get("authorization")
+        )
         self.served.append(served)
         chat = path.endswith("chat/completions")
         cfg = self.config
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                     b"Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n")
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
 
-        def chunk(choice_delta: dict | None, finish: str | None = None, usage: dict | None = None) -> bytes:
-            event = {"id": f"cmpl-{request_id}", "object": "chat.completion.chunk" if chat else "text_completion",
-                     "created": arrival_ns // 10**9, "model": request.get("model", "noop"), "choices": []}
+        def chunk(
+            choice_delta: dict | None, finish: str | None = None, usage: dict | None = None
+        ) -> bytes:
+            event = {
+                "id": f"cmpl-{request_id}",
+                "object": "chat.completion.chunk" if chat else "text_completion",
+                "created": arrival_ns // 10**9,
+                "model": request.get("model", "noop"),
+                "choices": [],
+            }
             if choice_delta is not None:
                 choice = {"index": 0, "finish_reason": finish}
-                choice.update({"delta": choice_delta} if chat else {"text": choice_delta.get("content", "")})
+                choice.update(
+                    {"delta": choice_delta} if chat else {"text": choice_delta.get("content", "")}
+                )
                 event["choices"] = [choice]
             if usage is not None:
                 event["usage"] = usage
@@ -199,10 +249,18 @@ class SSEServer:
                 served.completion_tokens = i + 1
             if (request.get("stream_options") or {}).get("include_usage"):
                 prompt = request.get("prompt") or " ".join(
-                    str(m.get("content", "")) for m in request.get("messages", []))
-                writer.write(chunk(None, usage={"prompt_tokens": len(prompt.split()),
-                                                "completion_tokens": max_tokens,
-                                                "total_tokens": len(prompt.split()) + max_tokens}))
+                    str(m.get("content", "")) for m in request.get("messages", [])
+                )
+                writer.write(
+                    chunk(
+                        None,
+                        usage={
+                            "prompt_tokens": len(prompt.split()),
+                            "completion_tokens": max_tokens,
+                            "total_tokens": len(prompt.split()) + max_tokens,
+                        },
+                    )
+                )
             done = b"data: [DONE]\n\n"
             served.done_ns = time.time_ns()
             writer.write(f"{len(done):x}\r\n".encode() + done + b"\r\n0\r\n\r\n")
@@ -218,7 +276,9 @@ def main() -> None:
     parser.add_argument("--ttft-s", type=float, default=0.0)
     parser.add_argument("--itl-s", type=float, default=0.0)
     args = parser.parse_args()
-    server = SSEServer(SSEServerConfig(ttft_s=args.ttft_s, itl_s=args.itl_s), port=args.port).start()
+    server = SSEServer(
+        SSEServerConfig(ttft_s=args.ttft_s, itl_s=args.itl_s), port=args.port
+    ).start()
     print(f"serving on {server.url}", flush=True)
     try:
         threading.Event().wait()

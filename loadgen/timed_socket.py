@@ -93,13 +93,17 @@ def line_arrival(sock: TimedSocket, rest: bytes | bytearray) -> tuple[int, bool]
     nothing else came with it). Uncertain: later bytes came in the same read, so the stamp may be
     a later packet's, and the window back to ``earliest_arrival_ns()`` is wider than
     MERGED_TOLERANCE_NS."""
-    if len(rest) <= 2 and not bytes(rest).strip(b"\r\n"):  # nothing past the line's event: its own stamp
+    if len(rest) <= 2 and not bytes(rest).strip(
+        b"\r\n"
+    ):  # nothing past the line's event: its own stamp
         return sock.rx_ns, False
     earliest = sock.earliest_arrival_ns()  # only for merged lines (this runs for every stream line)
     return sock.rx_ns, earliest is None or sock.rx_ns - earliest > MERGED_TOLERANCE_NS
 
 
-def _create_timed_socket(pool: ConnectionPool, family: int, socktype: int, protocol: int) -> TimedSocket:
+def _create_timed_socket(
+    pool: ConnectionPool, family: int, socktype: int, protocol: int
+) -> TimedSocket:
     return TimedSocket(family, socktype, protocol)
 
 

@@ -35,8 +35,15 @@ from engine.config_keys import strict_keys
 from loadgen.errors import SpecError
 from loadgen.spec import SAMPLING_RANGES, _check_number
 
-FAULTS_SCHEMA = pa.schema([("kind", pa.string()), ("cause", pa.string()), ("start_ns", pa.int64()),
-                           ("end_ns", pa.int64()), ("params", pa.string())])
+FAULTS_SCHEMA = pa.schema(
+    [
+        ("kind", pa.string()),
+        ("cause", pa.string()),
+        ("start_ns", pa.int64()),
+        ("end_ns", pa.int64()),
+        ("params", pa.string()),
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -52,10 +59,13 @@ class RepetitionParams:
     presence_penalty: float = 0.0
     repetition_penalty: float = 1.0
 
-
     def sampling_overrides(self) -> dict:
-        return {"temperature": self.temperature, "frequency_penalty": self.frequency_penalty,
-                "presence_penalty": self.presence_penalty, "repetition_penalty": self.repetition_penalty}
+        return {
+            "temperature": self.temperature,
+            "frequency_penalty": self.frequency_penalty,
+            "presence_penalty": self.presence_penalty,
+            "repetition_penalty": self.repetition_penalty,
+        }
 
     def output_tokens(self, drawn: int, longest: int) -> int:
         return self.max_tokens or longest
@@ -69,8 +79,11 @@ class HeavyTrafficParams:
     repetition_penalty: float = 1.2
 
     def sampling_overrides(self) -> dict:
-        return {"frequency_penalty": self.frequency_penalty, "presence_penalty": self.presence_penalty,
-                "repetition_penalty": self.repetition_penalty}
+        return {
+            "frequency_penalty": self.frequency_penalty,
+            "presence_penalty": self.presence_penalty,
+            "repetition_penalty": self.repetition_penalty,
+        }
 
     def output_tokens(self, drawn: int, longest: int) -> int:
         return drawn
@@ -98,8 +111,12 @@ class TrafficFault:
         return self.start_s <= t_s < self.start_s + self.duration_s
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "start_s": self.start_s, "duration_s": self.duration_s,
-                "params": dataclasses.asdict(self.params)}
+        return {
+            "kind": self.kind,
+            "start_s": self.start_s,
+            "duration_s": self.duration_s,
+            "params": dataclasses.asdict(self.params),
+        }
 
 
 def traffic_faults(faults: list[dict] | None, where: str = "faults") -> list[TrafficFault]:
@@ -113,10 +130,17 @@ def traffic_faults(faults: list[dict] | None, where: str = "faults") -> list[Tra
         label = f"{where}[{i}]"
         params_cls = KINDS[kind][1]
         params = dict(fault.get("params") or {})
-        strict_keys(params, (f.name for f in dataclasses.fields(params_cls)), f"{label}.params", error=SpecError,
-                    message="{where}: unknown key '{key}' for " + kind + " (valid keys: {valid})")
+        strict_keys(
+            params,
+            (f.name for f in dataclasses.fields(params_cls)),
+            f"{label}.params",
+            error=SpecError,
+            message="{where}: unknown key '{key}' for " + kind + " (valid keys: {valid})",
+        )
         _check_number(f"{label}.start_s", fault.get("start_s"), 0, 86_400)
-        _check_number(f"{label}.duration_s", fault.get("duration_s"), 0, 86_400, low_inclusive=False)
+        _check_number(
+            f"{label}.duration_s", fault.get("duration_s"), 0, 86_400, low_inclusive=False
+        )
         parsed = params_cls(**params)
         if kind == "load.burst":
             _check_number(f"{label}.params.factor", parsed.factor, 0, 1000, low_inclusive=False)
@@ -125,18 +149,29 @@ def traffic_faults(faults: list[dict] | None, where: str = "faults") -> list[Tra
                 _check_number(f"{label}.params.share", parsed.share, 0, 1, low_inclusive=False)
             for name in parsed.sampling_overrides():
                 low, high, lo_inc, hi_inc, integer = SAMPLING_RANGES[name]
-                _check_number(f"{label}.params.{name}", getattr(parsed, name), low, high,
-                              low_inclusive=lo_inc, high_inclusive=hi_inc, integer=integer)
+                _check_number(
+                    f"{label}.params.{name}",
+                    getattr(parsed, name),
+                    low,
+                    high,
+                    low_inclusive=lo_inc,
+                    high_inclusive=hi_inc,
+                    integer=integer,
+                )
             if getattr(parsed, "max_tokens", None) is not None:
-                _check_number(f"{label}.params.max_tokens", parsed.max_tokens, 1, 1_000_000, integer=True)
+                _check_number(
+                    f"{label}.params.max_tokens", parsed.max_tokens, 1, 1_000_000, integer=True
+                )
         kept.append(TrafficFault(kind, float(fault["start_s"]), float(fault["duration_s"]), parsed))
     return kept
 
 
 def from_dicts(dicts: list[dict]) -> list[TrafficFault]:
     """Rebuild faults from `TrafficFault.to_dict()` output (the Locust side of the config)."""
-    return [TrafficFault(d["kind"], d["start_s"], d["duration_s"], KINDS[d["kind"]][1](**d["params"]))
-            for d in dicts]
+    return [
+        TrafficFault(d["kind"], d["start_s"], d["duration_s"], KINDS[d["kind"]][1](**d["params"]))
+        for d in dicts
+    ]
 
 
 def burst_factor(faults: list[TrafficFault], t_s: float) -> float:
@@ -150,7 +185,9 @@ def burst_factor(faults: list[TrafficFault], t_s: float) -> float:
 
 def burst_edges(faults: list[TrafficFault]) -> list[float]:
     """Times (s after load start) where a burst begins or ends."""
-    return sorted({t for f in faults if f.kind == "load.burst" for t in (f.start_s, f.start_s + f.duration_s)})
+    return sorted(
+        {t for f in faults if f.kind == "load.burst" for t in (f.start_s, f.start_s + f.duration_s)}
+    )
 
 
 def repetition_at(faults: list[TrafficFault], t_s: float) -> RepetitionParams | None:
@@ -161,7 +198,9 @@ def repetition_at(faults: list[TrafficFault], t_s: float) -> RepetitionParams | 
     return None
 
 
-def sampling_fault_at(faults: list[TrafficFault], t_s: float, request_id: str) -> TrafficFault | None:
+def sampling_fault_at(
+    faults: list[TrafficFault], t_s: float, request_id: str
+) -> TrafficFault | None:
     """The fault that rewrites the sampling of request `request_id` sent at t_s, if any: the
     first penalty.repetition active then, else a penalty.heavy_traffic active then whose share
     takes this request (a stable hash of the id, uniform in [0, 1), below `share`)."""
@@ -169,9 +208,9 @@ def sampling_fault_at(faults: list[TrafficFault], t_s: float, request_id: str) -
         if fault.kind == "penalty.repetition" and fault.active(t_s):
             return fault
     for fault in faults:
-        if fault.kind == "penalty.heavy_traffic" and fault.active(t_s):
-            if _unit_hash(request_id) < fault.params.share:
-                return fault
+        heavy = fault.kind == "penalty.heavy_traffic" and fault.active(t_s)
+        if heavy and _unit_hash(request_id) < fault.params.share:
+            return fault
     return None
 
 
@@ -181,8 +220,9 @@ def _unit_hash(text: str) -> float:
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big") / 2**64
 
 
-def write_faults(faults: list[TrafficFault], load_started_ns: int, duration_s: float,
-                 path: str | Path) -> int:
+def write_faults(
+    faults: list[TrafficFault], load_started_ns: int, duration_s: float, path: str | Path
+) -> int:
     """Write the windows of the faults that fell inside the run (clipped to its end) to `path`
     (faults.loadgen.parquet); returns the number of rows. The windows are the scheduled ones: the
     Locust controller switches users at these times (gevent timers, ~ms) and a request's sampling

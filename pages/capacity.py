@@ -5,6 +5,7 @@ The sweep is not a run in the warehouse: flows/capacity.py measures it step by s
 full run with its own report) and hands its summary here as plain data; this module only lays it
 out and checks it. Steps are kept in load order.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -17,18 +18,29 @@ from pages.run_header import RunHeader
 
 KNEE_STATUSES = ("found", "not_reached", "below_range")
 # Figures per step the page tables and charts read (rca.capacity.step_metrics keys).
-STEP_METRICS = ("request_throughput", "output_throughput", "goodput", "ttft_p50_ms", "ttft_p90_ms",
-                "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "itl_p50_ms", "itl_p99_ms",
-                "e2e_p50_ms", "e2e_p99_ms")
+STEP_METRICS = (
+    "request_throughput",
+    "output_throughput",
+    "goodput",
+    "ttft_p50_ms",
+    "ttft_p90_ms",
+    "ttft_p99_ms",
+    "tpot_p50_ms",
+    "tpot_p99_ms",
+    "itl_p50_ms",
+    "itl_p99_ms",
+    "e2e_p50_ms",
+    "e2e_p99_ms",
+)
 
 
 @dataclass(frozen=True)
 class Knee:
     """Where the SLO stops holding (rca.capacity.Knee)."""
 
-    capacity: float | None                  # highest load passing, every lower one passing too
-    first_fail: float | None                # lowest failing load above it (None: none failed)
-    status: str                             # one of KNEE_STATUSES
+    capacity: float | None  # highest load passing, every lower one passing too
+    first_fail: float | None  # lowest failing load above it (None: none failed)
+    status: str  # one of KNEE_STATUSES
     capacity_run_id: str | None = None
     first_fail_run_id: str | None = None
 
@@ -40,11 +52,11 @@ class Knee:
 class StepCause:
     """What the page says about a step's slowdown (flows.capacity._step_cause)."""
 
-    label: str                              # e.g. "memory (80% of the excess)", "load (queueing)"
-    past_knee: bool                         # the step lies above the capacity
-    cause: str | None = None                # the attributed cause; None: none named
-    note: str = ""                          # the worst spike's summary and/or the queue's reading
-    spikes: int = 0                         # spikes detected in the step's run
+    label: str  # e.g. "memory (80% of the excess)", "load (queueing)"
+    past_knee: bool  # the step lies above the capacity
+    cause: str | None = None  # the attributed cause; None: none named
+    note: str = ""  # the worst spike's summary and/or the queue's reading
+    spikes: int = 0  # spikes detected in the step's run
 
 
 @dataclass(frozen=True)
@@ -54,14 +66,14 @@ class CapacityStep:
     load: float
     run_id: str
     passed: bool
-    metrics: Mapping[str, float | None]     # STEP_METRICS at least (missing ones become None)
+    metrics: Mapping[str, float | None]  # STEP_METRICS at least (missing ones become None)
     cause: StepCause
-    attainment: float | None = None         # good / judged requests (None: nothing judged)
+    attainment: float | None = None  # good / judged requests (None: nothing judged)
     judged: int | None = None
     good_requests: int | None = None
-    run_status: str | None = None           # the step's run status (ok | invalid | failed)
-    run_note: str = ""                      # why, when not ok
-    report_href: str | None = None          # relative link to the step's incident page
+    run_status: str | None = None  # the step's run status (ok | invalid | failed)
+    run_note: str = ""  # why, when not ok
+    report_href: str | None = None  # relative link to the step's incident page
     queue: Mapping[str, Any] | None = None  # the engine's queue figures (capacity_queueing.sql)
 
     def __post_init__(self) -> None:
@@ -76,15 +88,15 @@ class CapacityStep:
 class CapacityContext:
     """Everything the capacity page shows; at least one step, in load order."""
 
-    run: RunHeader                          # the sweep: its id, command, scenario, start
-    kind: Literal["users", "rate"]          # closed loop (users) or open loop (requests/s)
-    slo_text: str                           # e.g. "TTFT ≤ 150 ms for ≥ 90% of requests"
-    attainment: float                       # share of judged requests that must meet the SLO
+    run: RunHeader  # the sweep: its id, command, scenario, start
+    kind: Literal["users", "rate"]  # closed loop (users) or open loop (requests/s)
+    slo_text: str  # e.g. "TTFT ≤ 150 ms for ≥ 90% of requests"
+    attainment: float  # share of judged requests that must meet the SLO
     knee: Knee
     steps: tuple[CapacityStep, ...]
     slo: Mapping[str, float] | None = None  # objective → limit in ms (the charts' dashed lines)
-    load_unit: str = ""                     # "users" | "requests/s" (derived from kind when "")
-    search: bool = False                    # the loads were searched, not chosen
+    load_unit: str = ""  # "users" | "requests/s" (derived from kind when "")
+    search: bool = False  # the loads were searched, not chosen
     headline: str = ""
 
     def __post_init__(self) -> None:
@@ -103,24 +115,43 @@ def capacity_headline(ctx: CapacityContext) -> str:
     """The capacity and where the SLO fails, the causes past the knee; or why there is no knee."""
     knee, unit, slo = ctx.knee, ctx.load_unit, ctx.slo_text
     if knee.status == "found":
-        text = (f"Capacity {knee.capacity:g} {unit}: the SLO ({slo}) holds up to "
-                f"{knee.capacity:g} and fails from {knee.first_fail:g} {unit}.")
+        text = (
+            f"Capacity {knee.capacity:g} {unit}: the SLO ({slo}) holds up to "
+            f"{knee.capacity:g} and fails from {knee.first_fail:g} {unit}."
+        )
         named = sorted({s.cause.label for s in ctx.steps if s.cause.past_knee})
         return text + (f" Past the knee: {'; '.join(named)}." if named else "")
     if knee.status == "not_reached":
-        return (f"Every step met the SLO ({slo}), up to {knee.capacity:g} {unit}: the knee lies "
-                "beyond the loads tried.")
+        return (
+            f"Every step met the SLO ({slo}), up to {knee.capacity:g} {unit}: the knee lies "
+            "beyond the loads tried."
+        )
     return f"Even the lowest step ({ctx.steps[0].load:g} {unit}) missed the SLO ({slo})."
 
 
 def build_capacity_context(sweep: Mapping[str, Any]) -> CapacityContext:
     """The page of flows.capacity.sweep_summary's dict; a ContextError names its first bad key."""
-    slo_text = ", ".join(f"{k.removesuffix('_ms').upper()} ≤ {v:g} ms" for k, v in sweep["slo"].items())
+    slo_text = ", ".join(
+        f"{k.removesuffix('_ms').upper()} ≤ {v:g} ms" for k, v in sweep["slo"].items()
+    )
     slo_text += f" for ≥ {sweep['attainment']:.0%} of requests"
-    run = RunHeader(run_id=sweep["sweep_id"], command=sweep["command"], scenario_name=sweep["scenario_name"],
-                    started_at=sweep.get("started_at"))
-    ctx = from_mapping(CapacityContext, {
-        "run": asdict(run), "kind": sweep["kind"], "slo": sweep["slo"], "slo_text": slo_text,
-        "attainment": sweep["attainment"], "knee": sweep["knee"], "search": sweep["search"],
-        "steps": sweep["steps"]})
+    run = RunHeader(
+        run_id=sweep["sweep_id"],
+        command=sweep["command"],
+        scenario_name=sweep["scenario_name"],
+        started_at=sweep.get("started_at"),
+    )
+    ctx = from_mapping(
+        CapacityContext,
+        {
+            "run": asdict(run),
+            "kind": sweep["kind"],
+            "slo": sweep["slo"],
+            "slo_text": slo_text,
+            "attainment": sweep["attainment"],
+            "knee": sweep["knee"],
+            "search": sweep["search"],
+            "steps": sweep["steps"],
+        },
+    )
     return replace(ctx, headline=capacity_headline(ctx))

@@ -5,6 +5,7 @@ MetricRow, so both pages accept exactly the same rows. Each side is read from th
 (warehouse/queries/compare_run_side.sql): what ran (scenario, engine or target, load) and how it
 ended.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,14 +32,16 @@ class RunSide:
     run_id: str
     scenario_name: str | None = None
     status: str | None = None
-    started_at: str | None = None            # ISO-8601 UTC, to the second
+    started_at: str | None = None  # ISO-8601 UTC, to the second
     git_commit: str | None = None
     host: str | None = None
     command: str | None = None
-    engine: Mapping[str, Any] | None = None  # the engine config spikelens started; None: `target:` run
-    load: Mapping[str, Any] | None = None    # the scenario's load block
-    target: str | None = None                # the URL of an engine spikelens only drove
-    report_href: str | None = None           # relative link to the run's incident page (None: none)
+    engine: Mapping[str, Any] | None = (
+        None  # the engine config spikelens started; None: `target:` run
+    )
+    load: Mapping[str, Any] | None = None  # the scenario's load block
+    target: str | None = None  # the URL of an engine spikelens only drove
+    report_href: str | None = None  # relative link to the run's incident page (None: none)
 
     def __post_init__(self) -> None:
         if self.report_href is not None:
@@ -49,13 +52,13 @@ class RunSide:
 class CompareContext:
     """Everything the comparison page shows."""
 
-    run_a: RunSide                          # the baseline
-    run_b: RunSide                          # the candidate
-    metrics: tuple[MetricRow, ...]          # B − A per metric
-    command: str                            # the command line that reproduces the page
-    differs: tuple[str, ...] = ()           # the SETTINGS whose values differ between the runs
+    run_a: RunSide  # the baseline
+    run_b: RunSide  # the candidate
+    metrics: tuple[MetricRow, ...]  # B − A per metric
+    command: str  # the command line that reproduces the page
+    differs: tuple[str, ...] = ()  # the SETTINGS whose values differ between the runs
     headline: str = ""
-    verdict: str | None = None              # the page's verdict (derived when not given)
+    verdict: str | None = None  # the page's verdict (derived when not given)
 
     def __post_init__(self) -> None:
         if self.verdict is None:
@@ -66,8 +69,12 @@ class CompareContext:
     def run(self) -> RunHeader:
         """The page's own header, as the index lists it: run B, and the compare command."""
         b = self.run_b
-        return RunHeader(run_id=b.run_id, command=self.command, scenario_name=b.scenario_name or "",
-                         started_at=b.started_at)
+        return RunHeader(
+            run_id=b.run_id,
+            command=self.command,
+            scenario_name=b.scenario_name or "",
+            started_at=b.started_at,
+        )
 
     @property
     def baseline_label(self) -> str:
@@ -76,18 +83,34 @@ class CompareContext:
 
 def _side(row: dict, reports_root: Path | None, out_dir: Path | None) -> RunSide:
     page = reports_root / row["run_id"] / "index.html" if reports_root else None
-    href = (Path(os.path.relpath(page, out_dir)).as_posix()
-            if page is not None and out_dir is not None and page.is_file() else None)
-    return RunSide(run_id=row["run_id"], scenario_name=row["scenario_name"] or "", status=row["status"],
-                   started_at=iso_utc(row["started_ns"]), git_commit=row["git_commit"], host=row["host"],
-                   command=row["command"] or "",
-                   engine=json.loads(row["engine_json"]) if row["engine_json"] else None,
-                   load=json.loads(row["load_json"]) if row["load_json"] else None,
-                   target=row["target"], report_href=href)
+    href = (
+        Path(os.path.relpath(page, out_dir)).as_posix()
+        if page is not None and out_dir is not None and page.is_file()
+        else None
+    )
+    return RunSide(
+        run_id=row["run_id"],
+        scenario_name=row["scenario_name"] or "",
+        status=row["status"],
+        started_at=iso_utc(row["started_ns"]),
+        git_commit=row["git_commit"],
+        host=row["host"],
+        command=row["command"] or "",
+        engine=json.loads(row["engine_json"]) if row["engine_json"] else None,
+        load=json.loads(row["load_json"]) if row["load_json"] else None,
+        target=row["target"],
+        report_href=href,
+    )
 
 
-def build_compare_context(db_path: str | Path, run_a: str, run_b: str, verdicts: list[dict],
-                          reports_root: Path | None = None, out_dir: Path | None = None) -> CompareContext:
+def build_compare_context(
+    db_path: str | Path,
+    run_a: str,
+    run_b: str,
+    verdicts: list[dict],
+    reports_root: Path | None = None,
+    out_dir: Path | None = None,
+) -> CompareContext:
     """A (baseline) and B (candidate) from the warehouse, with `verdicts` of B − A
     (rca.compare.MetricVerdict.to_dict()). A side links to its run's page under `reports_root`
     when that page exists, relative to `out_dir`; KeyError when a run is not in the warehouse."""
@@ -99,6 +122,10 @@ def build_compare_context(db_path: str | Path, run_a: str, run_b: str, verdicts:
                 raise KeyError(f"run {rid!r} is not in the warehouse")
             sides.append(_side(rows[0], reports_root, out_dir))
     a, b = sides
-    return CompareContext(run_a=a, run_b=b, metrics=metric_rows(verdicts),
-                          differs=tuple(k for k in SETTINGS if getattr(a, k) != getattr(b, k)),
-                          command=f"spikelens compare {run_a} {run_b}")
+    return CompareContext(
+        run_a=a,
+        run_b=b,
+        metrics=metric_rows(verdicts),
+        differs=tuple(k for k in SETTINGS if getattr(a, k) != getattr(b, k)),
+        command=f"spikelens compare {run_a} {run_b}",
+    )

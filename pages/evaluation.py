@@ -3,6 +3,7 @@ methods side by side, and every labelled case, from rca.evaluate.evaluate()'s re
 
 Scoring stays in rca.evaluate; this module only lays its figures out for the page.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -18,10 +19,10 @@ from rca.evaluate import MISSED, per_cause_scores
 @dataclass(frozen=True)
 class CauseScore:
     cause: str
-    precision: float | None                 # each in [0, 1]; None: undefined (nothing predicted)
+    precision: float | None  # each in [0, 1]; None: undefined (nothing predicted)
     recall: float | None
     f1: float | None
-    support: int | None = None              # faults of this cause
+    support: int | None = None  # faults of this cause
 
     def __post_init__(self) -> None:
         for name in ("precision", "recall", "f1"):
@@ -31,10 +32,10 @@ class CauseScore:
 
 @dataclass(frozen=True)
 class MethodColumn:
-    key: str                                # a MethodRow.scores key
+    key: str  # a MethodRow.scores key
     label: str
     unit: str = ""
-    better: Literal["higher", "lower"] = "higher"   # which end of the column is bold
+    better: Literal["higher", "lower"] = "higher"  # which end of the column is bold
 
     def __post_init__(self) -> None:
         one_of(self.better, ("higher", "lower"), "better")
@@ -43,7 +44,7 @@ class MethodColumn:
 @dataclass(frozen=True)
 class MethodRow:
     method: str
-    scores: Mapping[str, float | None]      # column key → value (None: not measured)
+    scores: Mapping[str, float | None]  # column key → value (None: not measured)
     note: str = ""
 
 
@@ -54,7 +55,7 @@ class Case:
     predicted: str
     fault_kind: str | None = None
     detected: bool | None = None
-    href: str | None = None                 # relative link to the case's incident page
+    href: str | None = None  # relative link to the case's incident page
 
     def __post_init__(self) -> None:
         if self.href is not None:
@@ -76,35 +77,61 @@ class EvaluationContext:
 
     def __post_init__(self) -> None:
         if len(self.confusion) != len(self.labels):
-            raise ContextError("confusion", f"{len(self.confusion)} rows for {len(self.labels)} labels")
+            raise ContextError(
+                "confusion", f"{len(self.confusion)} rows for {len(self.labels)} labels"
+            )
         for i, row in enumerate(self.confusion):
             if len(row) != len(self.labels):
-                raise ContextError(f"confusion[{i}]", f"{len(row)} columns for {len(self.labels)} labels")
+                raise ContextError(
+                    f"confusion[{i}]", f"{len(row)} columns for {len(self.labels)} labels"
+                )
 
 
 def _per_cause(confusion: dict) -> tuple[CauseScore, ...]:
     return tuple(CauseScore(**row) for row in per_cause_scores(confusion))
 
 
-_PEER_NOTES = {"baro": "rcaeval BARO, top metric → cause", "nsigma": "rcaeval NSigma, top metric → cause",
-               "random": "uniform random cause (floor)"}
-METHOD_COLUMNS = (MethodColumn("accuracy", "attribution accuracy"),
-                  MethodColumn("macro_f1", "macro-F1 (detected events)"),
-                  MethodColumn("detection_f1", "spike F1"),
-                  MethodColumn("false_alarms_per_hour", "false alarms", "/h", "lower"))
+_PEER_NOTES = {
+    "baro": "rcaeval BARO, top metric → cause",
+    "nsigma": "rcaeval NSigma, top metric → cause",
+    "random": "uniform random cause (floor)",
+}
+METHOD_COLUMNS = (
+    MethodColumn("accuracy", "attribution accuracy"),
+    MethodColumn("macro_f1", "macro-F1 (detected events)"),
+    MethodColumn("detection_f1", "spike F1"),
+    MethodColumn("false_alarms_per_hour", "false alarms", "/h", "lower"),
+)
 
 
 def _methods(result: dict) -> tuple[MethodRow, ...]:
     det, ctl = result["detection"], result["controls"]
-    rows = [MethodRow("spikelens", {"accuracy": result["attribution"]["accuracy"],
-                                    "macro_f1": result["attribution"]["macro_f1"], "detection_f1": det["f1"],
-                                    "false_alarms_per_hour": ctl["false_alarms_per_hour"]},
-                      "stage decomposition + evidence")]
+    rows = [
+        MethodRow(
+            "spikelens",
+            {
+                "accuracy": result["attribution"]["accuracy"],
+                "macro_f1": result["attribution"]["macro_f1"],
+                "detection_f1": det["f1"],
+                "false_alarms_per_hour": ctl["false_alarms_per_hour"],
+            },
+            "stage decomposition + evidence",
+        )
+    ]
     for name, peer in result["peers"].items():
-        rows.append(MethodRow(name, {"accuracy": peer["accuracy"], "macro_f1": peer["macro_f1"],
-                                     "detection_f1": None, "false_alarms_per_hour": None},
-                              _PEER_NOTES.get(name, "") + (f"; {peer['failures']} failed" if peer.get("failures")
-                                                           else "")))
+        rows.append(
+            MethodRow(
+                name,
+                {
+                    "accuracy": peer["accuracy"],
+                    "macro_f1": peer["macro_f1"],
+                    "detection_f1": None,
+                    "false_alarms_per_hour": None,
+                },
+                _PEER_NOTES.get(name, "")
+                + (f"; {peer['failures']} failed" if peer.get("failures") else ""),
+            )
+        )
     return tuple(rows)
 
 
@@ -113,14 +140,29 @@ def build_evaluation_context(result: dict, run: RunHeader) -> EvaluationContext:
     labels = (*CAUSES, MISSED)
     confusion = result["attribution"]["confusion"]
     det, ctl = result["detection"], result["controls"]
-    cases = tuple(Case(r["run_id"], v["cause"], v["attributed_cause"] or MISSED, v["kind"], v["detected"],
-                       f"../{r['run_id']}/index.html")   # the case's incident report, beside this page
-                  for r in result["per_run"] for v in r["verdicts"])
+    cases = tuple(
+        Case(
+            r["run_id"],
+            v["cause"],
+            v["attributed_cause"] or MISSED,
+            v["kind"],
+            v["detected"],
+            f"../{r['run_id']}/index.html",
+        )  # the case's incident report, beside this page
+        for r in result["per_run"]
+        for v in r["verdicts"]
+    )
     right = sum(c.truth == c.predicted for c in cases)
     headline = f"{right} of {len(cases)} injected faults found and attributed to the right cause"
     if det["f1"] is not None and ctl["false_alarms_per_hour"] is not None:
         headline += f"; spike F1 {det['f1']:.2f}, {ctl['false_alarms_per_hour']:.1f} false alarms/hour on controls"
     return EvaluationContext(
-        run=run, headline=headline + ".", labels=labels,
+        run=run,
+        headline=headline + ".",
+        labels=labels,
         confusion=tuple(tuple(confusion.get(t, {}).get(p, 0) for p in labels) for t in labels),
-        per_cause=_per_cause(confusion), method_columns=METHOD_COLUMNS, methods=_methods(result), cases=cases)
+        per_cause=_per_cause(confusion),
+        method_columns=METHOD_COLUMNS,
+        methods=_methods(result),
+        cases=cases,
+    )

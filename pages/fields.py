@@ -5,11 +5,12 @@ Why here: each page module builds frozen dataclasses whose constructors validate
 fields with these helpers, so a context that reaches a template is already right; nothing
 re-checks it at render time.
 """
+
 from __future__ import annotations
 
 import math
 import numbers
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -48,7 +49,7 @@ def count(value: Any) -> int | None:
 
 def iso_utc(ns: int | None) -> str | None:
     """Wall-clock nanoseconds as an ISO-8601 UTC string to the second; None or 0 → None."""
-    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).isoformat(timespec="seconds") if ns else None
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC).isoformat(timespec="seconds") if ns else None
 
 
 def one_of(value: Any, allowed: tuple[str, ...], field: str) -> None:
@@ -59,7 +60,11 @@ def one_of(value: Any, allowed: tuple[str, ...], field: str) -> None:
 
 def need_share(value: Any, field: str) -> None:
     """Raise ContextError unless `value` is a number in [0, 1]."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= float(value) <= 1.0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not 0.0 <= float(value) <= 1.0
+    ):
         raise ContextError(field, f"share must be in [0, 1], got {value!r}")
 
 
@@ -73,5 +78,7 @@ def relative_href(value: Any, field: str) -> str:
         raise ContextError(field, f"expected a str, got {type(value).__name__}")
     parts = urlsplit(value)
     if parts.scheme or parts.netloc or value.startswith(("/", "\\")) or "\\" in value:
-        raise ContextError(field, f"must be a relative link such as 'run_id/index.html', got {value!r}")
+        raise ContextError(
+            field, f"must be a relative link such as 'run_id/index.html', got {value!r}"
+        )
     return quote(parts.path, safe="/") + (f"#{quote(parts.fragment)}" if parts.fragment else "")

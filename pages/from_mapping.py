@@ -7,6 +7,7 @@ got 'slow'`. Values are checked, not converted (an int stays an int), except tha
 become None and lists become tuples. Keys the dataclass does not have are ignored: plain data
 may carry more than a page shows.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -15,7 +16,7 @@ import numbers
 import types
 import typing
 from collections.abc import Mapping
-from functools import lru_cache
+from functools import cache
 from typing import Any, TypeVar
 
 from pages.fields import ContextError, one_of
@@ -33,19 +34,27 @@ def from_mapping(cls: type[T], data: Any, where: str = "context") -> T:
             continue
         if f.name not in data:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                required = [g.name for g in dataclasses.fields(cls) if g.init and g.default is dataclasses.MISSING
-                            and g.default_factory is dataclasses.MISSING]
-                raise ContextError(where, f"missing key {f.name!r} (required: {', '.join(required)})")
+                required = [
+                    g.name
+                    for g in dataclasses.fields(cls)
+                    if g.init
+                    and g.default is dataclasses.MISSING
+                    and g.default_factory is dataclasses.MISSING
+                ]
+                raise ContextError(
+                    where, f"missing key {f.name!r} (required: {', '.join(required)})"
+                )
             continue
-        values[f.name] = _value(_hints(cls)[f.name], data[f.name], f"{where}.{f.name}" if where != "context"
-                                else f.name)
+        values[f.name] = _value(
+            _hints(cls)[f.name], data[f.name], f"{where}.{f.name}" if where != "context" else f.name
+        )
     try:
         return cls(**values)
     except ContextError as e:
         raise (e if where == "context" else e.under(where)) from None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 

@@ -6,6 +6,7 @@ faults (read here only for the report's "injected" line and verdicts). Times are
 load_started_ns. The step series is downsampled to at most MAX_STEPS points, keeping the slowest
 step of each chunk so stalls stay visible; GC pauses to the MAX_GC_PAUSES longest.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ class Evidence:
     baseline: float | None = None
     unit: str = ""
     note: str = ""
-    pearson_r: float | None = None          # correlation with the spike's latency series, if computed
+    pearson_r: float | None = None  # correlation with the spike's latency series, if computed
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class Attribution:
     """One cause of a spike and the share of the excess latency it explains."""
 
     cause: str
-    share: float                            # in [0, 1]
+    share: float  # in [0, 1]
     confidence: float | None = None
     evidence: tuple[Evidence, ...] = ()
 
@@ -56,24 +57,26 @@ class Spike:
     """A reported spike with its causes, largest share first (the bars read top-down)."""
 
     spike_id: int
-    metric: str                             # itl_p99 | ttft_p99 | e2e_p99: the series that defines it
+    metric: str  # itl_p99 | ttft_p99 | e2e_p99: the series that defines it
     start_s: float
     end_s: float
     peak_ms: float | None
     baseline_ms: float | None
     top_cause: str
     attributions: tuple[Attribution, ...]
-    metrics: tuple[str, ...] = ()           # every latency series the spike covers
+    metrics: tuple[str, ...] = ()  # every latency series the spike covers
     detector: str | None = None
     severity: str | float | None = None
     severity_score: float | None = None
-    summary: str | None = ""                # one line of why, from the attribution
-    coverage: float | None = None           # share of the excess the measured signals account for
+    summary: str | None = ""  # one line of why, from the attribution
+    coverage: float | None = None  # share of the excess the measured signals account for
 
     def __post_init__(self) -> None:
         if self.end_s < self.start_s:
             raise ContextError("end_s", f"{self.end_s!r} is before start_s {self.start_s!r}")
-        object.__setattr__(self, "attributions", tuple(sorted(self.attributions, key=lambda a: -float(a.share))))
+        object.__setattr__(
+            self, "attributions", tuple(sorted(self.attributions, key=lambda a: -float(a.share)))
+        )
 
 
 @dataclass(frozen=True)
@@ -160,13 +163,15 @@ class Fault:
     cause: str
     start_s: float
     end_s: float
-    detected: bool                          # a spike was matched to it
-    attributed_cause: str | None = None     # that spike's top cause
+    detected: bool  # a spike was matched to it
+    attributed_cause: str | None = None  # that spike's top cause
     params: Any = None
-    matched: bool = field(init=False)       # detected and blamed on the right cause
+    matched: bool = field(init=False)  # detected and blamed on the right cause
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "matched", bool(self.detected) and self.attributed_cause == self.cause)
+        object.__setattr__(
+            self, "matched", bool(self.detected) and self.attributed_cause == self.cause
+        )
 
 
 @dataclass(frozen=True)
@@ -193,7 +198,7 @@ class Measurement:
     ttft_diff_p99_ms: float | None = None
     e2e_diff_p50_ms: float | None = None
     e2e_diff_p99_ms: float | None = None
-    kernel_stamped_share: float | None = None   # share stamped by the kernel at both ends
+    kernel_stamped_share: float | None = None  # share stamped by the kernel at both ends
 
 
 @dataclass(frozen=True)
@@ -202,7 +207,7 @@ class IncidentContext:
 
     run: RunHeader
     headline: str = ""
-    suppressed_spikes: int = 0              # minor unexplained slowdowns stored but not reported
+    suppressed_spikes: int = 0  # minor unexplained slowdowns stored but not reported
     totals: Totals = field(default_factory=Totals)
     window_s: float | None = None
     windows: tuple[Window, ...] = ()
@@ -222,17 +227,39 @@ def build_incident_context(db_path: str | Path, run_id: str) -> IncidentContext:
         run = read_run_header(conn, run_id)
         analysis = query(conn, "run_analysis", run_id=run_id)
         if not analysis:
-            raise KeyError(f"run {run_id!r} has not been analysed (run rca.analyze.analyze_run first)")
+            raise KeyError(
+                f"run {run_id!r} has not been analysed (run rca.analyze.analyze_run first)"
+            )
         window_s = float(analysis[0]["window_s"])
-        rows = {name: query(conn, name, run_id=run_id, window_s=window_s)
-                for name in ("windows", "step_stages")}
-        rows |= {name: query(conn, name, run_id=run_id)
-                 for name in ("step_timeline", "step_rank_series", "nvml_samples", "gc_pauses", "totals",
-                              "measurement_check", "faults", "spikes", "attributions", "evidence")}
-    spikes = _spikes([s for s in rows["spikes"] if not s["suppressed"]], rows["attributions"], rows["evidence"])
+        rows = {
+            name: query(conn, name, run_id=run_id, window_s=window_s)
+            for name in ("windows", "step_stages")
+        }
+        rows |= {
+            name: query(conn, name, run_id=run_id)
+            for name in (
+                "step_timeline",
+                "step_rank_series",
+                "nvml_samples",
+                "gc_pauses",
+                "totals",
+                "measurement_check",
+                "faults",
+                "spikes",
+                "attributions",
+                "evidence",
+            )
+        }
+    spikes = _spikes(
+        [s for s in rows["spikes"] if not s["suppressed"]], rows["attributions"], rows["evidence"]
+    )
     n_suppressed = sum(bool(s["suppressed"]) for s in rows["spikes"])
-    totals = Totals(**{k: (count(v) if k in ("requests", "errors", "output_tokens") else finite(v))
-                       for k, v in rows["totals"][0].items()})
+    totals = Totals(
+        **{
+            k: (count(v) if k in ("requests", "errors", "output_tokens") else finite(v))
+            for k, v in rows["totals"][0].items()
+        }
+    )
     measurement = rows["measurement_check"][0]
     return IncidentContext(
         run=run,
@@ -242,50 +269,98 @@ def build_incident_context(db_path: str | Path, run_id: str) -> IncidentContext:
         window_s=window_s,
         windows=_windows(rows["windows"], rows["step_stages"]),
         steps=_steps_with_ranks(rows["step_timeline"], rows["step_rank_series"]),
-        nvml=tuple(NvmlSample(**{k: (v if k == "gpu" else finite(v)) for k, v in r.items()})
-                   for r in _downsample_rows(rows["nvml_samples"], MAX_STEPS)),
+        nvml=tuple(
+            NvmlSample(**{k: (v if k == "gpu" else finite(v)) for k, v in r.items()})
+            for r in _downsample_rows(rows["nvml_samples"], MAX_STEPS)
+        ),
         gc_pauses=_gc_pauses(rows["gc_pauses"]),
         spikes=spikes,
-        comparison=_comparison(rows["windows"], rows["step_stages"], rows["gc_pauses"], spikes, window_s),
+        comparison=_comparison(
+            rows["windows"], rows["step_stages"], rows["gc_pauses"], spikes, window_s
+        ),
         faults=_faults(rows["faults"], spikes, window_s),
-        measurement=(Measurement(**{k: (count(v) if k == "requests" else finite(v)) for k, v in measurement.items()})
-                     if measurement["requests"] else None),
+        measurement=(
+            Measurement(
+                **{k: (count(v) if k == "requests" else finite(v)) for k, v in measurement.items()}
+            )
+            if measurement["requests"]
+            else None
+        ),
     )
 
 
-def _spikes(spikes: list[dict], attributions: list[dict], evidence: list[dict]) -> tuple[Spike, ...]:
+def _spikes(
+    spikes: list[dict], attributions: list[dict], evidence: list[dict]
+) -> tuple[Spike, ...]:
     by_cause: dict = {}
     for e in evidence:
         by_cause.setdefault((e["spike_id"], e["cause"]), []).append(
-            Evidence(e["signal"], finite(e["value"]), finite(e["baseline"]), e["unit"] or "", e["note"] or "",
-                     finite(e["pearson_r"])))
+            Evidence(
+                e["signal"],
+                finite(e["value"]),
+                finite(e["baseline"]),
+                e["unit"] or "",
+                e["note"] or "",
+                finite(e["pearson_r"]),
+            )
+        )
     out = []
     for s in spikes:
-        causes = tuple(Attribution(a["cause"], float(a["share"]), finite(a["confidence"]),
-                                   tuple(by_cause.get((s["spike_id"], a["cause"]), [])))
-                       for a in attributions if a["spike_id"] == s["spike_id"])
-        out.append(Spike(spike_id=int(s["spike_id"]), metric=s["metric"], start_s=float(s["start_s"]),
-                         end_s=float(s["end_s"]), peak_ms=finite(s["peak_ms"]), baseline_ms=finite(s["baseline_ms"]),
-                         top_cause=s["top_cause"], attributions=causes, metrics=tuple(s["metrics"] or ()),
-                         detector=s["detector"], severity=s["severity"], severity_score=finite(s["severity_score"]),
-                         summary=s["summary"], coverage=finite(s["coverage"])))
+        causes = tuple(
+            Attribution(
+                a["cause"],
+                float(a["share"]),
+                finite(a["confidence"]),
+                tuple(by_cause.get((s["spike_id"], a["cause"]), [])),
+            )
+            for a in attributions
+            if a["spike_id"] == s["spike_id"]
+        )
+        out.append(
+            Spike(
+                spike_id=int(s["spike_id"]),
+                metric=s["metric"],
+                start_s=float(s["start_s"]),
+                end_s=float(s["end_s"]),
+                peak_ms=finite(s["peak_ms"]),
+                baseline_ms=finite(s["baseline_ms"]),
+                top_cause=s["top_cause"],
+                attributions=causes,
+                metrics=tuple(s["metrics"] or ()),
+                detector=s["detector"],
+                severity=s["severity"],
+                severity_score=finite(s["severity_score"]),
+                summary=s["summary"],
+                coverage=finite(s["coverage"]),
+            )
+        )
     return tuple(out)
 
 
 def _windows(windows: list[dict], step_windows: list[dict]) -> tuple[Window, ...]:
     step_by_window = {sw["window"]: sw for sw in step_windows}
-    return tuple(Window(t_s=float(w["t_s"]), itl_p50_ms=finite(w["itl_p50_ms"]), itl_p99_ms=finite(w["itl_p99_ms"]),
-                        ttft_p99_ms=finite(w["ttft_p99_ms"]), e2e_p99_ms=finite(w["e2e_p99_ms"]),
-                        requests=int(w["requests"]), tokens=int(w["tokens"]),
-                        running=finite(step_by_window.get(w["window"], {}).get("batch_size")),
-                        waiting=finite(step_by_window.get(w["window"], {}).get("waiting")))
-                 for w in windows)
+    return tuple(
+        Window(
+            t_s=float(w["t_s"]),
+            itl_p50_ms=finite(w["itl_p50_ms"]),
+            itl_p99_ms=finite(w["itl_p99_ms"]),
+            ttft_p99_ms=finite(w["ttft_p99_ms"]),
+            e2e_p99_ms=finite(w["e2e_p99_ms"]),
+            requests=int(w["requests"]),
+            tokens=int(w["tokens"]),
+            running=finite(step_by_window.get(w["window"], {}).get("batch_size")),
+            waiting=finite(step_by_window.get(w["window"], {}).get("waiting")),
+        )
+        for w in windows
+    )
 
 
 def _gc_pauses(pauses: list[dict]) -> tuple[GcPause, ...]:
     longest = sorted(pauses, key=lambda p: -p["duration_ms"])[:MAX_GC_PAUSES]
-    return tuple(GcPause(float(p["t_s"]), float(p["duration_ms"]), p["generation"])
-                 for p in sorted(longest, key=lambda p: p["t_s"]))
+    return tuple(
+        GcPause(float(p["t_s"]), float(p["duration_ms"]), p["generation"])
+        for p in sorted(longest, key=lambda p: p["t_s"])
+    )
 
 
 def _downsample_rows(rows: list[dict], max_points: int) -> list[dict]:
@@ -305,13 +380,21 @@ def _steps_with_ranks(steps: list[dict], rank_steps: list[dict]) -> tuple[StepPo
     out = []
     for s in downsample_steps(steps):
         extra = by_step.get((s["step"], 0), {})
-        out.append(StepPoint(t_s=finite(s["t_s"]), rank=0, **{k: finite(s[k]) for k in _STAGES},
-                             **{k: finite(extra.get(k)) for k in _QUEUE}))
+        out.append(
+            StepPoint(
+                t_s=finite(s["t_s"]),
+                rank=0,
+                **{k: finite(s[k]) for k in _STAGES},
+                **{k: finite(extra.get(k)) for k in _QUEUE},
+            )
+        )
     others = [r for r in rank_steps if r["rank"] != 0]
     for rank in sorted({r["rank"] for r in others}):
         rows = [r for r in others if r["rank"] == rank]
-        out += [StepPoint(t_s=finite(r["t_s"]), rank=rank, comm_ms=finite(r["comm_ms"]))
-                for r in _downsample_rows(rows, MAX_STEPS)]
+        out += [
+            StepPoint(t_s=finite(r["t_s"]), rank=rank, comm_ms=finite(r["comm_ms"]))
+            for r in _downsample_rows(rows, MAX_STEPS)
+        ]
     return tuple(out)
 
 
@@ -324,7 +407,7 @@ def downsample_steps(steps: list[dict], max_points: int = MAX_STEPS) -> list[dic
 
 
 def _mmss(t_s: float) -> str:
-    t = max(0, int(round(t_s)))
+    t = max(0, round(t_s))
     return f"{t // 60:02d}:{t % 60:02d}"
 
 
@@ -333,14 +416,18 @@ def _headline(spikes: tuple[Spike, ...], totals: Totals, duration_s: float | Non
         return "No measured requests in this run: nothing to analyse (see the run's status and errors)."
     if not spikes:
         span = f"{duration_s:.0f} s of measured load" if duration_s else "the measured load"
-        figures = ", ".join(f"{name} {v:.0f} ms" for name, v in (("ITL p99", totals.itl_p99_ms),
-                                                                 ("TTFT p99", totals.ttft_p99_ms))
-                            if v is not None)
+        figures = ", ".join(
+            f"{name} {v:.0f} ms"
+            for name, v in (("ITL p99", totals.itl_p99_ms), ("TTFT p99", totals.ttft_p99_ms))
+            if v is not None
+        )
         return f"No latency spike in {span}" + (f": {figures}." if figures else ".")
     worst = max(spikes, key=lambda s: (s.peak_ms or 0) / max(s.baseline_ms or 1e-9, 1e-9))
     top = next((a for a in worst.attributions if a.cause == worst.top_cause), None)
-    text = (f"{_METRIC_LABEL.get(worst.metric, worst.metric)} rose from {worst.baseline_ms:.0f} ms "
-            f"to {worst.peak_ms:.0f} ms for {worst.end_s - worst.start_s:.0f} s from {_mmss(worst.start_s)}")
+    text = (
+        f"{_METRIC_LABEL.get(worst.metric, worst.metric)} rose from {worst.baseline_ms:.0f} ms "
+        f"to {worst.peak_ms:.0f} ms for {worst.end_s - worst.start_s:.0f} s from {_mmss(worst.start_s)}"
+    )
     if top is not None:
         text += f"; {top.share * 100:.0f}% of the excess is {top.cause}"
         if worst.summary:
@@ -354,12 +441,15 @@ def _with_suppressed(headline: str, n: int) -> str:
     """Say how many minor unexplained slowdowns were left out (AttributeConfig.report_unexplained_minor)."""
     if not n:
         return headline
-    return (headline.rstrip(".") + f" ({n} slowdown{'s' if n > 1 else ''} that no engine signal "
-            "explains not reported: likely host noise).")
+    return (
+        headline.rstrip(".") + f" ({n} slowdown{'s' if n > 1 else ''} that no engine signal "
+        "explains not reported: likely host noise)."
+    )
 
 
-def _spike_and_normal(n: int, spikes: tuple[Spike, ...], window_s: float, guard: int = 2
-                      ) -> tuple[np.ndarray, np.ndarray]:
+def _spike_and_normal(
+    n: int, spikes: tuple[Spike, ...], window_s: float, guard: int = 2
+) -> tuple[np.ndarray, np.ndarray]:
     """Windows inside any spike, and windows outside every spike ± `guard` windows (rca's masks)."""
     t = np.arange(n) * window_s
     in_spike, normal = np.zeros(n, dtype=bool), np.ones(n, dtype=bool)
@@ -370,7 +460,9 @@ def _spike_and_normal(n: int, spikes: tuple[Spike, ...], window_s: float, guard:
 
 
 def _col(rows: list[dict], key: str) -> np.ndarray:
-    return np.array([np.nan if r.get(key) is None else float(r[key]) for r in rows], dtype=np.float64)
+    return np.array(
+        [np.nan if r.get(key) is None else float(r[key]) for r in rows], dtype=np.float64
+    )
 
 
 def _nanmean(x: np.ndarray) -> float | None:
@@ -378,7 +470,9 @@ def _nanmean(x: np.ndarray) -> float | None:
     return float(x.mean()) if len(x) else None
 
 
-def _gc_rows(pauses: list[dict], in_spike: np.ndarray, normal: np.ndarray, window_s: float) -> list[Comparison]:
+def _gc_rows(
+    pauses: list[dict], in_spike: np.ndarray, normal: np.ndarray, window_s: float
+) -> list[Comparison]:
     """GC pauses per minute and the mean pause, normal vs spike, from the pause list itself."""
     n = len(in_spike)
     t = np.array([p["t_s"] for p in pauses], dtype=np.float64)
@@ -389,14 +483,29 @@ def _gc_rows(pauses: list[dict], in_spike: np.ndarray, normal: np.ndarray, windo
     p_spike[ok] = in_spike[w_idx[ok]]
     p_norm[ok] = normal[w_idx[ok]]
     minutes_norm, minutes_spike = normal.sum() * window_s / 60, in_spike.sum() * window_s / 60
-    return [Comparison("GC pauses per minute", finite(p_norm.sum() / minutes_norm if minutes_norm else None),
-                       finite(p_spike.sum() / minutes_spike if minutes_spike else None), "1/min"),
-            Comparison("mean GC pause", finite(float(d[p_norm].mean()) if p_norm.any() else None),
-                       finite(float(d[p_spike].mean()) if p_spike.any() else None), "ms")]
+    return [
+        Comparison(
+            "GC pauses per minute",
+            finite(p_norm.sum() / minutes_norm if minutes_norm else None),
+            finite(p_spike.sum() / minutes_spike if minutes_spike else None),
+            "1/min",
+        ),
+        Comparison(
+            "mean GC pause",
+            finite(float(d[p_norm].mean()) if p_norm.any() else None),
+            finite(float(d[p_spike].mean()) if p_spike.any() else None),
+            "ms",
+        ),
+    ]
 
 
-def _comparison(windows: list[dict], step_windows: list[dict], pauses: list[dict], spikes: tuple[Spike, ...],
-                window_s: float) -> tuple[Comparison, ...]:
+def _comparison(
+    windows: list[dict],
+    step_windows: list[dict],
+    pauses: list[dict],
+    spikes: tuple[Spike, ...],
+    window_s: float,
+) -> tuple[Comparison, ...]:
     """Normal (outside every spike, 2-window guard) vs spike (inside any spike), per signal."""
     if not spikes or not windows:
         return ()
@@ -405,17 +514,31 @@ def _comparison(windows: list[dict], step_windows: list[dict], pauses: list[dict
 
     def add(signal: str, unit: str, series: np.ndarray, scale: float = 1.0):
         a, b = _nanmean(series[normal]), _nanmean(series[in_spike])
-        rows.append(Comparison(signal, finite(None if a is None else a * scale),
-                               finite(None if b is None else b * scale), unit))
+        rows.append(
+            Comparison(
+                signal,
+                finite(None if a is None else a * scale),
+                finite(None if b is None else b * scale),
+                unit,
+            )
+        )
 
-    for key, label in (("itl_p99_ms", "ITL p99"), ("ttft_p99_ms", "TTFT p99"), ("e2e_p99_ms", "E2E p99")):
+    for key, label in (
+        ("itl_p99_ms", "ITL p99"),
+        ("ttft_p99_ms", "TTFT p99"),
+        ("e2e_p99_ms", "E2E p99"),
+    ):
         add(label, "ms", _col(windows, key))
     rows += _gc_rows(pauses, in_spike, normal, window_s)
     if step_windows:
         add("GC time inside steps", "ms/step", _col(step_windows, "gc_ms"))
         add("step duration (mean)", "ms", _col(step_windows, "step_mean_ms"))
         add("forward", "ms/step", _col(step_windows, "forward_ms"))
-        add("penalty + sampling", "ms/step", _col(step_windows, "penalty_ms") + _col(step_windows, "sample_ms"))
+        add(
+            "penalty + sampling",
+            "ms/step",
+            _col(step_windows, "penalty_ms") + _col(step_windows, "sample_ms"),
+        )
         add("collective wait (longest rank)", "ms/step", _col(step_windows, "comm_max_ms"))
         add("KV occupancy", "%", _col(step_windows, "kv_usage"), 100.0)
         add("preemptions", "1/s", _col(step_windows, "preemptions"), 1.0 / window_s)
@@ -426,14 +549,29 @@ def _comparison(windows: list[dict], step_windows: list[dict], pauses: list[dict
     return tuple(rows)
 
 
-def _faults(faults: list[dict], spikes: tuple[Spike, ...], window_s: float, tolerance_windows: int = 2
-            ) -> tuple[Fault, ...]:
+def _faults(
+    faults: list[dict], spikes: tuple[Spike, ...], window_s: float, tolerance_windows: int = 2
+) -> tuple[Fault, ...]:
     """Ground truth with verdicts, matched exactly as rca.evaluate matches them (one-to-one, the
     fault widened by `tolerance_windows`): detected = matched; the cause = that spike's top cause."""
     rows = [{**f, "end_s": f["end_s"] if f["end_s"] is not None else f["start_s"]} for f in faults]
-    matched = dict(match_events(rows, [{"start_s": s.start_s, "end_s": s.end_s} for s in spikes],
-                                window_s, tolerance_windows))
-    return tuple(Fault(kind=f["kind"], cause=f["cause"], start_s=finite(f["start_s"]), end_s=finite(f["end_s"]),
-                       detected=i in matched, attributed_cause=spikes[matched[i]].top_cause if i in matched else None,
-                       params=f.get("params"))
-                 for i, f in enumerate(rows))
+    matched = dict(
+        match_events(
+            rows,
+            [{"start_s": s.start_s, "end_s": s.end_s} for s in spikes],
+            window_s,
+            tolerance_windows,
+        )
+    )
+    return tuple(
+        Fault(
+            kind=f["kind"],
+            cause=f["cause"],
+            start_s=finite(f["start_s"]),
+            end_s=finite(f["end_s"]),
+            detected=i in matched,
+            attributed_cause=spikes[matched[i]].top_cause if i in matched else None,
+            params=f.get("params"),
+        )
+        for i, f in enumerate(rows)
+    )

@@ -4,11 +4,12 @@ Why: every render writes a small `report.json` beside its `index.html` (run id, 
 verdict, top cause, headline), so the index of all runs can be rebuilt from the folder alone,
 without the warehouse, and a folder copied from another machine indexes itself.
 """
+
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pages.fields import ContextError, one_of, relative_href
@@ -22,11 +23,11 @@ class IndexRow:
     """One page in the index."""
 
     run_id: str
-    kind: str                               # one of RUN_KINDS
-    started_at: str | None                  # ISO-8601 UTC ("" when unknown)
-    href: str                               # the page, relative to the index (percent-encoded)
+    kind: str  # one of RUN_KINDS
+    started_at: str | None  # ISO-8601 UTC ("" when unknown)
+    href: str  # the page, relative to the index (percent-encoded)
     scenario_name: str = ""
-    verdict: str | None = None              # matched / wrong cause / missed, or a nightly verdict
+    verdict: str | None = None  # matched / wrong cause / missed, or a nightly verdict
     top_cause: str | None = None
     headline: str = ""
 
@@ -45,17 +46,25 @@ class IndexContext:
     generated_at: str | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "runs", tuple(sorted(self.runs, key=lambda r: r.started_at, reverse=True)))
+        object.__setattr__(
+            self, "runs", tuple(sorted(self.runs, key=lambda r: r.started_at, reverse=True))
+        )
 
 
 def _row(entry: dict, href: str) -> IndexRow | None:
     if not isinstance(entry, dict) or entry.get("kind") not in RUN_KINDS or not entry.get("run_id"):
         return None
     try:
-        return IndexRow(run_id=str(entry["run_id"]), kind=entry["kind"],
-                        started_at=str(entry.get("started_at") or ""),
-                        scenario_name=str(entry.get("scenario_name") or ""), verdict=entry.get("verdict"),
-                        top_cause=entry.get("top_cause"), headline=str(entry.get("headline") or ""), href=href)
+        return IndexRow(
+            run_id=str(entry["run_id"]),
+            kind=entry["kind"],
+            started_at=str(entry.get("started_at") or ""),
+            scenario_name=str(entry.get("scenario_name") or ""),
+            verdict=entry.get("verdict"),
+            top_cause=entry.get("top_cause"),
+            headline=str(entry.get("headline") or ""),
+            href=href,
+        )
     except ContextError:
         return None
 
@@ -79,5 +88,5 @@ def build_index_context(root: str | Path, title: str = "spikelens reports") -> I
         row = _row(entry, page.relative_to(root).as_posix())
         if row is not None:
             runs.append(row)
-    generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    generated = datetime.now(UTC).isoformat(timespec="seconds")
     return IndexContext(runs=tuple(runs), title=title, generated_at=generated)

@@ -1,6 +1,7 @@
 """The nightly regression page and the replay-vs-original page (one template): a verdict per
 metric with its bootstrap confidence interval, and each metric's trend over past nightlies.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,16 +26,16 @@ class MetricRow:
     metric: str
     baseline: float | None
     candidate: float | None
-    delta: float | None                     # candidate − baseline
-    ci_low: float | None                    # bootstrap CI of the delta
+    delta: float | None  # candidate − baseline
+    ci_low: float | None  # bootstrap CI of the delta
     ci_high: float | None
-    verdict: str                            # one of VERDICTS
+    verdict: str  # one of VERDICTS
     unit: str = ""
     scenario: str | None = None
-    rel_delta: float | None = None          # delta / baseline (derived when not given)
+    rel_delta: float | None = None  # delta / baseline (derived when not given)
     n_baseline: int | None = None
     n_candidate: int | None = None
-    run_noise: float | None = None          # spread between baseline runs (None: fewer than 2)
+    run_noise: float | None = None  # spread between baseline runs (None: fewer than 2)
 
     def __post_init__(self) -> None:
         one_of(self.verdict, VERDICTS, "verdict")
@@ -60,17 +61,19 @@ class NightlyContext:
     run: RunHeader
     metrics: tuple[MetricRow, ...]
     title: str = "Nightly regression"
-    kind: Literal["nightly", "replay"] = "nightly"   # the index lists a replay page as "replay"
-    baseline_label: str = "baseline"                 # what the run was compared with, in words
+    kind: Literal["nightly", "replay"] = "nightly"  # the index lists a replay page as "replay"
+    baseline_label: str = "baseline"  # what the run was compared with, in words
     trend: tuple[TrendPoint, ...] = ()
-    incident_href: str | None = None                 # relative link to the run's incident page
-    verdict: str | None = None                       # the page's verdict (derived when not given)
+    incident_href: str | None = None  # relative link to the run's incident page
+    verdict: str | None = None  # the page's verdict (derived when not given)
     headline: str = ""
 
     def __post_init__(self) -> None:
         one_of(self.kind, ("nightly", "replay"), "kind")
         if self.incident_href is not None:
-            object.__setattr__(self, "incident_href", relative_href(self.incident_href, "incident_href"))
+            object.__setattr__(
+                self, "incident_href", relative_href(self.incident_href, "incident_href")
+            )
         if self.verdict is None:
             object.__setattr__(self, "verdict", overall_verdict(self.metrics))
         one_of(self.verdict, VERDICTS, "verdict")
@@ -80,17 +83,30 @@ def overall_verdict(metrics: tuple[MetricRow, ...]) -> str:
     """Any regressed → regressed; else any improved → improved; else unchanged when at least one
     metric could be judged; else insufficient."""
     verdicts = {m.verdict for m in metrics}
-    return next((v for v in ("regressed", "improved", "unchanged") if v in verdicts), "insufficient")
+    return next(
+        (v for v in ("regressed", "improved", "unchanged") if v in verdicts), "insufficient"
+    )
 
 
 def metric_rows(verdicts: list[dict]) -> tuple[MetricRow, ...]:
     """Page rows from verdict dicts (rca.compare.MetricVerdict.to_dict() or nightly_verdicts rows)."""
-    return tuple(MetricRow(metric=v["metric"], baseline=finite(v["baseline"]), candidate=finite(v["candidate"]),
-                           delta=finite(v["delta"]), ci_low=finite(v["ci_low"]), ci_high=finite(v["ci_high"]),
-                           verdict=v["verdict"], unit=METRIC_UNITS.get(v["metric"], "ms"),
-                           rel_delta=finite(v["rel_delta"]), run_noise=finite(v.get("run_noise")),
-                           n_baseline=count(v.get("n_baseline")), n_candidate=count(v.get("n_candidate")))
-                 for v in verdicts)
+    return tuple(
+        MetricRow(
+            metric=v["metric"],
+            baseline=finite(v["baseline"]),
+            candidate=finite(v["candidate"]),
+            delta=finite(v["delta"]),
+            ci_low=finite(v["ci_low"]),
+            ci_high=finite(v["ci_high"]),
+            verdict=v["verdict"],
+            unit=METRIC_UNITS.get(v["metric"], "ms"),
+            rel_delta=finite(v["rel_delta"]),
+            run_noise=finite(v.get("run_noise")),
+            n_baseline=count(v.get("n_baseline")),
+            n_candidate=count(v.get("n_candidate")),
+        )
+        for v in verdicts
+    )
 
 
 def build_nightly_context(db_path: str | Path, run_id: str) -> NightlyContext:
@@ -101,20 +117,36 @@ def build_nightly_context(db_path: str | Path, run_id: str) -> NightlyContext:
         verdicts = query(conn, "nightly_run_verdicts", run_id=run_id)
         trend = query(conn, "nightly_trend", scenario_name=run.scenario_name)
     baseline_runs = verdicts[0]["baseline_runs"] if verdicts else []
-    label = (f"{len(baseline_runs)} earlier nightly run(s)" if baseline_runs
-             else "no earlier passing nightly (this run starts the baseline)")
-    return NightlyContext(run=run, kind="nightly", title=f"Nightly regression: {run.scenario_name}",
-                          baseline_label=label, metrics=metric_rows(verdicts),
-                          trend=tuple(TrendPoint(t["run_id"], iso_utc(t["started_ns"]), t["metric"],
-                                                 finite(t["candidate"])) for t in trend),
-                          incident_href="../index.html")
+    label = (
+        f"{len(baseline_runs)} earlier nightly run(s)"
+        if baseline_runs
+        else "no earlier passing nightly (this run starts the baseline)"
+    )
+    return NightlyContext(
+        run=run,
+        kind="nightly",
+        title=f"Nightly regression: {run.scenario_name}",
+        baseline_label=label,
+        metrics=metric_rows(verdicts),
+        trend=tuple(
+            TrendPoint(t["run_id"], iso_utc(t["started_ns"]), t["metric"], finite(t["candidate"]))
+            for t in trend
+        ),
+        incident_href="../index.html",
+    )
 
 
-def build_replay_context(db_path: str | Path, run_id: str, original_run_id: str,
-                         verdicts: list[dict]) -> NightlyContext:
+def build_replay_context(
+    db_path: str | Path, run_id: str, original_run_id: str, verdicts: list[dict]
+) -> NightlyContext:
     """A replay compared metric by metric with the run it replayed (verdicts: compare_runs')."""
     with connect(db_path, read_only=True) as conn:
         run = read_run_header(conn, run_id, with_scenario=False)
-    return NightlyContext(run=run, kind="replay", title=f"Replay vs original run {original_run_id}",
-                          baseline_label=f"original run {original_run_id}", metrics=metric_rows(verdicts),
-                          incident_href="../index.html")
+    return NightlyContext(
+        run=run,
+        kind="replay",
+        title=f"Replay vs original run {original_run_id}",
+        baseline_label=f"original run {original_run_id}",
+        metrics=metric_rows(verdicts),
+        incident_href="../index.html",
+    )

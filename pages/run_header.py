@@ -1,6 +1,7 @@
 """The run header every page starts with (what ran, where, when, how to reproduce it), read once
 for all pages from warehouse/queries/run_header.sql.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,30 +21,34 @@ class RunHeader:
     """One run as the top of a page shows it."""
 
     run_id: str
-    command: str                             # the command line that reproduces the run ("" unknown)
-    scenario_name: str = ""                  # the scenario's name (the run id when it has none)
-    started_at: str | None = None            # ISO-8601 UTC, to the second
-    duration_s: float | None = None          # measured load, after warm-up
+    command: str  # the command line that reproduces the run ("" unknown)
+    scenario_name: str = ""  # the scenario's name (the run id when it has none)
+    started_at: str | None = None  # ISO-8601 UTC, to the second
+    duration_s: float | None = None  # measured load, after warm-up
     warmup_s: float | None = None
-    engine: Mapping[str, Any] | None = None  # the engine config spikelens started; None: `target:` run
-    target: str | None = None                # the URL of an engine spikelens only drove
-    model: str | None = None                 # the model id the requests named
-    endpoint: str | None = None              # the API endpoint the load used (completions, chat)
-    stopped_early: Any = None                # why the load stopped before its end, if it did
-    server: str | None = None                # a vLLM spikelens started: its distribution and version
-    server_argv: str | None = None           # … and the exact command line it ran
-    scenario_yaml: str = ""                  # the scenario as given, as YAML ("" not shown)
+    engine: Mapping[str, Any] | None = (
+        None  # the engine config spikelens started; None: `target:` run
+    )
+    target: str | None = None  # the URL of an engine spikelens only drove
+    model: str | None = None  # the model id the requests named
+    endpoint: str | None = None  # the API endpoint the load used (completions, chat)
+    stopped_early: Any = None  # why the load stopped before its end, if it did
+    server: str | None = None  # a vLLM spikelens started: its distribution and version
+    server_argv: str | None = None  # … and the exact command line it ran
+    scenario_yaml: str = ""  # the scenario as given, as YAML ("" not shown)
     host: str | None = None
     git_commit: str | None = None
-    status: str | None = None                # the run's own status (completed, failed, …)
-    errors: tuple[str, ...] = ()             # the run's errors, as text
+    status: str | None = None  # the run's own status (completed, failed, …)
+    errors: tuple[str, ...] = ()  # the run's errors, as text
 
 
 def _json(text: str | None) -> Any:
     return json.loads(text) if text else None
 
 
-def read_run_header(conn: duckdb.DuckDBPyConnection, run_id: str, with_scenario: bool = True) -> RunHeader:
+def read_run_header(
+    conn: duckdb.DuckDBPyConnection, run_id: str, with_scenario: bool = True
+) -> RunHeader:
     """The header of `run_id`; KeyError when it is not in the warehouse.
 
     `with_scenario=False` leaves the scenario YAML out (the nightly, replay and sweep pages show
@@ -70,8 +75,11 @@ def read_run_header(conn: duckdb.DuckDBPyConnection, run_id: str, with_scenario:
         stopped_early=_json(row["stopped_early"]),
         server=f"{vllm.get('distribution')} {vllm.get('version')}" if vllm else None,
         server_argv=" ".join(vllm.get("argv") or []) or None,
-        scenario_yaml=(yaml.safe_dump(scenario, sort_keys=False)
-                       if with_scenario and isinstance(scenario, dict) else ""),
+        scenario_yaml=(
+            yaml.safe_dump(scenario, sort_keys=False)
+            if with_scenario and isinstance(scenario, dict)
+            else ""
+        ),
         host=row["host"],
         git_commit=row["git_commit"],
         status=row["status"],

@@ -1,4 +1,5 @@
 """The sweep page: one heatmap per metric over the temperature (x) × frequency_penalty (y) grid."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -12,8 +13,8 @@ from warehouse.db import connect
 
 @dataclass(frozen=True)
 class Axis:
-    name: str                               # the sampling parameter on this axis
-    values: tuple[float, ...]               # the grid's values, in order
+    name: str  # the sampling parameter on this axis
+    values: tuple[float, ...]  # the grid's values, in order
 
     def __post_init__(self) -> None:
         if not self.values:
@@ -22,17 +23,17 @@ class Axis:
 
 @dataclass(frozen=True)
 class SweepMetric:
-    key: str                                # the cell value's key (an rca.sweep.SweepCell field)
+    key: str  # the cell value's key (an rca.sweep.SweepCell field)
     label: str
     unit: str = ""
-    higher_is_worse: bool = True            # colours: the worst cell is the darkest
+    higher_is_worse: bool = True  # colours: the worst cell is the darkest
 
 
 @dataclass(frozen=True)
 class SweepCell:
     x: float
     y: float
-    values: Mapping[str, float | None]      # metric key → value (None: no sample)
+    values: Mapping[str, float | None]  # metric key → value (None: no sample)
     requests: int | None = None
 
 
@@ -51,7 +52,9 @@ class SweepContext:
         for i, c in enumerate(self.cells):
             for axis, value in (("x", c.x), ("y", c.y)):
                 if value not in getattr(self, axis).values:
-                    raise ContextError(f"cells[{i}].{axis}", f"{value!r} is not one of {axis}.values")
+                    raise ContextError(
+                        f"cells[{i}].{axis}", f"{value!r} is not one of {axis}.values"
+                    )
 
     def cell_rows(self) -> list[dict]:
         """The cells as plain rows {x, y, requests, <metric key>: value} (tables and charts)."""
@@ -67,20 +70,39 @@ SWEEP_METRICS = (
 )
 
 
-def sweep_cells(cells: list[dict], x_name: str, y_name: str, metrics: tuple[SweepMetric, ...]
-                ) -> tuple[SweepCell, ...]:
+def sweep_cells(
+    cells: list[dict], x_name: str, y_name: str, metrics: tuple[SweepMetric, ...]
+) -> tuple[SweepCell, ...]:
     """Typed cells from rows that carry their coordinates under the axis names
     (rca.sweep.SweepCell.to_dict())."""
-    return tuple(SweepCell(x=c[x_name], y=c[y_name], requests=c.get("requests"),
-                           values={m.key: finite(c.get(m.key)) for m in metrics}) for c in cells)
+    return tuple(
+        SweepCell(
+            x=c[x_name],
+            y=c[y_name],
+            requests=c.get("requests"),
+            values={m.key: finite(c.get(m.key)) for m in metrics},
+        )
+        for c in cells
+    )
 
 
-def build_sweep_context(db_path: str | Path, run_id: str, temperatures: list[float],
-                        penalties: list[float], cells: list[dict]) -> SweepContext:
+def build_sweep_context(
+    db_path: str | Path,
+    run_id: str,
+    temperatures: list[float],
+    penalties: list[float],
+    cells: list[dict],
+) -> SweepContext:
     """The sweep page of `run_id`; cells off the temperatures × penalties grid are left out."""
     with connect(db_path, read_only=True) as conn:
         run = read_run_header(conn, run_id, with_scenario=False)
-    on_grid = [c for c in cells if c["temperature"] in temperatures and c["frequency_penalty"] in penalties]
-    return SweepContext(run=run, x=Axis("temperature", tuple(temperatures)),
-                        y=Axis("frequency_penalty", tuple(penalties)), metrics=SWEEP_METRICS,
-                        cells=sweep_cells(on_grid, "temperature", "frequency_penalty", SWEEP_METRICS))
+    on_grid = [
+        c for c in cells if c["temperature"] in temperatures and c["frequency_penalty"] in penalties
+    ]
+    return SweepContext(
+        run=run,
+        x=Axis("temperature", tuple(temperatures)),
+        y=Axis("frequency_penalty", tuple(penalties)),
+        metrics=SWEEP_METRICS,
+        cells=sweep_cells(on_grid, "temperature", "frequency_penalty", SWEEP_METRICS),
+    )

@@ -5,6 +5,7 @@ Results go to the tables `analyses`, `spikes`, `attributions` and `evidence` (wa
 attributed by stage decomposition (rca.attribute); runs without (external targets) by ranking their
 /metrics and NVML series (rca.metric_rank).
 """
+
 from __future__ import annotations
 
 import json
@@ -15,10 +16,10 @@ import duckdb
 import pyarrow as pa
 
 from rca.attribute import Attribution, RunSignals, attribute_spike
-from rca.process_evidence import ProcessSignals
 from rca.config import AttributeConfig, DetectConfig
 from rca.detect import Baseline, Spike, detect_spikes
 from rca.metric_rank import attribute_by_metrics
+from rca.process_evidence import ProcessSignals
 from rca.stepcost import step_arrays
 from warehouse.db import connect
 from warehouse.queries import query
@@ -30,11 +31,13 @@ class Analysis:
     run_id: str
     window_s: float
     spikes: list[Spike]
-    attributions: dict[int, Attribution]            # by spike_id (suppressed spikes included)
-    baselines: dict[str, Baseline]                  # by metric
+    attributions: dict[int, Attribution]  # by spike_id (suppressed spikes included)
+    baselines: dict[str, Baseline]  # by metric
     detect: DetectConfig
     attribute: AttributeConfig
-    signals: RunSignals | None = field(repr=False, default=None)   # what was read, for callers that plot
+    signals: RunSignals | None = field(
+        repr=False, default=None
+    )  # what was read, for callers that plot
     # minor spikes no engine signal explains (AttributeConfig.report_unexplained_minor): stored, not reported
     suppressed: list[Spike] = field(default_factory=list)
 
@@ -60,22 +63,44 @@ def load_signals(conn: duckdb.DuckDBPyConnection, run_id: str, window_s: float) 
     )
 
 
-def analyze(conn: duckdb.DuckDBPyConnection, run_id: str, window_s: float = 1.0,
-            detect: DetectConfig | None = None, attribute: AttributeConfig | None = None) -> Analysis:
+def analyze(
+    conn: duckdb.DuckDBPyConnection,
+    run_id: str,
+    window_s: float = 1.0,
+    detect: DetectConfig | None = None,
+    attribute: AttributeConfig | None = None,
+) -> Analysis:
     """Detect and attribute without storing (pure reads)."""
     detect, attribute = detect or DetectConfig(), attribute or AttributeConfig()
     signals = load_signals(conn, run_id, window_s)
     spikes, baselines = detect_spikes(signals.windows, window_s, detect)
     # Step traces give the stage decomposition; a target without them (an external engine) is
     # attributed by ranking its /metrics and NVML series instead.
-    by_metrics = len(signals.steps["t_s"]) == 0 and bool(signals.metric_windows or signals.nvml_windows)
-    attributions = {s.spike_id: (attribute_by_metrics(s, spikes, signals, attribute) if by_metrics
-                                 else attribute_spike(s, spikes, signals, attribute)) for s in spikes}
-    suppressed = [] if attribute.report_unexplained_minor else [
-        s for s in spikes if attributions[s.spike_id].top_cause == "unexplained"
-        and (s.severity == "minor" or attributions[s.spike_id].host_contention)]
+    by_metrics = len(signals.steps["t_s"]) == 0 and bool(
+        signals.metric_windows or signals.nvml_windows
+    )
+    attributions = {
+        s.spike_id: (
+            attribute_by_metrics(s, spikes, signals, attribute)
+            if by_metrics
+            else attribute_spike(s, spikes, signals, attribute)
+        )
+        for s in spikes
+    }
+    suppressed = (
+        []
+        if attribute.report_unexplained_minor
+        else [
+            s
+            for s in spikes
+            if attributions[s.spike_id].top_cause == "unexplained"
+            and (s.severity == "minor" or attributions[s.spike_id].host_contention)
+        ]
+    )
     reported = [s for s in spikes if s not in suppressed]
-    return Analysis(run_id, window_s, reported, attributions, baselines, detect, attribute, signals, suppressed)
+    return Analysis(
+        run_id, window_s, reported, attributions, baselines, detect, attribute, signals, suppressed
+    )
 
 
 def result_tables(analysis: Analysis) -> dict[str, pa.Table]:
@@ -85,46 +110,136 @@ def result_tables(analysis: Analysis) -> dict[str, pa.Table]:
     suppressed_ids = {s.spike_id for s in analysis.suppressed}
     for s in sorted([*analysis.spikes, *analysis.suppressed], key=lambda x: x.spike_id):
         a = analysis.attributions[s.spike_id]
-        spikes.append({"run_id": rid, "spike_id": s.spike_id, "metric": s.metric, "metrics": s.metrics,
-                       "detector": s.detector, "start_s": s.start_s, "end_s": s.end_s, "peak_ms": s.peak_ms,
-                       "baseline_ms": s.baseline_ms, "severity": s.severity,
-                       "severity_score": s.severity_score, "top_cause": a.top_cause,
-                       "summary": a.summary, "coverage": a.coverage, "attribution_method": a.method,
-                       "suppressed": s.spike_id in suppressed_ids})
+        spikes.append(
+            {
+                "run_id": rid,
+                "spike_id": s.spike_id,
+                "metric": s.metric,
+                "metrics": s.metrics,
+                "detector": s.detector,
+                "start_s": s.start_s,
+                "end_s": s.end_s,
+                "peak_ms": s.peak_ms,
+                "baseline_ms": s.baseline_ms,
+                "severity": s.severity,
+                "severity_score": s.severity_score,
+                "top_cause": a.top_cause,
+                "summary": a.summary,
+                "coverage": a.coverage,
+                "attribution_method": a.method,
+                "suppressed": s.spike_id in suppressed_ids,
+            }
+        )
         for c in a.causes:
-            attrs.append({"run_id": rid, "spike_id": s.spike_id, "cause": c.cause, "share": c.share,
-                          "confidence": c.confidence, "excess_ms": c.excess_ms})
+            attrs.append(
+                {
+                    "run_id": rid,
+                    "spike_id": s.spike_id,
+                    "cause": c.cause,
+                    "share": c.share,
+                    "confidence": c.confidence,
+                    "excess_ms": c.excess_ms,
+                }
+            )
             for e in c.evidence:
-                evidence.append({"run_id": rid, "spike_id": s.spike_id, "cause": c.cause, "signal": e.signal,
-                                 "value": e.value, "baseline": e.baseline, "unit": e.unit, "note": e.note,
-                                 "pearson_r": e.pearson_r})
+                evidence.append(
+                    {
+                        "run_id": rid,
+                        "spike_id": s.spike_id,
+                        "cause": c.cause,
+                        "signal": e.signal,
+                        "value": e.value,
+                        "baseline": e.baseline,
+                        "unit": e.unit,
+                        "note": e.note,
+                        "pearson_r": e.pearson_r,
+                    }
+                )
     schemas = {
-        "spikes": pa.schema([("run_id", pa.string()), ("spike_id", pa.int32()), ("metric", pa.string()),
-                             ("metrics", pa.list_(pa.string())), ("detector", pa.string()),
-                             ("start_s", pa.float64()), ("end_s", pa.float64()), ("peak_ms", pa.float64()),
-                             ("baseline_ms", pa.float64()), ("severity", pa.string()),
-                             ("severity_score", pa.float64()), ("top_cause", pa.string()),
-                             ("summary", pa.string()), ("coverage", pa.float64()),
-                             ("attribution_method", pa.string()), ("suppressed", pa.bool_())]),
-        "attributions": pa.schema([("run_id", pa.string()), ("spike_id", pa.int32()), ("cause", pa.string()),
-                                   ("share", pa.float64()), ("confidence", pa.float64()),
-                                   ("excess_ms", pa.float64())]),
-        "evidence": pa.schema([("run_id", pa.string()), ("spike_id", pa.int32()), ("cause", pa.string()),
-                               ("signal", pa.string()), ("value", pa.float64()), ("baseline", pa.float64()),
-                               ("unit", pa.string()), ("note", pa.string()), ("pearson_r", pa.float64())]),
+        "spikes": pa.schema(
+            [
+                ("run_id", pa.string()),
+                ("spike_id", pa.int32()),
+                ("metric", pa.string()),
+                ("metrics", pa.list_(pa.string())),
+                ("detector", pa.string()),
+                ("start_s", pa.float64()),
+                ("end_s", pa.float64()),
+                ("peak_ms", pa.float64()),
+                ("baseline_ms", pa.float64()),
+                ("severity", pa.string()),
+                ("severity_score", pa.float64()),
+                ("top_cause", pa.string()),
+                ("summary", pa.string()),
+                ("coverage", pa.float64()),
+                ("attribution_method", pa.string()),
+                ("suppressed", pa.bool_()),
+            ]
+        ),
+        "attributions": pa.schema(
+            [
+                ("run_id", pa.string()),
+                ("spike_id", pa.int32()),
+                ("cause", pa.string()),
+                ("share", pa.float64()),
+                ("confidence", pa.float64()),
+                ("excess_ms", pa.float64()),
+            ]
+        ),
+        "evidence": pa.schema(
+            [
+                ("run_id", pa.string()),
+                ("spike_id", pa.int32()),
+                ("cause", pa.string()),
+                ("signal", pa.string()),
+                ("value", pa.float64()),
+                ("baseline", pa.float64()),
+                ("unit", pa.string()),
+                ("note", pa.string()),
+                ("pearson_r", pa.float64()),
+            ]
+        ),
     }
-    baselines = {m: {"median_ms": b.median_ms, "spread_ms": b.spread_ms, "threshold_ms": b.threshold_ms,
-                     "valid_windows": b.valid_windows} for m, b in analysis.baselines.items()}
-    analyses = [{"run_id": rid, "window_s": analysis.window_s, "baselines": json.dumps(baselines),
-                 "config": json.dumps({"detect": asdict(analysis.detect), "attribute": asdict(analysis.attribute)})}]
-    schemas["analyses"] = pa.schema([("run_id", pa.string()), ("window_s", pa.float64()),
-                                     ("baselines", pa.string()), ("config", pa.string())])
+    baselines = {
+        m: {
+            "median_ms": b.median_ms,
+            "spread_ms": b.spread_ms,
+            "threshold_ms": b.threshold_ms,
+            "valid_windows": b.valid_windows,
+        }
+        for m, b in analysis.baselines.items()
+    }
+    analyses = [
+        {
+            "run_id": rid,
+            "window_s": analysis.window_s,
+            "baselines": json.dumps(baselines),
+            "config": json.dumps(
+                {"detect": asdict(analysis.detect), "attribute": asdict(analysis.attribute)}
+            ),
+        }
+    ]
+    schemas["analyses"] = pa.schema(
+        [
+            ("run_id", pa.string()),
+            ("window_s", pa.float64()),
+            ("baselines", pa.string()),
+            ("config", pa.string()),
+        ]
+    )
     rows = {"analyses": analyses, "spikes": spikes, "attributions": attrs, "evidence": evidence}
-    return {name: pa.Table.from_pylist(rows[name], schema=schema) for name, schema in schemas.items()}
+    return {
+        name: pa.Table.from_pylist(rows[name], schema=schema) for name, schema in schemas.items()
+    }
 
 
-def analyze_run(db_path: str | Path, run_id: str, window_s: float = 1.0,
-                detect: DetectConfig | None = None, attribute: AttributeConfig | None = None) -> Analysis:
+def analyze_run(
+    db_path: str | Path,
+    run_id: str,
+    window_s: float = 1.0,
+    detect: DetectConfig | None = None,
+    attribute: AttributeConfig | None = None,
+) -> Analysis:
     """Analyse an ingested run and store spikes/attributions/evidence, replacing earlier results."""
     conn = connect(db_path)
     try:

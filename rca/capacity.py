@@ -19,30 +19,33 @@ requests cut off by the end of the run are not judged). With only a TTFT objecti
 Why attainment and not a throughput criterion: throughput keeps rising past the point where
 latency becomes unacceptable (queueing adds latency, not lost work), so only the SLO marks the knee.
 """
+
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
 
-LOAD_KINDS = ("users", "rate")   # closed loop (concurrent users) | open loop (requests/s)
+LOAD_KINDS = ("users", "rate")  # closed loop (concurrent users) | open loop (requests/s)
 
 
 @dataclass(frozen=True)
 class SearchOptions:
     """Bounds of a capacity search (used when no explicit list of load steps is given)."""
 
-    kind: str = "users"        # users | rate
-    start: float = 1.0         # first load tried
-    max_load: float = 256.0    # never try more than this (doubling stops here)
-    max_steps: int = 8         # total runs of the search, doubling and bisecting together
-    resolution: float = 1.0    # stop bisecting when last pass and first fail are this close
+    kind: str = "users"  # users | rate
+    start: float = 1.0  # first load tried
+    max_load: float = 256.0  # never try more than this (doubling stops here)
+    max_steps: int = 8  # total runs of the search, doubling and bisecting together
+    resolution: float = 1.0  # stop bisecting when last pass and first fail are this close
     #                            (1 user: concurrency is an integer; a rate: e.g. 0.5 req/s)
 
-    def check(self) -> "SearchOptions":
+    def check(self) -> SearchOptions:
         if self.kind not in LOAD_KINDS:
             raise ValueError(f"kind: must be one of {', '.join(LOAD_KINDS)}, got {self.kind!r}")
         if not 0 < self.start <= self.max_load:
-            raise ValueError(f"start: must be in (0, max_load={self.max_load:g}], got {self.start:g}")
+            raise ValueError(
+                f"start: must be in (0, max_load={self.max_load:g}], got {self.start:g}"
+            )
         if self.kind == "users" and (self.start != int(self.start) or self.start < 1):
             raise ValueError(f"start: users must be an integer >= 1, got {self.start:g}")
         if not 1 <= self.max_steps <= 32:
@@ -58,13 +61,13 @@ class StepOutcome:
 
     load: float
     run_id: str
-    judged: int                  # completed + failed requests of the measured phase
-    good_requests: int           # completed and within every objective
-    attainment: float | None     # good_requests / judged (None: nothing judged)
+    judged: int  # completed + failed requests of the measured phase
+    good_requests: int  # completed and within every objective
+    attainment: float | None  # good_requests / judged (None: nothing judged)
     passed: bool
-    metrics: dict                # flat figures: request_throughput, goodput, ttft_p99_ms, …
-    run_status: str = "ok"       # the run's own status (ok | invalid | failed)
-    run_note: str = ""           # why, when not ok (the client-health reasons, the run's errors)
+    metrics: dict  # flat figures: request_throughput, goodput, ttft_p99_ms, …
+    run_status: str = "ok"  # the run's own status (ok | invalid | failed)
+    run_note: str = ""  # why, when not ok (the client-health reasons, the run's errors)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -74,11 +77,11 @@ class StepOutcome:
 class Knee:
     """Where the SLO stops holding. `capacity` None: even the lowest step failed."""
 
-    capacity: float | None           # highest load passing, every lower step passing too
+    capacity: float | None  # highest load passing, every lower step passing too
     capacity_run_id: str | None
-    first_fail: float | None         # lowest failing load above `capacity` (None: none failed)
+    first_fail: float | None  # lowest failing load above `capacity` (None: none failed)
     first_fail_run_id: str | None
-    status: str                      # found | not_reached (every step passed) | below_range
+    status: str  # found | not_reached (every step passed) | below_range
 
     @property
     def past(self) -> float:
@@ -95,8 +98,18 @@ _LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 
 def step_metrics(summary: dict) -> dict:
     """Flatten a run summary into the figures the capacity page plots (vLLM's definitions)."""
-    out = {k: summary.get(k) for k in ("request_throughput", "output_throughput", "goodput",
-                                      "completed", "failed", "cancelled", "requests")}
+    out = {
+        k: summary.get(k)
+        for k in (
+            "request_throughput",
+            "output_throughput",
+            "goodput",
+            "completed",
+            "failed",
+            "cancelled",
+            "requests",
+        )
+    }
     for name in _LATENCIES:
         stats = (summary.get("vllm") or {}).get(name) or {}
         for p in _PERCENTILE_KEYS:
@@ -104,8 +117,14 @@ def step_metrics(summary: dict) -> dict:
     return out
 
 
-def judge_step(load: float, run_id: str, summary: dict, attainment: float,
-               run_status: str = "ok", run_note: str = "") -> StepOutcome:
+def judge_step(
+    load: float,
+    run_id: str,
+    summary: dict,
+    attainment: float,
+    run_status: str = "ok",
+    run_note: str = "",
+) -> StepOutcome:
     """A step's outcome. `summary` must carry the SLO's good_requests (summarize(..., slo=…))."""
     if not 0 < attainment <= 1:
         raise ValueError(f"attainment: must be in (0, 1], got {attainment}")
@@ -115,8 +134,17 @@ def judge_step(load: float, run_id: str, summary: dict, attainment: float,
     good = int(summary["good_requests"])
     share = good / judged if judged else None
     passed = share is not None and share >= attainment
-    return StepOutcome(float(load), run_id, judged, good, share, passed, step_metrics(summary),
-                       run_status, run_note)
+    return StepOutcome(
+        float(load),
+        run_id,
+        judged,
+        good,
+        share,
+        passed,
+        step_metrics(summary),
+        run_status,
+        run_note,
+    )
 
 
 def find_knee(steps: list[StepOutcome]) -> Knee:
@@ -126,8 +154,13 @@ def find_knee(steps: list[StepOutcome]) -> Knee:
     best = None
     for s in ordered:
         if not s.passed:
-            return Knee(best.load if best else None, best.run_id if best else None, s.load,
-                        s.run_id, "found" if best else "below_range")
+            return Knee(
+                best.load if best else None,
+                best.run_id if best else None,
+                s.load,
+                s.run_id,
+                "found" if best else "below_range",
+            )
         best = s
     if best is None:
         return Knee(None, None, None, None, "below_range")
@@ -195,8 +228,9 @@ class QueueingThresholds:
     waiting_median: float = 1.0
 
 
-def queueing_reading(evidence: dict | None,
-                     thresholds: QueueingThresholds = QueueingThresholds()) -> dict:
+def queueing_reading(
+    evidence: dict | None, thresholds: QueueingThresholds = QueueingThresholds()
+) -> dict:
     """{queueing: bool | None, note} from a step's engine signals (capacity_queueing.sql row).
 
     None when the engine reported no steps (an external target): nothing is claimed then.
@@ -207,15 +241,20 @@ def queueing_reading(evidence: dict | None,
     batch = evidence.get("batch_mean")
     batch_txt = f", batch {batch:.1f} sequences on average" if batch is not None else ""
     if med >= thresholds.waiting_median:
-        return {"queueing": True,
-                "note": f"load/queueing: median {med:g} request(s) waiting for a batch slot "
-                        f"(p90 {p90:g}){batch_txt}"}
-    return {"queueing": False,
-            "note": f"no queueing: median {med:g} request(s) waiting (p90 {p90:g}){batch_txt}"}
+        return {
+            "queueing": True,
+            "note": f"load/queueing: median {med:g} request(s) waiting for a batch slot "
+            f"(p90 {p90:g}){batch_txt}",
+        }
+    return {
+        "queueing": False,
+        "note": f"no queueing: median {med:g} request(s) waiting (p90 {p90:g}){batch_txt}",
+    }
 
 
-def capacity_verdict(metric: str, candidate: float | None, baselines: list[float | None],
-                     drop_rel: float) -> dict:
+def capacity_verdict(
+    metric: str, candidate: float | None, baselines: list[float | None], drop_rel: float
+) -> dict:
     """Nightly verdict of a sweep's capacity against earlier sweeps of the same steps (pure).
 
     A capacity of None (even the lowest step failed) counts as 0. Regressed when the candidate is
@@ -227,16 +266,37 @@ def capacity_verdict(metric: str, candidate: float | None, baselines: list[float
     nan = float("nan")
     cand = candidate or 0.0
     base = [b or 0.0 for b in baselines]
-    row = {"metric": metric, "baseline": nan, "candidate": cand, "delta": nan, "ci_low": nan,
-           "ci_high": nan, "rel_delta": nan, "verdict": "insufficient", "n_baseline": len(base),
-           "n_candidate": 1, "run_noise": nan}
+    row = {
+        "metric": metric,
+        "baseline": nan,
+        "candidate": cand,
+        "delta": nan,
+        "ci_low": nan,
+        "ci_high": nan,
+        "rel_delta": nan,
+        "verdict": "insufficient",
+        "n_baseline": len(base),
+        "n_candidate": 1,
+        "run_noise": nan,
+    }
     if not base:
         return row
     low, high = min(base), max(base)
     ref = low if cand < low else high if cand > high else low
     rel = (cand - ref) / ref if ref else (0.0 if cand == ref else math.inf)
-    verdict = ("regressed" if cand < low * (1 - drop_rel) else
-               "improved" if cand > high * (1 + drop_rel) else "unchanged")
+    verdict = (
+        "regressed"
+        if cand < low * (1 - drop_rel)
+        else "improved"
+        if cand > high * (1 + drop_rel)
+        else "unchanged"
+    )
     spread = (high - low) / low if low else nan
-    return {**row, "baseline": ref, "delta": cand - ref, "rel_delta": rel, "verdict": verdict,
-            "run_noise": spread}
+    return {
+        **row,
+        "baseline": ref,
+        "delta": cand - ref,
+        "rel_delta": rel,
+        "verdict": verdict,
+        "run_noise": spread,
+    }

@@ -5,6 +5,7 @@ P99 moves by tens of percent from scheduler noise, so a spike needs both a robus
 relative and an absolute excess, and at least two windows (one gen-2 GC pause or one descheduled
 step makes a single-window P99 blip that nobody would call an incident).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
@@ -47,14 +48,20 @@ class DetectConfig:
             if getattr(self, name) < 1:
                 raise ValueError(f"DetectConfig.{name} must be >= 1, got {getattr(self, name)}")
         if self.merge_gap_windows < 0:
-            raise ValueError(f"DetectConfig.merge_gap_windows must be >= 0, got {self.merge_gap_windows}")
+            raise ValueError(
+                f"DetectConfig.merge_gap_windows must be >= 0, got {self.merge_gap_windows}"
+            )
         bad = [d for d in self.detectors if d not in ("mad", "changepoint")]
         if bad or not self.detectors:
-            raise ValueError(f"DetectConfig.detectors: {bad or 'empty'}; valid: 'mad', 'changepoint'")
+            raise ValueError(
+                f"DetectConfig.detectors: {bad or 'empty'}; valid: 'mad', 'changepoint'"
+            )
         _positive(self, "changepoint_penalty")
         unknown = set(self.min_samples) - set(METRICS)
         if unknown:
-            raise ValueError(f"DetectConfig.min_samples: unknown series {sorted(unknown)}; valid: {METRICS}")
+            raise ValueError(
+                f"DetectConfig.min_samples: unknown series {sorted(unknown)}; valid: {METRICS}"
+            )
 
 
 @dataclass(frozen=True)
@@ -83,7 +90,10 @@ def _positive(obj, *names: str) -> None:
 PRESETS: dict[str, tuple[DetectConfig, AttributeConfig]] = {
     "default": (DetectConfig(), AttributeConfig()),
     # Dedicated, quiet hardware (a GPU box with nothing else on it): smaller incidents count.
-    "sensitive": (DetectConfig(mad_k=4.0, min_rel_excess=0.25, min_abs_excess_ms=2.0), AttributeConfig()),
+    "sensitive": (
+        DetectConfig(mad_k=4.0, min_rel_excess=0.25, min_abs_excess_ms=2.0),
+        AttributeConfig(),
+    ),
 }
 
 
@@ -101,5 +111,7 @@ def _override(base, overrides: dict):
     valid = {f.name for f in fields(base)}
     unknown = sorted(set(overrides) - valid)
     if unknown:
-        raise ValueError(f"{type(base).__name__}: unknown key {unknown[0]!r}; valid: {', '.join(sorted(valid))}")
+        raise ValueError(
+            f"{type(base).__name__}: unknown key {unknown[0]!r}; valid: {', '.join(sorted(valid))}"
+        )
     return replace(base, **overrides)

@@ -11,6 +11,7 @@ time span is that of its ITL/TTFT intervals (E2E lags: it is binned at completio
 
 Pure functions over lists of window dicts (rows of warehouse query `windows`); nothing is mutated.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -26,28 +27,29 @@ _COUNT_OF = {"itl_p99": "itl_n", "ttft_p99": "ttft_n", "e2e_p99": "e2e_n"}
 class Baseline:
     metric: str
     median_ms: float
-    spread_ms: float          # 1.4826 · MAD
-    threshold_ms: float       # a window above this is flagged
+    spread_ms: float  # 1.4826 · MAD
+    threshold_ms: float  # a window above this is flagged
     valid_windows: int
 
 
 @dataclass
 class Interval:
     """A run of flagged windows of one series: [first, last] window indices, inclusive."""
+
     metric: str
     first: int
     last: int
     peak_ms: float
     baseline_ms: float
     flagged: list[int]
-    excess_area: float        # Σ over flagged windows of (value − baseline) / baseline
+    excess_area: float  # Σ over flagged windows of (value − baseline) / baseline
 
 
 @dataclass
 class Spike:
     spike_id: int
-    metric: str                       # primary series
-    metrics: list[str]                # every series that spiked
+    metric: str  # primary series
+    metrics: list[str]  # every series that spiked
     first_window: int
     last_window: int
     start_s: float
@@ -81,8 +83,11 @@ def baseline(values: np.ndarray, metric: str, config: DetectConfig) -> Baseline 
         return None
     median = float(np.median(valid))
     spread = 1.4826 * float(np.median(np.abs(valid - median)))
-    threshold = max(median + config.mad_k * spread, median * (1.0 + config.min_rel_excess),
-                    median + config.min_abs_excess_ms)
+    threshold = max(
+        median + config.mad_k * spread,
+        median * (1.0 + config.min_rel_excess),
+        median + config.min_abs_excess_ms,
+    )
     return Baseline(metric, median, spread, threshold, len(valid))
 
 
@@ -100,12 +105,18 @@ def flagged_intervals(values: np.ndarray, base: Baseline, config: DetectConfig) 
         if len(g) < config.min_windows:
             continue
         peak = float(max(values[i] for i in g))
-        area = float(sum((values[i] - base.median_ms) / base.median_ms for i in g)) if base.median_ms > 0 else 0.0
+        area = (
+            float(sum((values[i] - base.median_ms) / base.median_ms for i in g))
+            if base.median_ms > 0
+            else 0.0
+        )
         intervals.append(Interval(base.metric, g[0], g[-1], peak, base.median_ms, g, area))
     return intervals
 
 
-def changepoint_intervals(values: np.ndarray, base: Baseline, config: DetectConfig) -> list[Interval]:
+def changepoint_intervals(
+    values: np.ndarray, base: Baseline, config: DetectConfig
+) -> list[Interval]:
     """Second detector: PELT (ruptures, l2 cost) segments of the series whose mean beats the threshold.
 
     The series is scaled to robust z (spread floored at 5 % of the median so a flat series is not
@@ -116,14 +127,19 @@ def changepoint_intervals(values: np.ndarray, base: Baseline, config: DetectConf
     try:
         import ruptures
     except ImportError as exc:  # optional: the 'eval' extra
-        raise ImportError("detector 'changepoint' needs the ruptures package (pip install ruptures)") from exc
+        raise ImportError(
+            "detector 'changepoint' needs the ruptures package (pip install ruptures)"
+        ) from exc
     filled = np.where(np.isnan(values), base.median_ms, values)
     if len(filled) < 2 * config.min_windows:
         return []
     scale = max(base.spread_ms, 0.05 * base.median_ms, 1e-9)
-    z = ((filled - base.median_ms) / scale).reshape(-1, 1)          # [n_windows, 1]: ruptures wants 2-D
-    ends = ruptures.Pelt(model="l2", min_size=config.min_windows, jump=1).fit(z).predict(
-        pen=config.changepoint_penalty * np.log(len(z)))
+    z = ((filled - base.median_ms) / scale).reshape(-1, 1)  # [n_windows, 1]: ruptures wants 2-D
+    ends = (
+        ruptures.Pelt(model="l2", min_size=config.min_windows, jump=1)
+        .fit(z)
+        .predict(pen=config.changepoint_penalty * np.log(len(z)))
+    )
     intervals, start = [], 0
     for end in ends:
         idx = [i for i in range(start, end) if not np.isnan(values[i])]
@@ -131,7 +147,11 @@ def changepoint_intervals(values: np.ndarray, base: Baseline, config: DetectConf
         if len(idx) < config.min_windows or float(np.mean(values[idx])) <= base.threshold_ms:
             continue
         peak = float(max(values[i] for i in idx))
-        area = float(sum((values[i] - base.median_ms) / base.median_ms for i in idx)) if base.median_ms > 0 else 0.0
+        area = (
+            float(sum((values[i] - base.median_ms) / base.median_ms for i in idx))
+            if base.median_ms > 0
+            else 0.0
+        )
         intervals.append(Interval(base.metric, idx[0], idx[-1], peak, base.median_ms, idx, area))
     return intervals
 
@@ -143,25 +163,31 @@ def severity_label(peak_ms: float, baseline_ms: float, config: DetectConfig) -> 
     return "major" if ratio >= config.major_ratio else "minor"
 
 
-def merge_incidents(intervals: list[Interval], window_s: float, config: DetectConfig,
-                    detector: str = "mad") -> list[Spike]:
+def merge_incidents(
+    intervals: list[Interval], window_s: float, config: DetectConfig, detector: str = "mad"
+) -> list[Spike]:
     """Group intervals of any series that overlap or lie within merge_gap_windows into Spikes.
 
     ITL/TTFT intervals are grouped first. E2E is binned at completion, so it lags an incident by a
     request's duration: an E2E interval joins the group it reaches (overlap or within the gap, the
     nearest one) and never bridges two groups; one that reaches none is an incident of its own.
     """
+
     def gap(iv: Interval, group: list[Interval]) -> int:
         lo, hi = min(x.first for x in group), max(x.last for x in group)
         return max(iv.first - hi - 1, lo - iv.last - 1, -1)
 
     groups: list[list[Interval]] = []
-    for iv in sorted((iv for iv in intervals if iv.metric != "e2e_p99"), key=lambda iv: (iv.first, iv.last)):
+    for iv in sorted(
+        (iv for iv in intervals if iv.metric != "e2e_p99"), key=lambda iv: (iv.first, iv.last)
+    ):
         if groups and gap(iv, groups[-1]) <= config.merge_gap_windows:
             groups[-1].append(iv)
         else:
             groups.append([iv])
-    for iv in sorted((iv for iv in intervals if iv.metric == "e2e_p99"), key=lambda iv: (iv.first, iv.last)):
+    for iv in sorted(
+        (iv for iv in intervals if iv.metric == "e2e_p99"), key=lambda iv: (iv.first, iv.last)
+    ):
         near = [g for g in groups if gap(iv, g) <= config.merge_gap_windows]
         if near:
             min(near, key=lambda g: gap(iv, g)).append(iv)
@@ -170,24 +196,41 @@ def merge_incidents(intervals: list[Interval], window_s: float, config: DetectCo
     groups.sort(key=lambda g: min(x.first for x in g))
     spikes = []
     for n, group in enumerate(groups, start=1):
-        primary = max(group, key=lambda iv: (iv.peak_ms / iv.baseline_ms if iv.baseline_ms > 0 else 0.0,
-                                             -METRICS.index(iv.metric)))
+        primary = max(
+            group,
+            key=lambda iv: (
+                iv.peak_ms / iv.baseline_ms if iv.baseline_ms > 0 else 0.0,
+                -METRICS.index(iv.metric),
+            ),
+        )
         # E2E sets the timing only when nothing else spiked (it lags)
         timing = [iv for iv in group if iv.metric != "e2e_p99"] or group
         first = min(iv.first for iv in timing)
         last = max(iv.last for iv in timing)
         metrics = [m for m in METRICS if any(iv.metric == m for iv in group)]
-        spikes.append(Spike(
-            spike_id=n, metric=primary.metric, metrics=metrics, first_window=first, last_window=last,
-            start_s=first * window_s, end_s=(last + 1) * window_s, peak_ms=primary.peak_ms,
-            baseline_ms=primary.baseline_ms,
-            severity=severity_label(primary.peak_ms, primary.baseline_ms, config),
-            severity_score=primary.excess_area * window_s, detector=detector, intervals=group))
+        spikes.append(
+            Spike(
+                spike_id=n,
+                metric=primary.metric,
+                metrics=metrics,
+                first_window=first,
+                last_window=last,
+                start_s=first * window_s,
+                end_s=(last + 1) * window_s,
+                peak_ms=primary.peak_ms,
+                baseline_ms=primary.baseline_ms,
+                severity=severity_label(primary.peak_ms, primary.baseline_ms, config),
+                severity_score=primary.excess_area * window_s,
+                detector=detector,
+                intervals=group,
+            )
+        )
     return spikes
 
 
-def detect_spikes(windows: list[dict], window_s: float, config: DetectConfig | None = None
-                  ) -> tuple[list[Spike], dict[str, Baseline]]:
+def detect_spikes(
+    windows: list[dict], window_s: float, config: DetectConfig | None = None
+) -> tuple[list[Spike], dict[str, Baseline]]:
     """Spikes of a run (time order, ids from 1) and the baseline of each analysable series."""
     config = config or DetectConfig()
     intervals: list[Interval] = []

@@ -13,6 +13,7 @@ Signals per cause (docs/design.md's table):
 
 Pure: window series are numpy arrays [n_windows]; masks select spike / baseline windows.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -27,11 +28,11 @@ from rca.sweep import repeated_ngram_rate
 @dataclass
 class Evidence:
     signal: str
-    value: float | None       # during the spike
+    value: float | None  # during the spike
     baseline: float | None
     unit: str
     note: str
-    pearson_r: float | None   # of the signal's window series with the spike's latency series
+    pearson_r: float | None  # of the signal's window series with the spike's latency series
 
 
 def pearson(a: np.ndarray, b: np.ndarray) -> float | None:
@@ -46,7 +47,9 @@ def pearson(a: np.ndarray, b: np.ndarray) -> float | None:
     return float(np.corrcoef(x, y)[0, 1])
 
 
-def strength(signal: np.ndarray, in_spike: np.ndarray, in_base: np.ndarray, r: float | None) -> float:
+def strength(
+    signal: np.ndarray, in_spike: np.ndarray, in_base: np.ndarray, r: float | None
+) -> float:
     """0..1: half the signal's rise in baseline standard deviations (z/5, capped), half max(r, 0)."""
     spike_v, base = signal[in_spike], signal[in_base]
     spike_v, base = spike_v[np.isfinite(spike_v)], base[np.isfinite(base)]
@@ -62,8 +65,8 @@ def strength(signal: np.ndarray, in_spike: np.ndarray, in_base: np.ndarray, r: f
 class PauseStats:
     count: int
     per_min: float | None
-    mean_ms: float | None          # of the dominant generation's pauses
-    generation: int | None         # the generation with the largest total pause time
+    mean_ms: float | None  # of the dominant generation's pauses
+    generation: int | None  # the generation with the largest total pause time
 
 
 def pause_stats(pauses: list[dict], windows_mask: np.ndarray, window_s: float) -> PauseStats:
@@ -91,13 +94,20 @@ def output_series(request_outputs: list[dict], n_windows: int) -> dict[str, np.n
         if not 0 <= w < n_windows:
             continue
         if r.get("max_tokens") and r.get("output_tokens") is not None:
-            hit[w].append(float(r["output_tokens"] >= r["max_tokens"] or r.get("finish_reason") == "length"))
+            hit[w].append(
+                float(r["output_tokens"] >= r["max_tokens"] or r.get("finish_reason") == "length")
+            )
         ids = r.get("output_token_ids")
         if ids is not None and len(ids) >= 3:
             rep[w].append(repeated_ngram_rate(list(ids)))
+
     def mean(xs):
         return float(np.mean(xs)) if xs else np.nan
-    return {"hit_max_tokens": np.array([mean(x) for x in hit]), "repeated_3gram_rate": np.array([mean(x) for x in rep])}
+
+    return {
+        "hit_max_tokens": np.array([mean(x) for x in hit]),
+        "repeated_3gram_rate": np.array([mean(x) for x in rep]),
+    }
 
 
 class EvidenceBuilder:
@@ -106,14 +116,21 @@ class EvidenceBuilder:
     def __init__(self, latency: np.ndarray, in_spike: np.ndarray, in_base: np.ndarray):
         self.latency, self.in_spike, self.in_base = latency, in_spike, in_base
 
-    def series(self, signal: str, values: np.ndarray, unit: str, note: str, scale: float = 1.0) -> Evidence | None:
+    def series(
+        self, signal: str, values: np.ndarray, unit: str, note: str, scale: float = 1.0
+    ) -> Evidence | None:
         """Evidence from a window series; None when the run never reported the signal."""
         if not np.isfinite(values).any():
             return None
         s, b = values[self.in_spike], values[self.in_base]
-        return Evidence(signal, mean_or_zero(s) * scale if np.isfinite(s).any() else None,
-                        mean_or_zero(b) * scale if np.isfinite(b).any() else None, unit, note,
-                        pearson(values, self.latency))
+        return Evidence(
+            signal,
+            mean_or_zero(s) * scale if np.isfinite(s).any() else None,
+            mean_or_zero(b) * scale if np.isfinite(b).any() else None,
+            unit,
+            note,
+            pearson(values, self.latency),
+        )
 
     def strength(self, values: np.ndarray) -> float:
         return strength(values, self.in_spike, self.in_base, pearson(values, self.latency))

@@ -20,6 +20,7 @@ evidence names the process and the region.
 
 Pure: rows of warehouse queries `metric_windows` / `nvml_windows` in, an Attribution out.
 """
+
 from __future__ import annotations
 
 import re
@@ -37,8 +38,11 @@ CAUSE_PATTERNS: tuple[tuple[str, str], ...] = (
     ("memory", r"cache_usage|kv_|preempt|gpu_memory|mem_fraction|memory|swap|gc_"),
     ("communication", r"nccl|all_?reduce|collective|comm|pcie|nvlink"),
     ("penalty", r"penalt|sampl|repetit"),
-    ("load", r"requests_running|requests_waiting|waiting|running|queue|arrival|request_success|"
-             r"prompt_tokens|num_requests"),
+    (
+        "load",
+        r"requests_running|requests_waiting|waiting|running|queue|arrival|request_success|"
+        r"prompt_tokens|num_requests",
+    ),
 )
 # Occupancy fractions (KV cache, GPU memory) grow with the number of sequences too: they point at
 # memory only when they reach near capacity, else at load.
@@ -83,14 +87,14 @@ def cause_of(series_name: str) -> str:
 
 @dataclass
 class RankedSeries:
-    name: str            # name{labels}
+    name: str  # name{labels}
     cause: str
     z: float
     spike_value: float
     baseline_value: float
-    series: np.ndarray   # [n_windows]
+    series: np.ndarray  # [n_windows]
     unit: str = ""
-    note: str = ""       # what the series is, for a per-process series (process and region)
+    note: str = ""  # what the series is, for a per-process series (process and region)
 
 
 def metric_series(rows: list[dict], n: int, window_s: float) -> dict[str, np.ndarray]:
@@ -104,8 +108,8 @@ def metric_series(rows: list[dict], n: int, window_s: float) -> dict[str, np.nda
     for key, arr in by_series.items():
         if is_counter(key):
             rate = np.full(n, np.nan)
-            rate[1:] = np.diff(arr) / window_s               # NaN where either window is missing
-            by_series[key] = np.where(rate < 0, np.nan, rate)   # a counter reset is not a rate
+            rate[1:] = np.diff(arr) / window_s  # NaN where either window is missing
+            by_series[key] = np.where(rate < 0, np.nan, rate)  # a counter reset is not a rate
     return by_series
 
 
@@ -132,22 +136,28 @@ def resolution(values: np.ndarray, counter: bool, window_s: float, config: Score
     if not len(finite):
         return config.epsilon
     if counter and np.allclose(finite * window_s, np.round(finite * window_s)):
-        return config.counter_events_per_window / window_s     # rate of a counter of whole events
+        return config.counter_events_per_window / window_s  # rate of a counter of whole events
     if not counter and np.allclose(finite, np.round(finite)):
         return config.gauge_step
     return max(config.magnitude_share * float(np.abs(finite).max()), config.epsilon)
 
 
-def robust_scale(base: np.ndarray, values: np.ndarray, counter: bool, window_s: float,
-                 config: ScoreConfig) -> float:
+def robust_scale(
+    base: np.ndarray, values: np.ndarray, counter: bool, window_s: float, config: ScoreConfig
+) -> float:
     """IQR of the baseline, floored by its level and by the series' resolution."""
     iqr = float(np.subtract(*np.percentile(base, [75, 25])))
     level = config.level_share * abs(float(np.median(base)))
     return max(iqr, level, resolution(values, counter, window_s, config), config.epsilon)
 
 
-def rank_series(series: dict[str, np.ndarray], in_spike: np.ndarray, in_base: np.ndarray,
-                window_s: float = 1.0, config: ScoreConfig | None = None) -> list[RankedSeries]:
+def rank_series(
+    series: dict[str, np.ndarray],
+    in_spike: np.ndarray,
+    in_base: np.ndarray,
+    window_s: float = 1.0,
+    config: ScoreConfig | None = None,
+) -> list[RankedSeries]:
     """Every series with data on both sides, by robust z (largest first); counters (by name)
     are rates per second over windows of window_s."""
     config = config or ScoreConfig()
@@ -168,8 +178,12 @@ def rank_series(series: dict[str, np.ndarray], in_spike: np.ndarray, in_base: np
     return ranked
 
 
-def rank_process_series(signals: RunSignals, in_spike: np.ndarray, in_base: np.ndarray,
-                        config: ScoreConfig | None = None) -> list[RankedSeries]:
+def rank_process_series(
+    signals: RunSignals,
+    in_spike: np.ndarray,
+    in_base: np.ndarray,
+    config: ScoreConfig | None = None,
+) -> list[RankedSeries]:
     """The collectors' per-process series, scored like /metrics gauges, notes attached."""
     config = config or ScoreConfig()
     n, w = len(in_spike), signals.window_s
@@ -182,40 +196,72 @@ def rank_process_series(signals: RunSignals, in_spike: np.ndarray, in_base: np.n
         median = float(np.median(base))
         scale = max(robust_scale(base, ps.values, False, w, config), RISE_FLOOR[ps.kind] / MIN_Z)
         z = float((spike.max() - median) / scale)
-        ranked.append(RankedSeries(ps.name, ps.cause, z, float(spike.mean()), median, ps.values,
-                                   ps.unit, describe_rise(ps, signals.process, in_spike, in_base)))
+        ranked.append(
+            RankedSeries(
+                ps.name,
+                ps.cause,
+                z,
+                float(spike.mean()),
+                median,
+                ps.values,
+                ps.unit,
+                describe_rise(ps, signals.process, in_spike, in_base),
+            )
+        )
     return ranked
 
 
-def attribute_by_metrics(spike: Spike, spikes: list[Spike], signals: RunSignals,
-                         config: AttributeConfig | None = None) -> Attribution:
+def attribute_by_metrics(
+    spike: Spike, spikes: list[Spike], signals: RunSignals, config: AttributeConfig | None = None
+) -> Attribution:
     """Attribution of one spike from /metrics and NVML series alone (see module docstring)."""
     config = config or AttributeConfig()
     n = len(signals.windows)
     in_spike, in_base = window_masks(n, spike, spikes, config.guard_windows)
-    series = {**metric_series(signals.metric_windows, n, signals.window_s), **_nvml(signals.nvml_windows, n)}
+    series = {
+        **metric_series(signals.metric_windows, n, signals.window_s),
+        **_nvml(signals.nvml_windows, n),
+    }
     ranked = rank_series(series, in_spike, in_base, signals.window_s)
     ranked = sorted(ranked + rank_process_series(signals, in_spike, in_base), key=lambda r: -r.z)
     voters = [r for r in ranked[:TOP_K] if r.z > MIN_Z]
     latency = window_series(signals.windows, f"{spike.metric}_ms")
     votes = {c: sum(r.z for r in voters if r.cause == c) for c in CAUSES}
     total = sum(votes.values())
-    shares = {c: votes[c] / total for c in CAUSES} if total > 0 else {**{c: 0.0 for c in CAUSES}, "unexplained": 1.0}
+    shares = (
+        {c: votes[c] / total for c in CAUSES}
+        if total > 0
+        else {**{c: 0.0 for c in CAUSES}, "unexplained": 1.0}
+    )
     causes = []
     for c in CAUSES:
         if shares[c] <= 1e-4:
             continue
         mine = [r for r in voters if r.cause == c]
         conf = mine[0].z / (mine[0].z + 3.0) if mine else 0.0
-        evidence = [Evidence(r.name, r.spike_value, r.baseline_value, r.unit,
-                             (f"{r.note}; " if r.note else "") + f"robust z = {r.z:.1f} (rank "
-                             f"{ranked.index(r) + 1} of {len(ranked)})", pearson(r.series, latency)) for r in mine]
+        evidence = [
+            Evidence(
+                r.name,
+                r.spike_value,
+                r.baseline_value,
+                r.unit,
+                (f"{r.note}; " if r.note else "") + f"robust z = {r.z:.1f} (rank "
+                f"{ranked.index(r) + 1} of {len(ranked)})",
+                pearson(r.series, latency),
+            )
+            for r in mine
+        ]
         causes.append(CauseShare(c, round(shares[c], 4), round(conf, 4), 0.0, evidence))
     causes.sort(key=lambda cs: -cs.share)
     overshoot = sum(cs.share for cs in causes) - 1.0
     if overshoot > 0:
         causes[0].share = round(causes[0].share - overshoot, 4)
     top = causes[0].cause
-    summary = (f"top metric {voters[0].name} (robust z {voters[0].z:.1f})" if voters
-               else "no metric moved beyond its baseline noise")
-    return Attribution(spike.spike_id, causes, top, 0.0, 0.0, {c: 0.0 for c in CAUSES}, summary, "metric_rank")
+    summary = (
+        f"top metric {voters[0].name} (robust z {voters[0].z:.1f})"
+        if voters
+        else "no metric moved beyond its baseline noise"
+    )
+    return Attribution(
+        spike.spike_id, causes, top, 0.0, 0.0, {c: 0.0 for c in CAUSES}, summary, "metric_rank"
+    )

@@ -12,6 +12,7 @@ rcaeval preprocessing (dataset="custom") drops columns that are constant on eith
 anomaly time — e.g. preemptions that are 0 before a KV fault — which is part of how these methods
 behave on this data.
 """
+
 from __future__ import annotations
 
 import random
@@ -24,12 +25,22 @@ from rca.config import CAUSES
 
 # Candidate signals per window and the cause each stands for.
 SIGNAL_CAUSE = {
-    "gc_ms": "memory", "gc_pause_ms": "memory", "preemptions": "memory", "kv_usage": "memory",
-    "nvml_mem_fraction": "memory", "page_faults": "memory",
-    "penalty_ms": "penalty", "sample_ms": "penalty", "output_tokens_mean": "penalty",
+    "gc_ms": "memory",
+    "gc_pause_ms": "memory",
+    "preemptions": "memory",
+    "kv_usage": "memory",
+    "nvml_mem_fraction": "memory",
+    "page_faults": "memory",
+    "penalty_ms": "penalty",
+    "sample_ms": "penalty",
+    "output_tokens_mean": "penalty",
     "comm_ms": "communication",
-    "batch_size": "load", "waiting": "load", "arrivals": "load",
-    "forward_ms": "unexplained", "schedule_ms": "unexplained", "other_ms": "unexplained",
+    "batch_size": "load",
+    "waiting": "load",
+    "arrivals": "load",
+    "forward_ms": "unexplained",
+    "schedule_ms": "unexplained",
+    "other_ms": "unexplained",
 }
 PEER_METHODS = ("baro", "nsigma")
 
@@ -42,8 +53,20 @@ def signal_frame(signals: RunSignals):
     n = len(signals.windows)
     sw = signals.step_windows
     cols = {"time": window_series(signals.windows, "t_s")}
-    for key in ("gc_ms", "preemptions", "kv_usage", "page_faults", "penalty_ms", "sample_ms", "comm_max_ms",
-                "batch_size", "waiting", "forward_ms", "schedule_ms", "other_ms"):
+    for key in (
+        "gc_ms",
+        "preemptions",
+        "kv_usage",
+        "page_faults",
+        "penalty_ms",
+        "sample_ms",
+        "comm_max_ms",
+        "batch_size",
+        "waiting",
+        "forward_ms",
+        "schedule_ms",
+        "other_ms",
+    ):
         cols["comm_ms" if key == "comm_max_ms" else key] = window_series(sw, key, n)
     pauses = np.zeros(n)
     for p in signals.gc_pauses:

@@ -16,6 +16,7 @@ process's own CPU time rising may be its own threads competing rather than an ou
 and when several causes' signals rose together the note names the others.
 Pure: lists of query rows in, Evidence out; `ProcessSignals.load` reads the warehouse.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -26,24 +27,34 @@ from rca.evidence import Evidence, pearson
 from rca.stepcost import mean_or_zero
 
 # (region, cause its rise speaks for)
-REGION_CAUSES = (("sampling_penalties", "penalty"), ("gc", "memory"), ("collective_wait", "communication"),
-                 ("scheduler", "load"), ("http_serialization", "load"), ("model_forward", "unexplained"))
+REGION_CAUSES = (
+    ("sampling_penalties", "penalty"),
+    ("gc", "memory"),
+    ("collective_wait", "communication"),
+    ("scheduler", "load"),
+    ("http_serialization", "load"),
+    ("model_forward", "unexplained"),
+)
 # A rise counts as marked when it beats the baseline's noise (3 std) and this floor.
 RISE_FLOOR = {"share": 0.05, "gc_ms_per_s": 20.0, "runq_wait_ms_per_s": 20.0}
 
 
 @dataclass
 class ProcessSignals:
-    stack_windows: list[dict] = field(default_factory=list)   # query process_stack_windows
-    gc_windows: list[dict] = field(default_factory=list)      # query process_gc_windows
-    cpu_windows: list[dict] = field(default_factory=list)     # query process_cpu_windows
+    stack_windows: list[dict] = field(default_factory=list)  # query process_stack_windows
+    gc_windows: list[dict] = field(default_factory=list)  # query process_gc_windows
+    cpu_windows: list[dict] = field(default_factory=list)  # query process_cpu_windows
 
     @classmethod
-    def load(cls, conn, run_id: str, window_s: float) -> "ProcessSignals":
+    def load(cls, conn, run_id: str, window_s: float) -> ProcessSignals:
         from warehouse.queries import query
 
-        return cls(*(query(conn, name, run_id=run_id, window_s=window_s)
-                     for name in ("process_stack_windows", "process_gc_windows", "process_cpu_windows")))
+        return cls(
+            *(
+                query(conn, name, run_id=run_id, window_s=window_s)
+                for name in ("process_stack_windows", "process_gc_windows", "process_cpu_windows")
+            )
+        )
 
 
 @dataclass
@@ -56,8 +67,9 @@ class _Rise:
     marked: bool
 
 
-def _per_pid(rows: list[dict], key: str, n: int, fill: float = np.nan,
-             where=lambda r: True) -> dict[int, tuple[str, np.ndarray]]:
+def _per_pid(
+    rows: list[dict], key: str, n: int, fill: float = np.nan, where=lambda r: True
+) -> dict[int, tuple[str, np.ndarray]]:
     out: dict[int, tuple[str, np.ndarray]] = {}
     for r in rows:
         if not where(r) or not 0 <= r["window"] < n:
@@ -70,8 +82,12 @@ def _per_pid(rows: list[dict], key: str, n: int, fill: float = np.nan,
     return out
 
 
-def _biggest_rise(series: dict[int, tuple[str, np.ndarray]], in_spike: np.ndarray, in_base: np.ndarray,
-                  floor: float) -> _Rise | None:
+def _biggest_rise(
+    series: dict[int, tuple[str, np.ndarray]],
+    in_spike: np.ndarray,
+    in_base: np.ndarray,
+    floor: float,
+) -> _Rise | None:
     best = None
     for pid, (role, values) in series.items():
         s, b = values[in_spike], values[in_base]
@@ -97,34 +113,78 @@ def _share_series(rows: list[dict], region: str, n: int) -> dict[int, tuple[str,
     return out
 
 
-def process_evidence(signals: ProcessSignals, latency: np.ndarray, in_spike: np.ndarray,
-                     in_base: np.ndarray, window_s: float) -> dict[str, list[Evidence]]:
+def process_evidence(
+    signals: ProcessSignals,
+    latency: np.ndarray,
+    in_spike: np.ndarray,
+    in_base: np.ndarray,
+    window_s: float,
+) -> dict[str, list[Evidence]]:
     """cause → Evidence rows from the collectors (empty lists when a run has no collector files)."""
     n = len(latency)
     out: dict[str, list[Evidence]] = {}
-    marked: dict[str, str] = {}          # cause → short description of a marked rise
+    marked: dict[str, str] = {}  # cause → short description of a marked rise
     rows: list[tuple[str, _Rise, Evidence]] = []
     for region, cause in REGION_CAUSES:
-        rise = _biggest_rise(_share_series(signals.stack_windows, region, n), in_spike, in_base,
-                             RISE_FLOOR["share"])
+        rise = _biggest_rise(
+            _share_series(signals.stack_windows, region, n), in_spike, in_base, RISE_FLOOR["share"]
+        )
         if rise is None:
             continue
-        note = (f"{rise.role} (pid {rise.pid}): {rise.during:.0%} of its non-idle stack samples in {region} "
-                f"during the spike vs {rise.before:.0%} before (py-spy)")
-        rows.append((cause, rise, Evidence(f"stack_share.{region}", rise.during, rise.before, "fraction", note,
-                                           pearson(rise.series, latency))))
-    gc = _biggest_rise(_per_pid(signals.gc_windows, "pause_ms", n, fill=0.0), in_spike, in_base,
-                       RISE_FLOOR["gc_ms_per_s"] * window_s)
+        note = (
+            f"{rise.role} (pid {rise.pid}): {rise.during:.0%} of its non-idle stack samples in {region} "
+            f"during the spike vs {rise.before:.0%} before (py-spy)"
+        )
+        rows.append(
+            (
+                cause,
+                rise,
+                Evidence(
+                    f"stack_share.{region}",
+                    rise.during,
+                    rise.before,
+                    "fraction",
+                    note,
+                    pearson(rise.series, latency),
+                ),
+            )
+        )
+    gc = _biggest_rise(
+        _per_pid(signals.gc_windows, "pause_ms", n, fill=0.0),
+        in_spike,
+        in_base,
+        RISE_FLOOR["gc_ms_per_s"] * window_s,
+    )
     if gc is not None:
         per_s = 1.0 / window_s
-        note = (f"{gc.role} (pid {gc.pid}): GC {gc.during * per_s:.0f} ms/s during the spike vs "
-                f"{gc.before * per_s:.0f} before (GC hook inside the process)")
-        rows.append(("memory", gc, Evidence("gc_ms_per_s.process", gc.during * per_s, gc.before * per_s,
-                                            "ms/s", note, pearson(gc.series, latency))))
-    runq = _biggest_rise(_per_pid(signals.cpu_windows, "runq_wait_ms_per_s", n), in_spike, in_base,
-                         RISE_FLOOR["runq_wait_ms_per_s"])
+        note = (
+            f"{gc.role} (pid {gc.pid}): GC {gc.during * per_s:.0f} ms/s during the spike vs "
+            f"{gc.before * per_s:.0f} before (GC hook inside the process)"
+        )
+        rows.append(
+            (
+                "memory",
+                gc,
+                Evidence(
+                    "gc_ms_per_s.process",
+                    gc.during * per_s,
+                    gc.before * per_s,
+                    "ms/s",
+                    note,
+                    pearson(gc.series, latency),
+                ),
+            )
+        )
+    runq = _biggest_rise(
+        _per_pid(signals.cpu_windows, "runq_wait_ms_per_s", n),
+        in_spike,
+        in_base,
+        RISE_FLOOR["runq_wait_ms_per_s"],
+    )
     if runq is not None:
-        rows.append(("unexplained", runq, _runq_evidence(signals, runq, latency, in_spike, in_base, n)))
+        rows.append(
+            ("unexplained", runq, _runq_evidence(signals, runq, latency, in_spike, in_base, n))
+        )
     for cause, rise, evidence in rows:
         if rise.marked:
             marked.setdefault(cause, f"{cause} ({evidence.signal} of {rise.role})")
@@ -132,45 +192,70 @@ def process_evidence(signals: ProcessSignals, latency: np.ndarray, in_spike: np.
         if rise.marked:
             others = [text for c, text in marked.items() if c != cause]
             if evidence.signal.startswith("stack_share."):
-                evidence.note += ("; a share is relative: more work in this region or less elsewhere"
-                                  " look alike")
+                evidence.note += (
+                    "; a share is relative: more work in this region or less elsewhere look alike"
+                )
             if others:
-                evidence.note += ("; also rose in the same windows: " + ", ".join(others)
-                                  + " — these signals alone do not tell which caused the other")
+                evidence.note += (
+                    "; also rose in the same windows: "
+                    + ", ".join(others)
+                    + " — these signals alone do not tell which caused the other"
+                )
         out.setdefault(cause, []).append(evidence)
     return out
 
 
-def _runq_evidence(signals: ProcessSignals, runq: _Rise, latency: np.ndarray, in_spike: np.ndarray,
-                   in_base: np.ndarray, n: int) -> Evidence:
+def _runq_evidence(
+    signals: ProcessSignals,
+    runq: _Rise,
+    latency: np.ndarray,
+    in_spike: np.ndarray,
+    in_base: np.ndarray,
+    n: int,
+) -> Evidence:
     """Run-queue wait of the process with the largest rise, with its own CPU time beside it."""
-    cpu = _per_pid(signals.cpu_windows, "cpu_ms_per_s", n).get(runq.pid, ("", np.full(n, np.nan)))[1]
-    invol = _per_pid(signals.cpu_windows, "involuntary_switches_per_s", n).get(runq.pid, ("", np.full(n, np.nan)))[1]
+    cpu = _per_pid(signals.cpu_windows, "cpu_ms_per_s", n).get(runq.pid, ("", np.full(n, np.nan)))[
+        1
+    ]
+    invol = _per_pid(signals.cpu_windows, "involuntary_switches_per_s", n).get(
+        runq.pid, ("", np.full(n, np.nan))
+    )[1]
     cpu_s, cpu_b = mean_or_zero(cpu[in_spike]), mean_or_zero(cpu[in_base])
-    note = (f"{runq.role} (pid {runq.pid}): waited {runq.during:.0f} ms/s for a CPU during the spike vs "
-            f"{runq.before:.0f} before; involuntary switches {mean_or_zero(invol[in_spike]):.0f}/s vs "
-            f"{mean_or_zero(invol[in_base]):.0f}/s; its own CPU {cpu_s:.0f} vs {cpu_b:.0f} ms/s (/proc)")
+    note = (
+        f"{runq.role} (pid {runq.pid}): waited {runq.during:.0f} ms/s for a CPU during the spike vs "
+        f"{runq.before:.0f} before; involuntary switches {mean_or_zero(invol[in_spike]):.0f}/s vs "
+        f"{mean_or_zero(invol[in_base]):.0f}/s; its own CPU {cpu_s:.0f} vs {cpu_b:.0f} ms/s (/proc)"
+    )
     if runq.marked:
-        note += ("; its own CPU time rose too: its threads may be competing with each other rather than "
-                 "with another process — run-queue delay alone cannot tell them apart"
-                 if cpu_s > 1.2 * cpu_b + 20 else
-                 "; it did no more work itself: CPU contention from outside the process")
-    return Evidence("runq_wait_ms_per_s.process", runq.during, runq.before, "ms/s", note,
-                    pearson(runq.series, latency))
+        note += (
+            "; its own CPU time rose too: its threads may be competing with each other rather than "
+            "with another process — run-queue delay alone cannot tell them apart"
+            if cpu_s > 1.2 * cpu_b + 20
+            else "; it did no more work itself: CPU contention from outside the process"
+        )
+    return Evidence(
+        "runq_wait_ms_per_s.process",
+        runq.during,
+        runq.before,
+        "ms/s",
+        note,
+        pearson(runq.series, latency),
+    )
 
 
 @dataclass
 class ProcessSeries:
     """One per-process signal as a series over the run's windows, for ranking beside /metrics."""
-    name: str           # e.g. "EngineCore (pid 41) stack_share.sampling_penalties"
-    cause: str          # the cause its rise speaks for
-    kind: str           # key of RISE_FLOOR: share | gc_ms_per_s | runq_wait_ms_per_s
+
+    name: str  # e.g. "EngineCore (pid 41) stack_share.sampling_penalties"
+    cause: str  # the cause its rise speaks for
+    kind: str  # key of RISE_FLOOR: share | gc_ms_per_s | runq_wait_ms_per_s
     unit: str
     values: np.ndarray  # [n_windows]
     role: str
     pid: int
-    detail: str         # what the value is, for the evidence text
-    source: str         # which collector measured it
+    detail: str  # what the value is, for the evidence text
+    source: str  # which collector measured it
 
 
 def process_series(signals: ProcessSignals, n: int, window_s: float) -> list[ProcessSeries]:
@@ -181,19 +266,53 @@ def process_series(signals: ProcessSignals, n: int, window_s: float) -> list[Pro
     out = []
     for region, cause in REGION_CAUSES:
         for pid, (role, values) in _share_series(signals.stack_windows, region, n).items():
-            out.append(ProcessSeries(f"{role} (pid {pid}) stack_share.{region}", cause, "share", "fraction",
-                                     values, role, pid, f"of its non-idle stack samples in {region}", "py-spy"))
+            out.append(
+                ProcessSeries(
+                    f"{role} (pid {pid}) stack_share.{region}",
+                    cause,
+                    "share",
+                    "fraction",
+                    values,
+                    role,
+                    pid,
+                    f"of its non-idle stack samples in {region}",
+                    "py-spy",
+                )
+            )
     for pid, (role, values) in _per_pid(signals.gc_windows, "pause_ms", n, fill=0.0).items():
-        out.append(ProcessSeries(f"{role} (pid {pid}) gc_ms_per_s", "memory", "gc_ms_per_s", "ms/s",
-                                 values / window_s, role, pid, "ms/s of GC pauses", "GC hook inside the process"))
+        out.append(
+            ProcessSeries(
+                f"{role} (pid {pid}) gc_ms_per_s",
+                "memory",
+                "gc_ms_per_s",
+                "ms/s",
+                values / window_s,
+                role,
+                pid,
+                "ms/s of GC pauses",
+                "GC hook inside the process",
+            )
+        )
     for pid, (role, values) in _per_pid(signals.cpu_windows, "runq_wait_ms_per_s", n).items():
-        out.append(ProcessSeries(f"{role} (pid {pid}) runq_wait_ms_per_s", "unexplained", "runq_wait_ms_per_s",
-                                 "ms/s", values, role, pid, "ms/s waiting for a CPU", "/proc schedstat"))
+        out.append(
+            ProcessSeries(
+                f"{role} (pid {pid}) runq_wait_ms_per_s",
+                "unexplained",
+                "runq_wait_ms_per_s",
+                "ms/s",
+                values,
+                role,
+                pid,
+                "ms/s waiting for a CPU",
+                "/proc schedstat",
+            )
+        )
     return out
 
 
-def describe_rise(series: ProcessSeries, signals: ProcessSignals, in_spike: np.ndarray,
-                  in_base: np.ndarray) -> str:
+def describe_rise(
+    series: ProcessSeries, signals: ProcessSignals, in_spike: np.ndarray, in_base: np.ndarray
+) -> str:
     """Evidence text naming the process and the region, e.g. "EngineCore (pid 41): 38 % of its
     non-idle stack samples in sampling_penalties during the spike vs 2 % before (py-spy)"."""
     during, before = mean_or_zero(series.values[in_spike]), mean_or_zero(series.values[in_base])
@@ -203,11 +322,14 @@ def describe_rise(series: ProcessSeries, signals: ProcessSignals, in_spike: np.n
         text += "; a share is relative: more work in this region or less elsewhere look alike"
     if series.kind == "runq_wait_ms_per_s":
         n = len(series.values)
-        cpu = _per_pid(signals.cpu_windows, "cpu_ms_per_s", n).get(series.pid, ("", np.full(n, np.nan)))[1]
+        cpu = _per_pid(signals.cpu_windows, "cpu_ms_per_s", n).get(
+            series.pid, ("", np.full(n, np.nan))
+        )[1]
         cpu_s, cpu_b = mean_or_zero(cpu[in_spike]), mean_or_zero(cpu[in_base])
-        text += (f"; its own CPU {cpu_s:.0f} vs {cpu_b:.0f} ms/s"
-                 + ("; it rose too: its own threads may be competing — run-queue delay alone cannot tell"
-                    if cpu_s > 1.2 * cpu_b + 20 else
-                    "; it did no more work itself: CPU contention from outside the process (host; "
-                    "counted as unexplained, the taxonomy has no host cause)"))
+        text += f"; its own CPU {cpu_s:.0f} vs {cpu_b:.0f} ms/s" + (
+            "; it rose too: its own threads may be competing — run-queue delay alone cannot tell"
+            if cpu_s > 1.2 * cpu_b + 20
+            else "; it did no more work itself: CPU contention from outside the process (host; "
+            "counted as unexplained, the taxonomy has no host cause)"
+        )
     return text

@@ -17,6 +17,7 @@ alone predicts (load); the rest of each stage goes to its cause:
 Pure functions over numpy arrays [n_steps] (columns of warehouse query `step_timeline`); inputs
 are never mutated.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,9 +27,23 @@ import numpy as np
 from rca.config import CAUSES, AttributeConfig
 
 STAGES = ("schedule_ms", "forward_ms", "penalty_ms", "sample_ms", "comm_ms", "other_ms")
-STEP_COLUMNS = ("t_s", "dur_ms", *STAGES, "gc_ms", "batch_size", "prefill_tokens", "decode_tokens",
-                "waiting", "kv_usage", "preempted", "n_ranks", "comm_max_ms", "straggler_rank",
-                "page_faults", "alloc_retries_delta")
+STEP_COLUMNS = (
+    "t_s",
+    "dur_ms",
+    *STAGES,
+    "gc_ms",
+    "batch_size",
+    "prefill_tokens",
+    "decode_tokens",
+    "waiting",
+    "kv_usage",
+    "preempted",
+    "n_ranks",
+    "comm_max_ms",
+    "straggler_rank",
+    "page_faults",
+    "alloc_retries_delta",
+)
 
 
 def step_arrays(rows: list[dict]) -> dict[str, np.ndarray]:
@@ -40,17 +55,25 @@ def step_arrays(rows: list[dict]) -> dict[str, np.ndarray]:
     its own all-reduces (they run inside the forward), so the row's own comm_ms is taken out of
     forward_ms first: otherwise a straggler's wait would count twice, once as forward growth.
     """
-    cols = {c: np.array([np.nan if r.get(c) is None else float(r[c]) for r in rows], dtype=np.float64)
-            for c in STEP_COLUMNS}
+    cols = {
+        c: np.array([np.nan if r.get(c) is None else float(r[c]) for r in rows], dtype=np.float64)
+        for c in STEP_COLUMNS
+    }
     multi = np.nan_to_num(cols["n_ranks"]) > 1
     if multi.any():
         own_comm = np.nan_to_num(cols["comm_ms"])
-        cols["forward_ms"] = np.where(multi, np.clip(cols["forward_ms"] - own_comm, 0.0, None),
-                                      cols["forward_ms"])
-        comm = np.where(multi, np.fmax(np.nan_to_num(cols["comm_max_ms"]), np.nan_to_num(cols["comm_ms"])),
-                        cols["comm_ms"])
+        cols["forward_ms"] = np.where(
+            multi, np.clip(cols["forward_ms"] - own_comm, 0.0, None), cols["forward_ms"]
+        )
+        comm = np.where(
+            multi,
+            np.fmax(np.nan_to_num(cols["comm_max_ms"]), np.nan_to_num(cols["comm_ms"])),
+            cols["comm_ms"],
+        )
         others = sum(np.nan_to_num(cols[s]) for s in STAGES if s not in ("comm_ms", "other_ms"))
-        cols["other_ms"] = np.where(multi, np.clip(cols["dur_ms"] - others - comm, 0.0, None), cols["other_ms"])
+        cols["other_ms"] = np.where(
+            multi, np.clip(cols["dur_ms"] - others - comm, 0.0, None), cols["other_ms"]
+        )
         cols["comm_ms"] = comm
     return cols
 
@@ -61,11 +84,13 @@ def mean_or_zero(x: np.ndarray) -> float:
     return float(x.mean()) if len(x) else 0.0
 
 
-def _lstsq_nonneg(y: np.ndarray, regressors: dict[str, np.ndarray]) -> tuple[float, dict[str, float]]:
+def _lstsq_nonneg(
+    y: np.ndarray, regressors: dict[str, np.ndarray]
+) -> tuple[float, dict[str, float]]:
     """Least squares y ≈ c + Σ b_i·x_i; a regressor without variance gets 0; slopes clipped at 0."""
     cols, names = [np.ones_like(y)], []
-    for name, x in regressors.items():
-        x = np.nan_to_num(x)
+    for name, raw in regressors.items():
+        x = np.nan_to_num(raw)
         if len(x) > 2 and np.std(x) > 1e-9:
             cols.append(x)
             names.append(name)
@@ -82,25 +107,39 @@ class StepCostModel:
     forward ≈ intercept + per_decode·decode_tokens + per_prefill·prefill_tokens;
     penalty + sample ≈ c + penalty_per_seq·batch_size (the penalty/sampling kernels touch every row).
     """
+
     intercept: float
     per_decode: float
     per_prefill: float
     penalty_per_seq: float = 0.0
 
     @staticmethod
-    def fit(steps: dict[str, np.ndarray], mask: np.ndarray) -> "StepCostModel":
+    def fit(steps: dict[str, np.ndarray], mask: np.ndarray) -> StepCostModel:
         """Least squares on the masked steps (pick steps without GC: pauses would inflate the fit);
         a column without variance gets coefficient 0; coefficients are clipped at 0 (more tokens
         never make a step cheaper)."""
-        intercept, fwd = _lstsq_nonneg(steps["forward_ms"][mask], {
-            "decode_tokens": steps["decode_tokens"][mask], "prefill_tokens": steps["prefill_tokens"][mask]})
-        _, pen = _lstsq_nonneg(np.nan_to_num(steps["penalty_ms"][mask]) + np.nan_to_num(steps["sample_ms"][mask]),
-                               {"batch_size": steps["batch_size"][mask]})
-        return StepCostModel(intercept, fwd.get("decode_tokens", 0.0), fwd.get("prefill_tokens", 0.0),
-                             pen.get("batch_size", 0.0))
+        intercept, fwd = _lstsq_nonneg(
+            steps["forward_ms"][mask],
+            {
+                "decode_tokens": steps["decode_tokens"][mask],
+                "prefill_tokens": steps["prefill_tokens"][mask],
+            },
+        )
+        _, pen = _lstsq_nonneg(
+            np.nan_to_num(steps["penalty_ms"][mask]) + np.nan_to_num(steps["sample_ms"][mask]),
+            {"batch_size": steps["batch_size"][mask]},
+        )
+        return StepCostModel(
+            intercept,
+            fwd.get("decode_tokens", 0.0),
+            fwd.get("prefill_tokens", 0.0),
+            pen.get("batch_size", 0.0),
+        )
 
 
-def remove_gc_from_stages(steps: dict[str, np.ndarray], in_base: np.ndarray) -> dict[str, np.ndarray]:
+def remove_gc_from_stages(
+    steps: dict[str, np.ndarray], in_base: np.ndarray
+) -> dict[str, np.ndarray]:
     """Stage times per step with each step's GC overlap taken out of the stages it landed in.
 
     A pause is one stretch of time, so it sits in the stage(s) that ran long: per step, each stage's
@@ -108,12 +147,12 @@ def remove_gc_from_stages(steps: dict[str, np.ndarray], in_base: np.ndarray) -> 
     first, then the next (never more than a stage's excess, never below its baseline). GC time not
     placed that way stays where it is. Returns new arrays [n_steps] per stage; inputs untouched.
     """
-    stage = np.stack([np.nan_to_num(steps[s]) for s in STAGES], axis=1)          # [n, S]
-    base_mean = np.array([mean_or_zero(steps[s][in_base]) for s in STAGES])             # [S]
-    excess = np.clip(stage - base_mean[None, :], 0.0, None)                      # [n, S]
+    stage = np.stack([np.nan_to_num(steps[s]) for s in STAGES], axis=1)  # [n, S]
+    base_mean = np.array([mean_or_zero(steps[s][in_base]) for s in STAGES])  # [S]
+    excess = np.clip(stage - base_mean[None, :], 0.0, None)  # [n, S]
     order = np.argsort(-excess, axis=1)
     sorted_excess = np.take_along_axis(excess, order, axis=1)
-    before = np.cumsum(sorted_excess, axis=1) - sorted_excess                    # excess filled earlier
+    before = np.cumsum(sorted_excess, axis=1) - sorted_excess  # excess filled earlier
     gc = np.nan_to_num(steps["gc_ms"])[:, None]
     taken_sorted = np.clip(gc - before, 0.0, sorted_excess)
     taken = np.empty_like(taken_sorted)
@@ -123,23 +162,32 @@ def remove_gc_from_stages(steps: dict[str, np.ndarray], in_base: np.ndarray) -> 
 
 @dataclass
 class Decomposition:
-    components_ms: dict            # cause → ms per step
-    stage_excess_ms: dict          # stage → raw excess ms per step (GC included)
+    components_ms: dict  # cause → ms per step
+    stage_excess_ms: dict  # stage → raw excess ms per step (GC included)
     gc_excess_ms: float
     preemption_rise: bool
     waiting_rise: bool
-    load_forward_ms: float         # forward growth the cost model predicts from batch growth
+    load_forward_ms: float  # forward growth the cost model predicts from batch growth
     forward_residual_ms: float
-    uniform_slowdown: float | None = None   # the common ratio when every stage slowed alike, else None
-    allocation_churn: bool = False          # page faults / allocator retries per step rose sharply
+    uniform_slowdown: float | None = (
+        None  # the common ratio when every stage slowed alike, else None
+    )
+    allocation_churn: bool = False  # page faults / allocator retries per step rose sharply
 
 
-def allocation_churn(steps: dict[str, np.ndarray], in_spike: np.ndarray, in_base: np.ndarray) -> bool:
+def allocation_churn(
+    steps: dict[str, np.ndarray], in_spike: np.ndarray, in_base: np.ndarray
+) -> bool:
     """Did page faults per step (fresh pages mapped and touched) or CUDA allocator retries rise
     sharply? Then step time that no stage model explains is the allocator's: memory."""
-    faults_spike, faults_base = mean_or_zero(steps["page_faults"][in_spike]), mean_or_zero(steps["page_faults"][in_base])
-    retries_spike, retries_base = (mean_or_zero(steps["alloc_retries_delta"][in_spike]),
-                                   mean_or_zero(steps["alloc_retries_delta"][in_base]))
+    faults_spike, faults_base = (
+        mean_or_zero(steps["page_faults"][in_spike]),
+        mean_or_zero(steps["page_faults"][in_base]),
+    )
+    retries_spike, retries_base = (
+        mean_or_zero(steps["alloc_retries_delta"][in_spike]),
+        mean_or_zero(steps["alloc_retries_delta"][in_base]),
+    )
     return faults_spike > 5.0 * faults_base + 500.0 or retries_spike > retries_base + 0.1
 
 
@@ -151,8 +199,13 @@ _UNIFORM_SPREAD = 1.35
 _UNIFORM_MIN_RATIO = 1.15
 
 
-def uniform_slowdown(without_gc: dict[str, np.ndarray], steps: dict[str, np.ndarray], in_spike: np.ndarray,
-                     in_base: np.ndarray, config: AttributeConfig) -> float | None:
+def uniform_slowdown(
+    without_gc: dict[str, np.ndarray],
+    steps: dict[str, np.ndarray],
+    in_spike: np.ndarray,
+    in_base: np.ndarray,
+    config: AttributeConfig,
+) -> float | None:
     """The common slowdown ratio when every substantial stage slowed by about the same factor and
     the batch did not grow — the signature of CPU contention from other processes (or throttling),
     not of any engine cause, each of which slows one stage. None otherwise."""
@@ -165,29 +218,50 @@ def uniform_slowdown(without_gc: dict[str, np.ndarray], steps: dict[str, np.ndar
     ratios = []
     for s in STAGES:
         if s in ("comm_ms", "other_ms"):
-            continue                       # waits and glue do not scale with CPU speed
+            continue  # waits and glue do not scale with CPU speed
         base = mean_or_zero(without_gc[s][in_base])
         if base >= _UNIFORM_MIN_SHARE * base_step:
             ratios.append(mean_or_zero(without_gc[s][in_spike]) / base)
-    if len(ratios) < 2 or min(ratios) < _UNIFORM_MIN_RATIO or max(ratios) / min(ratios) > _UNIFORM_SPREAD:
+    if (
+        len(ratios) < 2
+        or min(ratios) < _UNIFORM_MIN_RATIO
+        or max(ratios) / min(ratios) > _UNIFORM_SPREAD
+    ):
         return None
     return float(np.median(ratios))
 
 
-def decompose_step_excess(steps: dict[str, np.ndarray], in_spike: np.ndarray, in_base: np.ndarray,
-                          model: StepCostModel, config: AttributeConfig) -> Decomposition:
+def decompose_step_excess(
+    steps: dict[str, np.ndarray],
+    in_spike: np.ndarray,
+    in_base: np.ndarray,
+    model: StepCostModel,
+    config: AttributeConfig,
+) -> Decomposition:
     """Split the mean per-step excess (spike steps vs baseline steps) into causes, in ms per step."""
+
     def delta(col: str) -> float:
         return mean_or_zero(steps[col][in_spike]) - mean_or_zero(steps[col][in_base])
 
     stage = {s: delta(s) for s in STAGES}
     gc_excess = max(0.0, delta("gc_ms"))
     without_gc = remove_gc_from_stages(steps, in_base)
-    adjusted = {s: mean_or_zero(without_gc[s][in_spike]) - mean_or_zero(without_gc[s][in_base]) for s in STAGES}
+    adjusted = {
+        s: mean_or_zero(without_gc[s][in_spike]) - mean_or_zero(without_gc[s][in_base])
+        for s in STAGES
+    }
 
-    preempt_spike, preempt_base = mean_or_zero(steps["preempted"][in_spike]), mean_or_zero(steps["preempted"][in_base])
-    preemption_rise = preempt_spike > 0 and preempt_spike > preempt_base * (1 + config.load_rise) + 1e-3
-    wait_spike, wait_base = mean_or_zero(steps["waiting"][in_spike]), mean_or_zero(steps["waiting"][in_base])
+    preempt_spike, preempt_base = (
+        mean_or_zero(steps["preempted"][in_spike]),
+        mean_or_zero(steps["preempted"][in_base]),
+    )
+    preemption_rise = (
+        preempt_spike > 0 and preempt_spike > preempt_base * (1 + config.load_rise) + 1e-3
+    )
+    wait_spike, wait_base = (
+        mean_or_zero(steps["waiting"][in_spike]),
+        mean_or_zero(steps["waiting"][in_base]),
+    )
     waiting_rise = wait_spike > wait_base * (1 + config.load_rise) + 0.5
 
     from_decode = max(0.0, model.per_decode * delta("decode_tokens"))
@@ -195,7 +269,7 @@ def decompose_step_excess(steps: dict[str, np.ndarray], in_spike: np.ndarray, in
     load_fwd = from_decode + (0.0 if preemption_rise else from_prefill)
     mem_fwd = from_prefill if preemption_rise else 0.0
     fwd = max(0.0, adjusted["forward_ms"])
-    if load_fwd + mem_fwd > fwd:      # the model predicts more than happened: cap at what happened
+    if load_fwd + mem_fwd > fwd:  # the model predicts more than happened: cap at what happened
         scale = fwd / (load_fwd + mem_fwd)
         load_fwd, mem_fwd = load_fwd * scale, mem_fwd * scale
     residual = fwd - load_fwd - mem_fwd
@@ -207,16 +281,21 @@ def decompose_step_excess(steps: dict[str, np.ndarray], in_spike: np.ndarray, in
     sched = max(0.0, adjusted["schedule_ms"])
     churn = allocation_churn(steps, in_spike, in_base)
     uniform = None if churn else uniform_slowdown(without_gc, steps, in_spike, in_base, config)
-    if uniform is not None:           # everything slowed alike: no stage is the cause
+    if uniform is not None:  # everything slowed alike: no stage is the cause
         residual, pen, pen_load = residual + (pen - pen_load), 0.0, 0.0
     comps = {c: 0.0 for c in CAUSES}
     comps["memory"] = gc_excess + mem_fwd + (sched if preemption_rise else 0.0)
     comps["load"] = load_fwd + pen_load + (sched if waiting_rise and not preemption_rise else 0.0)
     comps["penalty"] = pen - pen_load
     comps["communication"] = max(0.0, adjusted["comm_ms"])
-    comps["unexplained"] = (residual + max(0.0, adjusted["other_ms"])
-                            + (sched if not (preemption_rise or waiting_rise) else 0.0))
-    if churn:                         # the allocator's page faults / retries: memory
+    comps["unexplained"] = (
+        residual
+        + max(0.0, adjusted["other_ms"])
+        + (sched if not (preemption_rise or waiting_rise) else 0.0)
+    )
+    if churn:  # the allocator's page faults / retries: memory
         comps["memory"] += comps["unexplained"]
         comps["unexplained"] = 0.0
-    return Decomposition(comps, stage, gc_excess, preemption_rise, waiting_rise, load_fwd, residual, uniform, churn)
+    return Decomposition(
+        comps, stage, gc_excess, preemption_rise, waiting_rise, load_fwd, residual, uniform, churn
+    )

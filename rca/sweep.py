@@ -6,6 +6,7 @@ penalties makes outputs repeat until max_tokens, holding batch slots. The repeat
 an output is 1 − distinct 3-grams / 3-grams; its entropy is the Shannon entropy (bits) of the
 output's token distribution. Both come from the engine's output token ids.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,7 +18,7 @@ import numpy as np
 
 def repeated_ngram_rate(ids: list[int], n: int = 3) -> float:
     """Share of an output's n-grams that repeat an earlier one (0 = none, → 1 = a loop)."""
-    grams = [tuple(ids[i:i + n]) for i in range(len(ids) - n + 1)]
+    grams = [tuple(ids[i : i + n]) for i in range(len(ids) - n + 1)]
     return 1.0 - len(set(grams)) / len(grams) if grams else 0.0
 
 
@@ -35,10 +36,10 @@ class SweepCell:
     temperature: float
     frequency_penalty: float
     requests: int
-    repeated_3gram_rate: float     # mean over outputs
-    entropy_bits: float            # mean over outputs
-    output_tokens: float           # mean output length
-    hit_max_tokens: float          # share of outputs that ran to max_tokens
+    repeated_3gram_rate: float  # mean over outputs
+    entropy_bits: float  # mean over outputs
+    output_tokens: float  # mean output length
+    hit_max_tokens: float  # share of outputs that ran to max_tokens
     e2e_p50_ms: float
     e2e_p99_ms: float
     itl_p99_ms: float
@@ -56,20 +57,27 @@ def sweep_cells(db_path, run_id: str) -> list[SweepCell]:
         rows = query(conn, "sweep_requests", run_id=run_id)
     cells: dict[tuple[float, float], list[dict]] = {}
     for r in rows:
-        cells.setdefault((round(r["temperature"], 4), round(r["frequency_penalty"], 4)), []).append(r)
+        cells.setdefault((round(r["temperature"], 4), round(r["frequency_penalty"], 4)), []).append(
+            r
+        )
     out = []
     for (t, f), rs in sorted(cells.items()):
         ids = [r["output_token_ids"] or [] for r in rs]
         e2e = np.array([r["e2e_ms"] for r in rs if r["e2e_ms"] is not None])
         itl = np.array([r["itl_p99_ms"] for r in rs if r["itl_p99_ms"] is not None])
         nan = math.nan
-        out.append(SweepCell(
-            temperature=t, frequency_penalty=f, requests=len(rs),
-            repeated_3gram_rate=float(np.mean([repeated_ngram_rate(x) for x in ids])),
-            entropy_bits=float(np.mean([token_entropy_bits(x) for x in ids])),
-            output_tokens=float(np.mean([len(x) for x in ids])),
-            hit_max_tokens=float(np.mean([r["finish_reason"] == "length" for r in rs])),
-            e2e_p50_ms=float(np.quantile(e2e, 0.5)) if len(e2e) else nan,
-            e2e_p99_ms=float(np.quantile(e2e, 0.99)) if len(e2e) else nan,
-            itl_p99_ms=float(np.quantile(itl, 0.99)) if len(itl) else nan))
+        out.append(
+            SweepCell(
+                temperature=t,
+                frequency_penalty=f,
+                requests=len(rs),
+                repeated_3gram_rate=float(np.mean([repeated_ngram_rate(x) for x in ids])),
+                entropy_bits=float(np.mean([token_entropy_bits(x) for x in ids])),
+                output_tokens=float(np.mean([len(x) for x in ids])),
+                hit_max_tokens=float(np.mean([r["finish_reason"] == "length" for r in rs])),
+                e2e_p50_ms=float(np.quantile(e2e, 0.5)) if len(e2e) else nan,
+                e2e_p99_ms=float(np.quantile(e2e, 0.99)) if len(e2e) else nan,
+                itl_p99_ms=float(np.quantile(itl, 0.99)) if len(itl) else nan,
+            )
+        )
     return out

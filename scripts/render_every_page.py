@@ -13,6 +13,7 @@ nightly and replay pages, whose bootstrap in rca.compare is not reproducible run
 `--from DIR` re-renders the warehouse-built pages of an earlier output DIR instead of building a
 new warehouse, which compares the rendering alone (every page but the index byte for byte).
 """
+
 from __future__ import annotations
 
 import sys
@@ -20,20 +21,25 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "warehouse"))
 
-from runbuilder import SimSpec, write_run  # noqa: E402
+from runbuilder import SimSpec, write_run
 
-from flows.evaluate import score_suite, write_outputs  # noqa: E402
-from flows.nightly import compare, default_config_dir, render_nightly_report  # noqa: E402
-from flows.nightly_config import NightlyConfig  # noqa: E402
-from flows.replay import compare_with_original, render_comparison  # noqa: E402
-from flows.sweep import render_sweep_report, summarise_cells  # noqa: E402
-from flows.tasks import refresh_index, render_report  # noqa: E402
+from flows.evaluate import score_suite, write_outputs
+from flows.nightly import compare, default_config_dir, render_nightly_report
+from flows.nightly_config import NightlyConfig
+from flows.replay import compare_with_original, render_comparison
+from flows.sweep import render_sweep_report, summarise_cells
+from flows.tasks import refresh_index, render_report
 
-SPECS = (SimSpec(run_id="r1-gc", incident="gc"), SimSpec(run_id="r2-comm", incident="comm", tp=2),
-         SimSpec(run_id="r3-kv", incident="kv"), SimSpec(run_id="r4-control", incident=None),
-         SimSpec(run_id="r5-control", incident=None, seed=1, t0_ns=1_800_000_100_000_000_000),
-         SimSpec(run_id="r6-penalty", incident="penalty"), SimSpec(run_id="r7-repetition", incident="repetition"),
-         SimSpec(run_id="r8-host", incident="host", contention_p=0.01))
+SPECS = (
+    SimSpec(run_id="r1-gc", incident="gc"),
+    SimSpec(run_id="r2-comm", incident="comm", tp=2),
+    SimSpec(run_id="r3-kv", incident="kv"),
+    SimSpec(run_id="r4-control", incident=None),
+    SimSpec(run_id="r5-control", incident=None, seed=1, t0_ns=1_800_000_100_000_000_000),
+    SimSpec(run_id="r6-penalty", incident="penalty"),
+    SimSpec(run_id="r7-repetition", incident="repetition"),
+    SimSpec(run_id="r8-host", incident="host", contention_p=0.01),
+)
 
 
 def build_warehouse(out: Path) -> Path:
@@ -59,11 +65,15 @@ def render_from_warehouse(db: Path, reports: Path) -> None:
 
 def render_derived(db: Path, reports: Path) -> None:
     verdicts = compare_with_original.fn(db, "r5-control", "r4-control")
-    render_comparison.fn(db, "r5-control", "r4-control", verdicts, reports / "r5-control" / "vs-original")
+    render_comparison.fn(
+        db, "r5-control", "r4-control", verdicts, reports / "r5-control" / "vs-original"
+    )
     cells = summarise_cells.fn(db, "r6-penalty")
     temperatures = sorted({c["temperature"] for c in cells})
     penalties = sorted({c["frequency_penalty"] for c in cells})
-    render_sweep_report.fn(db, "r6-penalty", cells, temperatures, penalties, reports / "r6-penalty" / "sweep")
+    render_sweep_report.fn(
+        db, "r6-penalty", cells, temperatures, penalties, reports / "r6-penalty" / "sweep"
+    )
     run_ids = [s.run_id for s in SPECS]
     scores = score_suite.fn(db, run_ids, ("baro", "nsigma"))
     write_outputs.fn("suite-1", Path("scenarios/eval"), run_ids, scores, reports / "suite-1")

@@ -3,6 +3,7 @@
 Each row is scaled on its own, symmetric around zero, so the bar shows at a glance whether the
 interval of the delta lies above zero, below it, or across it. Pure.
 """
+
 from __future__ import annotations
 
 WIDTH = 160  # px of the SVG in the table cell
@@ -19,4 +20,10 @@ def ci_bar(delta: float | None, ci_low: float | None, ci_high: float | None) -> 
     def x_of(v: float) -> float:
         return round(PAD + half + v / reach * half, 1)
 
-    return {"width": WIDTH, "zero": x_of(0.0), "lo": x_of(ci_low), "hi": x_of(ci_high), "point": x_of(delta)}
+    return {
+        "width": WIDTH,
+        "zero": x_of(0.0),
+        "lo": x_of(ci_low),
+        "hi": x_of(ci_high),
+        "point": x_of(delta),
+    }

@@ -3,6 +3,7 @@
 Why a module of its own: every page formats milliseconds, shares and clock times the same way, and
 a missing figure (None, NaN) must read as an em dash rather than "None" or "nan".
 """
+
 from __future__ import annotations
 
 import math
@@ -32,7 +33,7 @@ def fmt_sig(value: Any, digits: int = 3) -> str:
         return MISSING
     if not isinstance(value, (int, float)):
         return str(value)
-    if abs(value) >= 10 ** digits:
+    if abs(value) >= 10**digits:
         return f"{value:,.0f}"
     return f"{value:.{digits}g}"
 
@@ -57,7 +58,7 @@ def fmt_clock(t_s: Any) -> str:
     """Seconds from the start of measured load as a clock: 20 → '00:20', 3725 → '1:02:05'."""
     if _is_missing(t_s):
         return MISSING
-    total = int(round(t_s))
+    total = round(t_s)
     sign = "-" if total < 0 else ""
     total = abs(total)
     hours, rest = divmod(total, 3600)
@@ -73,7 +74,9 @@ def fmt_value(value: Any, unit: str | None = None) -> str:
         return MISSING
     if unit == "ms":
         return fmt_ms(value)
-    text = fmt_num(value, digits=2) if isinstance(value, float) and abs(value) < 10 else fmt_num(value)
+    text = (
+        fmt_num(value, digits=2) if isinstance(value, float) and abs(value) < 10 else fmt_num(value)
+    )
     if not unit:
         return text
     return f"{text}{unit}" if unit in ("%", "×", "x") else f"{text} {unit}"
@@ -87,8 +90,14 @@ def fmt_ratio(peak: Any, baseline: Any) -> str:
 
 
 # Display names of rca's metric keys (docs/design.md spelling); other names show as given.
-METRIC_LABELS = {"itl_p50": "ITL p50", "itl_p99": "ITL p99", "ttft_p50": "TTFT p50", "ttft_p99": "TTFT p99",
-                 "e2e_p50": "E2E p50", "e2e_p99": "E2E p99"}
+METRIC_LABELS = {
+    "itl_p50": "ITL p50",
+    "itl_p99": "ITL p99",
+    "ttft_p50": "TTFT p50",
+    "ttft_p99": "TTFT p99",
+    "e2e_p50": "E2E p50",
+    "e2e_p99": "E2E p99",
+}
 
 
 def fmt_metric(name: Any) -> str:

@@ -2,6 +2,7 @@
 
 Pure: maps numbers to CSS colours; no state.
 """
+
 from __future__ import annotations
 
 # Light yellow → orange → dark red, the same ramp as Plotly's YlOrRd.
@@ -24,7 +25,9 @@ def ramp_color(value: float | None, lo: float, hi: float, reverse: bool = False)
     return f"rgb({r}, {g}, {b})", "#ffffff" if luminance < 0.45 else "#1f2328"
 
 
-def grid_rows(xs: list, ys: list, cells: list[dict], key: str, higher_is_worse: bool = True) -> list[dict]:
+def grid_rows(
+    xs: list, ys: list, cells: list[dict], key: str, higher_is_worse: bool = True
+) -> list[dict]:
     """Rows of a heatmap table, one per y value: {y, cells: [{x, value, requests, bg, fg}]}."""
     by_cell = {(c["x"], c["y"]): c for c in cells}
     values = [c.get(key) for c in cells if c.get(key) is not None]
@@ -36,7 +39,9 @@ def grid_rows(xs: list, ys: list, cells: list[dict], key: str, higher_is_worse: 
             cell = by_cell.get((x, y), {})
             value = cell.get(key)
             bg, fg = ramp_color(value, lo, hi, reverse=not higher_is_worse)
-            row.append({"x": x, "value": value, "requests": cell.get("requests"), "bg": bg, "fg": fg})
+            row.append(
+                {"x": x, "value": value, "requests": cell.get("requests"), "bg": bg, "fg": fg}
+            )
         rows.append({"y": y, "cells": row})
     return rows
 
@@ -49,7 +54,10 @@ def matrix_rows(labels: list[str], matrix: list[list[float]]) -> list[dict]:
         row = []
         for j, value in enumerate(matrix[i]):
             share = value / total
-            bg, fg = f"rgba(37, 99, 235, {0.08 + 0.82 * share:.2f})", "#ffffff" if share > 0.5 else "#1f2328"
+            bg, fg = (
+                f"rgba(37, 99, 235, {0.08 + 0.82 * share:.2f})",
+                "#ffffff" if share > 0.5 else "#1f2328",
+            )
             row.append({"value": value, "share": share, "bg": bg, "fg": fg, "diagonal": i == j})
         rows.append({"truth": label, "cells": row, "total": sum(matrix[i])})
     return rows

@@ -5,6 +5,7 @@ Autoescape is on for every template: scenario names, prompts, errors and YAML co
 requests and are untrusted. Static assets (CSS) are copied next to each page, so a report folder is
 self-contained and can be zipped, mailed or served by templates/serve.py.
 """
+
 from __future__ import annotations
 
 import functools
@@ -55,8 +56,10 @@ def _want_charts(interactive: bool | None) -> bool:
         return False
     if plotly_js_path() is None:
         if interactive:
-            raise RuntimeError("interactive charts need the `plotly` package (its plotly.min.js is "
-                               "copied into the report); install it or pass interactive=False")
+            raise RuntimeError(
+                "interactive charts need the `plotly` package (its plotly.min.js is "
+                "copied into the report); install it or pass interactive=False"
+            )
         return False
     return True
 
@@ -77,7 +80,9 @@ def make_environment() -> jinja2.Environment:
     return env
 
 
-def copy_static(out_dir: Path, names: tuple[str, ...] = STATIC_FILES, with_plotly: bool = False) -> None:
+def copy_static(
+    out_dir: Path, names: tuple[str, ...] = STATIC_FILES, with_plotly: bool = False
+) -> None:
     """Copy the page's assets into out_dir/static/ (overwriting: a re-render refreshes them)."""
     target = out_dir / "static"
     target.mkdir(parents=True, exist_ok=True)
@@ -99,12 +104,23 @@ def copy_static(out_dir: Path, names: tuple[str, ...] = STATIC_FILES, with_plotl
 
 def _manifest(run: RunHeader, kind: str, **row) -> dict:
     """The index row of a page (pages/index.py reads it back)."""
-    return {"run_id": run.run_id, "kind": kind, "started_at": run.started_at,
-            "scenario_name": run.scenario_name or "", **row}
+    return {
+        "run_id": run.run_id,
+        "kind": kind,
+        "started_at": run.started_at,
+        "scenario_name": run.scenario_name or "",
+        **row,
+    }
 
 
-def _write_page(out_dir: Path, template: str, charts: list[dict] | None = None,
-                scripts: tuple[str, ...] = (), manifest: dict | None = None, **values) -> Path:
+def _write_page(
+    out_dir: Path,
+    template: str,
+    charts: list[dict] | None = None,
+    scripts: tuple[str, ...] = (),
+    manifest: dict | None = None,
+    **values,
+) -> Path:
     """Render `template` into out_dir/index.html (+ report.json when `manifest` is given); copy the
     CSS, plus Plotly and charts.js when the page has charts."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -134,21 +150,34 @@ def headline_from_spikes(spikes: tuple[Spike, ...]) -> str:
     worst = worst_spike(spikes)
     if worst is None:
         return "No latency spike was found in this run."
-    return (f"{FILTERS['metric'](worst.metric)} rose from {FILTERS['ms'](worst.baseline_ms)} to "
-            f"{FILTERS['ms'](worst.peak_ms)} for {worst.end_s - worst.start_s:.0f} s from "
-            f"{FILTERS['clock'](worst.start_s)}; top cause: {worst.top_cause}.")
+    return (
+        f"{FILTERS['metric'](worst.metric)} rose from {FILTERS['ms'](worst.baseline_ms)} to "
+        f"{FILTERS['ms'](worst.peak_ms)} for {worst.end_s - worst.start_s:.0f} s from "
+        f"{FILTERS['clock'](worst.start_s)}; top cause: {worst.top_cause}."
+    )
 
 
 def correlations_from_evidence(spikes: tuple[Spike, ...]) -> tuple[Correlation, ...]:
     """Correlation rows from evidence that carries a `pearson_r`: the fallback when the context
     has no `correlations` of its own. Strongest |r| first."""
-    rows = [Correlation(e.signal, s.metric, e.pearson_r, note=f"{a.cause}: {e.note}" if e.note else a.cause)
-            for s in spikes for a in s.attributions for e in a.evidence if e.pearson_r is not None]
+    rows = [
+        Correlation(
+            e.signal, s.metric, e.pearson_r, note=f"{a.cause}: {e.note}" if e.note else a.cause
+        )
+        for s in spikes
+        for a in s.attributions
+        for e in a.evidence
+        if e.pearson_r is not None
+    ]
     return tuple(sorted(rows, key=lambda r: -abs(r.r)))
 
 
-def render_incident(context: IncidentContext, out_dir: str | Path, index_href: str | None = None,
-                    interactive: bool | None = None) -> Path:
+def render_incident(
+    context: IncidentContext,
+    out_dir: str | Path,
+    index_href: str | None = None,
+    interactive: bool | None = None,
+) -> Path:
     """Write out_dir/index.html (+ out_dir/static/) for one run; returns the page's path.
 
     `context` comes from pages.incident.build_incident_context. `index_href`, when given, is the
@@ -162,13 +191,28 @@ def render_incident(context: IncidentContext, out_dir: str | Path, index_href: s
     if not ctx.correlations:
         ctx = replace(ctx, correlations=correlations_from_evidence(ctx.spikes))
     rows = asdict(ctx)  # the timeline and the charts draw from plain rows
-    timeline = latency_timeline(rows["windows"], rows["spikes"], rows["gc_pauses"], faults=rows["faults"])
+    timeline = latency_timeline(
+        rows["windows"], rows["spikes"], rows["gc_pauses"], faults=rows["faults"]
+    )
     charts = incident_figures(rows) if _want_charts(interactive) else []
     top = worst_spike(ctx.spikes)
-    manifest = _manifest(ctx.run, "incident", verdict=_fault_verdict(ctx.faults),
-                         top_cause=top.top_cause if top else None, headline=ctx.headline)
-    return _write_page(Path(out_dir), "incident.html.j2", charts=charts, ctx=ctx, timeline=timeline,
-                       top=top, index_href=index_href, manifest=manifest)
+    manifest = _manifest(
+        ctx.run,
+        "incident",
+        verdict=_fault_verdict(ctx.faults),
+        top_cause=top.top_cause if top else None,
+        headline=ctx.headline,
+    )
+    return _write_page(
+        Path(out_dir),
+        "incident.html.j2",
+        charts=charts,
+        ctx=ctx,
+        timeline=timeline,
+        top=top,
+        index_href=index_href,
+        manifest=manifest,
+    )
 
 
 def _fault_verdict(faults: tuple[Fault, ...]) -> str | None:
@@ -182,8 +226,14 @@ def _fault_verdict(faults: tuple[Fault, ...]) -> str | None:
 
 def render_index(context: IndexContext, out_dir: str | Path) -> Path:
     """Write out_dir/index.html listing every report (context: pages.index.build_index_context)."""
-    return _write_page(Path(out_dir), "index.html.j2", scripts=INDEX_SCRIPT, ctx=context, kinds=RUN_KINDS,
-                       index_href=None)
+    return _write_page(
+        Path(out_dir),
+        "index.html.j2",
+        scripts=INDEX_SCRIPT,
+        ctx=context,
+        kinds=RUN_KINDS,
+        index_href=None,
+    )
 
 
 def _nightly_headline(ctx: NightlyContext | CompareContext) -> str:
@@ -199,81 +249,177 @@ def _nightly_headline(ctx: NightlyContext | CompareContext) -> str:
     return f"Against {ctx.baseline_label}: " + "; ".join(parts) + "."
 
 
-def render_nightly(context: NightlyContext, out_dir: str | Path, index_href: str | None = None,
-                   interactive: bool | None = None) -> Path:
+def render_nightly(
+    context: NightlyContext,
+    out_dir: str | Path,
+    index_href: str | None = None,
+    interactive: bool | None = None,
+) -> Path:
     """Write a nightly regression page: verdict, per-metric delta + CI, trends (docs/reports.md)."""
-    ctx = context if context.headline.strip() else replace(context, headline=_nightly_headline(context))
+    ctx = (
+        context
+        if context.headline.strip()
+        else replace(context, headline=_nightly_headline(context))
+    )
     rows = [{"metric": m, "bar": ci_bar(m.delta, m.ci_low, m.ci_high)} for m in ctx.metrics]
-    charts = (nightly_trend_figures([asdict(t) for t in ctx.trend], [asdict(m) for m in ctx.metrics],
-                                    ctx.run.run_id)
-              if _want_charts(interactive) else [])
-    manifest = _manifest(ctx.run, ctx.kind, verdict=ctx.verdict, top_cause=None, headline=ctx.headline)
-    return _write_page(Path(out_dir), "nightly.html.j2", charts=charts, ctx=ctx, metric_rows=rows,
-                       with_scenario=any(m.scenario for m in ctx.metrics), index_href=index_href,
-                       manifest=manifest)
+    charts = (
+        nightly_trend_figures(
+            [asdict(t) for t in ctx.trend], [asdict(m) for m in ctx.metrics], ctx.run.run_id
+        )
+        if _want_charts(interactive)
+        else []
+    )
+    manifest = _manifest(
+        ctx.run, ctx.kind, verdict=ctx.verdict, top_cause=None, headline=ctx.headline
+    )
+    return _write_page(
+        Path(out_dir),
+        "nightly.html.j2",
+        charts=charts,
+        ctx=ctx,
+        metric_rows=rows,
+        with_scenario=any(m.scenario for m in ctx.metrics),
+        index_href=index_href,
+        manifest=manifest,
+    )
 
 
-def render_sweep(context: SweepContext, out_dir: str | Path, index_href: str | None = None,
-                 interactive: bool | None = None) -> Path:
+def render_sweep(
+    context: SweepContext,
+    out_dir: str | Path,
+    index_href: str | None = None,
+    interactive: bool | None = None,
+) -> Path:
     """Write a sweep page: one heatmap per metric over the x × y grid (docs/reports.md)."""
     ctx = context
     if not ctx.headline.strip():
-        ctx = replace(ctx, headline=(f"{ctx.x.name} × {ctx.y.name} sweep over {len(ctx.cells)} cells: "
-                                     + ", ".join(m.label for m in ctx.metrics) + "."))
+        ctx = replace(
+            ctx,
+            headline=(
+                f"{ctx.x.name} × {ctx.y.name} sweep over {len(ctx.cells)} cells: "
+                + ", ".join(m.label for m in ctx.metrics)
+                + "."
+            ),
+        )
     cells = ctx.cell_rows()
-    plain = {"x": asdict(ctx.x), "y": asdict(ctx.y), "metrics": [asdict(m) for m in ctx.metrics], "cells": cells}
+    plain = {
+        "x": asdict(ctx.x),
+        "y": asdict(ctx.y),
+        "metrics": [asdict(m) for m in ctx.metrics],
+        "cells": cells,
+    }
     charts = sweep_heatmap_figures(plain) if _want_charts(interactive) else []
-    heatmaps = [{"metric": m,
-                 "rows": grid_rows(ctx.x.values, ctx.y.values, cells, m.key, m.higher_is_worse),
-                 "chart": charts[i] if charts else None}
-                for i, m in enumerate(ctx.metrics)]
+    heatmaps = [
+        {
+            "metric": m,
+            "rows": grid_rows(ctx.x.values, ctx.y.values, cells, m.key, m.higher_is_worse),
+            "chart": charts[i] if charts else None,
+        }
+        for i, m in enumerate(ctx.metrics)
+    ]
     manifest = _manifest(ctx.run, "sweep", verdict=None, top_cause=None, headline=ctx.headline)
-    return _write_page(Path(out_dir), "sweep.html.j2", charts=charts, ctx=ctx, heatmaps=heatmaps,
-                       index_href=index_href, manifest=manifest)
+    return _write_page(
+        Path(out_dir),
+        "sweep.html.j2",
+        charts=charts,
+        ctx=ctx,
+        heatmaps=heatmaps,
+        index_href=index_href,
+        manifest=manifest,
+    )
 
 
-def render_evaluation(context: EvaluationContext, out_dir: str | Path, index_href: str | None = None,
-                      interactive: bool | None = None) -> Path:
+def render_evaluation(
+    context: EvaluationContext,
+    out_dir: str | Path,
+    index_href: str | None = None,
+    interactive: bool | None = None,
+) -> Path:
     """Write an evaluation page: confusion matrix, per-cause scores, methods side by side."""
     ctx = context
     total = sum(sum(row) for row in ctx.confusion)
     correct = sum(ctx.confusion[i][i] for i in range(len(ctx.labels)))
     accuracy = correct / total if total else None
     if not ctx.headline.strip():
-        ctx = replace(ctx, headline=(f"{correct} of {total} cases attributed to the right cause." if total
-                                     else "No labelled case was evaluated."))
+        ctx = replace(
+            ctx,
+            headline=(
+                f"{correct} of {total} cases attributed to the right cause."
+                if total
+                else "No labelled case was evaluated."
+            ),
+        )
     best = {}
     for col in ctx.method_columns:
         values = [m.scores.get(col.key) for m in ctx.methods if m.scores.get(col.key) is not None]
         best[col.key] = (max(values) if col.better == "higher" else min(values)) if values else None
-    charts = [confusion_figure(ctx.labels, ctx.confusion)] if _want_charts(interactive) and total else []
+    charts = (
+        [confusion_figure(ctx.labels, ctx.confusion)] if _want_charts(interactive) and total else []
+    )
     manifest = _manifest(ctx.run, "evaluation", verdict=None, top_cause=None, headline=ctx.headline)
-    return _write_page(Path(out_dir), "evaluation.html.j2", charts=charts, ctx=ctx, total=total,
-                       accuracy=accuracy, best=best, confusion_rows=matrix_rows(ctx.labels, ctx.confusion),
-                       index_href=index_href, manifest=manifest)
+    return _write_page(
+        Path(out_dir),
+        "evaluation.html.j2",
+        charts=charts,
+        ctx=ctx,
+        total=total,
+        accuracy=accuracy,
+        best=best,
+        confusion_rows=matrix_rows(ctx.labels, ctx.confusion),
+        index_href=index_href,
+        manifest=manifest,
+    )
 
 
-def render_compare(context: CompareContext, out_dir: str | Path, index_href: str | None = None) -> Path:
+def render_compare(
+    context: CompareContext, out_dir: str | Path, index_href: str | None = None
+) -> Path:
     """Write a run-vs-run page: both runs side by side, B − A per metric with its CI and verdict
     (context: pages.compare.build_compare_context)."""
     ctx = context
     if not ctx.headline.strip():
         ctx = replace(ctx, headline=_nightly_headline(ctx))
     rows = [{"metric": m, "bar": ci_bar(m.delta, m.ci_low, m.ci_high)} for m in ctx.metrics]
-    manifest = _manifest(ctx.run, "compare", verdict=ctx.verdict, top_cause=None,
-                         headline=f"vs {ctx.run_a.run_id}: {ctx.headline}")
-    return _write_page(Path(out_dir), "compare.html.j2", ctx=ctx, metric_rows=rows,
-                       index_href=index_href, manifest=manifest)
+    manifest = _manifest(
+        ctx.run,
+        "compare",
+        verdict=ctx.verdict,
+        top_cause=None,
+        headline=f"vs {ctx.run_a.run_id}: {ctx.headline}",
+    )
+    return _write_page(
+        Path(out_dir),
+        "compare.html.j2",
+        ctx=ctx,
+        metric_rows=rows,
+        index_href=index_href,
+        manifest=manifest,
+    )
 
 
-def render_capacity(context: CapacityContext, out_dir: str | Path, index_href: str | None = None,
-                    interactive: bool | None = None) -> Path:
+def render_capacity(
+    context: CapacityContext,
+    out_dir: str | Path,
+    index_href: str | None = None,
+    interactive: bool | None = None,
+) -> Path:
     """Write a capacity page: throughput and latency against load, the knee, causes past it
     (context: pages.capacity.build_capacity_context)."""
     ctx = context
     charts = capacity_figures(asdict(ctx)) if _want_charts(interactive) else []
     past = [s for s in ctx.steps if s.cause.past_knee and s.cause.cause]
-    manifest = _manifest(ctx.run, "capacity", verdict=None, top_cause=past[0].cause.cause if past else None,
-                         headline=ctx.headline)
-    return _write_page(Path(out_dir), "capacity.html.j2", charts=charts, ctx=ctx, index_href=index_href,
-                       manifest=manifest)
+    manifest = _manifest(
+        ctx.run,
+        "capacity",
+        verdict=None,
+        top_cause=past[0].cause.cause if past else None,
+        headline=ctx.headline,
+    )
+    return _write_page(
+        Path(out_dir),
+        "capacity.html.j2",
+        charts=charts,
+        ctx=ctx,
+        index_href=index_href,
+        manifest=manifest,
+    )

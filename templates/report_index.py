@@ -2,6 +2,7 @@
 beside its page; `rebuild_index(reports_root)` after each render keeps root/index.html current
 (pages.index.build_index_context reads the manifests back).
 """
+
 from __future__ import annotations
 
 import json

@@ -6,6 +6,7 @@ regular files whose real path lies inside the real root (403 for `..`, encoded t
 paths and symlinks that escape), maps a directory to its index.html (never a listing), and sends
 headers that stop content sniffing and framing. Binds 127.0.0.1 by default.
 """
+
 from __future__ import annotations
 
 import mimetypes
@@ -23,9 +24,11 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-cache",
     # The pages carry the same policy in a <meta>; the header also covers non-HTML files.
-    "Content-Security-Policy": ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
-                                "img-src 'self' data:; font-src 'self'; connect-src 'none'; base-uri 'none'; "
-                                "form-action 'none'; frame-ancestors 'none'"),
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+        "img-src 'self' data:; font-src 'self'; connect-src 'none'; base-uri 'none'; "
+        "form-action 'none'; frame-ancestors 'none'"
+    ),
 }
 
 
@@ -106,10 +109,10 @@ def make_handler(root: Path) -> type[BaseHTTPRequestHandler]:
                 if with_body:
                     shutil.copyfileobj(fh, self.wfile)
 
-        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        def do_GET(self) -> None:
             self._serve(with_body=True)
 
-        def do_HEAD(self) -> None:  # noqa: N802
+        def do_HEAD(self) -> None:
             self._serve(with_body=False)
 
         def _not_allowed(self) -> None:
@@ -117,7 +120,7 @@ def make_handler(root: Path) -> type[BaseHTTPRequestHandler]:
 
         do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = _not_allowed
 
-        def log_message(self, format: str, *args) -> None:  # noqa: A002 (base signature)
+        def log_message(self, format: str, *args) -> None:
             if getattr(self.server, "quiet", False):
                 return
             super().log_message(format, *args)
@@ -125,8 +128,9 @@ def make_handler(root: Path) -> type[BaseHTTPRequestHandler]:
     return ReportHandler
 
 
-def make_server(root: str | Path, host: str = "127.0.0.1", port: int = 8080,
-                quiet: bool = False) -> ThreadingHTTPServer:
+def make_server(
+    root: str | Path, host: str = "127.0.0.1", port: int = 8080, quiet: bool = False
+) -> ThreadingHTTPServer:
     """A bound, not yet serving server (port 0 picks a free port: read server.server_address)."""
     root = Path(root)
     if not root.is_dir():

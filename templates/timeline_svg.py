@@ -6,8 +6,10 @@ The y axis is logarithmic because ITL (tens of ms) and E2E (seconds) share one c
 
 Pure functions over plain lists of dicts; nothing is mutated.
 """
+
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from statistics import median
@@ -21,7 +23,26 @@ LATENCY_SERIES = (
     ("ttft_p99_ms", "TTFT p99", "s-ttft99"),
     ("e2e_p99_ms", "E2E p99", "s-e2e99"),
 )
-_X_STEPS_S = (1, 2, 5, 10, 15, 20, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
+_X_STEPS_S = (
+    1,
+    2,
+    5,
+    10,
+    15,
+    20,
+    30,
+    60,
+    120,
+    300,
+    600,
+    900,
+    1800,
+    3600,
+    7200,
+    21600,
+    43200,
+    86400,
+)
 
 
 @dataclass(frozen=True)
@@ -53,7 +74,9 @@ class Timeline:
     series: list[dict] = field(default_factory=list)  # {key, label, css, d}
     bands: list[dict] = field(default_factory=list)  # {x, w, label, title}
     gc_marks: list[dict] = field(default_factory=list)  # {x, y1, y2, title}
-    fault_marks: list[dict] = field(default_factory=list)  # {x, w, title}: injected faults (ground truth)
+    fault_marks: list[dict] = field(
+        default_factory=list
+    )  # {x, w, title}: injected faults (ground truth)
     x_ticks: list[dict] = field(default_factory=list)  # {x, label}
     y_ticks: list[dict] = field(default_factory=list)  # {y, label}
     empty: bool = True
@@ -61,7 +84,7 @@ class Timeline:
 
 def _window_width(times: list[float]) -> float:
     """The window length, read from the spacing of window starts (1 s when it cannot be told)."""
-    gaps = [b - a for a, b in zip(times, times[1:]) if b > a]
+    gaps = [b - a for a, b in itertools.pairwise(times) if b > a]
     return float(median(gaps)) if gaps else 1.0
 
 
@@ -85,21 +108,33 @@ def _x_step(span_s: float) -> int:
     return _X_STEPS_S[-1]
 
 
-def latency_timeline(windows: list[dict], spikes: list[dict], gc_pauses: list[dict],
-                     layout: Layout = Layout(), faults: list[dict] = ()) -> Timeline:
+def latency_timeline(
+    windows: list[dict],
+    spikes: list[dict],
+    gc_pauses: list[dict],
+    layout: Layout = Layout(),
+    faults: list[dict] = (),
+) -> Timeline:
     """Lay out window percentiles (lines), spikes (shaded bands), GC pauses (ticks in a lane) and
     injected faults (a strip above the plot), so detection can be checked against the truth."""
     out = Timeline(layout=layout)
     times = sorted(float(w["t_s"]) for w in windows)
     width_s = _window_width(times)
-    values = [float(w[k]) for w in windows for k, _, _ in LATENCY_SERIES
-              if w.get(k) is not None and float(w[k]) > 0]
+    values = [
+        float(w[k])
+        for w in windows
+        for k, _, _ in LATENCY_SERIES
+        if w.get(k) is not None and float(w[k]) > 0
+    ]
     if not times or not values:
         return out
     out.empty = False
 
-    t_end = max([times[-1] + width_s] + [float(s["end_s"]) for s in spikes]
-                + [float(g["t_s"]) for g in gc_pauses])
+    t_end = max(
+        [times[-1] + width_s]
+        + [float(s["end_s"]) for s in spikes]
+        + [float(g["t_s"]) for g in gc_pauses]
+    )
     t_start = min([times[0]] + [float(s["start_s"]) for s in spikes])
     t_end = max([t_end] + [float(f["end_s"]) for f in faults])
     span = max(t_end - t_start, 1e-9)
@@ -131,16 +166,25 @@ def latency_timeline(windows: list[dict], spikes: list[dict], gc_pauses: list[di
 
     for s in spikes:
         x0, x1 = x_of(float(s["start_s"])), x_of(float(s["end_s"]))
-        out.bands.append({
-            "x": x0, "w": max(round(x1 - x0, 1), 1.0), "label": f"#{s['spike_id']}",
-            "title": f"spike #{s['spike_id']}: {s['metric']} {fmt_clock(s['start_s'])}–{fmt_clock(s['end_s'])}, "
-                     f"peak {fmt_ms(s['peak_ms'])} vs {fmt_ms(s['baseline_ms'])}, {s['top_cause']}",
-        })
+        out.bands.append(
+            {
+                "x": x0,
+                "w": max(round(x1 - x0, 1), 1.0),
+                "label": f"#{s['spike_id']}",
+                "title": f"spike #{s['spike_id']}: {s['metric']} {fmt_clock(s['start_s'])}–{fmt_clock(s['end_s'])}, "
+                f"peak {fmt_ms(s['peak_ms'])} vs {fmt_ms(s['baseline_ms'])}, {s['top_cause']}",
+            }
+        )
 
     for f in faults:
         x0, x1 = x_of(float(f["start_s"])), x_of(float(f["end_s"]))
-        out.fault_marks.append({"x": x0, "w": max(round(x1 - x0, 1), 1.0),
-                                "title": f"injected {f['kind']} ({f['cause']}) {fmt_clock(f['start_s'])}–{fmt_clock(f['end_s'])}"})
+        out.fault_marks.append(
+            {
+                "x": x0,
+                "w": max(round(x1 - x0, 1), 1.0),
+                "title": f"injected {f['kind']} ({f['cause']}) {fmt_clock(f['start_s'])}–{fmt_clock(f['end_s'])}",
+            }
+        )
 
     longest = max((float(g["duration_ms"]) for g in gc_pauses), default=0.0)
     lane_bottom = layout.top + layout.plot_h + layout.gc_lane
@@ -149,10 +193,14 @@ def latency_timeline(windows: list[dict], spikes: list[dict], gc_pauses: list[di
         # Tick height grows with the pause (min 3 px so short pauses stay visible).
         h = 3 + (layout.gc_lane - 4) * (dur / longest if longest > 0 else 0)
         gen = g.get("generation")
-        out.gc_marks.append({
-            "x": x_of(float(g["t_s"])), "y1": round(lane_bottom - h, 1), "y2": lane_bottom,
-            "title": f"GC{' gen ' + str(gen) if gen is not None else ''} at {fmt_clock(g['t_s'])}: {fmt_ms(dur)}",
-        })
+        out.gc_marks.append(
+            {
+                "x": x_of(float(g["t_s"])),
+                "y1": round(lane_bottom - h, 1),
+                "y2": lane_bottom,
+                "title": f"GC{' gen ' + str(gen) if gen is not None else ''} at {fmt_clock(g['t_s'])}: {fmt_ms(dur)}",
+            }
+        )
 
     step = _x_step(span)
     tick = math.ceil(t_start / step) * step
@@ -161,4 +209,3 @@ def latency_timeline(windows: list[dict], spikes: list[dict], gc_pauses: list[di
         tick += step
     out.y_ticks = [{"y": y_of(v), "label": fmt_ms(v)} for v in _y_ticks(y_lo, y_hi)]
     return out
-

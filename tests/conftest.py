@@ -1,5 +1,6 @@
 """Test-wide setup: state (warehouse, Prefect home, runs) goes under .spikelens/test, never the
 user's own state directory. Set before `flows` is imported, since importing it configures Prefect."""
+
 import json
 import os
 import shutil
@@ -18,16 +19,29 @@ def _write_hf_llama(folder: Path, max_position: int) -> Path:
 
     from engine.tokenizer import DEFAULT_TOKENIZER_PATH
 
-    cfg = transformers.LlamaConfig(vocab_size=32000, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                   num_attention_heads=4, num_key_value_heads=2,
-                                   max_position_embeddings=max_position, bos_token_id=0, eos_token_id=1)
+    cfg = transformers.LlamaConfig(
+        vocab_size=32000,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=max_position,
+        bos_token_id=0,
+        eos_token_id=1,
+    )
     torch.manual_seed(0)
     transformers.LlamaForCausalLM(cfg).save_pretrained(folder, safe_serialization=True)
     shutil.copy(DEFAULT_TOKENIZER_PATH, folder / "tokenizer.json")
-    template = ("{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}<|end|>\n"
-                "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
-    (folder / "tokenizer_config.json").write_text(json.dumps(
-        {"bos_token": "<|bos|>", "eos_token": {"content": "<|eos|>"}, "chat_template": template}))
+    template = (
+        "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}<|end|>\n"
+        "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+    )
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps(
+            {"bos_token": "<|bos|>", "eos_token": {"content": "<|eos|>"}, "chat_template": template}
+        )
+    )
     return folder
 
 
@@ -63,4 +77,5 @@ def warehouse_with(tmp_path_factory):
             ingest_run(db, write_run(root / "runs", spec))
             made[key] = spec.run_id
         return db, made[key]
+
     return build

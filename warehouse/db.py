@@ -10,6 +10,7 @@ connect() retries it). Migrations are numbered from BASE_VERSION + 1 (0016) on.
 A read-only connection never migrates: it refuses a database older than this code, naming the
 versions, instead of failing later on a missing table.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -18,6 +19,7 @@ import re
 import threading
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import duckdb
 
@@ -25,7 +27,7 @@ _HERE = Path(__file__).parent
 SCHEMA_FILE = _HERE / "schema.sql"
 MIGRATIONS_DIR = _HERE / "migrations"
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
-BASE_VERSION = 15   # the version schema.sql creates; a database below it predates the squash
+BASE_VERSION = 15  # the version schema.sql creates; a database below it predates the squash
 
 
 class SchemaError(RuntimeError):
@@ -47,8 +49,10 @@ def migrations() -> list[tuple[int, Path]]:
     first = BASE_VERSION + 1
     expected = list(range(first, first + len(found)))
     if [v for v, _ in found] != expected:
-        raise SchemaError(f"{MIGRATIONS_DIR}: migration versions {[v for v, _ in found]} "
-                          f"must be contiguous from {first} ({expected})")
+        raise SchemaError(
+            f"{MIGRATIONS_DIR}: migration versions {[v for v, _ in found]} "
+            f"must be contiguous from {first} ({expected})"
+        )
     return found
 
 
@@ -72,7 +76,9 @@ def _apply(conn: duckdb.DuckDBPyConnection, sql: str, version: int, name: str) -
     try:
         conn.execute(sql)
         if version > BASE_VERSION:  # schema.sql records its own version
-            conn.execute("INSERT INTO schema_version (version, name) VALUES (?, ?)", [version, name])
+            conn.execute(
+                "INSERT INTO schema_version (version, name) VALUES (?, ?)", [version, name]
+            )
         conn.execute("COMMIT")
     except Exception:
         conn.execute("ROLLBACK")
@@ -86,21 +92,26 @@ def migrate(conn: duckdb.DuckDBPyConnection) -> int:
         _apply(conn, SCHEMA_FILE.read_text(), BASE_VERSION, SCHEMA_FILE.name)
         current = BASE_VERSION
     elif current < BASE_VERSION:
-        raise SchemaError(f"database schema version {current} predates version {BASE_VERSION}, "
-                          "from which this code's migrations start: move the file aside and "
-                          "ingest the runs again (their files in runs/<run_id>/ are unchanged)")
+        raise SchemaError(
+            f"database schema version {current} predates version {BASE_VERSION}, "
+            "from which this code's migrations start: move the file aside and "
+            "ingest the runs again (their files in runs/<run_id>/ are unchanged)"
+        )
     for version, path in migrations():
         if version > current:
             _apply(conn, path.read_text(), version, path.name)
             current = version
     if current > latest_version():
-        raise SchemaError(f"database schema version {current} is newer than this code "
-                          f"({latest_version()}): upgrade spikelens")
+        raise SchemaError(
+            f"database schema version {current} is newer than this code "
+            f"({latest_version()}): upgrade spikelens"
+        )
     return current
 
 
-def connect(db_path: str | Path, read_only: bool = False,
-            timeout_s: float | None = None) -> "Connection":
+def connect(
+    db_path: str | Path, read_only: bool = False, timeout_s: float | None = None
+) -> Connection:
     """Open `db_path` (created if missing, parent folders included) with the schema up to date.
 
     read_only=True opens without migrating and raises SchemaError if the stored version is not the
@@ -113,7 +124,9 @@ def connect(db_path: str | Path, read_only: bool = False,
     only for one ingest or analysis, so readers wait seconds, never fail.
     """
     path = Path(db_path)
-    timeout_s = float(os.environ.get("SPIKELENS_DB_TIMEOUT_S", 300)) if timeout_s is None else timeout_s
+    timeout_s = (
+        float(os.environ.get("SPIKELENS_DB_TIMEOUT_S", "300")) if timeout_s is None else timeout_s
+    )
     deadline = time.monotonic() + timeout_s
     if read_only:
         if not path.exists():
@@ -122,8 +135,10 @@ def connect(db_path: str | Path, read_only: bool = False,
         version = schema_version(conn)
         if version != latest_version():
             conn.close()
-            raise SchemaError(f"warehouse {path} is at schema version {version}, this code needs "
-                              f"{latest_version()}: open it read-write once to migrate")
+            raise SchemaError(
+                f"warehouse {path} is at schema version {version}, this code needs "
+                f"{latest_version()}: open it read-write once to migrate"
+            )
         return conn
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = _WriterLock.acquire(path, deadline)
@@ -153,8 +168,10 @@ def _open(path: Path, read_only: bool, deadline: float) -> duckdb.DuckDBPyConnec
         except duckdb.IOException as e:
             if "lock" not in str(e).lower() or time.monotonic() + delay > deadline:
                 if "lock" in str(e).lower():
-                    raise WarehouseBusy(f"warehouse {path} is held by another process (waited for "
-                                        f"it to be released; raise SPIKELENS_DB_TIMEOUT_S): {e}") from None
+                    raise WarehouseBusy(
+                        f"warehouse {path} is held by another process (waited for "
+                        f"it to be released; raise SPIKELENS_DB_TIMEOUT_S): {e}"
+                    ) from None
                 raise
         time.sleep(delay)
         delay = min(delay * 2, 1.0)
@@ -164,14 +181,16 @@ class _WriterLock:
     """Exclusive flock on `<db>.lock`, re-entrant within a process (one writer process at a time;
     one process may open several read-write connections, as DuckDB allows)."""
 
-    _held: dict[Path, list] = {}          # path → [fd, count]; mutated under _guard, never rebound
+    _held: ClassVar[
+        dict[Path, list]
+    ] = {}  # path → [fd, count]; mutated under _guard, never rebound
     _guard = threading.Lock()
 
     def __init__(self, path: Path):
         self.path = path
 
     @classmethod
-    def acquire(cls, db: Path, deadline: float) -> "_WriterLock":
+    def acquire(cls, db: Path, deadline: float) -> _WriterLock:
         path = db.with_name(db.name + ".lock").resolve()
         with cls._guard:
             if path in cls._held:
@@ -185,8 +204,10 @@ class _WriterLock:
             except BlockingIOError:
                 if time.monotonic() > deadline:
                     os.close(fd)
-                    raise WarehouseBusy(f"warehouse {db}: another process has been writing for longer "
-                                        f"than the timeout (lock {path}; raise SPIKELENS_DB_TIMEOUT_S)") from None
+                    raise WarehouseBusy(
+                        f"warehouse {db}: another process has been writing for longer "
+                        f"than the timeout (lock {path}; raise SPIKELENS_DB_TIMEOUT_S)"
+                    ) from None
                 time.sleep(0.1)
         with cls._guard:
             cls._held[path] = [fd, 1]
@@ -221,7 +242,7 @@ class Connection:
                 self._lock, lock = None, self._lock
                 lock.release()
 
-    def __enter__(self) -> "Connection":
+    def __enter__(self) -> Connection:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -6,10 +6,11 @@ storage. `date` is the UTC day the run started; partition columns are not repeat
 (hive convention). Re-exporting a run replaces its files; each file is written under a temporary
 name and renamed, so a reader never sees half a file.
 """
+
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
@@ -23,17 +24,20 @@ def _run_tables(conn: duckdb.DuckDBPyConnection) -> list[str]:
     rows = conn.execute(
         "SELECT DISTINCT c.table_name FROM information_schema.columns c "
         "JOIN information_schema.tables t USING (table_schema, table_name) "
-        "WHERE c.column_name = 'run_id' AND t.table_type = 'BASE TABLE' ORDER BY 1").fetchall()
+        "WHERE c.column_name = 'run_id' AND t.table_type = 'BASE TABLE' ORDER BY 1"
+    ).fetchall()
     return [r[0] for r in rows]
 
 
 def _day(started_ns: int | None) -> str:
     if started_ns is None:
         return "unknown"
-    return datetime.fromtimestamp(started_ns / 1e9, tz=timezone.utc).strftime("%Y-%m-%d")
+    return datetime.fromtimestamp(started_ns / 1e9, tz=UTC).strftime("%Y-%m-%d")
 
 
-def export_runs(db_path: str | Path, out_dir: str | Path, run_ids: list[str] | None = None) -> list[Path]:
+def export_runs(
+    db_path: str | Path, out_dir: str | Path, run_ids: list[str] | None = None
+) -> list[Path]:
     """Write every per-run table of the given runs (default: all) under out_dir; returns the files.
 
     Tables where a run has no rows get no file for it. Raises KeyError for an unknown run id and
@@ -48,12 +52,16 @@ def export_runs(db_path: str | Path, out_dir: str | Path, run_ids: list[str] | N
             if rid not in known:
                 raise KeyError(f"run {rid!r} is not in the warehouse {db_path}")
             if not _SAFE_RUN_ID.match(rid):
-                raise ValueError(f"run id {rid!r} has characters unsafe in a path (allowed: A-Z a-z 0-9 . _ -)")
+                raise ValueError(
+                    f"run id {rid!r} has characters unsafe in a path (allowed: A-Z a-z 0-9 . _ -)"
+                )
         written = []
         for table in _run_tables(conn):
             for rid in wanted:
                 target = out / table / f"date={_day(known[rid])}" / f"run_id={rid}" / "data.parquet"
-                count = conn.execute(f'SELECT count(*) FROM "{table}" WHERE run_id = ?', [rid]).fetchone()[0]
+                count = conn.execute(
+                    f'SELECT count(*) FROM "{table}" WHERE run_id = ?', [rid]
+                ).fetchone()[0]
                 if target.exists():
                     target.unlink()
                 if not count:
@@ -61,8 +69,11 @@ def export_runs(db_path: str | Path, out_dir: str | Path, run_ids: list[str] | N
                 target.parent.mkdir(parents=True, exist_ok=True)
                 tmp = target.with_name("data.parquet.tmp")
                 escaped = str(tmp).replace("'", "''")
-                conn.execute(f"COPY (SELECT * EXCLUDE (run_id) FROM \"{table}\" WHERE run_id = $run_id) "
-                             f"TO '{escaped}' (FORMAT parquet, COMPRESSION zstd)", {"run_id": rid})
+                conn.execute(
+                    f'COPY (SELECT * EXCLUDE (run_id) FROM "{table}" WHERE run_id = $run_id) '
+                    f"TO '{escaped}' (FORMAT parquet, COMPRESSION zstd)",
+                    {"run_id": rid},
+                )
                 tmp.replace(target)
                 written.append(target)
         return written

@@ -13,6 +13,7 @@ JSON lines until its process dies) may leave a truncated last line, which is dro
 that cannot be read at all, which is skipped; both with a warning naming the file, so the rest of
 the run is still ingested.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,10 +30,25 @@ from warehouse.db import connect
 from warehouse.run_files import DEFAULTS, RUN_FILES, RUN_JSON, RunFile
 
 # run.json keys copied into columns of `runs` (the whole file is kept in runs.run_json too).
-_RUN_SCALARS = ("scenario_name", "scenario_path", "git_commit", "host", "command", "status",
-                "started_ns", "ended_ns", "load_started_ns", "warmup_s", "duration_s")
-_RUN_JSON_COLUMNS = {"scenario": "scenario", "engine": "engine", "faults_spec": "faults",
-                     "errors": "errors"}
+_RUN_SCALARS = (
+    "scenario_name",
+    "scenario_path",
+    "git_commit",
+    "host",
+    "command",
+    "status",
+    "started_ns",
+    "ended_ns",
+    "load_started_ns",
+    "warmup_s",
+    "duration_s",
+)
+_RUN_JSON_COLUMNS = {
+    "scenario": "scenario",
+    "engine": "engine",
+    "faults_spec": "faults",
+    "errors": "errors",
+}
 
 
 log = logging.getLogger("spikelens.warehouse")
@@ -80,8 +96,12 @@ def _read_json_lines(path: Path, required: tuple[str, ...]) -> pa.Table:
         else:
             bad.append(number)
     if bad:
-        log.warning("%s: dropped %d line(s) that are not JSON objects (line %s)", path, len(bad),
-                    ", ".join(map(str, bad[:5])) + (" …" if len(bad) > 5 else ""))
+        log.warning(
+            "%s: dropped %d line(s) that are not JSON objects (line %s)",
+            path,
+            len(bad),
+            ", ".join(map(str, bad[:5])) + (" …" if len(bad) > 5 else ""),
+        )
     if not rows:
         return pa.table({name: pa.array([], pa.int64()) for name in required})
     return pa.Table.from_pylist(rows)
@@ -101,11 +121,15 @@ def _load_file(spec: RunFile, path: Path) -> _Loaded | None:
         try:
             table = _read_table(path, spec.required)
         except Exception as exc:  # pyarrow raises several types for truncated/garbled files
-            raise IngestError(f"{path}: cannot read as {path.suffix[1:]} ({type(exc).__name__}: {exc})") from exc
+            raise IngestError(
+                f"{path}: cannot read as {path.suffix[1:]} ({type(exc).__name__}: {exc})"
+            ) from exc
         missing = [c for c in spec.required if c not in table.column_names]
         if missing:
-            raise IngestError(f"{path}: missing required column {missing[0]!r} "
-                              f"(table {spec.table} needs {', '.join(spec.required)})")
+            raise IngestError(
+                f"{path}: missing required column {missing[0]!r} "
+                f"(table {spec.table} needs {', '.join(spec.required)})"
+            )
     except IngestError as exc:
         if not spec.skip_unreadable:
             raise
@@ -118,7 +142,9 @@ def _table_columns(conn: duckdb.DuckDBPyConnection, table: str) -> list[tuple[st
     """(name, type) of a warehouse table's columns, in table order."""
     return conn.execute(
         "SELECT column_name, data_type FROM information_schema.columns "
-        "WHERE table_name = ? ORDER BY ordinal_position", [table]).fetchall()
+        "WHERE table_name = ? ORDER BY ordinal_position",
+        [table],
+    ).fetchall()
 
 
 def _run_tables(conn: duckdb.DuckDBPyConnection) -> list[str]:
@@ -126,7 +152,8 @@ def _run_tables(conn: duckdb.DuckDBPyConnection) -> list[str]:
     rows = conn.execute(
         "SELECT DISTINCT c.table_name FROM information_schema.columns c "
         "JOIN information_schema.tables t USING (table_schema, table_name) "
-        "WHERE c.column_name = 'run_id' AND t.table_type = 'BASE TABLE' ORDER BY 1").fetchall()
+        "WHERE c.column_name = 'run_id' AND t.table_type = 'BASE TABLE' ORDER BY 1"
+    ).fetchall()
     return [r[0] for r in rows]
 
 
@@ -150,8 +177,10 @@ def _insert_select(loaded: _Loaded, columns: list[tuple[str, str]], view: str) -
             exprs.append(f"CAST({DEFAULTS[(loaded.spec.table, name)]} AS {dtype})")
         else:
             exprs.append(f"CAST(NULL AS {dtype})")
-    return (f"INSERT INTO {_quote(loaded.spec.table)} ({', '.join(names)}) "
-            f"SELECT {', '.join(exprs)} FROM {view}")
+    return (
+        f"INSERT INTO {_quote(loaded.spec.table)} ({', '.join(names)}) "
+        f"SELECT {', '.join(exprs)} FROM {view}"
+    )
 
 
 def _insert_run(conn: duckdb.DuckDBPyConnection, run: dict) -> None:
@@ -163,8 +192,10 @@ def _insert_run(conn: duckdb.DuckDBPyConnection, run: dict) -> None:
     if row["scenario_name"] is None and isinstance(run.get("scenario"), dict):
         row["scenario_name"] = run["scenario"].get("name")
     names = list(row)
-    conn.execute(f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})",
-                 [row[n] for n in names])
+    conn.execute(
+        f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})",
+        [row[n] for n in names],
+    )
 
 
 def ingest_into(conn: duckdb.DuckDBPyConnection, run_dir: str | Path) -> dict[str, int]:
@@ -182,7 +213,9 @@ def ingest_into(conn: duckdb.DuckDBPyConnection, run_dir: str | Path) -> dict[st
             files = spec.find(run_dir)
         except ValueError as exc:
             raise IngestError(str(exc)) from exc
-        loaded.extend(item for item in (_load_file(spec, path) for path in files) if item is not None)
+        loaded.extend(
+            item for item in (_load_file(spec, path) for path in files) if item is not None
+        )
 
     counts: dict[str, int] = {"runs": 1}
     views: list[str] = []
@@ -202,14 +235,16 @@ def ingest_into(conn: duckdb.DuckDBPyConnection, run_dir: str | Path) -> dict[st
                     params["source_file"] = item.path.name
                 conn.execute(sql, params)
             except duckdb.Error as exc:
-                raise IngestError(f"{item.path}: rows do not fit table {item.spec.table} ({exc})") from exc
+                raise IngestError(
+                    f"{item.path}: rows do not fit table {item.spec.table} ({exc})"
+                ) from exc
             counts[item.spec.table] = counts.get(item.spec.table, 0) + item.table.num_rows
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
     finally:
-        for view in views:      # after COMMIT/ROLLBACK: an aborted transaction refuses it
+        for view in views:  # after COMMIT/ROLLBACK: an aborted transaction refuses it
             conn.unregister(view)
     return counts
 

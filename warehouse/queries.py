@@ -3,10 +3,11 @@
 SQL lives in .sql files (one query per file, a chain of CTEs) so it can be read, reviewed and run
 in the DuckDB shell as is. Results come back as a list of dicts (column name → value).
 """
+
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import duckdb
@@ -16,7 +17,7 @@ _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 _STRING_OR_COMMENT = re.compile(r"'(?:[^']|'')*'|--[^\n]*")
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_sql(name: str) -> str:
     """The text of queries/<name>.sql; a clear error lists the known names."""
     path = QUERIES_DIR / f"{name}.sql"
@@ -40,8 +41,10 @@ def query(conn: duckdb.DuckDBPyConnection, name: str, **params) -> list[dict]:
     needed = parameters(name)
     missing, extra = needed - params.keys(), params.keys() - needed
     if missing or extra:
-        raise TypeError(f"query {name!r} takes ${', $'.join(sorted(needed))}; "
-                        f"missing {sorted(missing)}, unexpected {sorted(extra)}")
+        raise TypeError(
+            f"query {name!r} takes ${', $'.join(sorted(needed))}; "
+            f"missing {sorted(missing)}, unexpected {sorted(extra)}"
+        )
     cursor = conn.execute(load_sql(name), params)
     columns = [d[0] for d in cursor.description]
     return [dict(zip(columns, row)) for row in cursor.fetchall()]

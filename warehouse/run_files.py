@@ -6,6 +6,7 @@ rejected with an error naming the file and the column). Other columns are option
 become NULL, columns the table does not know are skipped (files may grow; the schema grows by
 migration).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,10 +15,10 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class RunFile:
-    table: str                    # warehouse table the rows go to
-    patterns: tuple[str, ...]     # globs in the run directory: Parquet, Arrow IPC or JSON lines
-    required: tuple[str, ...]     # columns a file must have
-    several: bool = False         # many files may feed the table (faults*.parquet)
+    table: str  # warehouse table the rows go to
+    patterns: tuple[str, ...]  # globs in the run directory: Parquet, Arrow IPC or JSON lines
+    required: tuple[str, ...]  # columns a file must have
+    several: bool = False  # many files may feed the table (faults*.parquet)
     # An unreadable file is skipped with a warning naming it instead of failing the ingest
     # (the collectors' files: a process killed mid-write must not cost the run its other data).
     skip_unreadable: bool = False
@@ -30,7 +31,9 @@ class RunFile:
         files = sorted(found)
         if len(files) > 1 and not self.several:
             names = ", ".join(p.name for p in files)
-            raise ValueError(f"{run_dir}: several files for table {self.table!r} ({names}); keep one")
+            raise ValueError(
+                f"{run_dir}: several files for table {self.table!r} ({names}); keep one"
+            )
         return files
 
 
@@ -44,18 +47,37 @@ RUN_FILES: tuple[RunFile, ...] = (
     RunFile("nvml", ("nvml.parquet", "nvml.arrow"), ("ts_ns",)),
     RunFile("metrics", ("metrics.parquet", "metrics.arrow"), ("ts_ns", "name")),
     RunFile("client_health", ("client_health.parquet", "client_health.arrow"), ("ts_ns",)),
-    RunFile("engine_requests", ("engine_requests.parquet", "engine_requests.arrow"), ("request_id",)),
-    RunFile("server_requests", ("server_requests.parquet", "server_requests.arrow"), ("request_id",)),
+    RunFile(
+        "engine_requests", ("engine_requests.parquet", "engine_requests.arrow"), ("request_id",)
+    ),
+    RunFile(
+        "server_requests", ("server_requests.parquet", "server_requests.arrow"), ("request_id",)
+    ),
     # faults.parquet (engine) and faults.loadgen.parquet (loadgen): one ground-truth table.
     RunFile("faults", ("faults*.parquet", "faults*.arrow"), ("kind",), several=True),
     # The collectors' files (collect/): GC pauses from the hook inside each process (JSON lines,
     # appended while it runs), py-spy stack segments and /proc counters per process tree.
-    RunFile("process_gc", ("collect/gc-*.jsonl",), ("pid", "start_ns", "end_ns"), several=True,
-            skip_unreadable=True),
-    RunFile("process_stacks", ("collect/stacks-*.parquet",), ("pid", "tid", "start_ns", "end_ns", "region"),
-            several=True, skip_unreadable=True),
-    RunFile("process_cpu", ("collect/proc-*.parquet",), ("ts_ns", "pid"), several=True,
-            skip_unreadable=True),
+    RunFile(
+        "process_gc",
+        ("collect/gc-*.jsonl",),
+        ("pid", "start_ns", "end_ns"),
+        several=True,
+        skip_unreadable=True,
+    ),
+    RunFile(
+        "process_stacks",
+        ("collect/stacks-*.parquet",),
+        ("pid", "tid", "start_ns", "end_ns", "region"),
+        several=True,
+        skip_unreadable=True,
+    ),
+    RunFile(
+        "process_cpu",
+        ("collect/proc-*.parquet",),
+        ("ts_ns", "pid"),
+        several=True,
+        skip_unreadable=True,
+    ),
 )
 
 # Defaults for columns a file may leave out but that are NOT NULL in the schema.

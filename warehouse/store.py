@@ -3,13 +3,16 @@
 rca reads and writes only through the warehouse package; this is its write path. All tables are
 replaced in one transaction through Arrow, so a reader never sees half an analysis.
 """
+
 from __future__ import annotations
 
 import duckdb
 import pyarrow as pa
 
 
-def replace_run_rows(conn: duckdb.DuckDBPyConnection, run_id: str, tables: dict[str, pa.Table]) -> None:
+def replace_run_rows(
+    conn: duckdb.DuckDBPyConnection, run_id: str, tables: dict[str, pa.Table]
+) -> None:
     """For each {table: rows}: delete the run's rows, insert `rows` (columns matched by name).
 
     Every given Arrow table with rows must carry a `run_id` column equal to `run_id` on each
@@ -18,8 +21,9 @@ def replace_run_rows(conn: duckdb.DuckDBPyConnection, run_id: str, tables: dict[
     replace_rows(conn, "run_id", run_id, tables)
 
 
-def replace_rows(conn: duckdb.DuckDBPyConnection, key: str, value: str,
-                 tables: dict[str, pa.Table]) -> None:
+def replace_rows(
+    conn: duckdb.DuckDBPyConnection, key: str, value: str, tables: dict[str, pa.Table]
+) -> None:
     """replace_run_rows for rows keyed by another column (e.g. a capacity sweep's sweep_id):
     for each {table: rows}, delete the rows whose `key` is `value`, insert `rows`, all in one
     transaction. Rows must carry `key` equal to `value`; an empty table only deletes."""
@@ -32,7 +36,9 @@ def replace_rows(conn: duckdb.DuckDBPyConnection, key: str, value: str,
             raise ValueError(f"table name {name!r} is not an identifier")
         ids = set(rows.column(key).to_pylist()) if rows.num_rows else set()
         if ids - {value}:
-            raise ValueError(f"rows for table {name!r} carry {key} {sorted(ids - {value})}, expected {value!r}")
+            raise ValueError(
+                f"rows for table {name!r} carry {key} {sorted(ids - {value})}, expected {value!r}"
+            )
     views: list[str] = []
     conn.execute("BEGIN TRANSACTION")
     try:
@@ -48,5 +54,5 @@ def replace_rows(conn: duckdb.DuckDBPyConnection, key: str, value: str,
         conn.execute("ROLLBACK")
         raise
     finally:
-        for view in views:      # after COMMIT/ROLLBACK: an aborted transaction refuses it
+        for view in views:  # after COMMIT/ROLLBACK: an aborted transaction refuses it
             conn.unregister(view)

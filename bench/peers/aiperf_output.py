@@ -38,16 +38,29 @@ def parse_artifacts(artifact_dir: str | Path) -> ToolReport:
         if ttft is None or record.get("error"):
             continue
         if ttft.get("unit", "ms") != "ms":
-            raise ValueError(f"{RECORDS}:{lineno}: time_to_first_token unit {ttft.get('unit')!r}, expected 'ms'")
+            raise ValueError(
+                f"{RECORDS}:{lineno}: time_to_first_token unit {ttft.get('unit')!r}, expected 'ms'"
+            )
         completed += 1
-        requests.append(ToolRequest(server_id=meta.get("x_request_id"), sent_ns=meta["request_start_ns"],
-                                    first_token_ns=meta["request_start_ns"] + int(round(ttft["value"] * 1e6))))
+        requests.append(
+            ToolRequest(
+                server_id=meta.get("x_request_id"),
+                sent_ns=meta["request_start_ns"],
+                first_token_ns=meta["request_start_ns"] + round(ttft["value"] * 1e6),
+            )
+        )
     if not requests:
         raise ValueError(f"{artifact_dir / RECORDS}: no completed profiling records")
     ttft_summary = summary["time_to_first_token"]
     return ToolReport(
-        tool="aiperf", version=summary.get("aiperf_version", "?"),
-        requests_per_s=summary["request_throughput"]["avg"], completed=completed,
-        ttft_p50_ms=ttft_summary["p50"], ttft_p99_ms=ttft_summary["p99"],
-        window_start_ns=min(starts), window_end_ns=max(ends), requests=requests,
-        match_note="X-Request-ID header (AIPerf sends one per request; the server records it)")
+        tool="aiperf",
+        version=summary.get("aiperf_version", "?"),
+        requests_per_s=summary["request_throughput"]["avg"],
+        completed=completed,
+        ttft_p50_ms=ttft_summary["p50"],
+        ttft_p99_ms=ttft_summary["p99"],
+        window_start_ns=min(starts),
+        window_end_ns=max(ends),
+        requests=requests,
+        match_note="X-Request-ID header (AIPerf sends one per request; the server records it)",
+    )

@@ -20,7 +20,7 @@ RESPONSE_PREFIX = "cmpl-"
 
 
 def _ns(seconds: float) -> int:
-    return int(round(seconds * 1e9))
+    return round(seconds * 1e9)
 
 
 def parse_benchmarks(path: str | Path, version: str = "0.8.1") -> ToolReport:
@@ -39,14 +39,25 @@ def parse_benchmarks(path: str | Path, version: str = "0.8.1") -> ToolReport:
         if timings.get("first_token_iteration") is None:
             continue
         response_id = row.get("response_id") or ""
-        server_id = response_id[len(RESPONSE_PREFIX):] if response_id.startswith(RESPONSE_PREFIX) else None
-        requests.append(ToolRequest(server_id=server_id, sent_ns=_ns(timings["request_start"]),
-                                    first_token_ns=_ns(timings["first_token_iteration"])))
+        server_id = (
+            response_id[len(RESPONSE_PREFIX) :] if response_id.startswith(RESPONSE_PREFIX) else None
+        )
+        requests.append(
+            ToolRequest(
+                server_id=server_id,
+                sent_ns=_ns(timings["request_start"]),
+                first_token_ns=_ns(timings["first_token_iteration"]),
+            )
+        )
     return ToolReport(
-        tool="guidellm", version=data.get("metadata", {}).get("guidellm_version", version),
+        tool="guidellm",
+        version=data.get("metadata", {}).get("guidellm_version", version),
         requests_per_s=metrics["requests_per_second"]["successful"]["mean"],
         completed=len(bench["requests"]["successful"]),
-        ttft_p50_ms=ttft["median"], ttft_p99_ms=ttft["percentiles"]["p99"],
-        window_start_ns=_ns(window["measure_start_time"]), window_end_ns=_ns(window["measure_end_time"]),
+        ttft_p50_ms=ttft["median"],
+        ttft_p99_ms=ttft["percentiles"]["p99"],
+        window_start_ns=_ns(window["measure_start_time"]),
+        window_end_ns=_ns(window["measure_end_time"]),
         requests=requests,
-        match_note="response_id = 'cmpl-' + the server's request id (GuideLLM sends no id header)")
+        match_note="response_id = 'cmpl-' + the server's request id (GuideLLM sends no id header)",
+    )

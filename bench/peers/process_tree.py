@@ -21,7 +21,9 @@ import psutil
 
 
 class TreeSampler:
-    def __init__(self, root_pid: int, interval_s: float = 0.1, also: Callable[[], float] | None = None):
+    def __init__(
+        self, root_pid: int, interval_s: float = 0.1, also: Callable[[], float] | None = None
+    ):
         self.root_pid, self.interval_s, self.also = root_pid, interval_s, also
         self.also_values: list[float] = []
         self.times: list[int] = []  # sample wall times (ns)
@@ -85,9 +87,13 @@ class TreeSampler:
     def total(self) -> float:
         return sum(self.snapshots[-1].values()) if self.snapshots else 0.0
 
-    def active_processes(self, start_ns: int, end_ns: int, min_share: float = 0.05) -> dict[str, float]:
+    def active_processes(
+        self, start_ns: int, end_ns: int, min_share: float = 0.05
+    ) -> dict[str, float]:
         """pid:name -> share of a core (1.0 = one core) for processes above min_share in the window."""
         span_s = max((end_ns - start_ns) / 1e9, 1e-9)
-        return {f"{pid}:{self.names.get(pid, '?')}": round(cpu / span_s, 3)
-                for pid, cpu in sorted(self.per_process_between(start_ns, end_ns).items())
-                if cpu / span_s >= min_share}
+        return {
+            f"{pid}:{self.names.get(pid, '?')}": round(cpu / span_s, 3)
+            for pid, cpu in sorted(self.per_process_between(start_ns, end_ns).items())
+            if cpu / span_s >= min_share
+        }

@@ -14,7 +14,9 @@ class ToolRequest:
     server_id: str | None  # the id the no-op server recorded for it (None: cannot be matched)
     sent_ns: int  # the tool's send stamp (start of its TTFT)
     first_token_ns: int  # the tool's stamp of the first content token (end of its TTFT)
-    clock: str | None = None  # how the tool took first_token_ns, where it says (loadgen's arrival_clock)
+    clock: str | None = (
+        None  # how the tool took first_token_ns, where it says (loadgen's arrival_clock)
+    )
 
 
 @dataclass
@@ -45,5 +47,9 @@ def percentile(values: list[float], p: float) -> float | None:
 
 def distribution(values: list[float]) -> dict:
     """p50 / p99 / max / count of values (ms)."""
-    return {"p50": percentile(values, 50), "p99": percentile(values, 99),
-            "max": max(values) if values else None, "count": len(values)}
+    return {
+        "p50": percentile(values, 50),
+        "p99": percentile(values, 99),
+        "max": max(values) if values else None,
+        "count": len(values),
+    }

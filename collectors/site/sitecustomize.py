@@ -25,10 +25,15 @@ whose role a `memory.gc_storm` window names, churns short-lived cyclic garbage d
 Chaining: this directory shadows any other `sitecustomize` (a virtualenv's or the distribution's),
 so the next one on sys.path is found and executed after the hook is installed.
 """
+
 import os
 import sys
 
-_DIR_ENV, _ROLE_ENV, _ROOT_ENV = "SPIKELENS_COLLECT_DIR", "SPIKELENS_COLLECT_ROLE", "SPIKELENS_COLLECT_ROOT_PID"
+_DIR_ENV, _ROLE_ENV, _ROOT_ENV = (
+    "SPIKELENS_COLLECT_DIR",
+    "SPIKELENS_COLLECT_ROLE",
+    "SPIKELENS_COLLECT_ROOT_PID",
+)
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _MAX_ROWS, _MAX_AGE_NS = 256, 100_000_000
 
@@ -37,7 +42,8 @@ def _load_roles():
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
-        "_spikelens_roles", os.path.join(os.path.dirname(_HERE), "roles.py"))
+        "_spikelens_roles", os.path.join(os.path.dirname(_HERE), "roles.py")
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -76,8 +82,16 @@ class _GcRecorder:
             return
         if not self.rows:
             self.oldest_ns = now
-        self.rows.append((self.start_ns, now, info.get("generation"), info.get("collected"),
-                          info.get("uncollectable"), self._threading.get_native_id()))
+        self.rows.append(
+            (
+                self.start_ns,
+                now,
+                info.get("generation"),
+                info.get("collected"),
+                info.get("uncollectable"),
+                self._threading.get_native_id(),
+            )
+        )
         if len(self.rows) >= _MAX_ROWS or now - self.oldest_ns >= _MAX_AGE_NS:
             self.flush()
 
@@ -86,14 +100,26 @@ class _GcRecorder:
             return
         rows, self.rows = self.rows, []
         role, ppid = self._role(), os.getppid()
-        lines = [self._json.dumps({"pid": self.pid, "ppid": ppid, "tid": tid, "role": role,
-                                   "start_ns": s, "end_ns": e, "generation": g,
-                                   "collected": c, "uncollectable": u})
-                 for s, e, g, c, u, tid in rows]
+        lines = [
+            self._json.dumps(
+                {
+                    "pid": self.pid,
+                    "ppid": ppid,
+                    "tid": tid,
+                    "role": role,
+                    "start_ns": s,
+                    "end_ns": e,
+                    "generation": g,
+                    "collected": c,
+                    "uncollectable": u,
+                }
+            )
+            for s, e, g, c, u, tid in rows
+        ]
         try:
             os.write(self.fd, ("\n".join(lines) + "\n").encode())
         except OSError:
-            pass   # a full disk must not break the engine
+            pass  # a full disk must not break the engine
 
     def after_fork_in_child(self):
         try:
@@ -138,8 +164,11 @@ def _run_fault_schedule(path, roles):
         if time.time() < start:
             time.sleep(start - time.time())
         root = os.environ.get(_ROOT_ENV)
-        role = roles.role_of(roles.read_cmdline(), root is None or root == str(os.getpid()),
-                             os.environ.get(_ROLE_ENV))
+        role = roles.role_of(
+            roles.read_cmdline(),
+            root is None or root == str(os.getpid()),
+            os.environ.get(_ROLE_ENV),
+        )
         if role != p["role"]:
             continue
         ballast = [[i] for i in range(p["ballast_objects"])] if p["ballast_objects"] else None
@@ -148,13 +177,13 @@ def _run_fault_schedule(path, roles):
             batch = []
             for i in range(p["objects_per_tick"]):
                 a = {"i": i}
-                a["peer"] = {"peer": a}   # a reference cycle: only the cyclic GC frees it
+                a["peer"] = {"peer": a}  # a reference cycle: only the cyclic GC frees it
                 batch.append(a)
-            ring.append(batch)            # the batch of live_ticks ago becomes garbage
+            ring.append(batch)  # the batch of live_ticks ago becomes garbage
             time.sleep(p["tick_s"])
         ring.clear()
-        ballast = None
-        gc.collect()   # reclaim the storm's garbage inside the window
+        del ballast
+        gc.collect()  # reclaim the storm's garbage inside the window
 
 
 def _start_faults():
@@ -168,7 +197,7 @@ def _start_faults():
     def body():
         try:
             _run_fault_schedule(path, roles)
-        except Exception as exc:   # a bad schedule must not stop the process
+        except Exception as exc:  # a bad schedule must not stop the process
             sys.stderr.write(f"spikelens fault schedule ignored: {type(exc).__name__}: {exc}\n")
 
     thread = threading.Thread(target=body, name="spikelens-fault-schedule", daemon=True)
@@ -192,7 +221,7 @@ def _chain():
 
 try:
     _recorder = _install()
-except Exception as exc:   # the hook must never stop the process it observes
+except Exception as exc:  # the hook must never stop the process it observes
     _recorder = None
     sys.stderr.write(f"spikelens gc hook disabled: {type(exc).__name__}: {exc}\n")
 try:

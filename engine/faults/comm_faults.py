@@ -22,7 +22,9 @@ from engine.faults.registry import register
 def _check(kind: str, name: str, value, lo, hi, integer: bool = False) -> None:
     ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
     if isinstance(value, bool) or not ok_type or not lo <= value <= hi:
-        raise ValueError(f"{kind}.params.{name}: must be {'an integer' if integer else 'a number'} in [{lo}, {hi}], got {value!r}")
+        raise ValueError(
+            f"{kind}.params.{name}: must be {'an integer' if integer else 'a number'} in [{lo}, {hi}], got {value!r}"
+        )
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,9 @@ class StragglerParams:
         _check("comm.straggler", "rank", self.rank, -1, 1023, integer=True)
         _check("comm.straggler", "delay_ms", self.delay_ms, 0, 10_000)
         if not isinstance(self.every_collective, bool):
-            raise ValueError(f"comm.straggler.params.every_collective: must be a boolean, got {self.every_collective!r}")
+            raise ValueError(
+                f"comm.straggler.params.every_collective: must be a boolean, got {self.every_collective!r}"
+            )
 
 
 @register("comm.straggler", StragglerParams)
@@ -84,7 +88,9 @@ class SlowLink:
             return
         comm.link_delay_ms = self.params.delay_ms
         if self.params.extra_floats:
-            comm.link_extra = torch.zeros(self.params.extra_floats, dtype=torch.float32, device=comm.device)
+            comm.link_extra = torch.zeros(
+                self.params.extra_floats, dtype=torch.float32, device=comm.device
+            )
 
     def apply(self, engine) -> None:
         pass

@@ -22,8 +22,15 @@ from engine.faults.registry import ENGINE_KINDS
 from engine.faults.spec import FaultSpec
 from engine.telemetry.table_buffer import TableBuffer
 
-FAULT_SCHEMA = pa.schema([("kind", pa.string()), ("cause", pa.string()), ("start_ns", pa.int64()),
-                          ("end_ns", pa.int64()), ("params", pa.string())])
+FAULT_SCHEMA = pa.schema(
+    [
+        ("kind", pa.string()),
+        ("cause", pa.string()),
+        ("start_ns", pa.int64()),
+        ("end_ns", pa.int64()),
+        ("params", pa.string()),
+    ]
+)
 _NEVER = 2**63 - 1
 _CLEANUP_GRACE_NS = 1_000_000_000
 
@@ -105,8 +112,13 @@ class FaultClock:
         f.active, f.done = False, True
         self._active.remove(f)
         if f.applied_start_ns is not None:
-            self.buffer.append(f.spec.kind, f.spec.cause, f.applied_start_ns, f.applied_end_ns,
-                               json.dumps(asdict(f.params), sort_keys=True))
+            self.buffer.append(
+                f.spec.kind,
+                f.spec.cause,
+                f.applied_start_ns,
+                f.applied_end_ns,
+                json.dumps(asdict(f.params), sort_keys=True),
+            )
 
     def shutdown(self, engine) -> None:
         """Close every active fault now (engine stopping): its window ends at the last applied step."""
@@ -127,6 +139,11 @@ class FaultClock:
                 buf.columns[name] = list(self.buffer.columns[name])
             for f in self._active:
                 if f.applied_start_ns is not None:
-                    buf.append(f.spec.kind, f.spec.cause, f.applied_start_ns, f.applied_end_ns or f.applied_start_ns,
-                               json.dumps(asdict(f.params), sort_keys=True))
+                    buf.append(
+                        f.spec.kind,
+                        f.spec.cause,
+                        f.applied_start_ns,
+                        f.applied_end_ns or f.applied_start_ns,
+                        json.dumps(asdict(f.params), sort_keys=True),
+                    )
         return buf.write(path)

@@ -24,17 +24,27 @@ from engine.faults.registry import register
 class GcStormParams:
     # Defaults measured with bench/gc_storm.py (small model, 16 users, 2 shared cores): ~1.7 full
     # collections/s of ~230 ms each inside the window, none outside; step p99 2.7x the baseline.
-    objects_per_step: int = 10_000  # cycles allocated per step (each: two dicts pointing at each other)
-    live_steps: int = 4  # steps a cycle stays reachable before it becomes garbage (→ promoted to gen 2)
+    objects_per_step: int = (
+        10_000  # cycles allocated per step (each: two dicts pointing at each other)
+    )
+    live_steps: int = (
+        4  # steps a cycle stays reachable before it becomes garbage (→ promoted to gen 2)
+    )
     # Extra GC-tracked containers kept alive during the window: each full pass walks them too, so
     # pauses grow with it (the engine's own heap, ~180k objects, is walked anyway); 0 = none.
     ballast_objects: int = 0
 
     def __post_init__(self):
-        for name, lo, hi in (("objects_per_step", 1, 10_000_000), ("live_steps", 1, 10_000), ("ballast_objects", 0, 50_000_000)):
+        for name, lo, hi in (
+            ("objects_per_step", 1, 10_000_000),
+            ("live_steps", 1, 10_000),
+            ("ballast_objects", 0, 50_000_000),
+        ):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-                raise ValueError(f"memory.gc_storm.params.{name}: must be an integer in [{lo}, {hi}], got {v!r}")
+                raise ValueError(
+                    f"memory.gc_storm.params.{name}: must be an integer in [{lo}, {hi}], got {v!r}"
+                )
 
 
 @register("memory.gc_storm", GcStormParams)
@@ -46,7 +56,11 @@ class GcStorm:
 
     def start(self, engine) -> None:
         # [i] lists: tracked by the GC, so every full collection walks them.
-        self._ballast = [[i] for i in range(self.params.ballast_objects)] if self.params.ballast_objects else None
+        self._ballast = (
+            [[i] for i in range(self.params.ballast_objects)]
+            if self.params.ballast_objects
+            else None
+        )
 
     def apply(self, engine) -> None:
         batch = []

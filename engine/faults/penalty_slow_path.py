@@ -23,8 +23,14 @@ class SlowPathParams:
     passes: int = 1
 
     def __post_init__(self):
-        if isinstance(self.passes, bool) or not isinstance(self.passes, int) or not 1 <= self.passes <= 100:
-            raise ValueError(f"penalty.slow_path.params.passes: must be an integer in [1, 100], got {self.passes!r}")
+        if (
+            isinstance(self.passes, bool)
+            or not isinstance(self.passes, int)
+            or not 1 <= self.passes <= 100
+        ):
+            raise ValueError(
+                f"penalty.slow_path.params.passes: must be an integer in [1, 100], got {self.passes!r}"
+            )
 
 
 def recount_histories(engine, seqs, passes: int = 1) -> None:
@@ -35,7 +41,11 @@ def recount_histories(engine, seqs, passes: int = 1) -> None:
         for s in seqs:
             prompt = torch.tensor(s.prompt_ids, device=state.device)
             output = torch.tensor(s.output_ids, dtype=torch.long, device=state.device)
-            counts = F.one_hot(output, V).sum(0) if len(s.output_ids) else torch.zeros(V, dtype=torch.long)  # [V]
+            counts = (
+                F.one_hot(output, V).sum(0)
+                if len(s.output_ids)
+                else torch.zeros(V, dtype=torch.long)
+            )  # [V]
             mask = F.one_hot(prompt, V).amax(0).bool()  # [V]
             state.output_counts[s.slot].copy_(counts)
             state.prompt_mask[s.slot].copy_(mask)

@@ -8,8 +8,9 @@ An injector is a class built from its params dataclass, with three hooks called 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from engine.config_keys import ALL_UNKNOWN, strict_keys
 
@@ -41,8 +42,14 @@ class FaultKind:
 
     def make_params(self, values: Mapping[str, Any]):
         """Params dataclass from a mapping; unknown keys raise naming the key and the kind."""
-        strict_keys(values, (f.name for f in dataclasses.fields(self.params_cls)), f"{self.name}.params",
-                    message=ALL_UNKNOWN, error=ValueError, sort_unknown=True)
+        strict_keys(
+            values,
+            (f.name for f in dataclasses.fields(self.params_cls)),
+            f"{self.name}.params",
+            message=ALL_UNKNOWN,
+            error=ValueError,
+            sort_unknown=True,
+        )
         return self.params_cls(**dict(values))
 
 

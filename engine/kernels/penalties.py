@@ -20,19 +20,34 @@ from engine.sampling.metadata import SamplingMetadata
 
 @triton.jit
 def _penalties_temperature_kernel(
-    logits_ptr, logits_row_stride, out_ptr, out_row_stride,
-    counts_ptr, prompt_ptr, state_row_stride, rows_ptr,
-    repetition_ptr, frequency_ptr, presence_ptr, temperature_ptr, vocab_size,
-    APPLY_PENALTIES: tl.constexpr, BLOCK: tl.constexpr,
+    logits_ptr,
+    logits_row_stride,
+    out_ptr,
+    out_row_stride,
+    counts_ptr,
+    prompt_ptr,
+    state_row_stride,
+    rows_ptr,
+    repetition_ptr,
+    frequency_ptr,
+    presence_ptr,
+    temperature_ptr,
+    vocab_size,
+    APPLY_PENALTIES: tl.constexpr,
+    BLOCK: tl.constexpr,
 ):
     batch_row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     in_vocab = cols < vocab_size
-    x = tl.load(logits_ptr + batch_row * logits_row_stride + cols, mask=in_vocab, other=0.0).to(tl.float32)
+    x = tl.load(logits_ptr + batch_row * logits_row_stride + cols, mask=in_vocab, other=0.0).to(
+        tl.float32
+    )
     if APPLY_PENALTIES:
         state_row = tl.load(rows_ptr + batch_row)  # int64 row of PenaltyState storage
         counts = tl.load(counts_ptr + state_row * state_row_stride + cols, mask=in_vocab, other=0)
-        in_prompt = tl.load(prompt_ptr + state_row * state_row_stride + cols, mask=in_vocab, other=0)
+        in_prompt = tl.load(
+            prompt_ptr + state_row * state_row_stride + cols, mask=in_vocab, other=0
+        )
         repetition = tl.load(repetition_ptr + batch_row)
         frequency = tl.load(frequency_ptr + batch_row)
         presence = tl.load(presence_ptr + batch_row)
@@ -46,9 +61,14 @@ def _penalties_temperature_kernel(
     tl.store(out_ptr + batch_row * out_row_stride + cols, x, mask=in_vocab)
 
 
-def fused_penalties_temperature(logits: torch.Tensor, meta: SamplingMetadata, apply_temperature: bool = True,
-                                apply_penalties: bool = True, compiled_block: int = 2048,
-                                block: int | None = None) -> torch.Tensor:
+def fused_penalties_temperature(
+    logits: torch.Tensor,
+    meta: SamplingMetadata,
+    apply_temperature: bool = True,
+    apply_penalties: bool = True,
+    compiled_block: int = 2048,
+    block: int | None = None,
+) -> torch.Tensor:
     """Penalties (unless off or the batch has none) then / temperature (unless off), as a new fp32 [B, V].
 
     Greedy rows carry temperature 1, so their argmax is the argmax after penalties. Pure (does not
@@ -61,10 +81,20 @@ def fused_penalties_temperature(logits: torch.Tensor, meta: SamplingMetadata, ap
     ones = torch.ones_like(meta.temperature)
     block = block_size(vocab, compiled_block, block)
     _penalties_temperature_kernel[(batch, triton.cdiv(vocab, block))](
-        logits, logits.stride(0), out, out.stride(0),
-        meta.counts_storage, meta.prompt_storage.view(torch.uint8), meta.counts_storage.stride(0), meta.rows,
-        meta.repetition_penalty, meta.frequency_penalty, meta.presence_penalty,
-        meta.temperature if apply_temperature else ones, vocab,
-        APPLY_PENALTIES=apply_penalties and not meta.no_penalties, BLOCK=block,
+        logits,
+        logits.stride(0),
+        out,
+        out.stride(0),
+        meta.counts_storage,
+        meta.prompt_storage.view(torch.uint8),
+        meta.counts_storage.stride(0),
+        meta.rows,
+        meta.repetition_penalty,
+        meta.frequency_penalty,
+        meta.presence_penalty,
+        meta.temperature if apply_temperature else ones,
+        vocab,
+        APPLY_PENALTIES=apply_penalties and not meta.no_penalties,
+        BLOCK=block,
     )
     return out

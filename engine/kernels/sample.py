@@ -20,13 +20,23 @@ def row_seeds(meta: SamplingMetadata, generator: torch.Generator | None = None) 
 
     Draws on the device (no sync); `generator` (on that device) makes unseeded rows reproducible.
     """
-    fresh = torch.randint(0, 2**62, (meta.batch_size,), dtype=torch.int64,
-                          device=meta.seeds.device, generator=generator)
+    fresh = torch.randint(
+        0,
+        2**62,
+        (meta.batch_size,),
+        dtype=torch.int64,
+        device=meta.seeds.device,
+        generator=generator,
+    )
     return torch.where(meta.seeded, meta.seeds, fresh)
 
 
-def triton_sample(logits: torch.Tensor, meta: SamplingMetadata, generator: torch.Generator | None = None,
-                  noise: torch.Tensor | None = None) -> torch.Tensor:
+def triton_sample(
+    logits: torch.Tensor,
+    meta: SamplingMetadata,
+    generator: torch.Generator | None = None,
+    noise: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Next ids [B] int64. Pure (logits untouched); no host sync; two kernel launches (+ one for seeds)."""
     logits = logits if logits.stride(1) == 1 else logits.contiguous()
     scaled = fused_penalties_temperature(logits, meta)
@@ -34,8 +44,9 @@ def triton_sample(logits: torch.Tensor, meta: SamplingMetadata, generator: torch
     return ids
 
 
-def triton_sample_after_penalties(penalized: torch.Tensor, meta: SamplingMetadata,
-                                  generator: torch.Generator | None = None) -> torch.Tensor:
+def triton_sample_after_penalties(
+    penalized: torch.Tensor, meta: SamplingMetadata, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """Next ids from already-penalized fp32 logits (temperature still to apply). Pure; no host sync."""
     penalized = penalized if penalized.stride(1) == 1 else penalized.contiguous()
     scaled = fused_penalties_temperature(penalized, meta, apply_penalties=False)

@@ -27,8 +27,8 @@ import triton.language as tl
 from engine.kernels.launch import block_size
 from engine.sampling.metadata import SamplingMetadata
 
-_PIVOTS = 16          # pivots evaluated per pass
-_ROUNDS = 8           # 16^8 = 2^32: enough rounds to pin one int32 key
+_PIVOTS = 16  # pivots evaluated per pass
+_ROUNDS = 8  # 16^8 = 2^32: enough rounds to pin one int32 key
 
 
 @triton.jit
@@ -45,8 +45,17 @@ def _key_to_float(key):
 
 
 @triton.jit
-def _pivot_search(row_ptr, vocab_size, floor_key, row_max, limit, BY_MASS: tl.constexpr,
-                  BLOCK: tl.constexpr, PIVOTS: tl.constexpr, ROUNDS: tl.constexpr):
+def _pivot_search(
+    row_ptr,
+    vocab_size,
+    floor_key,
+    row_max,
+    limit,
+    BY_MASS: tl.constexpr,
+    BLOCK: tl.constexpr,
+    PIVOTS: tl.constexpr,
+    ROUNDS: tl.constexpr,
+):
     """Smallest key K in [floor_key, INT32_MAX] with  measure(key > K) < limit, among keys >= floor_key.
 
     measure = count (BY_MASS False) or sum of exp(x - row_max) (BY_MASS True). The predicate is
@@ -58,8 +67,12 @@ def _pivot_search(row_ptr, vocab_size, floor_key, row_max, limit, BY_MASS: tl.co
     pivot_ids = tl.arange(0, PIVOTS)
     for _ in tl.static_range(ROUNDS):
         step = (hi - lo + PIVOTS) // PIVOTS  # ceil((hi - lo + 1) / PIVOTS)
-        pivots = tl.minimum(lo + (pivot_ids + 1).to(tl.int64) * step - 1, hi)  # [PIVOTS], last == hi
-        pivots32 = pivots.to(tl.int32)  # always inside the int32 key range; halves the compare registers
+        pivots = tl.minimum(
+            lo + (pivot_ids + 1).to(tl.int64) * step - 1, hi
+        )  # [PIVOTS], last == hi
+        pivots32 = pivots.to(
+            tl.int32
+        )  # always inside the int32 key range; halves the compare registers
         measure = tl.zeros([PIVOTS], dtype=tl.float32)
         for start in range(0, vocab_size, BLOCK):
             cols = start + tl.arange(0, BLOCK)
@@ -82,10 +95,25 @@ def _pivot_search(row_ptr, vocab_size, floor_key, row_max, limit, BY_MASS: tl.co
 
 @triton.jit
 def _filtered_sample_kernel(
-    x_ptr, x_row_stride, ids_ptr, threshold_ptr, seeds_ptr, noise_ptr, noise_row_stride,
-    greedy_ptr, top_k_ptr, top_p_ptr, min_p_ptr, vocab_size,
-    USE_MIN_P: tl.constexpr, USE_TOP_K: tl.constexpr, USE_TOP_P: tl.constexpr, HAS_NOISE: tl.constexpr,
-    BLOCK: tl.constexpr, PIVOTS: tl.constexpr, ROUNDS: tl.constexpr,
+    x_ptr,
+    x_row_stride,
+    ids_ptr,
+    threshold_ptr,
+    seeds_ptr,
+    noise_ptr,
+    noise_row_stride,
+    greedy_ptr,
+    top_k_ptr,
+    top_p_ptr,
+    min_p_ptr,
+    vocab_size,
+    USE_MIN_P: tl.constexpr,
+    USE_TOP_K: tl.constexpr,
+    USE_TOP_P: tl.constexpr,
+    HAS_NOISE: tl.constexpr,
+    BLOCK: tl.constexpr,
+    PIVOTS: tl.constexpr,
+    ROUNDS: tl.constexpr,
 ):
     batch_row = tl.program_id(0).to(tl.int64)
     row_ptr = x_ptr + batch_row * x_row_stride
@@ -112,7 +140,9 @@ def _filtered_sample_kernel(
             floor_key = tl.where(min_p > 0, tl.maximum(floor_key, min_p_key), floor_key)
         if USE_TOP_K:
             top_k = tl.load(top_k_ptr + batch_row).to(tl.float32)
-            kth = _pivot_search(row_ptr, vocab_size, floor_key, best, top_k, False, BLOCK, PIVOTS, ROUNDS)
+            kth = _pivot_search(
+                row_ptr, vocab_size, floor_key, best, top_k, False, BLOCK, PIVOTS, ROUNDS
+            )
             floor_key = tl.maximum(floor_key, kth.to(tl.int32))
         if USE_TOP_P:
             mass = tl.zeros([BLOCK], dtype=tl.float32)
@@ -122,7 +152,9 @@ def _filtered_sample_kernel(
                 keep = (_key(x) >= floor_key) & (cols < vocab_size)
                 mass += tl.where(keep, tl.exp(x - best), 0.0)
             limit = tl.load(top_p_ptr + batch_row) * tl.sum(mass, axis=0)
-            nucleus = _pivot_search(row_ptr, vocab_size, floor_key, best, limit, True, BLOCK, PIVOTS, ROUNDS)
+            nucleus = _pivot_search(
+                row_ptr, vocab_size, floor_key, best, limit, True, BLOCK, PIVOTS, ROUNDS
+            )
             floor_key = tl.maximum(floor_key, nucleus.to(tl.int32))
 
         # Last pass: the race among kept tokens.
@@ -133,7 +165,11 @@ def _filtered_sample_kernel(
             cols = start + tl.arange(0, BLOCK)
             x = tl.load(row_ptr + cols, mask=cols < vocab_size, other=float("-inf"))
             if HAS_NOISE:
-                exp_noise = tl.load(noise_ptr + batch_row * noise_row_stride + cols, mask=cols < vocab_size, other=1.0)
+                exp_noise = tl.load(
+                    noise_ptr + batch_row * noise_row_stride + cols,
+                    mask=cols < vocab_size,
+                    other=1.0,
+                )
             else:
                 # U is in [0, 1); the smallest normal fp32 keeps -log(U) finite when U == 0.
                 exp_noise = -tl.log(tl.maximum(tl.rand(seed, cols), 1.1754943508222875e-38))
@@ -146,9 +182,15 @@ def _filtered_sample_kernel(
         tl.store(threshold_ptr + batch_row, _key_to_float(floor_key))
 
 
-def filtered_sample(scaled_logits: torch.Tensor, meta: SamplingMetadata, seeds: torch.Tensor,
-                    noise: torch.Tensor | None = None, compiled_block: int = 512,
-                    num_warps: int = 8, block: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def filtered_sample(
+    scaled_logits: torch.Tensor,
+    meta: SamplingMetadata,
+    seeds: torch.Tensor,
+    noise: torch.Tensor | None = None,
+    compiled_block: int = 512,
+    num_warps: int = 8,
+    block: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Sample one id per row from penalized, temperature-scaled fp32 logits [B, V].
 
     Greedy rows take the argmax. `seeds` [B] int64: the Philox seed of each row's draw (ignored
@@ -163,11 +205,25 @@ def filtered_sample(scaled_logits: torch.Tensor, meta: SamplingMetadata, seeds: 
     if noise is not None and (noise.shape != scaled_logits.shape or noise.stride(1) != 1):
         raise ValueError(f"noise must be contiguous rows shaped {tuple(scaled_logits.shape)}")
     _filtered_sample_kernel[(batch,)](
-        scaled_logits, scaled_logits.stride(0), ids, thresholds, seeds,
-        noise if noise is not None else scaled_logits, noise.stride(0) if noise is not None else 0,
-        meta.greedy.view(torch.uint8), meta.top_k, meta.top_p, meta.min_p, vocab,
-        USE_MIN_P=not meta.no_min_p, USE_TOP_K=not meta.no_top_k, USE_TOP_P=not meta.no_top_p,
-        HAS_NOISE=noise is not None, BLOCK=block_size(vocab, compiled_block, block), PIVOTS=_PIVOTS, ROUNDS=_ROUNDS,
+        scaled_logits,
+        scaled_logits.stride(0),
+        ids,
+        thresholds,
+        seeds,
+        noise if noise is not None else scaled_logits,
+        noise.stride(0) if noise is not None else 0,
+        meta.greedy.view(torch.uint8),
+        meta.top_k,
+        meta.top_p,
+        meta.min_p,
+        vocab,
+        USE_MIN_P=not meta.no_min_p,
+        USE_TOP_K=not meta.no_top_k,
+        USE_TOP_P=not meta.no_top_p,
+        HAS_NOISE=noise is not None,
+        BLOCK=block_size(vocab, compiled_block, block),
+        PIVOTS=_PIVOTS,
+        ROUNDS=_ROUNDS,
         num_warps=num_warps,  # [BLOCK, PIVOTS] compares per step: more threads, fewer registers each
     )
     return ids, thresholds

@@ -28,7 +28,9 @@ class TPComm:
         self.straggle_ms = 0.0
         self.straggle_every_collective = False
         self.link_delay_ms = 0.0
-        self.link_extra: torch.Tensor | None = None  # extra payload all-reduced with every collective
+        self.link_extra: torch.Tensor | None = (
+            None  # extra payload all-reduced with every collective
+        )
 
     def begin_step(self) -> None:
         self._first_in_step = True

@@ -13,7 +13,14 @@ import torch.distributed as dist
 from engine.config import EngineConfig
 from engine.model import AttentionBatch
 from engine.parallel.comm import TPComm
-from engine.parallel.protocol import OP_ARM, OP_FLUSH, OP_STOP, StepHeader, control_header, pack_step
+from engine.parallel.protocol import (
+    OP_ARM,
+    OP_FLUSH,
+    OP_STOP,
+    StepHeader,
+    control_header,
+    pack_step,
+)
 from engine.parallel.worker import init_group, rank_device, worker_main
 
 
@@ -31,9 +38,22 @@ class TPGroup:
         self.device = rank_device(config, 0)
         port = free_port()
         ctx = mp.get_context("spawn")  # fresh interpreters: no forked torch/thread state
-        self.workers = [ctx.Process(target=worker_main, name=f"spikelens-tp-rank{r}", daemon=True,
-                                    args=(r, config.tp, port, config.to_dict(), None if run_dir is None else str(run_dir), faults))
-                        for r in range(1, config.tp)]
+        self.workers = [
+            ctx.Process(
+                target=worker_main,
+                name=f"spikelens-tp-rank{r}",
+                daemon=True,
+                args=(
+                    r,
+                    config.tp,
+                    port,
+                    config.to_dict(),
+                    None if run_dir is None else str(run_dir),
+                    faults,
+                ),
+            )
+            for r in range(1, config.tp)
+        ]
         for w in self.workers:
             w.start()
         init_group(0, config.tp, port, self.device)
@@ -43,7 +63,13 @@ class TPGroup:
     def _send(self, t: torch.Tensor, timed: bool = True) -> None:
         self.comm.broadcast(t.to(self.device), timed=timed)
 
-    def broadcast_step(self, header: StepHeader, input_ids: torch.Tensor, positions: torch.Tensor, attn: AttentionBatch) -> None:
+    def broadcast_step(
+        self,
+        header: StepHeader,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        attn: AttentionBatch,
+    ) -> None:
         """Send one step's inputs to the workers (timed into rank 0's comm_ms)."""
         self._send(header.to_tensor())
         self._send(pack_step(input_ids, positions, attn))

@@ -30,18 +30,48 @@ class StepHeader:
     waiting: int
 
     def to_tensor(self) -> torch.Tensor:
-        return torch.tensor([OP_STEP, self.num_tokens, self.num_decode, self.max_blocks, self.num_prefill,
-                             self.batch_size, self.step, self.kv_used, self.kv_total, self.preempted,
-                             self.waiting, 0], dtype=torch.long)
+        return torch.tensor(
+            [
+                OP_STEP,
+                self.num_tokens,
+                self.num_decode,
+                self.max_blocks,
+                self.num_prefill,
+                self.batch_size,
+                self.step,
+                self.kv_used,
+                self.kv_total,
+                self.preempted,
+                self.waiting,
+                0,
+            ],
+            dtype=torch.long,
+        )
 
     @classmethod
-    def from_list(cls, h: list[int]) -> "StepHeader":
-        return cls(step=h[6], num_tokens=h[1], num_decode=h[2], max_blocks=h[3], num_prefill=h[4],
-                   batch_size=h[5], kv_used=h[7], kv_total=h[8], preempted=h[9], waiting=h[10])
+    def from_list(cls, h: list[int]) -> StepHeader:
+        return cls(
+            step=h[6],
+            num_tokens=h[1],
+            num_decode=h[2],
+            max_blocks=h[3],
+            num_prefill=h[4],
+            batch_size=h[5],
+            kv_used=h[7],
+            kv_total=h[8],
+            preempted=h[9],
+            waiting=h[10],
+        )
 
     @property
     def payload_len(self) -> int:
-        return 3 * self.num_tokens + self.num_decode * self.max_blocks + self.num_decode + self.num_prefill + self.batch_size
+        return (
+            3 * self.num_tokens
+            + self.num_decode * self.max_blocks
+            + self.num_decode
+            + self.num_prefill
+            + self.batch_size
+        )
 
 
 def control_header(op: int, arg: int = 0) -> torch.Tensor:
@@ -50,17 +80,35 @@ def control_header(op: int, arg: int = 0) -> torch.Tensor:
     return h
 
 
-def pack_step(input_ids: torch.Tensor, positions: torch.Tensor, attn: AttentionBatch) -> torch.Tensor:
+def pack_step(
+    input_ids: torch.Tensor, positions: torch.Tensor, attn: AttentionBatch
+) -> torch.Tensor:
     """One int64 tensor: ids[T] | positions[T] | slots[T] | tables[nd*mb] | ctx_lens[nd] | prefill_lens[np] | logits_idx[B]."""
-    return torch.cat([input_ids.cpu(), positions.cpu(), attn.slot_mapping.cpu(), attn.decode_block_tables.cpu().reshape(-1),
-                      attn.decode_context_lens.cpu(), torch.tensor(attn.prefill_lens, dtype=torch.long),
-                      attn.logits_indices.cpu()])
+    return torch.cat(
+        [
+            input_ids.cpu(),
+            positions.cpu(),
+            attn.slot_mapping.cpu(),
+            attn.decode_block_tables.cpu().reshape(-1),
+            attn.decode_context_lens.cpu(),
+            torch.tensor(attn.prefill_lens, dtype=torch.long),
+            attn.logits_indices.cpu(),
+        ]
+    )
 
 
-def unpack_step(h: StepHeader, payload: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, AttentionBatch]:
+def unpack_step(
+    h: StepHeader, payload: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, AttentionBatch]:
     """Inverse of ``pack_step`` (views into ``payload``, on its device)."""
     T, nd, mb, npf, B = h.num_tokens, h.num_decode, h.max_blocks, h.num_prefill, h.batch_size
     ids, pos, slots, tables, ctx, plens, lidx = payload.split([T, T, T, nd * mb, nd, npf, B])
-    attn = AttentionBatch(slot_mapping=slots, num_decode=nd, decode_block_tables=tables.view(nd, mb),  # [Bd, mb]
-                          decode_context_lens=ctx, prefill_lens=plens.tolist(), logits_indices=lidx)
+    attn = AttentionBatch(
+        slot_mapping=slots,
+        num_decode=nd,
+        decode_block_tables=tables.view(nd, mb),  # [Bd, mb]
+        decode_context_lens=ctx,
+        prefill_lens=plens.tolist(),
+        logits_indices=lidx,
+    )
     return ids, pos, attn

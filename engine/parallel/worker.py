@@ -15,7 +15,15 @@ from engine.faults import FaultClock, parse_fault_specs
 from engine.kv_cache import KVCache
 from engine.model_loader import load_model, resolve_device
 from engine.parallel.comm import TPComm
-from engine.parallel.protocol import HEADER_LEN, OP_ARM, OP_FLUSH, OP_STEP, OP_STOP, StepHeader, unpack_step
+from engine.parallel.protocol import (
+    HEADER_LEN,
+    OP_ARM,
+    OP_FLUSH,
+    OP_STEP,
+    OP_STOP,
+    StepHeader,
+    unpack_step,
+)
 from engine.telemetry import StepRecord, Telemetry
 
 
@@ -39,19 +47,38 @@ def backend_for(device: torch.device) -> str:
 
 
 def init_group(rank: int, world_size: int, port: int, device: torch.device) -> None:
-    dist.init_process_group(backend_for(device), init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=world_size, timeout=timedelta(seconds=300))
+    dist.init_process_group(
+        backend_for(device),
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world_size,
+        timeout=timedelta(seconds=300),
+    )
 
 
-def worker_main(rank: int, world_size: int, port: int, config_dict: dict, run_dir: str | None, faults: list[dict]) -> None:
+def worker_main(
+    rank: int,
+    world_size: int,
+    port: int,
+    config_dict: dict,
+    run_dir: str | None,
+    faults: list[dict],
+) -> None:
     config = EngineConfig.from_dict(config_dict)
     torch.set_num_threads(config.threads)
     device = rank_device(config, rank)
     init_group(rank, world_size, port, device)
     model, _ = load_model(config, device, rank, world_size)
     args = model.args
-    kv = KVCache(args.n_layers, config.kv_blocks, config.block_size, model.model.layers[0].self_attn.n_kv_heads,
-                 args.head_dim, model.lm_head.weight.dtype, device)
+    kv = KVCache(
+        args.n_layers,
+        config.kv_blocks,
+        config.block_size,
+        model.model.layers[0].self_attn.n_kv_heads,
+        args.head_dim,
+        model.lm_head.weight.dtype,
+        device,
+    )
     comm = TPComm(rank, world_size, device)
     ctx = WorkerContext(comm, device)
     telemetry = Telemetry(run_dir, rank)
@@ -63,7 +90,9 @@ def worker_main(rank: int, world_size: int, port: int, config_dict: dict, run_di
             h = header.tolist()
             op = h[0]
             if op == OP_STEP:
-                _run_step(StepHeader.from_list(h), model, kv, comm, ctx, telemetry, fault_sched, device)
+                _run_step(
+                    StepHeader.from_list(h), model, kv, comm, ctx, telemetry, fault_sched, device
+                )
             elif op == OP_ARM:
                 fault_sched.arm(h[11])
             elif op == OP_FLUSH:
@@ -79,7 +108,16 @@ def worker_main(rank: int, world_size: int, port: int, config_dict: dict, run_di
         dist.destroy_process_group()
 
 
-def _run_step(h: StepHeader, model, kv, comm: TPComm, ctx, telemetry: Telemetry, fault_sched: FaultClock, device) -> None:
+def _run_step(
+    h: StepHeader,
+    model,
+    kv,
+    comm: TPComm,
+    ctx,
+    telemetry: Telemetry,
+    fault_sched: FaultClock,
+    device,
+) -> None:
     start_ns = time.time_ns()
     fault_sched.begin_step(ctx, start_ns)
     comm.begin_step()
@@ -89,12 +127,28 @@ def _run_step(h: StepHeader, model, kv, comm: TPComm, ctx, telemetry: Telemetry,
     t1 = time.perf_counter_ns()
     model(ids, pos, attn, kv.layers, comm, compute_logits=False)
     if device.type == "cuda":
-        torch.cuda.synchronize(device)  # workers have no sampled ids to wait for: sync to close the step
+        torch.cuda.synchronize(
+            device
+        )  # workers have no sampled ids to wait for: sync to close the step
     t2 = time.perf_counter_ns()
     end_ns = time.time_ns()
     fault_sched.end_step(end_ns)
-    telemetry.steps.record(StepRecord(
-        step=h.step, start_ns=start_ns, end_ns=end_ns, batch_size=h.batch_size,
-        prefill_tokens=int(sum(attn.prefill_lens)), decode_tokens=h.num_decode,
-        schedule_ms=0.0, forward_ms=(t2 - t1) / 1e6, penalty_ms=0.0, sample_ms=0.0, comm_ms=comm.take_ms(),
-        kv_blocks_used=h.kv_used, kv_blocks_total=h.kv_total, preempted=h.preempted, waiting=h.waiting))
+    telemetry.steps.record(
+        StepRecord(
+            step=h.step,
+            start_ns=start_ns,
+            end_ns=end_ns,
+            batch_size=h.batch_size,
+            prefill_tokens=int(sum(attn.prefill_lens)),
+            decode_tokens=h.num_decode,
+            schedule_ms=0.0,
+            forward_ms=(t2 - t1) / 1e6,
+            penalty_ms=0.0,
+            sample_ms=0.0,
+            comm_ms=comm.take_ms(),
+            kv_blocks_used=h.kv_used,
+            kv_blocks_total=h.kv_total,
+            preempted=h.preempted,
+            waiting=h.waiting,
+        )
+    )

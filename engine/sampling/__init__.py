@@ -11,4 +11,4 @@ from engine.sampling.penalty_state import PAD_SLOT, PenaltyState
 from engine.sampling.sampler import Sampler
 from engine.sampling.seeds import step_seed
 
-__all__ = ["PAD_SLOT", "PenaltyState", "SamplingMetadata", "Sampler", "step_seed"]
+__all__ = ["PAD_SLOT", "PenaltyState", "Sampler", "SamplingMetadata", "step_seed"]

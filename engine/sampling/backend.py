@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 BACKENDS = ("auto", "torch", "triton")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _log_once(message: str) -> None:
     log.warning(message)
 
@@ -44,7 +44,9 @@ def select_backend(device: torch.device, requested: str = "auto") -> str:
         return "torch"
     if device.type != "cuda" and not (requested == "triton" and _triton_interpreter_on()):
         if requested == "triton":
-            raise ValueError(f"backend 'triton' needs a CUDA device (or TRITON_INTERPRET=1), got {device}")
+            raise ValueError(
+                f"backend 'triton' needs a CUDA device (or TRITON_INTERPRET=1), got {device}"
+            )
         return "torch"
     ok, why = triton_kernels_importable()
     if ok:

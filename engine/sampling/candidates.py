@@ -38,17 +38,22 @@ from engine.sampling.threshold import threshold_sample
 CANDIDATE_POOLS: tuple[int, ...] = (128, 1024)
 
 
-def candidate_sample(penalized: torch.Tensor, meta: SamplingMetadata,
-                     generator: torch.Generator | None = None) -> torch.Tensor:
+def candidate_sample(
+    penalized: torch.Tensor, meta: SamplingMetadata, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """Next ids [B] int64 from penalized fp32 logits [B, V]. Pure; reads the device (CPU only)."""
     batch, vocab = penalized.shape
     sampled_rows = [row for row, p in enumerate(meta.params) if not p.is_greedy]
-    ids = row_argmax(penalized) if len(sampled_rows) < batch else torch.empty(batch, dtype=torch.long)
+    ids = (
+        row_argmax(penalized) if len(sampled_rows) < batch else torch.empty(batch, dtype=torch.long)
+    )
     if not sampled_rows:
         return ids
     sub = meta if len(sampled_rows) == batch else meta.select(sampled_rows)
     x = penalized if len(sampled_rows) == batch else penalized[sampled_rows]
-    seeded_noise = {row: torch.empty(vocab).exponential_(generator=g) for row, g in sub.generators.items()}
+    seeded_noise = {
+        row: torch.empty(vocab).exponential_(generator=g) for row, g in sub.generators.items()
+    }
 
     picked = torch.empty(len(sampled_rows), dtype=torch.long)
     pending = list(range(len(sampled_rows)))
@@ -56,8 +61,15 @@ def candidate_sample(penalized: torch.Tensor, meta: SamplingMetadata,
     pools = [pool for pool in CANDIDATE_POOLS if pool < vocab]
     # kept mass (before top-p) of the top-p rows without a top-k: [b] fp32 (NaN for the other
     # rows), or None when there are none. A top-k row's kept mass depends on its k-th value.
-    open_rows = [row for row, p in enumerate(sub.params)
-                 if p.top_p < 1.0 and not (p.top_k_enabled and p.top_k < vocab)] if pools else []
+    open_rows = (
+        [
+            row
+            for row, p in enumerate(sub.params)
+            if p.top_p < 1.0 and not (p.top_k_enabled and p.top_k < vocab)
+        ]
+        if pools
+        else []
+    )
     mass = _open_row_mass(x, sub, open_rows) if open_rows else None
     for pool, next_pool in zip(pools, pools[1:] + [None]):
         fits = [_fits(sub, mass, row, pool) for row in pending]
@@ -66,13 +78,24 @@ def candidate_sample(penalized: torch.Tensor, meta: SamplingMetadata,
         if pending:
             everything = len(pending) == len(sampled_rows)  # no row copies on the first pass
             part = sub if everything else sub.select(pending)
-            part_noise = {new: seeded_noise[row] for new, row in enumerate(pending) if row in seeded_noise}
+            part_noise = {
+                new: seeded_noise[row] for new, row in enumerate(pending) if row in seeded_noise
+            }
             part_mass = None if mass is None else (mass if everything else mass[pending])
             part_ids, covered, can_grow = _sample_candidates(
-                x if everything else x[pending], part, pool, next_pool, part_noise, generator, part_mass)
+                x if everything else x[pending],
+                part,
+                pool,
+                next_pool,
+                part_noise,
+                generator,
+                part_mass,
+            )
             decided = [new for new, ok in enumerate(covered) if ok]
             picked[[pending[new] for new in decided]] = part_ids[decided]
-            hopeless += [row for row, ok, grow in zip(pending, covered, can_grow) if not ok and not grow]
+            hopeless += [
+                row for row, ok, grow in zip(pending, covered, can_grow) if not ok and not grow
+            ]
             pending = [row for row, ok, grow in zip(pending, covered, can_grow) if not ok and grow]
         if next_pool is None:
             hopeless += waiting  # beyond the largest pool: the threshold search decides them
@@ -83,7 +106,9 @@ def candidate_sample(penalized: torch.Tensor, meta: SamplingMetadata,
     pending = sorted(pending + hopeless)
     if pending:
         rest = sub if len(pending) == len(sampled_rows) else sub.select(pending)
-        rest_noise = {new: seeded_noise[row] for new, row in enumerate(pending) if row in seeded_noise}
+        rest_noise = {
+            new: seeded_noise[row] for new, row in enumerate(pending) if row in seeded_noise
+        }
         rest_x = x if len(pending) == len(sampled_rows) else x[pending]
         picked[pending] = threshold_sample(rest_x, rest, rest_noise, generator)
     ids[sampled_rows] = picked
@@ -98,14 +123,19 @@ def _open_row_mass(x: torch.Tensor, sub: SamplingMetadata, rows: list[int]) -> t
     temperature = sub.temperature if every else sub.temperature[rows]
     # max(x) / T is the max of x / T bitwise (T > 0: division keeps the order)
     top = rows_x.amax(dim=-1, keepdim=True) / temperature.unsqueeze(1)  # [o, 1]
-    floor = None if sub.no_min_p else top + torch.log(sub.min_p if every else sub.min_p[rows]).unsqueeze(1)
+    floor = (
+        None
+        if sub.no_min_p
+        else top + torch.log(sub.min_p if every else sub.min_p[rows]).unsqueeze(1)
+    )
     mass = torch.full((x.shape[0],), math.nan)
     mass[rows] = _floored_mass(rows_x, temperature, top, floor)
     return mass
 
 
-def _floored_mass(x: torch.Tensor, temperature: torch.Tensor, top: torch.Tensor,
-                  floor: torch.Tensor | None) -> torch.Tensor:
+def _floored_mass(
+    x: torch.Tensor, temperature: torch.Tensor, top: torch.Tensor, floor: torch.Tensor | None
+) -> torch.Tensor:
     """[o]: each row's sum of exp(x / T - top) over the tokens with x / T >= floor (all of them
     when floor is None). One pass over x [o, V]; pure."""
     full = x / temperature.unsqueeze(1)  # [o, V], bitwise the reference's logits / T
@@ -121,15 +151,21 @@ def _fits(sub: SamplingMetadata, mass: torch.Tensor | None, row: int, pool: int)
     top-k of at most `pool`, and p x its kept mass above `pool` (each candidate weighs <= the top
     token's weight of 1)."""
     params = sub.params[row]
-    if mass is None or params.top_k_enabled and params.top_k <= pool or params.top_p >= 1.0:
+    if mass is None or (params.top_k_enabled and params.top_k <= pool) or params.top_p >= 1.0:
         return True
     known = float(mass[row])
     return math.isnan(known) or params.top_p * known <= pool
 
 
-def _sample_candidates(x: torch.Tensor, sub: SamplingMetadata, pool: int, next_pool: int | None,
-                       seeded_noise: dict[int, torch.Tensor], generator: torch.Generator | None,
-                       mass: torch.Tensor | None = None) -> tuple[torch.Tensor, list[bool], list[bool]]:
+def _sample_candidates(
+    x: torch.Tensor,
+    sub: SamplingMetadata,
+    pool: int,
+    next_pool: int | None,
+    seeded_noise: dict[int, torch.Tensor],
+    generator: torch.Generator | None,
+    mass: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, list[bool], list[bool]]:
     """Draw among each row's kept top-K candidates: (ids [b], whether the candidates decide each row,
     whether `next_pool` candidates could decide an undecided row).
 
@@ -141,7 +177,9 @@ def _sample_candidates(x: torch.Tensor, sub: SamplingMetadata, pool: int, next_p
     finite_ks = [k for k in top_ks if k < vocab]
     k_max = min(max(finite_ks) if len(finite_ks) == len(top_ks) else max(finite_ks + [pool]), vocab)
     values, order = x.topk(k_max, dim=-1)  # [b, K] descending, and their token ids
-    scaled = values / sub.temperature.unsqueeze(1)  # bitwise the reference's logits / T at those ids
+    scaled = values / sub.temperature.unsqueeze(
+        1
+    )  # bitwise the reference's logits / T at those ids
     floor = torch.full_like(scaled[:, :1], -math.inf)  # [b, 1]: keep scaled >= floor
     if not sub.no_min_p:
         floor = torch.maximum(floor, scaled[:, :1] + torch.log(sub.min_p).unsqueeze(1))
@@ -154,7 +192,9 @@ def _sample_candidates(x: torch.Tensor, sub: SamplingMetadata, pool: int, next_p
     closed = torch.full_like(keep[:, 0], k_max == vocab) | ~keep[:, -1]
     can_grow = torch.full_like(closed, next_pool is not None)
     if not sub.no_top_p:
-        weight = torch.where(keep, torch.exp(scaled - scaled[:, :1]), 0.0)  # [b, K] unnormalised probs
+        weight = torch.where(
+            keep, torch.exp(scaled - scaled[:, :1]), 0.0
+        )  # [b, K] unnormalised probs
         target = sub.top_p * _kept_mass(x, sub, floor, scaled[:, :1], weight, closed, mass)  # [b]
         above = weight.cumsum(dim=-1) - weight  # mass of the candidates ranked above each one
         keep &= above < target.unsqueeze(1)
@@ -173,8 +213,15 @@ def _sample_candidates(x: torch.Tensor, sub: SamplingMetadata, pool: int, next_p
     return order.gather(1, column.unsqueeze(1)).squeeze(1), covered, can_grow.tolist()
 
 
-def _kept_mass(x: torch.Tensor, sub: SamplingMetadata, floor: torch.Tensor, top: torch.Tensor,
-               weight: torch.Tensor, closed: torch.Tensor, known: torch.Tensor | None = None) -> torch.Tensor:
+def _kept_mass(
+    x: torch.Tensor,
+    sub: SamplingMetadata,
+    floor: torch.Tensor,
+    top: torch.Tensor,
+    weight: torch.Tensor,
+    closed: torch.Tensor,
+    known: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Sum of exp(scaled - top) over each row's kept set (before top-p), [b].
 
     From the candidates when they hold the whole kept set; otherwise `known` (`_open_row_mass`,
@@ -188,6 +235,9 @@ def _kept_mass(x: torch.Tensor, sub: SamplingMetadata, floor: torch.Tensor, top:
         every = len(open_rows) == x.shape[0]  # index (copy) only a strict subset
         floored = not (sub.no_min_p and sub.no_top_k)  # else every floor is -inf: nothing to drop
         mass[open_rows] = _floored_mass(
-            x if every else x[open_rows], sub.temperature if every else sub.temperature[open_rows],
-            top if every else top[open_rows], (floor if every else floor[open_rows]) if floored else None)
+            x if every else x[open_rows],
+            sub.temperature if every else sub.temperature[open_rows],
+            top if every else top[open_rows],
+            (floor if every else floor[open_rows]) if floored else None,
+        )
     return mass

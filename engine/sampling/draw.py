@@ -16,8 +16,13 @@ import torch
 from engine.sampling.row_argmax import row_argmax
 
 
-def draw_kept(scaled: torch.Tensor, keep: torch.Tensor, seeded_noise: dict[int, torch.Tensor],
-              generator: torch.Generator | None = None, weight: torch.Tensor | None = None) -> torch.Tensor:
+def draw_kept(
+    scaled: torch.Tensor,
+    keep: torch.Tensor,
+    seeded_noise: dict[int, torch.Tensor],
+    generator: torch.Generator | None = None,
+    weight: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Column [b] int64 drawn with probability ∝ exp(scaled) among each row's kept columns.
 
     scaled [b, W] fp32 (logit / T); keep [b, W] bool, at least one True per row (the top token);

@@ -8,8 +8,8 @@ the kernels then never look at Python objects or read the device to decide what 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import torch
 
@@ -18,29 +18,42 @@ from engine.sampling.seeds import step_seed
 from engine.sampling_params import SamplingParams
 
 # Row order of the packed float tensor built on the host and copied to the device in one transfer.
-_FLOAT_FIELDS = ("temperature", "top_p", "min_p", "frequency_penalty", "presence_penalty", "repetition_penalty")
+_FLOAT_FIELDS = (
+    "temperature",
+    "top_p",
+    "min_p",
+    "frequency_penalty",
+    "presence_penalty",
+    "repetition_penalty",
+)
 
 
 @dataclass
 class SamplingMetadata:
     """Batched sampling inputs for one decode step. Built by `build`; read-only for the sampler."""
 
-    temperature: torch.Tensor         # [B] fp32; greedy rows hold 1.0 (their sampled id is discarded)
-    greedy: torch.Tensor              # [B] bool; argmax after penalties
-    top_k: torch.Tensor               # [B] int64 in [1, V]; V = off
-    top_p: torch.Tensor               # [B] fp32 in (0, 1]; 1 = off
-    min_p: torch.Tensor               # [B] fp32 in [0, 1]; 0 = off
-    frequency_penalty: torch.Tensor   # [B] fp32
-    presence_penalty: torch.Tensor    # [B] fp32
+    temperature: torch.Tensor  # [B] fp32; greedy rows hold 1.0 (their sampled id is discarded)
+    greedy: torch.Tensor  # [B] bool; argmax after penalties
+    top_k: torch.Tensor  # [B] int64 in [1, V]; V = off
+    top_p: torch.Tensor  # [B] fp32 in (0, 1]; 1 = off
+    min_p: torch.Tensor  # [B] fp32 in [0, 1]; 0 = off
+    frequency_penalty: torch.Tensor  # [B] fp32
+    presence_penalty: torch.Tensor  # [B] fp32
     repetition_penalty: torch.Tensor  # [B] fp32; 1 = off
-    rows: torch.Tensor                # [B] int64 row of PenaltyState storage (padding -> spare row)
-    counts_storage: torch.Tensor      # [S+1, V+1] int32, PenaltyState's padding-aware storage (shared)
-    prompt_storage: torch.Tensor      # [S+1, V+1] bool, idem
+    rows: torch.Tensor  # [B] int64 row of PenaltyState storage (padding -> spare row)
+    counts_storage: torch.Tensor  # [S+1, V+1] int32, PenaltyState's padding-aware storage (shared)
+    prompt_storage: torch.Tensor  # [S+1, V+1] bool, idem
     vocab_size: int
-    generators: dict[int, torch.Generator] = field(default_factory=dict)  # batch row -> its seeded generator
-    seeds: torch.Tensor | None = None   # [B] int64 this step's seed of seeded rows (0 elsewhere); Triton's Philox key
+    generators: dict[int, torch.Generator] = field(
+        default_factory=dict
+    )  # batch row -> its seeded generator
+    seeds: torch.Tensor | None = (
+        None  # [B] int64 this step's seed of seeded rows (0 elsewhere); Triton's Philox key
+    )
     seeded: torch.Tensor | None = None  # [B] bool rows with a seed (non-greedy)
-    history_ids: torch.Tensor | None = None  # [B, L] prompt+output ids per row (None when no penalties)
+    history_ids: torch.Tensor | None = (
+        None  # [B, L] prompt+output ids per row (None when no penalties)
+    )
     params: tuple[SamplingParams, ...] = ()  # the rows' params, host side (for host-side decisions)
     all_greedy: bool = False
     all_random: bool = True
@@ -53,16 +66,25 @@ class SamplingMetadata:
     def batch_size(self) -> int:
         return int(self.temperature.shape[0])
 
-    def select(self, batch_rows: Sequence[int]) -> "SamplingMetadata":
+    def select(self, batch_rows: Sequence[int]) -> SamplingMetadata:
         """The metadata of a subset of rows (host-given), flags recomputed for that subset. No sync."""
-        index = torch.tensor(list(batch_rows), dtype=torch.long).to(self.temperature.device, non_blocking=True)
+        index = torch.tensor(list(batch_rows), dtype=torch.long).to(
+            self.temperature.device, non_blocking=True
+        )
         params = [self.params[row] for row in batch_rows]
         position = {row: new for new, row in enumerate(batch_rows)}
         return SamplingMetadata(
-            temperature=self.temperature[index], greedy=self.greedy[index], top_k=self.top_k[index],
-            top_p=self.top_p[index], min_p=self.min_p[index], frequency_penalty=self.frequency_penalty[index],
-            presence_penalty=self.presence_penalty[index], repetition_penalty=self.repetition_penalty[index],
-            rows=self.rows[index], counts_storage=self.counts_storage, prompt_storage=self.prompt_storage,
+            temperature=self.temperature[index],
+            greedy=self.greedy[index],
+            top_k=self.top_k[index],
+            top_p=self.top_p[index],
+            min_p=self.min_p[index],
+            frequency_penalty=self.frequency_penalty[index],
+            presence_penalty=self.presence_penalty[index],
+            repetition_penalty=self.repetition_penalty[index],
+            rows=self.rows[index],
+            counts_storage=self.counts_storage,
+            prompt_storage=self.prompt_storage,
             vocab_size=self.vocab_size,
             generators={position[row]: g for row, g in self.generators.items() if row in position},
             seeds=None if self.seeds is None else self.seeds[index],
@@ -89,8 +111,13 @@ class SamplingMetadata:
         return self.prompt_storage[self.rows.unsqueeze(1), token_ids]
 
     @classmethod
-    def build(cls, params_list: Sequence[SamplingParams], slots: Sequence[int], state: PenaltyState,
-              step_seeds: Sequence[int | None] | None = None) -> "SamplingMetadata":
+    def build(
+        cls,
+        params_list: Sequence[SamplingParams],
+        slots: Sequence[int],
+        state: PenaltyState,
+        step_seeds: Sequence[int | None] | None = None,
+    ) -> SamplingMetadata:
         """Pack one step's per-row params; row i is `params_list[i]` in PenaltyState slot `slots[i]`.
 
         `slots[i] = -1` marks a padded row (its penalty rows are the spare zeros). `step_seeds[i]`
@@ -123,8 +150,12 @@ class SamplingMetadata:
             seed = override if override is not None else step_seed(params.seed, position)
             row_seeds.append(seed & (2**63 - 1))  # int64-packable, accepted by manual_seed
         ints = torch.tensor(
-            [[min(p.top_k, vocab) if p.top_k_enabled else vocab for p in params_list], greedy,
-             [seed is not None for seed in row_seeds], [seed or 0 for seed in row_seeds]],
+            [
+                [min(p.top_k, vocab) if p.top_k_enabled else vocab for p in params_list],
+                greedy,
+                [seed is not None for seed in row_seeds],
+                [seed or 0 for seed in row_seeds],
+            ],
             dtype=torch.long,
         )  # [4, B]: top_k, greedy, seeded, seed
         floats = floats.to(device, non_blocking=True)
@@ -143,12 +174,21 @@ class SamplingMetadata:
         floats[5].clamp_(min=torch.finfo(torch.float32).tiny)
         no_penalties = not any(p.needs_penalties for p in params_list)
         return cls(
-            temperature=floats[0], top_p=floats[1], min_p=floats[2],
-            frequency_penalty=floats[3], presence_penalty=floats[4], repetition_penalty=floats[5],
-            top_k=ints[0], greedy=ints[1].bool(), seeded=ints[2].bool(), seeds=ints[3],
+            temperature=floats[0],
+            top_p=floats[1],
+            min_p=floats[2],
+            frequency_penalty=floats[3],
+            presence_penalty=floats[4],
+            repetition_penalty=floats[5],
+            top_k=ints[0],
+            greedy=ints[1].bool(),
+            seeded=ints[2].bool(),
+            seeds=ints[3],
             rows=state.rows_tensor(slots),
-            counts_storage=state.counts_storage, prompt_storage=state.prompt_storage,
-            vocab_size=vocab, generators=generators,
+            counts_storage=state.counts_storage,
+            prompt_storage=state.prompt_storage,
+            vocab_size=vocab,
+            generators=generators,
             history_ids=None if no_penalties else state.history_ids(slots),
             params=tuple(params_list),
             **host_flags(params_list, vocab),

@@ -11,7 +11,7 @@ column / spare row that no reader sees, so no host-side filtering (and no sync) 
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -34,21 +34,35 @@ class PenaltyState:
         self.device = torch.device(device)
         # Storage has one spare row (padded rows, slot -1) and one spare column (ids outside the
         # vocabulary); readers only see the [S, V] views below.
-        self._counts_storage = torch.zeros(max_slots + 1, vocab_size + 1, dtype=torch.int32, device=self.device)
-        self._prompt_storage = torch.zeros(max_slots + 1, vocab_size + 1, dtype=torch.bool, device=self.device)
-        self.output_counts = self._counts_storage[:max_slots, :vocab_size]  # [S, V] int32 view, row stride V+1
-        self.prompt_mask = self._prompt_storage[:max_slots, :vocab_size]    # [S, V] bool view, row stride V+1
+        self._counts_storage = torch.zeros(
+            max_slots + 1, vocab_size + 1, dtype=torch.int32, device=self.device
+        )
+        self._prompt_storage = torch.zeros(
+            max_slots + 1, vocab_size + 1, dtype=torch.bool, device=self.device
+        )
+        self.output_counts = self._counts_storage[
+            :max_slots, :vocab_size
+        ]  # [S, V] int32 view, row stride V+1
+        self.prompt_mask = self._prompt_storage[
+            :max_slots, :vocab_size
+        ]  # [S, V] bool view, row stride V+1
         # History ids per slot (prompt then output; ids outside [0, V) stored as V). Entries past a
         # slot's length are stale but harmless: a penalty is computed from counts and mask, so an
         # extra id only recomputes a value that is already right.
-        self._history = torch.zeros(max_slots + 1, _INITIAL_HISTORY, dtype=torch.long, device=self.device)
+        self._history = torch.zeros(
+            max_slots + 1, _INITIAL_HISTORY, dtype=torch.long, device=self.device
+        )
         # Host-side lengths (no device reads): tokens generated per slot (seeded sampling derives each
         # draw's seed from it) and history length per slot (prompt + output).
         self.num_output_tokens = [0] * max_slots
         self.history_len = [0] * max_slots
 
-    def assign(self, slot: int, prompt_ids: Sequence[int] | torch.Tensor,
-               output_ids: Sequence[int] | torch.Tensor = ()) -> None:
+    def assign(
+        self,
+        slot: int,
+        prompt_ids: Sequence[int] | torch.Tensor,
+        output_ids: Sequence[int] | torch.Tensor = (),
+    ) -> None:
         """(Re)build `slot` for a sequence: new request, or rebuild after preemption.
 
         Mutates the slot's rows. Ids outside [0, V) are treated as padding and ignored. Does not sync
@@ -66,7 +80,7 @@ class PenaltyState:
         length = prompt.numel() + output.numel()
         self._reserve(length)
         self._history[slot, : prompt.numel()] = prompt
-        self._history[slot, prompt.numel(): length] = output
+        self._history[slot, prompt.numel() : length] = output
         self.num_output_tokens[slot] = int(output.numel())
         self.history_len[slot] = int(length)
 
@@ -93,7 +107,9 @@ class PenaltyState:
                 self.num_output_tokens[slot] += 1
                 self.history_len[slot] += 1
         self._reserve(max(positions) + 1)
-        self._history[rows, torch.tensor(positions, dtype=torch.long).to(self.device, non_blocking=True)] = ids
+        self._history[
+            rows, torch.tensor(positions, dtype=torch.long).to(self.device, non_blocking=True)
+        ] = ids
 
     def release(self, slot: int) -> None:
         """Forget `slot` (finished or preempted sequence). Mutates; a later `assign` rebuilds it."""
@@ -139,7 +155,9 @@ class PenaltyState:
     def _slot_list(self, slots: Sequence[int] | torch.Tensor) -> list[int]:
         if isinstance(slots, torch.Tensor):
             if slots.device.type != "cpu":
-                raise ValueError("slots must be a list or a CPU tensor (reading a device tensor would sync)")
+                raise ValueError(
+                    "slots must be a list or a CPU tensor (reading a device tensor would sync)"
+                )
             slots = slots.tolist()
         slot_list = list(slots)
         for slot in slot_list:
@@ -148,7 +166,9 @@ class PenaltyState:
         return slot_list
 
     def _rows_tensor(self, slot_list: list[int]) -> torch.Tensor:
-        rows = [self.max_slots if slot == PAD_SLOT else slot for slot in slot_list]  # slot -1 -> spare row
+        rows = [
+            self.max_slots if slot == PAD_SLOT else slot for slot in slot_list
+        ]  # slot -1 -> spare row
         return torch.tensor(rows, dtype=torch.long).to(self.device, non_blocking=True)
 
     def _ids_tensor(self, ids: Sequence[int] | torch.Tensor) -> torch.Tensor:

@@ -33,7 +33,9 @@ class Sampler:
         self.backend: str | None = None  # resolved on the first call, from the logits' device
         self.generator = generator
 
-    def sample(self, logits: torch.Tensor, meta: SamplingMetadata, penalized: bool = False) -> torch.Tensor:
+    def sample(
+        self, logits: torch.Tensor, meta: SamplingMetadata, penalized: bool = False
+    ) -> torch.Tensor:
         """Next ids [B] int64 on the logits' device. Never syncs; never mutates `logits`.
 
         logits [B, V] in any float dtype, promoted to fp32 first. `penalized=True`: the logits are
@@ -41,7 +43,7 @@ class Sampler:
         """
         self._check(logits, meta)
         if self._backend(logits) == "triton":
-            from engine.kernels.sample import triton_sample_after_penalties, triton_sample
+            from engine.kernels.sample import triton_sample, triton_sample_after_penalties
 
             if penalized:
                 return triton_sample_after_penalties(logits, meta, self.generator)
@@ -72,9 +74,14 @@ class Sampler:
 
     @staticmethod
     def _check(logits: torch.Tensor, meta: SamplingMetadata) -> None:
-        if logits.dim() != 2 or logits.shape[0] != meta.batch_size or logits.shape[1] != meta.vocab_size:
+        if (
+            logits.dim() != 2
+            or logits.shape[0] != meta.batch_size
+            or logits.shape[1] != meta.vocab_size
+        ):
             raise ValueError(
-                f"logits must be [batch={meta.batch_size}, vocab={meta.vocab_size}], got {tuple(logits.shape)}")
+                f"logits must be [batch={meta.batch_size}, vocab={meta.vocab_size}], got {tuple(logits.shape)}"
+            )
 
 
 def reference_penalties(logits: torch.Tensor, meta: SamplingMetadata) -> torch.Tensor:
@@ -86,8 +93,15 @@ def reference_penalties(logits: torch.Tensor, meta: SamplingMetadata) -> torch.T
     if meta.no_penalties:
         return logits
     ids = meta.history_ids
-    return apply_penalties_at(logits, ids, meta.prompt_mask_at(ids), meta.output_counts_at(ids),
-                              meta.repetition_penalty, meta.frequency_penalty, meta.presence_penalty)
+    return apply_penalties_at(
+        logits,
+        ids,
+        meta.prompt_mask_at(ids),
+        meta.output_counts_at(ids),
+        meta.repetition_penalty,
+        meta.frequency_penalty,
+        meta.presence_penalty,
+    )
 
 
 def reference_filter(logits: torch.Tensor, meta: SamplingMetadata) -> torch.Tensor:
@@ -95,10 +109,14 @@ def reference_filter(logits: torch.Tensor, meta: SamplingMetadata) -> torch.Tens
     logits = logits / meta.temperature.unsqueeze(1)
     if not meta.no_min_p:
         logits = apply_min_p(logits, meta.min_p)
-    return apply_top_k_top_p(logits, None if meta.no_top_k else meta.top_k, None if meta.no_top_p else meta.top_p)
+    return apply_top_k_top_p(
+        logits, None if meta.no_top_k else meta.top_k, None if meta.no_top_p else meta.top_p
+    )
 
 
-def exponential_noise(like: torch.Tensor, meta: SamplingMetadata, generator: torch.Generator | None = None) -> torch.Tensor:
+def exponential_noise(
+    like: torch.Tensor, meta: SamplingMetadata, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """E ~ Exp(1) shaped like `like` [B, V]; seeded rows drawn from their own generators. No sync."""
     noise = torch.empty_like(like)
     if len(meta.generators) < meta.batch_size:
@@ -108,8 +126,12 @@ def exponential_noise(like: torch.Tensor, meta: SamplingMetadata, generator: tor
     return noise
 
 
-def reference_sample(penalized: torch.Tensor, meta: SamplingMetadata, generator: torch.Generator | None = None,
-                     noise: torch.Tensor | None = None) -> torch.Tensor:
+def reference_sample(
+    penalized: torch.Tensor,
+    meta: SamplingMetadata,
+    generator: torch.Generator | None = None,
+    noise: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Sampling after the penalty stage, torch reference: next ids [B] int64. Pure; no sync.
 
     The race is argmax over kept tokens of (logit / T - log E), the log of probs / E, so every path

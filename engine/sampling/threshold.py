@@ -38,8 +38,12 @@ def rows_per_block(vocab: int, bytes_per_value: int = 8) -> int:
     return max(1, BLOCK_BYTES // (vocab * bytes_per_value))
 
 
-def threshold_sample(x: torch.Tensor, sub: SamplingMetadata, seeded_noise: dict[int, torch.Tensor],
-                     generator: torch.Generator | None = None) -> torch.Tensor:
+def threshold_sample(
+    x: torch.Tensor,
+    sub: SamplingMetadata,
+    seeded_noise: dict[int, torch.Tensor],
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """Token ids [b] for penalized fp32 logits x [b, V] whose rows all sample. Pure; CPU (reads values).
 
     Rows are independent: they are searched in blocks of `rows_per_block` (same result as one pass,
@@ -52,12 +56,18 @@ def threshold_sample(x: torch.Tensor, sub: SamplingMetadata, seeded_noise: dict[
     for start in range(0, batch, block):
         stop = min(start + block, batch)
         noise = {row - start: n for row, n in seeded_noise.items() if start <= row < stop}
-        ids[start:stop] = _threshold_block(x[start:stop], sub.select(range(start, stop)), noise, generator)
+        ids[start:stop] = _threshold_block(
+            x[start:stop], sub.select(range(start, stop)), noise, generator
+        )
     return ids
 
 
-def _threshold_block(x: torch.Tensor, sub: SamplingMetadata, seeded_noise: dict[int, torch.Tensor],
-                     generator: torch.Generator | None) -> torch.Tensor:
+def _threshold_block(
+    x: torch.Tensor,
+    sub: SamplingMetadata,
+    seeded_noise: dict[int, torch.Tensor],
+    generator: torch.Generator | None,
+) -> torch.Tensor:
     """`threshold_sample` of one block of rows."""
     vocab = x.shape[1]
     scaled = x / sub.temperature.unsqueeze(1)  # [b, V], bitwise the reference's logits / T
@@ -70,7 +80,9 @@ def _threshold_block(x: torch.Tensor, sub: SamplingMetadata, seeded_noise: dict[
         values = scaled.topk(k_max, dim=-1).values  # [b, k_max] descending
         kth = values.gather(1, (sub.top_k.clamp(max=k_max) - 1).unsqueeze(1))
         floor = torch.where((sub.top_k <= k_max).unsqueeze(1), torch.maximum(floor, kth), floor)
-    weight = None  # [b, V] fp64 exp(scaled - top): the top-p search's and the draw's (the top is kept)
+    weight = (
+        None  # [b, V] fp64 exp(scaled - top): the top-p search's and the draw's (the top is kept)
+    )
     if not sub.no_top_p:
         weight = torch.exp(scaled - top).double()
         floor = torch.maximum(floor, _top_p_threshold(scaled, top, floor, sub.top_p, weight))
@@ -78,23 +90,34 @@ def _threshold_block(x: torch.Tensor, sub: SamplingMetadata, seeded_noise: dict[
     return draw_kept(scaled, keep, seeded_noise, generator, weight)
 
 
-def _top_p_threshold(scaled: torch.Tensor, top: torch.Tensor, floor: torch.Tensor, top_p: torch.Tensor,
-                     weight: torch.Tensor) -> torch.Tensor:
+def _top_p_threshold(
+    scaled: torch.Tensor,
+    top: torch.Tensor,
+    floor: torch.Tensor,
+    top_p: torch.Tensor,
+    weight: torch.Tensor,
+) -> torch.Tensor:
     """[b, 1] smallest kept value under top-p (-inf for rows with p = 1), over tokens >= floor.
     ``weight``: exp(scaled - top) in fp64, not modified."""
     if bool(torch.isfinite(floor).any()):  # min-p / top-k drop some tokens first
         weight = torch.where(scaled >= floor, weight, 0.0)  # [b, V]
-    target = top_p.double().unsqueeze(1) * weight.sum(dim=-1, keepdim=True)     # [b, 1]
-    bucket = (top - scaled).mul_(BINS_PER_UNIT).clamp_(max=BINS - 1).long()    # [b, V]; bin 0 holds the max
+    target = top_p.double().unsqueeze(1) * weight.sum(dim=-1, keepdim=True)  # [b, 1]
+    bucket = (
+        (top - scaled).mul_(BINS_PER_UNIT).clamp_(max=BINS - 1).long()
+    )  # [b, V]; bin 0 holds the max
     mass = torch.zeros(scaled.shape[0], BINS, dtype=torch.float64).scatter_add_(1, bucket, weight)
     above = mass.cumsum(dim=-1) - mass  # [b, BINS] mass in the bins above each bin
     crossing = ((above + mass) < target).sum(dim=-1, keepdim=True).clamp(max=BINS - 1)  # [b, 1]
     in_bin = (bucket == crossing) & (weight > 0)
     width = max(int(in_bin.sum(dim=-1).max()), 1)  # host read: tokens of the fullest crossing bin
-    values = torch.where(in_bin, scaled, -math.inf).topk(width, dim=-1).values  # [b, width] descending
+    values = (
+        torch.where(in_bin, scaled, -math.inf).topk(width, dim=-1).values
+    )  # [b, width] descending
     in_weight = torch.where(torch.isfinite(values), torch.exp(values - top), 0.0).double()
     strictly_above = above.gather(1, crossing) + in_weight.cumsum(dim=-1) - in_weight
     kept = (strictly_above < target) & torch.isfinite(values)
     threshold = torch.where(kept, values, math.inf).amin(dim=-1, keepdim=True)
-    off = (top_p >= 1.0).unsqueeze(1) | torch.isinf(threshold)  # p = 1, or no mass found: keep the floor's set
+    off = (top_p >= 1.0).unsqueeze(1) | torch.isinf(
+        threshold
+    )  # p = 1, or no mass found: keep the floor's set
     return torch.where(off, -math.inf, threshold)

@@ -26,7 +26,9 @@ def apply_min_p(logits: torch.Tensor, min_p: torch.Tensor) -> torch.Tensor:
     return logits.masked_fill(logits < threshold, -math.inf)
 
 
-def apply_top_k_top_p(logits: torch.Tensor, top_k: torch.Tensor | None, top_p: torch.Tensor | None) -> torch.Tensor:
+def apply_top_k_top_p(
+    logits: torch.Tensor, top_k: torch.Tensor | None, top_p: torch.Tensor | None
+) -> torch.Tensor:
     """Top-k (ties kept) then top-p (top token kept) with one ascending sort shared by both.
 
     logits [B, V] fp32; top_k [B] int64 in [1, V] (V = off) or None; top_p [B] in (0, 1] (1 = off)
@@ -35,12 +37,16 @@ def apply_top_k_top_p(logits: torch.Tensor, top_k: torch.Tensor | None, top_p: t
     """
     if top_k is None and top_p is None:
         return logits
-    sorted_logits, order = logits.sort(dim=-1, descending=False)  # [B, V] ascending, and where each came from
+    sorted_logits, order = logits.sort(
+        dim=-1, descending=False
+    )  # [B, V] ascending, and where each came from
     vocab = logits.shape[-1]
     if top_k is not None:
         kth_position = (vocab - top_k).clamp(min=0).unsqueeze(1)  # [B, 1] index of the k-th largest
         kth_value = sorted_logits.gather(1, kth_position)
-        sorted_logits = sorted_logits.masked_fill(sorted_logits < kth_value, -math.inf)  # ties survive
+        sorted_logits = sorted_logits.masked_fill(
+            sorted_logits < kth_value, -math.inf
+        )  # ties survive
     if top_p is not None:
         cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)  # [B, V] ascending mass
         drop = cumulative <= (1.0 - top_p).unsqueeze(1)

@@ -15,8 +15,9 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import AsyncIterator
 from http import HTTPStatus
-from typing import Any, AsyncIterator
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -29,10 +30,13 @@ from engine.server.errors import APIError, invalid_request
 from engine.server.generation import TextGeneration
 from engine.server.metrics import ServerMetrics
 from engine.server.openapi import ServerLimits, engine_openapi
-from engine.server.protocol import (ChatCompletionRequest, CompletionRequest, parse_request,
-                                    to_sampling_params)
-from engine.server.responses import (ResponseMeta, StreamEncoder, full_response, usage,
-                                     usage_chunk)
+from engine.server.protocol import (
+    ChatCompletionRequest,
+    CompletionRequest,
+    parse_request,
+    to_sampling_params,
+)
+from engine.server.responses import ResponseMeta, StreamEncoder, full_response, usage, usage_chunk
 from engine.server.wire_clock import WireClock, WireLog, mark_content
 
 log = logging.getLogger(__name__)
@@ -57,7 +61,7 @@ def create_app(engine: Any, config: ServerConfig | None = None) -> FastAPI:
     app.state.metrics = metrics
     app.state.async_engine = AsyncEngine(engine, metrics)
     app.state.server_config = config
-    app.state.wire_log = WireLog()          # server_requests.parquet: times at the socket
+    app.state.wire_log = WireLog()  # server_requests.parquet: times at the socket
     app.add_middleware(WireClock, log=app.state.wire_log)
     service = GenerationService(app, engine, config, metrics)
     _add_error_handlers(app)
@@ -87,8 +91,9 @@ class GenerationService:
 
     def openapi(self) -> dict:
         if self.app.openapi_schema is None:
-            self.app.openapi_schema = engine_openapi(self.app, ServerLimits(self.max_model_len,
-                                                                            self.model_vocab_size))
+            self.app.openapi_schema = engine_openapi(
+                self.app, ServerLimits(self.max_model_len, self.model_vocab_size)
+            )
         return self.app.openapi_schema
 
     def with_tokenizer_stops(self, params):
@@ -97,28 +102,43 @@ class GenerationService:
         if params.ignore_eos:
             return params
         extra = sorted(set(self.tokenizer.stop_token_ids) - set(params.stop_token_ids))
-        return dataclasses.replace(params, stop_token_ids=(*params.stop_token_ids, *extra)) if extra else params
+        return (
+            dataclasses.replace(params, stop_token_ids=(*params.stop_token_ids, *extra))
+            if extra
+            else params
+        )
 
-    async def generate(self, request: Request, req, prompt_ids: list[int], params, *, chat: bool,
-                       id_prefix: str) -> Response:
+    async def generate(
+        self, request: Request, req, prompt_ids: list[int], params, *, chat: bool, id_prefix: str
+    ) -> Response:
         # Arrival = admission, after parsing and tokenization (vLLM stamps arrival_time there too):
         # what an admitted request waits for from here on is bounded by the admission limit.
         arrival_ns = time.time_ns()
         eng = self.async_engine
         request_id = request.headers.get(REQUEST_ID_HEADER) or uuid.uuid4().hex
         if eng.has_request(request_id):
-            raise invalid_request(f"{REQUEST_ID_HEADER}: request id {request_id!r} is already in flight",
-                                  REQUEST_ID_HEADER)
+            raise invalid_request(
+                f"{REQUEST_ID_HEADER}: request id {request_id!r} is already in flight",
+                REQUEST_ID_HEADER,
+            )
         self.admit(eng)
         stream = eng.add_request(request_id, prompt_ids, params, arrival_ns=arrival_ns)
         gen = TextGeneration(eng, stream, self.tokenizer, req.stop_strings(), len(prompt_ids))
-        meta = ResponseMeta(id=id_prefix + request_id, created=int(time.time()),
-                            model=self.config.model_name, chat=chat)
+        meta = ResponseMeta(
+            id=id_prefix + request_id,
+            created=int(time.time()),
+            model=self.config.model_name,
+            chat=chat,
+        )
         headers = {REQUEST_ID_HEADER: request_id}
         if req.stream:
-            return StreamingResponse(_sse_body(request, gen, meta, len(prompt_ids), req.include_usage,
-                                               req.continuous_usage),
-                                     media_type=sse.SSE_MEDIA_TYPE, headers={**sse.SSE_HEADERS, **headers})
+            return StreamingResponse(
+                _sse_body(
+                    request, gen, meta, len(prompt_ids), req.include_usage, req.continuous_usage
+                ),
+                media_type=sse.SSE_MEDIA_TYPE,
+                headers={**sse.SSE_HEADERS, **headers},
+            )
         return await _full_body(request, gen, meta, len(prompt_ids), headers)
 
     def admit(self, eng: AsyncEngine) -> None:
@@ -129,10 +149,12 @@ class GenerationService:
         waiting = eng.num_open - self.max_num_seqs
         if waiting >= config.max_waiting:
             self.metrics.shed.inc()
-            raise APIError(HTTPStatus.TOO_MANY_REQUESTS,
-                           f"server overloaded: {eng.num_open} requests open (running batch {self.max_num_seqs} "
-                           f"+ waiting limit {config.max_waiting}); retry after {config.retry_after_s} s",
-                           headers={"Retry-After": str(config.retry_after_s)})
+            raise APIError(
+                HTTPStatus.TOO_MANY_REQUESTS,
+                f"server overloaded: {eng.num_open} requests open (running batch {self.max_num_seqs} "
+                f"+ waiting limit {config.max_waiting}); retry after {config.retry_after_s} s",
+                headers={"Retry-After": str(config.retry_after_s)},
+            )
 
 
 def _add_error_handlers(app: FastAPI) -> None:
@@ -170,10 +192,19 @@ def _add_info_routes(app: FastAPI, service: GenerationService) -> None:
 
     @app.get("/v1/models")
     async def models():
-        return {"object": "list", "data": [{
-            "id": service.config.model_name, "object": "model", "created": service.created,
-            "owned_by": "spikelens", "root": service.engine.config.model,
-            "max_model_len": service.max_model_len}]}
+        return {
+            "object": "list",
+            "data": [
+                {
+                    "id": service.config.model_name,
+                    "object": "model",
+                    "created": service.created,
+                    "owned_by": "spikelens",
+                    "root": service.engine.config.model,
+                    "max_model_len": service.max_model_len,
+                }
+            ],
+        }
 
 
 def _add_generation_routes(app: FastAPI, service: GenerationService) -> None:
@@ -191,8 +222,11 @@ def _add_generation_routes(app: FastAPI, service: GenerationService) -> None:
         if not prompt_ids:
             raise invalid_request("prompt: must encode to at least one token", "prompt")
         params = service.with_tokenizer_stops(
-            to_sampling_params(req, len(prompt_ids), service.max_model_len, "prompt"))
-        return await service.generate(request, req, prompt_ids, params, chat=False, id_prefix="cmpl-")
+            to_sampling_params(req, len(prompt_ids), service.max_model_len, "prompt")
+        )
+        return await service.generate(
+            request, req, prompt_ids, params, chat=False, id_prefix="cmpl-"
+        )
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
@@ -202,8 +236,11 @@ def _add_generation_routes(app: FastAPI, service: GenerationService) -> None:
         except ValueError as e:
             raise invalid_request(str(e), "messages") from None
         params = service.with_tokenizer_stops(
-            to_sampling_params(req, len(prompt_ids), service.max_model_len, "messages"))
-        return await service.generate(request, req, prompt_ids, params, chat=True, id_prefix="chatcmpl-")
+            to_sampling_params(req, len(prompt_ids), service.max_model_len, "messages")
+        )
+        return await service.generate(
+            request, req, prompt_ids, params, chat=True, id_prefix="chatcmpl-"
+        )
 
 
 def _add_control_routes(app: FastAPI, service: GenerationService) -> None:
@@ -225,8 +262,14 @@ def _add_control_routes(app: FastAPI, service: GenerationService) -> None:
         return {"status": "flushed", "files": [str(p) for p in written]}
 
 
-async def _sse_body(request: Request, gen: TextGeneration, meta: ResponseMeta, prompt_tokens: int,
-                    include_usage: bool, continuous_usage: bool) -> AsyncIterator[bytes]:
+async def _sse_body(
+    request: Request,
+    gen: TextGeneration,
+    meta: ResponseMeta,
+    prompt_tokens: int,
+    include_usage: bool,
+    continuous_usage: bool,
+) -> AsyncIterator[bytes]:
     """The event stream of one request; errors after the headers are reported in-band."""
     encoder = StreamEncoder(meta, include_usage)
     first = True
@@ -243,15 +286,23 @@ async def _sse_body(request: Request, gen: TextGeneration, meta: ResponseMeta, p
         yield sse.sse_event(APIError(HTTPStatus.SERVICE_UNAVAILABLE, str(e)).body())
     except Exception as e:  # e.g. the engine rejected the request: also in-band
         log.exception("request %s failed mid-stream", gen.request_id)
-        yield sse.sse_event(APIError(HTTPStatus.INTERNAL_SERVER_ERROR, f"{type(e).__name__}: {e}").body())
+        yield sse.sse_event(
+            APIError(HTTPStatus.INTERNAL_SERVER_ERROR, f"{type(e).__name__}: {e}").body()
+        )
     finally:
         gen.close()  # client gone or error: free the sequence and its KV blocks
     yield sse.DONE
 
 
-async def _full_body(request: Request, gen: TextGeneration, meta: ResponseMeta, prompt_tokens: int,
-                     headers: dict[str, str]) -> Response:
+async def _full_body(
+    request: Request,
+    gen: TextGeneration,
+    meta: ResponseMeta,
+    prompt_tokens: int,
+    headers: dict[str, str],
+) -> Response:
     """A non-streamed answer; a client that leaves first stops the decoding (499)."""
+
     async def collect() -> tuple[str, str | None]:
         parts = [step.text async for step in gen.steps()]
         return "".join(parts), gen.finish_reason
@@ -267,15 +318,20 @@ async def _full_body(request: Request, gen: TextGeneration, meta: ResponseMeta, 
     finally:
         disconnect_task.cancel()
         gen.close()
-    return JSONResponse(full_response(meta, text, finish_reason, prompt_tokens, gen.completion_tokens),
-                        headers=headers)
+    return JSONResponse(
+        full_response(meta, text, finish_reason, prompt_tokens, gen.completion_tokens),
+        headers=headers,
+    )
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
     """The body, or 413 naming the limit once it is exceeded (checked as bytes arrive)."""
     declared = request.headers.get("content-length")
-    too_large = APIError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                         f"body: request body exceeds the limit of {limit} bytes", param="body")
+    too_large = APIError(
+        HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+        f"body: request body exceeds the limit of {limit} bytes",
+        param="body",
+    )
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise too_large
     chunks, size = [], 0
@@ -298,7 +354,9 @@ async def _wait_for_disconnect(request: Request) -> None:
 def _checked_ids(ids: list[int], vocab_size: int) -> list[int]:
     bad = next((t for t in ids if not 0 <= t < vocab_size), None)
     if bad is not None:
-        raise invalid_request(f"prompt: token ids must be in [0, {vocab_size - 1}], got {bad}", "prompt")
+        raise invalid_request(
+            f"prompt: token ids must be in [0, {vocab_size - 1}], got {bad}", "prompt"
+        )
     return ids
 
 
@@ -309,6 +367,7 @@ def _parse_arm(body: bytes) -> int:
         raise invalid_request(f"body: the request body is not valid JSON ({e})", "body") from None
     t0 = data.get("t0_ns") if isinstance(data, dict) else None
     if isinstance(t0, bool) or not isinstance(t0, int) or t0 <= 0:
-        raise invalid_request(f"t0_ns: must be a positive integer of wall-clock nanoseconds, got {t0!r}",
-                              "t0_ns")
+        raise invalid_request(
+            f"t0_ns: must be a positive integer of wall-clock nanoseconds, got {t0!r}", "t0_ns"
+        )
     return t0

@@ -19,8 +19,9 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from engine.server.metrics import ServerMetrics
@@ -78,7 +79,7 @@ Command = Callable[[Any], None]  # runs on the engine thread with the LLMEngine 
 class AsyncEngine:
     """Owns the engine thread. ``start()`` inside a running event loop; ``await shutdown()`` to stop."""
 
-    def __init__(self, engine: Any, metrics: "ServerMetrics | None" = None):
+    def __init__(self, engine: Any, metrics: ServerMetrics | None = None):
         self.engine = engine
         self.metrics = metrics
         self._commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
@@ -87,8 +88,8 @@ class AsyncEngine:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._streams: dict[str, RequestStream] = {}  # event-loop thread only
-        self.error: BaseException | None = None       # set when a step raised; the engine is dead
-        self.steps = 0                                 # steps run (read from any thread: int is atomic)
+        self.error: BaseException | None = None  # set when a step raised; the engine is dead
+        self.steps = 0  # steps run (read from any thread: int is atomic)
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -128,8 +129,9 @@ class AsyncEngine:
     def has_request(self, request_id: str) -> bool:
         return request_id in self._streams
 
-    def add_request(self, request_id: str, prompt_ids: Sequence[int], params: Any,
-                    arrival_ns: int | None = None) -> RequestStream:
+    def add_request(
+        self, request_id: str, prompt_ids: Sequence[int], params: Any, arrival_ns: int | None = None
+    ) -> RequestStream:
         """Queue a request for the engine; its outputs arrive on the returned stream."""
         self._check_alive()
         if request_id in self._streams:
@@ -162,9 +164,14 @@ class AsyncEngine:
         if stream is None:
             return
         if self.metrics is not None:
-            self.metrics.request_finished("stop", stream.arrival_ns, stream.first_token_ns,
-                                          stream.last_token_ns or time.time_ns(), prompt_tokens,
-                                          stream.output_tokens)
+            self.metrics.request_finished(
+                "stop",
+                stream.arrival_ns,
+                stream.first_token_ns,
+                stream.last_token_ns or time.time_ns(),
+                prompt_tokens,
+                stream.output_tokens,
+            )
         self._submit(lambda engine: engine.abort_request(request_id))
 
     def abort_all(self, reason: str) -> int:
@@ -236,7 +243,9 @@ class AsyncEngine:
             log.exception("engine step loop failed")
             self.error = e
             if self._loop is not None and not self._loop.is_closed():
-                self._loop.call_soon_threadsafe(self._fail_all, EngineDeadError(f"engine step failed: {e!r}"))
+                self._loop.call_soon_threadsafe(
+                    self._fail_all, EngineDeadError(f"engine step failed: {e!r}")
+                )
 
     def _deliver(self, outputs: list, step_end_ns: int) -> None:
         metrics = self.metrics
@@ -251,14 +260,22 @@ class AsyncEngine:
                 stream.first_token_ns = stream.first_token_ns or step_end_ns
                 stream.last_token_ns = step_end_ns
                 stream.output_tokens += n_new
-            stream._put(StepDelivery(list(out.new_token_ids), bool(out.finished), out.finish_reason,
-                                     step_end_ns))
+            stream._put(
+                StepDelivery(
+                    list(out.new_token_ids), bool(out.finished), out.finish_reason, step_end_ns
+                )
+            )
             if out.finished:
                 del self._streams[out.request_id]
                 if metrics is not None:
-                    metrics.request_finished(out.finish_reason or "stop", stream.arrival_ns,
-                                             stream.first_token_ns, step_end_ns,
-                                             getattr(out, "prompt_tokens", 0), stream.output_tokens)
+                    metrics.request_finished(
+                        out.finish_reason or "stop",
+                        stream.arrival_ns,
+                        stream.first_token_ns,
+                        step_end_ns,
+                        getattr(out, "prompt_tokens", 0),
+                        stream.output_tokens,
+                    )
 
     def _fail_one(self, request_id: str, error: BaseException) -> None:
         stream = self._streams.pop(request_id, None)

@@ -8,8 +8,9 @@ an error naming the key.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from engine.config_keys import ALL_UNKNOWN, strict_keys
 
@@ -36,27 +37,43 @@ class ServerConfig:
 
     def __post_init__(self):
         if not isinstance(self.model_name, str) or not self.model_name:
-            raise ValueError(f"server.model_name: must be a non-empty string, got {self.model_name!r}")
+            raise ValueError(
+                f"server.model_name: must be a non-empty string, got {self.model_name!r}"
+            )
         _check_int("max_body_bytes", self.max_body_bytes, 1024)
         if self.max_waiting is not None:
             _check_int("max_waiting", self.max_waiting, 0)
         _check_int("retry_after_s", self.retry_after_s, 0)
         if not isinstance(self.gc_freeze, bool):
             raise ValueError(f"server.gc_freeze: must be true or false, got {self.gc_freeze!r}")
-        if isinstance(self.graceful_shutdown_s, bool) or not isinstance(self.graceful_shutdown_s, (int, float)) \
-                or self.graceful_shutdown_s < 0:
-            raise ValueError(f"server.graceful_shutdown_s: must be a number >= 0, got {self.graceful_shutdown_s!r}")
+        if (
+            isinstance(self.graceful_shutdown_s, bool)
+            or not isinstance(self.graceful_shutdown_s, (int, float))
+            or self.graceful_shutdown_s < 0
+        ):
+            raise ValueError(
+                f"server.graceful_shutdown_s: must be a number >= 0, got {self.graceful_shutdown_s!r}"
+            )
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None) -> "ServerConfig":
+    def from_dict(cls, data: Mapping[str, Any] | None) -> ServerConfig:
         """From CONFIG.json's ``server`` block: a preset name under ``preset`` plus overrides."""
         data = dict(data or {})
         preset = data.pop("preset", "default")
         if preset not in SERVER_PRESETS:
-            raise ValueError(f"server.preset: unknown preset {preset!r}; presets: {', '.join(SERVER_PRESETS)}")
+            raise ValueError(
+                f"server.preset: unknown preset {preset!r}; presets: {', '.join(SERVER_PRESETS)}"
+            )
         known = {f.name for f in dataclasses.fields(cls)}
-        strict_keys(data, known, "server", message=ALL_UNKNOWN, error=ValueError, sort_unknown=True,
-                    valid=["preset", *sorted(known)])
+        strict_keys(
+            data,
+            known,
+            "server",
+            message=ALL_UNKNOWN,
+            error=ValueError,
+            sort_unknown=True,
+            valid=["preset", *sorted(known)],
+        )
         return dataclasses.replace(SERVER_PRESETS[preset], **data)
 
 

@@ -9,7 +9,8 @@ next token". Cost per step is O(window), not O(output).
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 _INCOMPLETE = "\ufffd"  # what decode() yields for a partial UTF-8 sequence
 
@@ -29,23 +30,23 @@ class IncrementalDetokenizer:
         self._tok = tokenizer
         self._ids: list[int] = []
         self._prefix_offset = 0  # start of the decode window (left context for the decoder)
-        self._read_offset = 0    # ids before this are already returned as text
+        self._read_offset = 0  # ids before this are already returned as text
 
     def push(self, new_ids: Sequence[int]) -> str:
         self._ids.extend(new_ids)
-        prefix_text = self._tok.decode(self._ids[self._prefix_offset:self._read_offset])
-        full_text = self._tok.decode(self._ids[self._prefix_offset:])
+        prefix_text = self._tok.decode(self._ids[self._prefix_offset : self._read_offset])
+        full_text = self._tok.decode(self._ids[self._prefix_offset :])
         if len(full_text) > len(prefix_text) and not full_text.endswith(_INCOMPLETE):
             self._prefix_offset, self._read_offset = self._read_offset, len(self._ids)
-            return full_text[len(prefix_text):]
+            return full_text[len(prefix_text) :]
         return ""
 
     def finish(self) -> str:
         """Text of ids still held back (an incomplete character at the very end is emitted as-is)."""
-        prefix_text = self._tok.decode(self._ids[self._prefix_offset:self._read_offset])
-        full_text = self._tok.decode(self._ids[self._prefix_offset:])
+        prefix_text = self._tok.decode(self._ids[self._prefix_offset : self._read_offset])
+        full_text = self._tok.decode(self._ids[self._prefix_offset :])
         self._prefix_offset = self._read_offset = len(self._ids)
-        return full_text[len(prefix_text):]
+        return full_text[len(prefix_text) :]
 
 
 class StopStrings:
@@ -57,7 +58,7 @@ class StopStrings:
 
     def __init__(self, stops: Sequence[str]):
         self._stops = [s for s in stops if s]
-        self._pending = ""   # text received but not yet released
+        self._pending = ""  # text received but not yet released
         self.stopped = False
 
     def feed(self, text: str) -> str:
@@ -72,8 +73,8 @@ class StopStrings:
             out, self._pending, self.stopped = self._pending[:cut], "", True
             return out
         keep = self._partial_match_len()
-        out = self._pending[:len(self._pending) - keep]
-        self._pending = self._pending[len(self._pending) - keep:]
+        out = self._pending[: len(self._pending) - keep]
+        self._pending = self._pending[len(self._pending) - keep :]
         return out
 
     def _partial_match_len(self) -> int:

@@ -17,8 +17,15 @@ class APIError(Exception):
     response headers (e.g. ``Retry-After`` when shedding load).
     """
 
-    def __init__(self, status: int, message: str, *, param: str | None = None,
-                 error_type: str | None = None, headers: dict[str, str] | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        param: str | None = None,
+        error_type: str | None = None,
+        headers: dict[str, str] | None = None,
+    ):
         super().__init__(message)
         self.status = int(status)
         self.message = message
@@ -27,8 +34,14 @@ class APIError(Exception):
         self.headers = headers or {}
 
     def body(self) -> dict:
-        return {"error": {"message": self.message, "type": self.error_type,
-                          "param": self.param, "code": self.status}}
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.error_type,
+                "param": self.param,
+                "code": self.status,
+            }
+        }
 
 
 def invalid_request(message: str, param: str | None) -> APIError:

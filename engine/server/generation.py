@@ -6,8 +6,8 @@ from the same deltas (their concatenation is the non-streaming text).
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import AsyncIterator, Sequence
 
 from engine.server.async_engine import AsyncEngine, RequestStream
 from engine.server.detokenizer import IncrementalDetokenizer, StopStrings
@@ -18,8 +18,8 @@ class TextStep:
     """The text one engine step added to one request."""
 
     text: str
-    n_tokens: int                 # tokens this step produced for the request (1 in decode)
-    finish_reason: str | None     # "stop" / "length" on the last step, else None
+    n_tokens: int  # tokens this step produced for the request (1 in decode)
+    finish_reason: str | None  # "stop" / "length" on the last step, else None
     step_end_ns: int
 
 
@@ -30,8 +30,14 @@ class TextGeneration:
     (what vLLM reports as usage).
     """
 
-    def __init__(self, engine: AsyncEngine, stream: RequestStream, tokenizer, stop: Sequence[str],
-                 prompt_tokens: int):
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        stream: RequestStream,
+        tokenizer,
+        stop: Sequence[str],
+        prompt_tokens: int,
+    ):
         self._engine = engine
         self.prompt_tokens = prompt_tokens
         self._stream = stream
@@ -55,7 +61,9 @@ class TextGeneration:
             elif out.finished:
                 text += self._stops.feed(self._detok.finish())
                 text += self._stops.finish()
-                self.finish_reason = "stop" if self._stops.stopped else (out.finish_reason or "stop")
+                self.finish_reason = (
+                    "stop" if self._stops.stopped else (out.finish_reason or "stop")
+                )
             yield TextStep(text, len(out.new_token_ids), self.finish_reason, out.step_end_ns)
             if self.finish_reason is not None:
                 return

@@ -15,8 +15,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 
@@ -55,9 +56,16 @@ class EngineProcess(SupervisedServer):
     ``run_dir/engine.log``.
     """
 
-    def __init__(self, config: dict[str, Any], run_dir: str | Path, host: str = "127.0.0.1",
-                 port: int | None = None, startup_timeout_s: float = 120.0,
-                 preexec_fn: Callable[[], None] | None = None, gc_hook: bool = False):
+    def __init__(
+        self,
+        config: dict[str, Any],
+        run_dir: str | Path,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        startup_timeout_s: float = 120.0,
+        preexec_fn: Callable[[], None] | None = None,
+        gc_hook: bool = False,
+    ):
         # gc_hook: put spikelens' GC hook in the server and its ranks (run_dir/collect/gc-<pid>.jsonl).
         self.gc_hook = gc_hook
         # preexec_fn: e.g. the flows' PR_SET_PDEATHSIG hook, so a SIGKILLed parent leaves no orphan.
@@ -78,17 +86,33 @@ class EngineProcess(SupervisedServer):
     def log_path(self) -> Path:
         return self.run_dir / "engine.log"
 
-    def start(self) -> "EngineProcess":
+    def start(self) -> EngineProcess:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         config_path = self.run_dir / "engine-config.json"
         config_path.write_text(json.dumps(self.config))
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "engine", "serve", "--config", str(config_path),
-                 "--run-dir", str(self.run_dir), "--host", self.host, "--port", str(self.port)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, preexec_fn=self.preexec_fn,
-                env=self._env())
+                [
+                    sys.executable,
+                    "-m",
+                    "engine",
+                    "serve",
+                    "--config",
+                    str(config_path),
+                    "--run-dir",
+                    str(self.run_dir),
+                    "--host",
+                    self.host,
+                    "--port",
+                    str(self.port),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=self.preexec_fn,
+                env=self._env(),
+            )
         try:
             self._wait_healthy()
         except BaseException:
@@ -108,18 +132,24 @@ class EngineProcess(SupervisedServer):
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"engine exited with {self.proc.returncode} during startup:\n{self.log_tail()}")
+                raise RuntimeError(
+                    f"engine exited with {self.proc.returncode} during startup:\n{self.log_tail()}"
+                )
             try:
                 if httpx.get(self.url + "/health", timeout=1.0).status_code == 200:
                     return
             except httpx.TransportError:
                 pass
             time.sleep(0.1)
-        raise TimeoutError(f"engine not healthy after {self.startup_timeout_s} s:\n{self.log_tail()}")
+        raise TimeoutError(
+            f"engine not healthy after {self.startup_timeout_s} s:\n{self.log_tail()}"
+        )
 
     def arm_faults(self, t0_ns: int) -> None:
         """Start the engine's fault clock: faults run from t0_ns + start_s (POST /spikelens/arm)."""
-        httpx.post(self.url + "/spikelens/arm", json={"t0_ns": t0_ns}, timeout=10.0).raise_for_status()
+        httpx.post(
+            self.url + "/spikelens/arm", json={"t0_ns": t0_ns}, timeout=10.0
+        ).raise_for_status()
 
     def _signal_group(self, sig: int) -> None:
         try:
@@ -144,4 +174,3 @@ class EngineProcess(SupervisedServer):
         self._signal_group(signal.SIGKILL)
         self.returncode = self.proc.returncode
         return self.returncode
-

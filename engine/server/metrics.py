@@ -19,14 +19,98 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 # vLLM's buckets, with finer ones below 10 ms added: a CPU decode step is a few ms.
-TTFT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
-                7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0)
-ITL_BUCKETS = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75,
-               1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
-E2E_BUCKETS = (0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
-               60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
-STAGE_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-                 0.5, 1.0, 2.5)
+TTFT_BUCKETS = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+)
+ITL_BUCKETS = (
+    0.001,
+    0.0025,
+    0.005,
+    0.0075,
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
+E2E_BUCKETS = (
+    0.01,
+    0.05,
+    0.1,
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+)
+STAGE_BUCKETS = (
+    0.00005,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+)
 # steps.parquet column (ms) → spikelens histogram name stem.
 STAGES = ("schedule", "forward", "penalty", "sample", "comm")
 
@@ -47,28 +131,54 @@ class ServerMetrics:
 
         self.running = gauge("vllm:num_requests_running", "Requests in the running batch.")
         self.waiting = gauge("vllm:num_requests_waiting", "Requests waiting to be scheduled.")
-        self.kv_usage = gauge("vllm:kv_cache_usage_perc", "KV-cache usage: used blocks / usable blocks (1 = full).")
+        self.kv_usage = gauge(
+            "vllm:kv_cache_usage_perc", "KV-cache usage: used blocks / usable blocks (1 = full)."
+        )
         # Older vLLM name of the same figure (dashboards written for vLLM < 0.10 read this one).
         self.gpu_cache_usage = gauge("vllm:gpu_cache_usage_perc", "KV-cache usage (old vLLM name).")
         self.preemptions = counter("vllm:num_preemptions", "Sequences preempted (recompute).")
         self.prompt_tokens = counter("vllm:prompt_tokens", "Prompt tokens of finished requests.")
         self.generation_tokens = counter("vllm:generation_tokens", "Generated tokens.")
-        self.ttft = hist("vllm:time_to_first_token_seconds", "Arrival to first token.", TTFT_BUCKETS)
-        self.itl = hist("vllm:inter_token_latency_seconds", "Time between consecutive tokens.", ITL_BUCKETS)
-        self.tpot = hist("vllm:time_per_output_token_seconds",
-                         "Per request: (e2e - ttft) / (output tokens - 1).", ITL_BUCKETS)
+        self.ttft = hist(
+            "vllm:time_to_first_token_seconds", "Arrival to first token.", TTFT_BUCKETS
+        )
+        self.itl = hist(
+            "vllm:inter_token_latency_seconds", "Time between consecutive tokens.", ITL_BUCKETS
+        )
+        self.tpot = hist(
+            "vllm:time_per_output_token_seconds",
+            "Per request: (e2e - ttft) / (output tokens - 1).",
+            ITL_BUCKETS,
+        )
         self.e2e = hist("vllm:e2e_request_latency_seconds", "Arrival to last token.", E2E_BUCKETS)
-        self._success = Counter("vllm:request_success", "Finished requests by finish reason.",
-                                ["model_name", "finished_reason"], registry=r)
+        self._success = Counter(
+            "vllm:request_success",
+            "Finished requests by finish reason.",
+            ["model_name", "finished_reason"],
+            registry=r,
+        )
         self._model_name = model_name
-        self.shed = counter("spikelens:requests_shed", "Requests answered 429 by admission control.")
-        self.aborted = counter("spikelens:requests_aborted", "Requests aborted (client gone or error).")
-        self.step_duration = hist("spikelens:step_duration_seconds", "Wall time of one engine step.", STAGE_BUCKETS)
-        self.stage = {s: hist(f"spikelens:step_{s}_seconds", f"Per-step {s} stage time.", STAGE_BUCKETS)
-                      for s in STAGES}
-        self.batch_size = hist("spikelens:step_batch_size", "Sequences per engine step.",
-                               (1, 2, 4, 8, 16, 32, 64, 128, 256, 512))
-        self._steps_seen = 0  # rows of the engine's step trace already observed (engine thread only)
+        self.shed = counter(
+            "spikelens:requests_shed", "Requests answered 429 by admission control."
+        )
+        self.aborted = counter(
+            "spikelens:requests_aborted", "Requests aborted (client gone or error)."
+        )
+        self.step_duration = hist(
+            "spikelens:step_duration_seconds", "Wall time of one engine step.", STAGE_BUCKETS
+        )
+        self.stage = {
+            s: hist(f"spikelens:step_{s}_seconds", f"Per-step {s} stage time.", STAGE_BUCKETS)
+            for s in STAGES
+        }
+        self.batch_size = hist(
+            "spikelens:step_batch_size",
+            "Sequences per engine step.",
+            (1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
+        )
+        self._steps_seen = (
+            0  # rows of the engine's step trace already observed (engine thread only)
+        )
 
     # ---- engine thread --------------------------------------------------------------------------
     def engine_stepped(self, engine) -> None:
@@ -91,7 +201,9 @@ class ServerMetrics:
         self.gpu_cache_usage.set(usage)
 
     # ---- event loop -----------------------------------------------------------------------------
-    def token_times(self, arrival_ns: int, prev_token_ns: int | None, token_ns: int, n_tokens: int) -> None:
+    def token_times(
+        self, arrival_ns: int, prev_token_ns: int | None, token_ns: int, n_tokens: int
+    ) -> None:
         """A step gave a request ``n_tokens`` tokens at ``token_ns``."""
         if n_tokens <= 0:
             return
@@ -101,8 +213,15 @@ class ServerMetrics:
         else:
             self.itl.observe((token_ns - prev_token_ns) / 1e9)
 
-    def request_finished(self, finish_reason: str, arrival_ns: int, first_token_ns: int | None,
-                         done_ns: int, prompt_tokens: int, output_tokens: int) -> None:
+    def request_finished(
+        self,
+        finish_reason: str,
+        arrival_ns: int,
+        first_token_ns: int | None,
+        done_ns: int,
+        prompt_tokens: int,
+        output_tokens: int,
+    ) -> None:
         self._success.labels(self._model_name, finish_reason).inc()
         self.prompt_tokens.inc(prompt_tokens)
         self.e2e.observe((done_ns - arrival_ns) / 1e9)

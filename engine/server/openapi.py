@@ -50,58 +50,137 @@ _COUNT = {"type": "integer", "minimum": 0}
 _FINISH = {"anyOf": [{"enum": ["stop", "length", "abort"]}, {"type": "null"}]}
 
 RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
-    "Usage": _object(["prompt_tokens", "completion_tokens", "total_tokens"],
-                     prompt_tokens=_COUNT, completion_tokens=_COUNT, total_tokens=_COUNT),
-    "Error": _object(["error"], error=_object(
-        ["message", "type", "code"], message=_STR, type=_STR,
-        param={"anyOf": [_STR, {"type": "null"}]}, code=_INT)),
+    "Usage": _object(
+        ["prompt_tokens", "completion_tokens", "total_tokens"],
+        prompt_tokens=_COUNT,
+        completion_tokens=_COUNT,
+        total_tokens=_COUNT,
+    ),
+    "Error": _object(
+        ["error"],
+        error=_object(
+            ["message", "type", "code"],
+            message=_STR,
+            type=_STR,
+            param={"anyOf": [_STR, {"type": "null"}]},
+            code=_INT,
+        ),
+    ),
     "CompletionResponse": _object(
-        ["id", "object", "created", "model", "choices", "usage"], id=_STR, object={"const": "text_completion"},
-        created=_INT, model=_STR, usage=_ref("Usage"),
-        choices={"type": "array", "minItems": 1, "items": _object(
-            ["index", "text", "finish_reason"], index=_INT, text=_STR, finish_reason=_FINISH)}),
+        ["id", "object", "created", "model", "choices", "usage"],
+        id=_STR,
+        object={"const": "text_completion"},
+        created=_INT,
+        model=_STR,
+        usage=_ref("Usage"),
+        choices={
+            "type": "array",
+            "minItems": 1,
+            "items": _object(
+                ["index", "text", "finish_reason"], index=_INT, text=_STR, finish_reason=_FINISH
+            ),
+        },
+    ),
     "ChatCompletionResponse": _object(
-        ["id", "object", "created", "model", "choices", "usage"], id=_STR, object={"const": "chat.completion"},
-        created=_INT, model=_STR, usage=_ref("Usage"),
-        choices={"type": "array", "minItems": 1, "items": _object(
-            ["index", "message", "finish_reason"], index=_INT, finish_reason=_FINISH,
-            message=_object(["role", "content"], role={"const": "assistant"}, content=_STR))}),
+        ["id", "object", "created", "model", "choices", "usage"],
+        id=_STR,
+        object={"const": "chat.completion"},
+        created=_INT,
+        model=_STR,
+        usage=_ref("Usage"),
+        choices={
+            "type": "array",
+            "minItems": 1,
+            "items": _object(
+                ["index", "message", "finish_reason"],
+                index=_INT,
+                finish_reason=_FINISH,
+                message=_object(["role", "content"], role={"const": "assistant"}, content=_STR),
+            ),
+        },
+    ),
     # One streamed chunk; the last one of an include_usage stream has no choices and the usage.
     "CompletionChunk": _object(
-        ["id", "object", "created", "model", "choices"], id=_STR, object={"const": "text_completion"},
-        created=_INT, model=_STR, usage={"anyOf": [_ref("Usage"), {"type": "null"}]},
-        choices={"type": "array", "maxItems": 1, "items": _object(
-            ["index", "text", "finish_reason"], index=_INT, text=_STR, finish_reason=_FINISH)}),
+        ["id", "object", "created", "model", "choices"],
+        id=_STR,
+        object={"const": "text_completion"},
+        created=_INT,
+        model=_STR,
+        usage={"anyOf": [_ref("Usage"), {"type": "null"}]},
+        choices={
+            "type": "array",
+            "maxItems": 1,
+            "items": _object(
+                ["index", "text", "finish_reason"], index=_INT, text=_STR, finish_reason=_FINISH
+            ),
+        },
+    ),
     "ChatCompletionChunk": _object(
-        ["id", "object", "created", "model", "choices"], id=_STR, object={"const": "chat.completion.chunk"},
-        created=_INT, model=_STR, usage={"anyOf": [_ref("Usage"), {"type": "null"}]},
-        choices={"type": "array", "maxItems": 1, "items": _object(
-            ["index", "delta", "finish_reason"], index=_INT, finish_reason=_FINISH,
-            delta=_object(["content"], role={"const": "assistant"}, content=_STR))}),
-    "ModelList": _object(["object", "data"], object={"const": "list"}, data={"type": "array", "items": _object(
-        ["id", "object", "created", "owned_by", "max_model_len"], id=_STR, object={"const": "model"},
-        created=_INT, owned_by=_STR, root=_STR, max_model_len=_INT)}),
+        ["id", "object", "created", "model", "choices"],
+        id=_STR,
+        object={"const": "chat.completion.chunk"},
+        created=_INT,
+        model=_STR,
+        usage={"anyOf": [_ref("Usage"), {"type": "null"}]},
+        choices={
+            "type": "array",
+            "maxItems": 1,
+            "items": _object(
+                ["index", "delta", "finish_reason"],
+                index=_INT,
+                finish_reason=_FINISH,
+                delta=_object(["content"], role={"const": "assistant"}, content=_STR),
+            ),
+        },
+    ),
+    "ModelList": _object(
+        ["object", "data"],
+        object={"const": "list"},
+        data={
+            "type": "array",
+            "items": _object(
+                ["id", "object", "created", "owned_by", "max_model_len"],
+                id=_STR,
+                object={"const": "model"},
+                created=_INT,
+                owned_by=_STR,
+                root=_STR,
+                max_model_len=_INT,
+            ),
+        },
+    ),
 }
 
 
 def _stream_event(chunk: str) -> dict[str, Any]:
     """One SSE event of a stream (OpenAPI 3.1: the media type's schema describes each event)."""
-    payload = {"type": "string", "contentMediaType": "application/json",
-               "contentSchema": {"anyOf": [_ref(chunk), _ref("Error")]}}
-    return {"type": "object", "required": ["data"],
-            "properties": {"data": {"anyOf": [{"const": "[DONE]"}, payload]}},
-            "description": f"`data: <{chunk} JSON>` per engine step (an in-band `Error` if the request "
-                           "fails after the headers were sent), then `data: [DONE]`"}
+    payload = {
+        "type": "string",
+        "contentMediaType": "application/json",
+        "contentSchema": {"anyOf": [_ref(chunk), _ref("Error")]},
+    }
+    return {
+        "type": "object",
+        "required": ["data"],
+        "properties": {"data": {"anyOf": [{"const": "[DONE]"}, payload]}},
+        "description": f"`data: <{chunk} JSON>` per engine step (an in-band `Error` if the request "
+        "fails after the headers were sent), then `data: [DONE]`",
+    }
 
 
 def _errors(*statuses: int) -> dict[str, Any]:
-    why = {400: "a field is invalid: `param` names it and the message gives the valid range",
-           413: "the body exceeds the server's limit", 429: "overloaded: retry after `Retry-After` seconds",
-           503: "the engine is not running"}
+    why = {
+        400: "a field is invalid: `param` names it and the message gives the valid range",
+        413: "the body exceeds the server's limit",
+        429: "overloaded: retry after `Retry-After` seconds",
+        503: "the engine is not running",
+    }
     out = {}
     for status in statuses:
-        out[str(status)] = {"description": why[status],
-                            "content": {"application/json": {"schema": _ref("Error")}}}
+        out[str(status)] = {
+            "description": why[status],
+            "content": {"application/json": {"schema": _ref("Error")}},
+        }
     if 429 in statuses:
         out["429"]["headers"] = {"Retry-After": {"schema": {"type": "integer", "minimum": 0}}}
     return out
@@ -113,25 +192,40 @@ def _json(description: str, schema: dict[str, Any]) -> dict[str, Any]:
 
 # Request examples (schemathesis' examples phase sends them: both answer shapes get exercised).
 _EXAMPLES = {
-    "CompletionRequest": {"prompt": "The capital of France is", "max_tokens": 8, "temperature": 0.7},
+    "CompletionRequest": {
+        "prompt": "The capital of France is",
+        "max_tokens": 8,
+        "temperature": 0.7,
+    },
     "ChatCompletionRequest": {"messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 8},
 }
 
 
 def _generation(request: str, response: str, chunk: str, summary: str) -> dict[str, Any]:
     body = _EXAMPLES[request]
-    examples = {"plain": {"summary": "one JSON answer", "value": body},
-                "stream": {"summary": "an event stream with the usage chunk",
-                           "value": {**body, "stream": True, "stream_options": {"include_usage": True}}}}
+    examples = {
+        "plain": {"summary": "one JSON answer", "value": body},
+        "stream": {
+            "summary": "an event stream with the usage chunk",
+            "value": {**body, "stream": True, "stream_options": {"include_usage": True}},
+        },
+    }
     return {
         "summary": summary,
-        "requestBody": {"required": True, "content": {"application/json": {"schema": _ref(request),
-                                                                           "examples": examples}}},
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": _ref(request), "examples": examples}},
+        },
         "responses": {
-            "200": {"description": f"`{response}`, or with `stream: true` an event stream of `{chunk}`",
-                    "content": {"application/json": {"schema": _ref(response)},
-                                SSE_MEDIA_TYPE: {"schema": _stream_event(chunk)}}},
-            **_errors(400, 413, 429, 503)},
+            "200": {
+                "description": f"`{response}`, or with `stream: true` an event stream of `{chunk}`",
+                "content": {
+                    "application/json": {"schema": _ref(response)},
+                    SSE_MEDIA_TYPE: {"schema": _stream_event(chunk)},
+                },
+            },
+            **_errors(400, 413, 429, 503),
+        },
     }
 
 
@@ -142,8 +236,10 @@ def _request_schemas(limits: ServerLimits) -> dict[str, Any]:
         schema = copy.deepcopy(model.model_json_schema(ref_template=REF))
         schemas.update(schema.pop("$defs", {}))
         schemas[model.__name__] = schema
-    note = (f"prompt tokens + max_tokens must not exceed max_model_len={limits.max_model_len}; "
-            "unset: the rest of the context")
+    note = (
+        f"prompt tokens + max_tokens must not exceed max_model_len={limits.max_model_len}; "
+        "unset: the rest of the context"
+    )
     for name in ("CompletionRequest", "ChatCompletionRequest"):
         props = schemas[name]["properties"]
         for field in ("max_tokens", "max_completion_tokens"):
@@ -161,31 +257,92 @@ def _request_schemas(limits: ServerLimits) -> dict[str, Any]:
 
 def engine_openapi(app: FastAPI, limits: ServerLimits) -> dict[str, Any]:
     """The OpenAPI 3.1 document of ``app`` (built by ``create_app``)."""
-    doc = get_openapi(title=app.title, version=app.version, routes=app.routes,
-                      description="OpenAI-compatible API of the spikelens engine. Unknown request fields are "
-                                  "ignored (as vLLM does); every value outside its stated range answers 400.")
+    doc = get_openapi(
+        title=app.title,
+        version=app.version,
+        routes=app.routes,
+        description="OpenAI-compatible API of the spikelens engine. Unknown request fields are "
+        "ignored (as vLLM does); every value outside its stated range answers 400.",
+    )
     doc.setdefault("components", {})["schemas"] = {**RESPONSE_SCHEMAS, **_request_schemas(limits)}
     health = _object(["status"], status={"const": "ok"})
-    arm_body = _object(["t0_ns"], t0_ns={"type": "integer", "minimum": 1,
-                                         "description": "wall-clock ns at which measured load started"})
+    arm_body = _object(
+        ["t0_ns"],
+        t0_ns={
+            "type": "integer",
+            "minimum": 1,
+            "description": "wall-clock ns at which measured load started",
+        },
+    )
     doc["paths"] = {
-        "/health": {"get": {"summary": "Liveness", "responses": {
-            "200": _json("the engine thread is running", health), **_errors(503)}}},
-        "/metrics": {"get": {"summary": "Prometheus metrics (vLLM's names)", "responses": {
-            "200": {"description": "Prometheus text format", "content": {"text/plain": {"schema": _STR}}}}}},
-        "/v1/models": {"get": {"summary": "The served model", "responses": {
-            "200": _json("one model", _ref("ModelList"))}}},
-        "/v1/completions": {"post": _generation("CompletionRequest", "CompletionResponse", "CompletionChunk",
-                                                "Text completion (OpenAI / vLLM)")},
-        "/v1/chat/completions": {"post": _generation("ChatCompletionRequest", "ChatCompletionResponse",
-                                                     "ChatCompletionChunk", "Chat completion (OpenAI / vLLM)")},
-        "/spikelens/arm": {"post": {
-            "summary": "Start the fault clock",
-            "requestBody": {"required": True, "content": {"application/json": {"schema": arm_body}}},
-            "responses": {"200": _json("armed", _object(["status", "t0_ns"], status={"const": "armed"}, t0_ns=_INT)),
-                          **_errors(400, 413)}}},
-        "/spikelens/flush": {"post": {"summary": "Write the telemetry files now", "responses": {
-            "200": _json("files written", _object(["status", "files"], status={"const": "flushed"},
-                                                  files={"type": "array", "items": _STR}))}}},
+        "/health": {
+            "get": {
+                "summary": "Liveness",
+                "responses": {"200": _json("the engine thread is running", health), **_errors(503)},
+            }
+        },
+        "/metrics": {
+            "get": {
+                "summary": "Prometheus metrics (vLLM's names)",
+                "responses": {
+                    "200": {
+                        "description": "Prometheus text format",
+                        "content": {"text/plain": {"schema": _STR}},
+                    }
+                },
+            }
+        },
+        "/v1/models": {
+            "get": {
+                "summary": "The served model",
+                "responses": {"200": _json("one model", _ref("ModelList"))},
+            }
+        },
+        "/v1/completions": {
+            "post": _generation(
+                "CompletionRequest",
+                "CompletionResponse",
+                "CompletionChunk",
+                "Text completion (OpenAI / vLLM)",
+            )
+        },
+        "/v1/chat/completions": {
+            "post": _generation(
+                "ChatCompletionRequest",
+                "ChatCompletionResponse",
+                "ChatCompletionChunk",
+                "Chat completion (OpenAI / vLLM)",
+            )
+        },
+        "/spikelens/arm": {
+            "post": {
+                "summary": "Start the fault clock",
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": arm_body}},
+                },
+                "responses": {
+                    "200": _json(
+                        "armed", _object(["status", "t0_ns"], status={"const": "armed"}, t0_ns=_INT)
+                    ),
+                    **_errors(400, 413),
+                },
+            }
+        },
+        "/spikelens/flush": {
+            "post": {
+                "summary": "Write the telemetry files now",
+                "responses": {
+                    "200": _json(
+                        "files written",
+                        _object(
+                            ["status", "files"],
+                            status={"const": "flushed"},
+                            files={"type": "array", "items": _STR},
+                        ),
+                    )
+                },
+            }
+        },
     }
     return doc

@@ -25,8 +25,18 @@ from engine.tokenizer import ROLE_TOKENS
 
 # Request fields copied into SamplingParams when the client set them (SamplingParams' defaults
 # apply otherwise). Names are the same on both sides.
-SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty",
-                   "repetition_penalty", "seed", "ignore_eos", "stop_token_ids")
+SAMPLING_FIELDS = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "frequency_penalty",
+    "presence_penalty",
+    "repetition_penalty",
+    "seed",
+    "ignore_eos",
+    "stop_token_ids",
+)
 
 
 # Request fields outside SamplingParams that the server checks against a range.
@@ -100,17 +110,26 @@ class _SamplingRequest(BaseModel):
 
     def sampling_kwargs(self) -> dict[str, Any]:
         """The sampling fields the client set, by SamplingParams' names (max_tokens excluded)."""
-        return {name: getattr(self, name) for name in SAMPLING_FIELDS if getattr(self, name) is not None}
+        return {
+            name: getattr(self, name) for name in SAMPLING_FIELDS if getattr(self, name) is not None
+        }
 
 
 # What single_prompt() and the vocabulary check accept (the server adds maxItems and the top id).
 PROMPT_SCHEMA = {
     "description": "a string, token ids, or a one-element list of either",
-    "anyOf": [{"type": "string"},
-              {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1},
-              {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 1},
-              {"type": "array", "minItems": 1, "maxItems": 1,
-               "items": {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1}}]}
+    "anyOf": [
+        {"type": "string"},
+        {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1},
+        {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 1},
+        {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 1,
+            "items": {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1},
+        },
+    ],
+}
 
 
 class CompletionRequest(_SamplingRequest):
@@ -131,7 +150,9 @@ class CompletionRequest(_SamplingRequest):
         if all(isinstance(x, int) for x in p):
             return list(p)
         if len(p) != 1:
-            raise invalid_request(f"prompt: one prompt per request is supported, got {len(p)}", "prompt")
+            raise invalid_request(
+                f"prompt: one prompt per request is supported, got {len(p)}", "prompt"
+            )
         return p[0]
 
 
@@ -142,9 +163,17 @@ CHAT_ROLES = sorted(ROLE_TOKENS) + sorted(_ROLE_ALIASES)
 
 class ChatContentPart(BaseModel):
     # Only text parts are served; text() answers 400 for any other part, so the schema requires both.
-    model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=lambda schema: schema.update(
-        required=["type", "text"], properties={**schema["properties"], "text": {"type": "string"}}))
-    type: Annotated[str, WithJsonSchema({"const": "text", "description": "only text parts are supported"})]
+    model_config = ConfigDict(
+        extra="ignore",
+        strict=True,
+        json_schema_extra=lambda schema: schema.update(
+            required=["type", "text"],
+            properties={**schema["properties"], "text": {"type": "string"}},
+        ),
+    )
+    type: Annotated[
+        str, WithJsonSchema({"const": "text", "description": "only text parts are supported"})
+    ]
     text: Annotated[str | None, WithJsonSchema({"type": "string"})] = None
 
 
@@ -164,11 +193,10 @@ class ChatMessageIn(BaseModel):
             if part.type != "text" or part.text is None:
                 raise invalid_request(
                     f"messages[{index}].content: only text parts are supported, got type {part.type!r}",
-                    "messages")
+                    "messages",
+                )
             texts.append(part.text)
         return "".join(texts)
-
-
 
 
 class ChatCompletionRequest(_SamplingRequest):
@@ -186,12 +214,15 @@ class ChatCompletionRequest(_SamplingRequest):
         return self.max_tokens, "max_tokens"
 
     def message_dicts(self) -> list[dict[str, str]]:
-        return [{"role": _ROLE_ALIASES.get(m.role, m.role), "content": m.text(i)}
-                for i, m in enumerate(self.messages)]
+        return [
+            {"role": _ROLE_ALIASES.get(m.role, m.role), "content": m.text(i)}
+            for i, m in enumerate(self.messages)
+        ]
 
 
-def to_sampling_params(req: _SamplingRequest, prompt_len: int, max_model_len: int,
-                       prompt_field: str) -> SamplingParams:
+def to_sampling_params(
+    req: _SamplingRequest, prompt_len: int, max_model_len: int, prompt_field: str
+) -> SamplingParams:
     """Validated ``SamplingParams`` for a request whose prompt has ``prompt_len`` tokens.
 
     Raises a 400 naming the field: ``n`` other than 1, a prompt that fills the context
@@ -203,7 +234,9 @@ def to_sampling_params(req: _SamplingRequest, prompt_len: int, max_model_len: in
     if prompt_len >= max_model_len:
         raise invalid_request(
             f"{prompt_field}: the prompt has {prompt_len} tokens; it must be shorter than the context "
-            f"length max_model_len={max_model_len}", prompt_field)
+            f"length max_model_len={max_model_len}",
+            prompt_field,
+        )
     room = max_model_len - prompt_len
     max_tokens, max_field = req.requested_max_tokens()
     if max_tokens is None:
@@ -211,7 +244,9 @@ def to_sampling_params(req: _SamplingRequest, prompt_len: int, max_model_len: in
     elif isinstance(max_tokens, int) and max_tokens > room:
         raise invalid_request(
             f"{max_field}: must be in [1, {room}] for this prompt ({prompt_len} prompt tokens, "
-            f"max_model_len={max_model_len}), got {max_tokens}", max_field)
+            f"max_model_len={max_model_len}), got {max_tokens}",
+            max_field,
+        )
     try:
         return SamplingParams(max_tokens=max_tokens, **req.sampling_kwargs())
     except ValueError as e:
@@ -236,8 +271,9 @@ def parse_request(body: bytes, model: type[RequestModel]) -> RequestModel:
     except ValueError as e:  # not UTF-8, not JSON, or an integer beyond Python's digit limit
         raise invalid_request(f"body: the request body is not valid JSON ({e})", "body") from None
     if not isinstance(data, dict):
-        raise invalid_request(f"body: the request body must be a JSON object, got {type(data).__name__}",
-                              "body")
+        raise invalid_request(
+            f"body: the request body must be a JSON object, got {type(data).__name__}", "body"
+        )
     try:
         return model.model_validate(data)
     except ValidationError as e:
@@ -248,10 +284,14 @@ def _validation_error(e: ValidationError) -> APIError:
     err = e.errors(include_url=False)[0]
     loc = [str(x) for x in err["loc"]]
     field = loc[0] if loc else "body"
-    where = loc[0] + "".join(f"[{x}]" if x.isdigit() else f".{x}" for x in loc[1:]) if loc else "body"
+    where = (
+        loc[0] + "".join(f"[{x}]" if x.isdigit() else f".{x}" for x in loc[1:]) if loc else "body"
+    )
     if err["type"] == "missing":
-        top_level_hints = {"messages": "a non-empty list of {role, content} objects is required",
-                           "prompt": "a string or a list of token ids is required"}
+        top_level_hints = {
+            "messages": "a non-empty list of {role, content} objects is required",
+            "prompt": "a string or a list of token ids is required",
+        }
         hint = top_level_hints.get(field, "") if len(loc) == 1 else ""
         hint = hint or "this field is required"
         return invalid_request(f"{where}: {hint}", field)
@@ -263,4 +303,3 @@ def _validation_error(e: ValidationError) -> APIError:
 def _short(value: Any, limit: int = 80) -> str:
     text = json.dumps(value, default=str)
     return text if len(text) <= limit else text[:limit] + "…"
-

@@ -30,12 +30,21 @@ class ResponseMeta:
 
 
 def usage(prompt_tokens: int, completion_tokens: int) -> dict:
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens}
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
 
 
-def stream_chunk(meta: ResponseMeta, text: str, finish_reason: str | None, first: bool,
-                 include_usage: bool, running_usage: dict | None = None) -> dict:
+def stream_chunk(
+    meta: ResponseMeta,
+    text: str,
+    finish_reason: str | None,
+    first: bool,
+    include_usage: bool,
+    running_usage: dict | None = None,
+) -> dict:
     """One step's chunk: ``choices[0].text`` (completions) or ``choices[0].delta`` (chat).
 
     ``running_usage`` (vLLM's ``continuous_usage_stats``) replaces the ``usage: null`` of
@@ -45,8 +54,13 @@ def stream_chunk(meta: ResponseMeta, text: str, finish_reason: str | None, first
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
     else:
         choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
-    chunk = {"id": meta.id, "object": meta.chunk_object, "created": meta.created, "model": meta.model,
-             "choices": [choice]}
+    chunk = {
+        "id": meta.id,
+        "object": meta.chunk_object,
+        "created": meta.created,
+        "model": meta.model,
+        "choices": [choice],
+    }
     if include_usage:
         chunk["usage"] = running_usage
     return chunk
@@ -54,22 +68,43 @@ def stream_chunk(meta: ResponseMeta, text: str, finish_reason: str | None, first
 
 def usage_chunk(meta: ResponseMeta, prompt_tokens: int, completion_tokens: int) -> dict:
     """The final chunk of ``include_usage`` streams: no choices, the request's usage."""
-    return {"id": meta.id, "object": meta.chunk_object, "created": meta.created, "model": meta.model,
-            "choices": [], "usage": usage(prompt_tokens, completion_tokens)}
+    return {
+        "id": meta.id,
+        "object": meta.chunk_object,
+        "created": meta.created,
+        "model": meta.model,
+        "choices": [],
+        "usage": usage(prompt_tokens, completion_tokens),
+    }
 
 
-def full_response(meta: ResponseMeta, text: str, finish_reason: str | None, prompt_tokens: int,
-                  completion_tokens: int) -> dict:
+def full_response(
+    meta: ResponseMeta,
+    text: str,
+    finish_reason: str | None,
+    prompt_tokens: int,
+    completion_tokens: int,
+) -> dict:
     """The non-streaming body."""
     if meta.chat:
-        choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
-                  "finish_reason": finish_reason}
+        choice = {
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "logprobs": None,
+            "finish_reason": finish_reason,
+        }
         obj = "chat.completion"
     else:
         choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
         obj = "text_completion"
-    return {"id": meta.id, "object": obj, "created": meta.created, "model": meta.model,
-            "choices": [choice], "usage": usage(prompt_tokens, completion_tokens)}
+    return {
+        "id": meta.id,
+        "object": obj,
+        "created": meta.created,
+        "model": meta.model,
+        "choices": [choice],
+        "usage": usage(prompt_tokens, completion_tokens),
+    }
 
 
 class StreamEncoder:
@@ -92,7 +127,11 @@ class StreamEncoder:
         marker = json.dumps(self._PLACEHOLDER, ensure_ascii=False).encode()
         self._prefix, self._suffix = template.split(marker)
 
-    def chunk(self, text: str, finish_reason: str | None, first: bool, running_usage: dict | None = None) -> bytes:
+    def chunk(
+        self, text: str, finish_reason: str | None, first: bool, running_usage: dict | None = None
+    ) -> bytes:
         if finish_reason is None and not first and running_usage is None:
             return self._prefix + json.dumps(text, ensure_ascii=False).encode() + self._suffix
-        return sse_event(stream_chunk(self._meta, text, finish_reason, first, self._include_usage, running_usage))
+        return sse_event(
+            stream_chunk(self._meta, text, finish_reason, first, self._include_usage, running_usage)
+        )

@@ -40,25 +40,40 @@ class RunConfig:
 
     run_id: str | None  # names the run in logs; the files themselves live in --run-dir
     engine: EngineConfig
-    faults: list[dict[str, Any]] = field(default_factory=list)  # the whole scenario list; engine skips others' kinds
+    faults: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # the whole scenario list; engine skips others' kinds
     server: ServerConfig = field(default_factory=ServerConfig)
 
     @classmethod
-    def load(cls, path: str | Path) -> "RunConfig":
+    def load(cls, path: str | Path) -> RunConfig:
         path = Path(path)
         try:
             data = json.loads(path.read_text())
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}: not valid JSON ({e})") from None
         if not isinstance(data, dict):
-            raise ValueError(f"{path}: must hold a JSON object with keys {', '.join(RUN_CONFIG_KEYS)}")
-        strict_keys(data, RUN_CONFIG_KEYS, str(path), message=ALL_UNKNOWN, error=ValueError, sort_unknown=True,
-                    valid=RUN_CONFIG_KEYS)
+            raise ValueError(
+                f"{path}: must hold a JSON object with keys {', '.join(RUN_CONFIG_KEYS)}"
+            )
+        strict_keys(
+            data,
+            RUN_CONFIG_KEYS,
+            str(path),
+            message=ALL_UNKNOWN,
+            error=ValueError,
+            sort_unknown=True,
+            valid=RUN_CONFIG_KEYS,
+        )
         faults = data.get("faults") or []
         if not isinstance(faults, list) or not all(isinstance(f, dict) for f in faults):
             raise ValueError(f"{path}: faults must be a list of objects")
-        return cls(run_id=data.get("run_id"), engine=EngineConfig.from_dict(data.get("engine")),
-                   faults=faults, server=ServerConfig.from_dict(data.get("server")))
+        return cls(
+            run_id=data.get("run_id"),
+            engine=EngineConfig.from_dict(data.get("engine")),
+            faults=faults,
+            server=ServerConfig.from_dict(data.get("server")),
+        )
 
 
 class _EngineServer(uvicorn.Server):
@@ -76,7 +91,8 @@ class _EngineServer(uvicorn.Server):
 
     async def shutdown(self, sockets=None) -> None:
         timer = asyncio.get_running_loop().call_later(
-            self._grace_s, self._app.state.async_engine.abort_all, "the server is shutting down")
+            self._grace_s, self._app.state.async_engine.abort_all, "the server is shutting down"
+        )
         try:
             await super().shutdown(sockets)
         finally:
@@ -90,7 +106,9 @@ def build_engine(run_config: RunConfig, run_dir: Path | None):
     return LLMEngine(run_config.engine, run_dir=run_dir, faults=run_config.faults)
 
 
-def serve(config_path: str | Path, run_dir: str | Path, host: str = "127.0.0.1", port: int = 8000) -> int:
+def serve(
+    config_path: str | Path, run_dir: str | Path, host: str = "127.0.0.1", port: int = 8000
+) -> int:
     """Run the server until SIGTERM/SIGINT; flush telemetry; return the exit code."""
     run_config = RunConfig.load(config_path)
     run_dir = Path(run_dir)
@@ -103,18 +121,40 @@ def serve(config_path: str | Path, run_dir: str | Path, host: str = "127.0.0.1",
         gc.collect()
         gc.freeze()
     grace_s = run_config.server.graceful_shutdown_s
-    server = _EngineServer(uvicorn.Config(
-        app, host=host, port=port, log_level="warning", access_log=False, lifespan="on",
-        http=WireH11Protocol,  # stamps when each request's bytes were read (server_requests.parquet)
-        timeout_graceful_shutdown=grace_s + 5.0), app, grace_s)
+    server = _EngineServer(
+        uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            http=WireH11Protocol,  # stamps when each request's bytes were read (server_requests.parquet)
+            timeout_graceful_shutdown=grace_s + 5.0,
+        ),
+        app,
+        grace_s,
+    )
     # uvicorn handles SIGTERM/SIGINT while it runs and re-raises the signal afterwards through the
     # handler that was installed before it; a no-op one lets us flush and exit 0 instead of dying.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
     e = run_config.engine
-    log.warning("engine %s serving %s on http://%s:%d (max_model_len=%d, max_num_seqs=%d, kv_blocks=%dx%d, "
-                "dtype %s, tp %d; run dir %s)", run_config.run_id or "-", e.model, host, port,
-                e.max_model_len, e.max_num_seqs, e.kv_blocks, e.block_size, e.dtype, e.tp, run_dir)
+    log.warning(
+        "engine %s serving %s on http://%s:%d (max_model_len=%d, max_num_seqs=%d, kv_blocks=%dx%d, "
+        "dtype %s, tp %d; run dir %s)",
+        run_config.run_id or "-",
+        e.model,
+        host,
+        port,
+        e.max_model_len,
+        e.max_num_seqs,
+        e.kv_blocks,
+        e.block_size,
+        e.dtype,
+        e.tp,
+        run_dir,
+    )
     stamping = keep_stamping_on()  # the kernel stamps every request's arrival from the first on
     try:
         server.run()
@@ -129,16 +169,23 @@ def serve(config_path: str | Path, run_dir: str | Path, host: str = "127.0.0.1",
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m engine", description="spikelens decoding engine")
+    parser = argparse.ArgumentParser(
+        prog="python -m engine", description="spikelens decoding engine"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("serve", help="serve the OpenAI-compatible HTTP API")
     p.add_argument("--config", required=True, help="CONFIG.json: {run_id, engine, faults, server}")
-    p.add_argument("--run-dir", required=True, help="directory for steps/gc/faults/engine_requests parquet")
+    p.add_argument(
+        "--run-dir", required=True, help="directory for steps/gc/faults/engine_requests parquet"
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
     try:
         return serve(args.config, args.run_dir, args.host, args.port)
     except ValueError as e:  # bad CONFIG.json: say which key, no traceback

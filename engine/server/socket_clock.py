@@ -33,7 +33,7 @@ import sys
 import time
 from functools import partial
 
-SO_TIMESTAMPNS = 35      # Linux (asm-generic and x86): SCM_TIMESTAMPNS has the same value
+SO_TIMESTAMPNS = 35  # Linux (asm-generic and x86): SCM_TIMESTAMPNS has the same value
 _TIMESPEC = struct.Struct("@qq")  # struct timespec on 64-bit Linux: tv_sec, tv_nsec
 _ANCILLARY_BYTES = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
 
@@ -114,7 +114,9 @@ class StampingSocket:
         # isolated by a measurement: the multi-ms outliers seen under load turned out to be the
         # client's merged reads, loadgen/timed_socket.py.) The GIL release inside ``send`` comes
         # after the stamp and does not wait.
-        self.last_send_ns, sent = map(operator.call, (time.time_ns, partial(self._sock.send, data, flags)))
+        self.last_send_ns, sent = map(
+            operator.call, (time.time_ns, partial(self._sock.send, data, flags))
+        )
         return sent
 
     def recv(self, bufsize: int, flags: int = 0) -> bytes:

@@ -13,4 +13,8 @@ SSE_MEDIA_TYPE = "text/event-stream"
 
 def sse_event(payload: dict) -> bytes:
     """One SSE event carrying ``payload`` as compact JSON (non-ASCII kept as UTF-8)."""
-    return b"data: " + json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
+    return (
+        b"data: "
+        + json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+        + b"\n\n"
+    )

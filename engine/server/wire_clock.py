@@ -37,22 +37,24 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from engine.server.socket_clock import StampingSocket, stamp_transport_reads
 from engine.telemetry.table_buffer import TableBuffer
 
-SERVER_REQUEST_SCHEMA = pa.schema([
-    ("request_id", pa.string()),         # the X-Request-Id the response carried
-    ("path", pa.string()),
-    ("status", pa.int32()),              # HTTP status sent
-    ("streamed", pa.bool_()),            # text/event-stream answer
-    ("received_ns", pa.int64()),         # first bytes reached the socket (see received_clock)
-    ("received_clock", pa.string()),     # 'kernel' (SO_TIMESTAMPNS) | 'loop' (read time) | 'app'
-    ("app_start_ns", pa.int64()),        # the ASGI app was called (request head parsed, task ran)
-    ("first_content_ns", pa.int64()),    # null: no generated text was sent
-    ("done_ns", pa.int64()),             # null: the connection ended before the last byte
-])
+SERVER_REQUEST_SCHEMA = pa.schema(
+    [
+        ("request_id", pa.string()),  # the X-Request-Id the response carried
+        ("path", pa.string()),
+        ("status", pa.int32()),  # HTTP status sent
+        ("streamed", pa.bool_()),  # text/event-stream answer
+        ("received_ns", pa.int64()),  # first bytes reached the socket (see received_clock)
+        ("received_clock", pa.string()),  # 'kernel' (SO_TIMESTAMPNS) | 'loop' (read time) | 'app'
+        ("app_start_ns", pa.int64()),  # the ASGI app was called (request head parsed, task ran)
+        ("first_content_ns", pa.int64()),  # null: no generated text was sent
+        ("done_ns", pa.int64()),  # null: the connection ended before the last byte
+    ]
+)
 
 TIMED_PATHS = frozenset({"/v1/completions", "/v1/chat/completions"})
-_CONTENT_KEY = "spikelens.content_started"   # set in the ASGI scope by the handler
-_RECEIVED_KEY = "spikelens.received"         # (ns, clock) set in the ASGI scope by WireH11Protocol
-_SOCKET_KEY = "spikelens.stamping_socket"    # the connection's StampingSocket, same
+_CONTENT_KEY = "spikelens.content_started"  # set in the ASGI scope by the handler
+_RECEIVED_KEY = "spikelens.received"  # (ns, clock) set in the ASGI scope by WireH11Protocol
+_SOCKET_KEY = "spikelens.stamping_socket"  # the connection's StampingSocket, same
 
 
 class WireH11Protocol(H11Protocol):
@@ -80,7 +82,7 @@ class WireH11Protocol(H11Protocol):
         before = self.scope if hasattr(self, "scope") else None
         super().data_received(data)
         scope = getattr(self, "scope", None)
-        if scope is not None and scope is not before:     # a request head was parsed just now
+        if scope is not None and scope is not before:  # a request head was parsed just now
             scope[_RECEIVED_KEY] = self._pending or now
             scope[_SOCKET_KEY] = self._stamps
             self._pending = None
@@ -152,6 +154,14 @@ class WireClock:
             await self.app(scope, receive, timed_send)
         finally:
             if row["request_id"] is not None:
-                self.log.buffer.append(row["request_id"], scope["path"], row["status"], row["streamed"],
-                                       received_ns, received_clock, app_start_ns, row["first"],
-                                       row["done"])
+                self.log.buffer.append(
+                    row["request_id"],
+                    scope["path"],
+                    row["status"],
+                    row["streamed"],
+                    received_ns,
+                    received_clock,
+                    app_start_ns,
+                    row["first"],
+                    row["done"],
+                )

@@ -14,10 +14,16 @@ import pyarrow as pa
 
 from engine.telemetry.table_buffer import TableBuffer
 
-GC_SCHEMA = pa.schema([
-    ("pid", pa.int32()), ("rank", pa.int32()), ("start_ns", pa.int64()), ("end_ns", pa.int64()),
-    ("generation", pa.int8()), ("collected", pa.int64()),
-])
+GC_SCHEMA = pa.schema(
+    [
+        ("pid", pa.int32()),
+        ("rank", pa.int32()),
+        ("start_ns", pa.int64()),
+        ("end_ns", pa.int64()),
+        ("generation", pa.int8()),
+        ("collected", pa.int64()),
+    ]
+)
 
 
 class GcProbe:
@@ -32,7 +38,14 @@ class GcProbe:
         if phase == "start":
             self._start_ns = time.time_ns()
         else:
-            self.buffer.append(self.pid, self.rank, self._start_ns, time.time_ns(), info["generation"], info["collected"])
+            self.buffer.append(
+                self.pid,
+                self.rank,
+                self._start_ns,
+                time.time_ns(),
+                info["generation"],
+                info["collected"],
+            )
 
     def install(self) -> None:
         if not self._installed:

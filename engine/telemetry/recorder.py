@@ -37,15 +37,23 @@ class Telemetry:
             return []
         if self.rank > 0:
             ranks_dir = self.run_dir / RANKS_DIR
-            return [self.steps.buffer.write(ranks_dir / f"steps.rank{self.rank}.parquet"),
-                    self.gc.buffer.write(ranks_dir / f"gc.rank{self.rank}.parquet")]
-        return [self._write_merged(self.steps.buffer, "steps"), self._write_merged(self.gc.buffer, "gc"),
-                self.requests.buffer.write(self.run_dir / "engine_requests.parquet")]
+            return [
+                self.steps.buffer.write(ranks_dir / f"steps.rank{self.rank}.parquet"),
+                self.gc.buffer.write(ranks_dir / f"gc.rank{self.rank}.parquet"),
+            ]
+        return [
+            self._write_merged(self.steps.buffer, "steps"),
+            self._write_merged(self.gc.buffer, "gc"),
+            self.requests.buffer.write(self.run_dir / "engine_requests.parquet"),
+        ]
 
     def _write_merged(self, buffer: TableBuffer, stem: str) -> Path:
         """Rank 0's rows plus every worker rank's file, as one table."""
         parts = [buffer.to_table()]
-        parts += [pq.read_table(p).cast(buffer.schema) for p in sorted((self.run_dir / RANKS_DIR).glob(f"{stem}.rank*.parquet"))]
+        parts += [
+            pq.read_table(p).cast(buffer.schema)
+            for p in sorted((self.run_dir / RANKS_DIR).glob(f"{stem}.rank*.parquet"))
+        ]
         return write_table_atomic(pa.concat_tables(parts), self.run_dir / f"{stem}.parquet")
 
     def close(self) -> None:

@@ -8,18 +8,35 @@ import pyarrow as pa
 
 from engine.telemetry.table_buffer import TableBuffer
 
-STEP_SCHEMA = pa.schema([
-    ("step", pa.int64()), ("rank", pa.int32()),
-    ("start_ns", pa.int64()), ("end_ns", pa.int64()),
-    ("batch_size", pa.int32()), ("prefill_tokens", pa.int32()), ("decode_tokens", pa.int32()),
-    ("schedule_ms", pa.float64()), ("forward_ms", pa.float64()), ("penalty_ms", pa.float64()),
-    ("sample_ms", pa.float64()), ("comm_ms", pa.float64()),
-    ("kv_blocks_used", pa.int32()), ("kv_blocks_total", pa.int32()),
-    ("preempted", pa.int32()), ("waiting", pa.int32()),
-    # Additive columns (beyond docs/design.md's list): memory-pressure evidence.
-    ("page_faults", pa.int64()),  # page faults (minor + major) of the stepping thread during the step
-    ("alloc_retries", pa.int64()),  # CUDA caching-allocator retries so far (cumulative); null on CPU
-])
+STEP_SCHEMA = pa.schema(
+    [
+        ("step", pa.int64()),
+        ("rank", pa.int32()),
+        ("start_ns", pa.int64()),
+        ("end_ns", pa.int64()),
+        ("batch_size", pa.int32()),
+        ("prefill_tokens", pa.int32()),
+        ("decode_tokens", pa.int32()),
+        ("schedule_ms", pa.float64()),
+        ("forward_ms", pa.float64()),
+        ("penalty_ms", pa.float64()),
+        ("sample_ms", pa.float64()),
+        ("comm_ms", pa.float64()),
+        ("kv_blocks_used", pa.int32()),
+        ("kv_blocks_total", pa.int32()),
+        ("preempted", pa.int32()),
+        ("waiting", pa.int32()),
+        # Additive columns (beyond docs/design.md's list): memory-pressure evidence.
+        (
+            "page_faults",
+            pa.int64(),
+        ),  # page faults (minor + major) of the stepping thread during the step
+        (
+            "alloc_retries",
+            pa.int64(),
+        ),  # CUDA caching-allocator retries so far (cumulative); null on CPU
+    ]
+)
 
 
 @dataclass
@@ -51,10 +68,26 @@ class StepTrace:
         self.buffer = TableBuffer(STEP_SCHEMA)
 
     def record(self, r: StepRecord) -> None:
-        self.buffer.append(r.step, self.rank, r.start_ns, r.end_ns, r.batch_size, r.prefill_tokens,
-                           r.decode_tokens, r.schedule_ms, r.forward_ms, r.penalty_ms, r.sample_ms,
-                           r.comm_ms, r.kv_blocks_used, r.kv_blocks_total, r.preempted, r.waiting,
-                           r.page_faults, r.alloc_retries)
+        self.buffer.append(
+            r.step,
+            self.rank,
+            r.start_ns,
+            r.end_ns,
+            r.batch_size,
+            r.prefill_tokens,
+            r.decode_tokens,
+            r.schedule_ms,
+            r.forward_ms,
+            r.penalty_ms,
+            r.sample_ms,
+            r.comm_ms,
+            r.kv_blocks_used,
+            r.kv_blocks_total,
+            r.preempted,
+            r.waiting,
+            r.page_faults,
+            r.alloc_retries,
+        )
 
     def __len__(self) -> int:
         return len(self.buffer)

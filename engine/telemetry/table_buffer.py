@@ -31,8 +31,13 @@ class TableBuffer:
 
     def to_table(self) -> pa.Table:
         n = len(self)  # snapshot length first: concurrent appends beyond it are left for next time
-        return pa.table({name: pa.array(self.columns[name][:n], type=self.schema.field(name).type)
-                         for name in self._names}, schema=self.schema)
+        return pa.table(
+            {
+                name: pa.array(self.columns[name][:n], type=self.schema.field(name).type)
+                for name in self._names
+            },
+            schema=self.schema,
+        )
 
     def write(self, path: str | Path) -> Path:
         return write_table_atomic(self.to_table(), path)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import resource
 
-_RUSAGE = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)  # whole process where unsupported
+_RUSAGE = getattr(
+    resource, "RUSAGE_THREAD", resource.RUSAGE_SELF
+)  # whole process where unsupported
 
 
 def page_faults() -> int:

@@ -1,5 +1,6 @@
 """bench/ is scripts, not an installed package: make `bench.peers` importable for its tests by
 naming the folder as a namespace package (no change to sys.path)."""
+
 import sys
 import types
 from pathlib import Path

@@ -1,4 +1,5 @@
 """Fixtures of the collectors' tests: real child interpreters doing known work."""
+
 from __future__ import annotations
 
 import os
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 # Written under <tmp>/engine/sampling/ so its frames match the sampling_penalties region rule.
-HOT_CHILD = '''
+HOT_CHILD = """
 import multiprocessing as mp, sys, time
 
 def burn_penalties(seconds):
@@ -34,18 +35,24 @@ if __name__ == "__main__":
     burn_penalties(float(sys.argv[2]))
     print("switch", time.time_ns(), flush=True)
     idle_forever()
-'''
+"""
 
 
-def start_hot_child(tmp: Path, mode: str = "plain", burn_s: float = 1.5,
-                    env: dict | None = None) -> subprocess.Popen:
+def start_hot_child(
+    tmp: Path, mode: str = "plain", burn_s: float = 1.5, env: dict | None = None
+) -> subprocess.Popen:
     """A child burning CPU in `burn_penalties` for burn_s, then blocked in Event.wait."""
     folder = tmp / "engine" / "sampling"
     folder.mkdir(parents=True, exist_ok=True)
     script = folder / "hot_child.py"
     script.write_text(textwrap.dedent(HOT_CHILD))
-    proc = subprocess.Popen([sys.executable, str(script), mode, str(burn_s)], stdout=subprocess.PIPE,
-                            text=True, env=env or dict(os.environ), cwd=tmp)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), mode, str(burn_s)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env or dict(os.environ),
+        cwd=tmp,
+    )
     line = proc.stdout.readline()
     assert line.startswith("ready"), line
     return proc
@@ -82,6 +89,7 @@ def hot_child(tmp_path):
         proc = start_hot_child(tmp_path, mode, burn_s, env)
         started.append(proc)
         return proc
+
     yield make
     for proc in started:
         stop(proc)

@@ -1,4 +1,5 @@
 """The GC hook in real child processes: rows with pid and role, spawn children, chaining, kills."""
+
 import json
 import os
 import signal
@@ -10,7 +11,7 @@ import pytest
 
 from collectors.gc_hook import SITE_DIR, hook_env
 
-CHILD = '''
+CHILD = """
 import gc, multiprocessing as mp, os, sys, time
 
 def collect(n):
@@ -30,20 +31,27 @@ if __name__ == "__main__":
             collect(1); n += 1; time.sleep(0.002)
         print("done", n, flush=True)
         time.sleep(60)
-'''
+"""
 
 
 def _run(tmp_path, mode, env):
     script = tmp_path / "child.py"
     script.write_text(textwrap.dedent(CHILD))
-    return subprocess.Popen([sys.executable, str(script), mode], env=env, stdout=subprocess.PIPE,
-                            text=True, cwd=tmp_path)
+    return subprocess.Popen(
+        [sys.executable, str(script), mode],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
 
 
 def _rows(folder):
     out = {}
     for path in folder.glob("gc-*.jsonl"):
-        out[int(path.stem.split("-")[1])] = [json.loads(line) for line in path.read_text().splitlines()]
+        out[int(path.stem.split("-")[1])] = [
+            json.loads(line) for line in path.read_text().splitlines()
+        ]
     return out
 
 
@@ -56,12 +64,16 @@ def test_gc_pauses_of_root_and_spawn_child_with_pid_role_and_chained_sitecustomi
     assert env["PYTHONPATH"].split(os.pathsep) == [str(SITE_DIR), str(other)]
     proc = _run(tmp_path, "spawn", env)
     out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 0 and "chained=yes" in out   # the shadowed sitecustomize still ran
+    assert proc.returncode == 0 and "chained=yes" in out  # the shadowed sitecustomize still ran
     rows = _rows(collect)
     root = rows[proc.pid]
-    assert len(root) >= 5 and {r["role"] for r in root} == {"engine"} and {r["pid"] for r in root} == {proc.pid}
+    assert (
+        len(root) >= 5
+        and {r["role"] for r in root} == {"engine"}
+        and {r["pid"] for r in root} == {proc.pid}
+    )
     assert all(r["end_ns"] >= r["start_ns"] > 0 and r["generation"] in (0, 1, 2) for r in root)
-    assert any(r["generation"] == 2 for r in root)          # gc.collect() is a full collection
+    assert any(r["generation"] == 2 for r in root)  # gc.collect() is a full collection
     children = {pid: r for pid, r in rows.items() if pid != proc.pid}
     spawned = [r for r in children.values() if r[0]["role"] == "engine:spawn_child"]
     assert spawned and spawned[0][0]["ppid"] == proc.pid and len(spawned[0]) >= 3
@@ -84,8 +96,14 @@ def test_the_hook_is_inert_without_the_run_dir_variable(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPIKELENS_COLLECT")}
     env["PYTHONPATH"] = str(SITE_DIR)
     code = "import gc, sys; gc.collect(); print(len(gc.callbacks), 'sitecustomize' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         cwd=tmp_path, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+    ).stdout.split()
     assert out == ["0", "True"] and not list(tmp_path.rglob("gc-*.jsonl"))
 
 

@@ -1,4 +1,5 @@
 """/proc CPU and scheduling counters of a real process tree."""
+
 import os
 
 import pyarrow.parquet as pq
@@ -12,7 +13,7 @@ def test_read_process_of_this_process_and_of_a_gone_pid():
     row = read_process(os.getpid())
     assert row["cpu_ns"] > 0 and row["run_ns"] > 0 and row["threads"] >= 1 and row["rss_bytes"] > 0
     assert row["voluntary_switches"] + row["involuntary_switches"] > 0
-    assert read_process(2 ** 22 + 4321) is None
+    assert read_process(2**22 + 4321) is None
 
 
 def test_sampler_follows_a_tree_and_counts_its_cpu(tmp_path, hot_child, waiter):
@@ -26,9 +27,12 @@ def test_sampler_follows_a_tree_and_counts_its_cpu(tmp_path, hot_child, waiter):
     assert rows == len(table)
     root = [r for r in table if r["pid"] == proc.pid]
     assert root[0]["role"] == "engine" and len(root) >= 15
-    cpu = root[-1]["cpu_ns"] - root[0]["cpu_ns"]      # clock ticks (10 ms)
-    run = root[-1]["run_ns"] - root[0]["run_ns"]      # schedstat, ns
-    assert cpu >= 2e7 and abs(run - cpu) <= 0.5 * cpu + 2e7, (cpu, run)   # the same CPU time, two ways
+    cpu = root[-1]["cpu_ns"] - root[0]["cpu_ns"]  # clock ticks (10 ms)
+    run = root[-1]["run_ns"] - root[0]["run_ns"]  # schedstat, ns
+    assert cpu >= 2e7 and abs(run - cpu) <= 0.5 * cpu + 2e7, (
+        cpu,
+        run,
+    )  # the same CPU time, two ways
     child_roles = {r["role"] for r in table if r["pid"] != proc.pid}
     assert "engine:spawn_child" in child_roles
 

@@ -1,4 +1,5 @@
 """A real py-spy attach to a child burning time in a known function (py-spy needs ptrace: root)."""
+
 import time
 
 import pyarrow.parquet as pq
@@ -10,8 +11,11 @@ pytestmark = pytest.mark.skipif(find_py_spy() is None, reason="py-spy is not ins
 
 
 def _seconds(rows, **match):
-    return sum((r["end_ns"] - r["start_ns"]) / 1e9 for r in rows
-               if all(r[k] == v for k, v in match.items()))
+    return sum(
+        (r["end_ns"] - r["start_ns"]) / 1e9
+        for r in rows
+        if all(r[k] == v for k, v in match.items())
+    )
 
 
 def test_region_shares_and_clock_of_a_burning_then_idle_child(tmp_path, hot_child, stamp):
@@ -29,7 +33,7 @@ def test_region_shares_and_clock_of_a_burning_then_idle_child(tmp_path, hot_chil
     assert burning >= 0.9 * _seconds(hot) and burning > 0.3, (burning, _seconds(hot))
     assert all("burn_penalties" in r["frame"] for r in hot if r["region"] == "sampling_penalties")
     after = [r for r in main if r["end_ns"] > switch_ns + 200_000_000]
-    assert after and {r["region"] for r in after} == {"idle"}   # blocked in Event.wait
+    assert after and {r["region"] for r in after} == {"idle"}  # blocked in Event.wait
     # py-spy's clock, anchored at its launch: the region change lands within 50 ms of the stamp (1-10 ms seen)
     last_burn_end = max(r["end_ns"] for r in main if r["region"] == "sampling_penalties")
     print("py-spy clock offset at the switch, ms:", (last_burn_end - switch_ns) / 1e6)
@@ -40,7 +44,7 @@ def test_a_missing_py_spy_or_a_gone_target_is_a_status_not_a_crash(tmp_path):
     missing = PySpyRecorder(1, tmp_path, py_spy="/nonexistent/py-spy")
     missing.py_spy = None
     assert "not found" in missing.start().stop()["error"]
-    gone = PySpyRecorder(2 ** 22 + 999, tmp_path).start()
+    gone = PySpyRecorder(2**22 + 999, tmp_path).start()
     assert "wrote no trace" in gone.stop()["error"]
     with pytest.raises(ValueError, match="rate_hz"):
         PySpyRecorder(1, tmp_path, rate_hz=0)

@@ -1,4 +1,5 @@
 """Stack samples to code regions: the rule table's coverage (engine and vLLM) and precedence."""
+
 import pytest
 
 from collectors.regions import REGION_RULES, REGIONS, classify
@@ -7,27 +8,75 @@ E = "/repo/engine"
 V = "/venv/lib/python3.12/site-packages/vllm"
 
 
-@pytest.mark.parametrize("frames, region", [
-    ([("apply_penalties", f"{E}/sampling/penalties.py"), ("step", f"{E}/llm_engine.py")], "sampling_penalties"),
-    ([("forward", f"{E}/model.py"), ("step", f"{E}/llm_engine.py")], "model_forward"),
-    ([("schedule", f"{E}/scheduler.py")], "scheduler"),
-    ([("all_reduce", f"{E}/parallel/comm.py"), ("forward", f"{E}/model.py")], "collective_wait"),
-    ([("decode", f"{E}/server/detokenizer.py"), ("stream", f"{E}/server/app.py")], "tokenizer_detokenizer"),
-    ([("encode", f"{E}/server/sse.py")], "http_serialization"),
-    ([("apply_all_penalties", f"{V}/v1/sample/ops/penalties.py"),
-      ("execute_model", f"{V}/v1/worker/gpu_model_runner.py")], "sampling_penalties"),
-    ([("forward", f"{V}/model_executor/models/llama.py")], "model_forward"),
-    ([("schedule", f"{V}/v1/core/sched/scheduler.py"), ("step", f"{V}/v1/engine/core.py")], "scheduler"),
-    ([("all_reduce", f"{V}/distributed/parallel_state.py"),
-      ("forward", f"{V}/model_executor/layers/linear.py")], "collective_wait"),
-    ([("create_chat_completion", f"{V}/entrypoints/openai/serving_chat.py")], "http_serialization"),
-    ([("Condition.wait", "/usr/lib/python3.11/threading.py"), ("run", f"{V}/v1/engine/core.py")], "idle"),
-    ([("EpollSelector.select", "/usr/lib/python3.11/selectors.py"), ("run", "/x/uvicorn/server.py")], "idle"),
-    ([("acquire_read", f"{V}/distributed/device_communicators/shm_broadcast.py"),
-      ("worker_busy_loop", f"{V}/v1/executor/multiproc_executor.py")], "idle"),
-    ([("callback", "/repo/collectors/site/sitecustomize.py"), ("forward", f"{E}/model.py")], "gc"),
-    ([("main", "/tmp/app.py")], "other"),
-])
+@pytest.mark.parametrize(
+    "frames, region",
+    [
+        (
+            [("apply_penalties", f"{E}/sampling/penalties.py"), ("step", f"{E}/llm_engine.py")],
+            "sampling_penalties",
+        ),
+        ([("forward", f"{E}/model.py"), ("step", f"{E}/llm_engine.py")], "model_forward"),
+        ([("schedule", f"{E}/scheduler.py")], "scheduler"),
+        (
+            [("all_reduce", f"{E}/parallel/comm.py"), ("forward", f"{E}/model.py")],
+            "collective_wait",
+        ),
+        (
+            [("decode", f"{E}/server/detokenizer.py"), ("stream", f"{E}/server/app.py")],
+            "tokenizer_detokenizer",
+        ),
+        ([("encode", f"{E}/server/sse.py")], "http_serialization"),
+        (
+            [
+                ("apply_all_penalties", f"{V}/v1/sample/ops/penalties.py"),
+                ("execute_model", f"{V}/v1/worker/gpu_model_runner.py"),
+            ],
+            "sampling_penalties",
+        ),
+        ([("forward", f"{V}/model_executor/models/llama.py")], "model_forward"),
+        (
+            [("schedule", f"{V}/v1/core/sched/scheduler.py"), ("step", f"{V}/v1/engine/core.py")],
+            "scheduler",
+        ),
+        (
+            [
+                ("all_reduce", f"{V}/distributed/parallel_state.py"),
+                ("forward", f"{V}/model_executor/layers/linear.py"),
+            ],
+            "collective_wait",
+        ),
+        (
+            [("create_chat_completion", f"{V}/entrypoints/openai/serving_chat.py")],
+            "http_serialization",
+        ),
+        (
+            [
+                ("Condition.wait", "/usr/lib/python3.11/threading.py"),
+                ("run", f"{V}/v1/engine/core.py"),
+            ],
+            "idle",
+        ),
+        (
+            [
+                ("EpollSelector.select", "/usr/lib/python3.11/selectors.py"),
+                ("run", "/x/uvicorn/server.py"),
+            ],
+            "idle",
+        ),
+        (
+            [
+                ("acquire_read", f"{V}/distributed/device_communicators/shm_broadcast.py"),
+                ("worker_busy_loop", f"{V}/v1/executor/multiproc_executor.py"),
+            ],
+            "idle",
+        ),
+        (
+            [("callback", "/repo/collectors/site/sitecustomize.py"), ("forward", f"{E}/model.py")],
+            "gc",
+        ),
+        ([("main", "/tmp/app.py")], "other"),
+    ],
+)
 def test_classify(frames, region):
     assert classify(frames)[0] == region
 

@@ -1,4 +1,5 @@
 """CollectorSet on a real process tree: py-spy, /proc and /metrics, stopped cleanly with a status."""
+
 import json
 
 import pyarrow.parquet as pq
@@ -11,15 +12,22 @@ from loadgen.sse_server import SSEServer
 
 @pytest.mark.skipif(find_py_spy() is None, reason="py-spy is not installed")
 def test_collectors_of_a_tree_whose_child_appears_later(tmp_path, hot_child, waiter):
-    proc = hot_child(mode="spawn", burn_s=2.0)   # its spawn child burns from ~0.5 s on
+    proc = hot_child(mode="spawn", burn_s=2.0)  # its spawn child burns from ~0.5 s on
     with SSEServer() as server:
-        collectors = CollectorSet(tmp_path, proc.pid, "engine", metrics_url=server.url + "/metrics",
-                                  options=CollectorOptions(metrics_interval_s=0.1)).start()
-        waiter(lambda: len(collectors.tree.roles) >= 3, timeout_s=15)   # + resource tracker, child
+        collectors = CollectorSet(
+            tmp_path,
+            proc.pid,
+            "engine",
+            metrics_url=server.url + "/metrics",
+            options=CollectorOptions(metrics_interval_s=0.1),
+        ).start()
+        waiter(lambda: len(collectors.tree.roles) >= 3, timeout_s=15)  # + resource tracker, child
         waiter(lambda: collectors.proc.ticks >= 10 and collectors.metrics.scrapes >= 4)
         status = collectors.stop()
     folder = collect_dir(tmp_path)
-    assert json.loads((folder / f"collectors-{proc.pid}.json").read_text()) == json.loads(json.dumps(status, default=str))
+    assert json.loads((folder / f"collectors-{proc.pid}.json").read_text()) == json.loads(
+        json.dumps(status, default=str)
+    )
     assert status["errors"] == [] and status["metrics"]["rows"] > 0 and status["proc"]["rows"] > 0
     spawned = [int(p) for p, role in status["roles"].items() if role == "engine:spawn_child"]
     assert len(spawned) == 1

@@ -2,6 +2,7 @@
 
 The full suite (scenarios/eval/, ~20 runs) is too long for CI; its figures are in the README.
 """
+
 import json
 import os
 import subprocess
@@ -16,11 +17,18 @@ HERE = Path(__file__).parent
 
 
 def test_evaluate_scores_a_small_suite_against_ground_truth_and_peers(tmp_path):
-    env = {**os.environ, "SPIKELENS_HOME": str(tmp_path),
-           "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect")}
-    proc = subprocess.run([sys.executable, "-m", "flows.cli", "evaluate",
-                           str(HERE / "eval-smoke")], env=env, capture_output=True, text=True,
-                          timeout=600)
+    env = {
+        **os.environ,
+        "SPIKELENS_HOME": str(tmp_path),
+        "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect"),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "evaluate", str(HERE / "eval-smoke")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     page = Path(proc.stdout.strip().splitlines()[-1])
     scores = json.loads((page.parent / "evaluation.json").read_text())

@@ -3,6 +3,7 @@ Locust as subprocesses and writes a DuckDB file; the GC storm must be found and 
 
 No part is mocked. One run serves every assertion (it takes ~1.5 minutes on 2 cores).
 """
+
 import json
 import os
 import subprocess
@@ -21,12 +22,20 @@ TOLERANCE_S = 2.0
 @pytest.fixture(scope="module")
 def gc_storm_run(tmp_path_factory):
     home = tmp_path_factory.mktemp("state")
-    env = {**os.environ, "SPIKELENS_HOME": str(home),
-           # Reuse the suite's Prefect database: a cold ephemeral server costs ~15 s more.
-           "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect")}
+    env = {
+        **os.environ,
+        "SPIKELENS_HOME": str(home),
+        # Reuse the suite's Prefect database: a cold ephemeral server costs ~15 s more.
+        "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect"),
+    }
     scenario = HERE / "scenarios" / "gc-storm-short.yaml"
-    proc = subprocess.run([sys.executable, "-m", "flows.cli", "run", str(scenario)], env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "run", str(scenario)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     report = Path(proc.stdout.strip().splitlines()[-1])
     run_id = report.parent.name
@@ -39,7 +48,9 @@ def fault_window(db, run_id):
     start, end = db.execute(
         """SELECT (f.start_ns - r.load_started_ns) / 1e9, (f.end_ns - r.load_started_ns) / 1e9
            FROM faults f JOIN runs r USING (run_id)
-           WHERE run_id = ? AND f.kind = 'memory.gc_storm'""", [run_id]).fetchone()
+           WHERE run_id = ? AND f.kind = 'memory.gc_storm'""",
+        [run_id],
+    ).fetchone()
     return start, end
 
 
@@ -47,24 +58,27 @@ def test_spike_overlaps_the_injected_window_and_is_memory(gc_storm_run):
     db, run_id = gc_storm_run["db"], gc_storm_run["run_id"]
     f_start, f_end = fault_window(db, run_id)
     assert 15 <= f_start <= 17 and 25 <= f_end <= 27, (f_start, f_end)
-    spikes = db.execute("SELECT spike_id, start_s, end_s, top_cause FROM spikes WHERE run_id = ?",
-                        [run_id]).fetchall()
+    spikes = db.execute(
+        "SELECT spike_id, start_s, end_s, top_cause FROM spikes WHERE run_id = ?", [run_id]
+    ).fetchall()
     assert spikes, "no spike found during a GC storm"
     inside = [s for s in spikes if s[1] <= f_end + TOLERANCE_S and s[2] >= f_start - TOLERANCE_S]
     assert inside, f"no spike overlaps {f_start:.1f}-{f_end:.1f} s: {spikes}"
     for spike_id, *_ in inside:
-        share = db.execute("SELECT share FROM attributions WHERE run_id = ? AND spike_id = ? "
-                           "AND cause = 'memory'", [run_id, spike_id]).fetchone()
+        share = db.execute(
+            "SELECT share FROM attributions WHERE run_id = ? AND spike_id = ? AND cause = 'memory'",
+            [run_id, spike_id],
+        ).fetchone()
         assert share is not None and share[0] >= 0.5, (spike_id, share)
 
 
 def test_no_spike_outside_the_injected_window(gc_storm_run):
     db, run_id = gc_storm_run["db"], gc_storm_run["run_id"]
     f_start, f_end = fault_window(db, run_id)
-    spikes = db.execute("SELECT start_s, end_s, metric FROM spikes WHERE run_id = ?",
-                        [run_id]).fetchall()
-    outside = [s for s in spikes
-               if s[1] < f_start - TOLERANCE_S or s[0] > f_end + TOLERANCE_S]
+    spikes = db.execute(
+        "SELECT start_s, end_s, metric FROM spikes WHERE run_id = ?", [run_id]
+    ).fetchall()
+    outside = [s for s in spikes if s[1] < f_start - TOLERANCE_S or s[0] > f_end + TOLERANCE_S]
     assert not outside, f"spikes outside the fault window {f_start:.1f}-{f_end:.1f}: {outside}"
 
 
@@ -92,10 +106,21 @@ def test_real_reports_open_in_a_browser(gc_storm_run):
         pytest.skip("Debian chromium/chromedriver not installed (scripts/setup-browser.sh)")
     reports = gc_storm_run["home"] / "reports"
     assert (reports / "index.html").exists()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           str(HERE.parent / "templates" / "test_browser.py") + "::test_a_real_reports_folder"],
-                          env={**os.environ, "SPIKELENS_REPORTS_DIR": str(reports)},
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(HERE.parent / "templates" / "test_browser.py") + "::test_a_real_reports_folder",
+        ],
+        env={**os.environ, "SPIKELENS_REPORTS_DIR": str(reports)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-3000:]
 
 
@@ -103,16 +128,34 @@ def test_collectors_saw_the_storm_from_outside_the_engine(gc_storm_run):
     """The GC hook, py-spy and the /proc sampler ran beside the engine; the memory attribution
     names the process and its GC ms/s."""
     db, run_id = gc_storm_run["db"], gc_storm_run["run_id"]
-    roles = dict(db.execute("SELECT role, count(*) FROM process_gc WHERE run_id = ? GROUP BY role",
-                            [run_id]).fetchall())
+    roles = dict(
+        db.execute(
+            "SELECT role, count(*) FROM process_gc WHERE run_id = ? GROUP BY role", [run_id]
+        ).fetchall()
+    )
     assert roles.get("engine", 0) > 0, roles
-    regions = {r for (r,) in db.execute("SELECT DISTINCT region FROM process_stacks WHERE run_id = ?",
-                                        [run_id]).fetchall()}
+    regions = {
+        r
+        for (r,) in db.execute(
+            "SELECT DISTINCT region FROM process_stacks WHERE run_id = ?", [run_id]
+        ).fetchall()
+    }
     assert {"model_forward", "idle"} <= regions, regions
-    assert db.execute("SELECT count(DISTINCT ts_ns) FROM process_cpu WHERE run_id = ?", [run_id]).fetchone()[0] > 100
+    assert (
+        db.execute(
+            "SELECT count(DISTINCT ts_ns) FROM process_cpu WHERE run_id = ?", [run_id]
+        ).fetchone()[0]
+        > 100
+    )
     assert db.execute("SELECT count(*) FROM metrics WHERE run_id = ?", [run_id]).fetchone()[0] > 0
     value, baseline, note = db.execute(
         "SELECT value, baseline, note FROM evidence WHERE run_id = ? AND cause = 'memory' "
-        "AND signal = 'gc_ms_per_s.process' ORDER BY spike_id LIMIT 1", [run_id]).fetchone()
+        "AND signal = 'gc_ms_per_s.process' ORDER BY spike_id LIMIT 1",
+        [run_id],
+    ).fetchone()
     # the baseline may hold storm windows the spike does not (the ITL spike can start late in it)
-    assert value > 2 * max(baseline, 1.0) and note.startswith("engine (pid "), (value, baseline, note)
+    assert value > 2 * max(baseline, 1.0) and note.startswith("engine (pid "), (
+        value,
+        baseline,
+        note,
+    )

@@ -4,6 +4,7 @@ ingested and reported, with the failure written down.
 Real CLI, Prefect, engine and Locust; the flow process gets SIGTERM (what `kill` and most
 supervisors send) while Locust is driving the engine.
 """
+
 import json
 import os
 import signal
@@ -44,7 +45,9 @@ def _collected_and_reported(tmp_path: Path, run_dir: Path) -> None:
     manifest = json.loads((run_dir / "run.json").read_text())
     assert manifest["status"] == "failed" and any("interrupted" in e for e in manifest["errors"])
     db = duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True)
-    rows = db.execute("SELECT count(*) FROM requests WHERE run_id = ?", [run_dir.name]).fetchone()[0]
+    rows = db.execute("SELECT count(*) FROM requests WHERE run_id = ?", [run_dir.name]).fetchone()[
+        0
+    ]
     status = db.execute("SELECT status FROM runs WHERE run_id = ?", [run_dir.name]).fetchone()[0]
     db.close()
     assert rows > 0 and status == "failed"
@@ -60,21 +63,44 @@ def _terminal_like() -> None:
 
 # who: the CLI process the user started, the supervised child that runs the flow, or the CLI's
 # whole process group (what a terminal's Ctrl-C signals).
-@pytest.mark.parametrize("who,sig", [("cli", signal.SIGTERM), ("flow", signal.SIGKILL),
-                                     ("cli", signal.SIGKILL), ("group", signal.SIGINT)],
-                         ids=["sigterm-cli", "sigkill-flow", "sigkill-cli", "ctrl-c"])
+@pytest.mark.parametrize(
+    "who,sig",
+    [
+        ("cli", signal.SIGTERM),
+        ("flow", signal.SIGKILL),
+        ("cli", signal.SIGKILL),
+        ("group", signal.SIGINT),
+    ],
+    ids=["sigterm-cli", "sigkill-flow", "sigkill-cli", "ctrl-c"],
+)
 def test_killed_flow_leaves_no_orphans(tmp_path, who, sig):
-    env = {**os.environ, "SPIKELENS_HOME": str(tmp_path),
-           "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect")}
-    proc = subprocess.Popen([sys.executable, "-m", "flows.cli", "run",
-                             str(HERE / "scenarios" / "steady-long.yaml")], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_terminal_like)
+    env = {
+        **os.environ,
+        "SPIKELENS_HOME": str(tmp_path),
+        "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect"),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "flows.cli", "run", str(HERE / "scenarios" / "steady-long.yaml")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_terminal_like,
+    )
     try:
-        run_dir = _wait_for(lambda: next((p for p in (tmp_path / "runs").glob("*")
-                                          if (p / "loadgen" / "config.json").exists()), None),
-                            180, "Locust to start")
-        time.sleep(8)   # past the 2 s warm-up: measured requests are in flight
+        run_dir = _wait_for(
+            lambda: next(
+                (
+                    p
+                    for p in (tmp_path / "runs").glob("*")
+                    if (p / "loadgen" / "config.json").exists()
+                ),
+                None,
+            ),
+            180,
+            "Locust to start",
+        )
+        time.sleep(8)  # past the 2 s warm-up: measured requests are in flight
         cli = psutil.Process(proc.pid)
         everyone = cli.children(recursive=True)
         names = " ".join(" ".join(_cmdline(c)) for c in everyone)
@@ -86,7 +112,7 @@ def test_killed_flow_leaves_no_orphans(tmp_path, who, sig):
             (cli if who == "cli" else flow).send_signal(sig)
         if who == "cli" and sig == signal.SIGKILL:
             proc.wait(30)
-            psutil.wait_procs([flow], timeout=120)   # the orphaned flow tears down by itself
+            psutil.wait_procs([flow], timeout=120)  # the orphaned flow tears down by itself
         else:
             proc.wait(120)
         _, alive = psutil.wait_procs(everyone, timeout=60)
@@ -97,7 +123,7 @@ def test_killed_flow_leaves_no_orphans(tmp_path, who, sig):
             proc.kill()
     if who == "flow":
         assert proc.returncode == 128 + signal.SIGKILL
-        return   # nothing runs in a SIGKILLed process: no orphans is the promise
+        return  # nothing runs in a SIGKILLed process: no orphans is the promise
     if sig != signal.SIGKILL:
         assert proc.returncode == 130, proc.stderr.read()[-3000:]
     _collected_and_reported(tmp_path, run_dir)

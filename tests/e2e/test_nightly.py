@@ -4,6 +4,7 @@ a shared CI box (nightly-*/config.yaml).
 
 Real CLI → Prefect flow → engine + Locust subprocesses → DuckDB → bootstrap verdicts.
 """
+
 import os
 import subprocess
 import sys
@@ -18,11 +19,18 @@ HERE = Path(__file__).parent
 
 
 def nightly(home: Path, config: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "SPIKELENS_HOME": str(home),
-           "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect")}
-    return subprocess.run([sys.executable, "-m", "flows.cli", "nightly", "--config-dir",
-                           str(HERE / config)], env=env, capture_output=True, text=True,
-                          timeout=600)
+    env = {
+        **os.environ,
+        "SPIKELENS_HOME": str(home),
+        "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect"),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "flows.cli", "nightly", "--config-dir", str(HERE / config)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def verdicts(home: Path) -> list[dict]:
@@ -42,9 +50,11 @@ def test_clean_nightlies_agree_and_the_slow_path_regresses(tmp_path):
     rows = verdicts(tmp_path)
     runs = list(dict.fromkeys(r["run_id"] for r in rows))
     assert len(runs) == 2
-    assert {r["verdict"] for r in rows if r["run_id"] == runs[0]} == {"insufficient"}  # no baseline yet
+    assert {r["verdict"] for r in rows if r["run_id"] == runs[0]} == {
+        "insufficient"
+    }  # no baseline yet
     clean = [r for r in rows if r["run_id"] == runs[1]]
-    assert all(r["n_base"] == 1 and r["run_noise"] is None for r in clean)   # one run: no spread yet
+    assert all(r["n_base"] == 1 and r["run_noise"] is None for r in clean)  # one run: no spread yet
     assert not [r for r in clean if r["verdict"] == "regressed"], clean
 
     slow = nightly(tmp_path, "nightly-slow")
@@ -53,9 +63,9 @@ def test_clean_nightlies_agree_and_the_slow_path_regresses(tmp_path):
     rows = verdicts(tmp_path)
     last = [r for r in rows if r["run_id"] not in runs]
     regressed = {r["metric"] for r in last if r["verdict"] == "regressed"}
-    assert all(r["n_base"] == 2 for r in last)               # both clean runs are the baseline
+    assert all(r["n_base"] == 2 for r in last)  # both clean runs are the baseline
     assert {"itl_p50", "e2e_p50"} <= regressed, last
     itl = next(r for r in last if r["metric"] == "itl_p50")
-    assert itl["run_noise"] is not None                       # two clean runs: their spread is known
+    assert itl["run_noise"] is not None  # two clean runs: their spread is known
     page = Path(slow.stdout.strip().splitlines()[-1])
     assert page.name == "index.html" and "regressed" in page.read_text()

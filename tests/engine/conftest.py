@@ -48,7 +48,9 @@ def _run_with_fault(engine, seconds: float, users: int, make_params, prompt_len:
     n = 0
     while time.time_ns() - t0 < seconds * 1e9:
         while len(engine.scheduler.running) + len(engine.scheduler.waiting) < users:
-            engine.add_request(f"r{n}", [(n * 7 + j) % 1000 + 10 for j in range(prompt_len)], make_params(n))
+            engine.add_request(
+                f"r{n}", [(n * 7 + j) % 1000 + 10 for j in range(prompt_len)], make_params(n)
+            )
             n += 1
         engine.step()
     engine.faults.shutdown(engine)

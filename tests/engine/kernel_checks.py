@@ -23,7 +23,12 @@ from engine.kernels.penalties import fused_penalties_temperature  # noqa: E402
 from engine.kernels.sample import row_seeds  # noqa: E402
 from engine.kernels.topk_topp_sample import filtered_sample  # noqa: E402
 from engine.sampling import PAD_SLOT, PenaltyState, Sampler, SamplingMetadata  # noqa: E402
-from engine.sampling.sampler import exponential_noise, reference_filter, reference_penalties, reference_sample  # noqa: E402
+from engine.sampling.sampler import (  # noqa: E402
+    exponential_noise,
+    reference_filter,
+    reference_penalties,
+    reference_sample,
+)
 from engine.sampling_params import SamplingParams  # noqa: E402
 
 V = 300
@@ -34,14 +39,26 @@ def _state(seed: int, slots: int = 6) -> PenaltyState:
     gen = torch.Generator().manual_seed(seed)
     state = PenaltyState(slots, V, DEVICE)
     for slot in range(slots):
-        state.assign(slot, torch.randint(0, V, (12,), generator=gen), torch.randint(0, V, (20,), generator=gen))
+        state.assign(
+            slot,
+            torch.randint(0, V, (12,), generator=gen),
+            torch.randint(0, V, (20,), generator=gen),
+        )
     return state
 
 
 def _params() -> list[SamplingParams]:
     return [
-        SamplingParams(temperature=0.7, repetition_penalty=1.3, frequency_penalty=0.5, presence_penalty=0.2,
-                       top_k=20, top_p=0.8, min_p=0.02, seed=1),
+        SamplingParams(
+            temperature=0.7,
+            repetition_penalty=1.3,
+            frequency_penalty=0.5,
+            presence_penalty=0.2,
+            top_k=20,
+            top_p=0.8,
+            min_p=0.02,
+            seed=1,
+        ),
         SamplingParams(temperature=0.0, repetition_penalty=1.5, frequency_penalty=-0.5),
         SamplingParams(temperature=1.3, top_p=0.5, repetition_penalty=0.8),
         SamplingParams(temperature=1.0, top_k=1),
@@ -51,7 +68,9 @@ def _params() -> list[SamplingParams]:
 
 
 def _logits(seed: int, batch: int, dtype=torch.float32) -> torch.Tensor:
-    return (torch.randn(batch, V, generator=torch.Generator().manual_seed(seed)) * 3).to(DEVICE, dtype)
+    return (torch.randn(batch, V, generator=torch.Generator().manual_seed(seed)) * 3).to(
+        DEVICE, dtype
+    )
 
 
 def check_penalties_temperature_match_reference():
@@ -60,9 +79,15 @@ def check_penalties_temperature_match_reference():
         meta = SamplingMetadata.build(_params(), [0, 1, 2, 3, 4, PAD_SLOT], state)
         logits = _logits(seed, 6, dtype)
         expected = reference_penalties(logits, meta) / meta.temperature.unsqueeze(1)
-        torch.testing.assert_close(fused_penalties_temperature(logits, meta), expected, rtol=1e-6, atol=1e-6)
-        torch.testing.assert_close(fused_penalties_temperature(logits, meta, apply_temperature=False),
-                                   reference_penalties(logits, meta), rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(
+            fused_penalties_temperature(logits, meta), expected, rtol=1e-6, atol=1e-6
+        )
+        torch.testing.assert_close(
+            fused_penalties_temperature(logits, meta, apply_temperature=False),
+            reference_penalties(logits, meta),
+            rtol=1e-6,
+            atol=1e-6,
+        )
 
 
 def check_kept_sets_match_reference():
@@ -79,7 +104,13 @@ def check_kept_sets_match_reference():
         reference = torch.isfinite(reference_filter(reference_penalties(logits, meta), meta))
         for row, p in enumerate(batch_params):
             if not p.is_greedy:
-                assert torch.equal(ours[row], reference[row]), (seed, row, p, ours[row].sum(), reference[row].sum())
+                assert torch.equal(ours[row], reference[row]), (
+                    seed,
+                    row,
+                    p,
+                    ours[row].sum(),
+                    reference[row].sum(),
+                )
 
 
 def check_multi_block_loops_match_reference():
@@ -104,12 +135,23 @@ def check_same_noise_same_ids_as_reference():
     for seed in range(3):
         state = _state(seed)
         logits = _logits(seed + 20, 6)
-        params = [SamplingParams(temperature=0.9, top_p=0.9, top_k=50, min_p=0.01, seed=seed * 10 + i,
-                                 repetition_penalty=1.2) for i in range(5)] + [SamplingParams(temperature=0.0)]
+        params = [
+            SamplingParams(
+                temperature=0.9,
+                top_p=0.9,
+                top_k=50,
+                min_p=0.01,
+                seed=seed * 10 + i,
+                repetition_penalty=1.2,
+            )
+            for i in range(5)
+        ] + [SamplingParams(temperature=0.0)]
         slots = list(range(6))
         meta = SamplingMetadata.build(params, slots, state)
         expected = reference_sample(reference_penalties(logits, meta), meta)
-        meta = SamplingMetadata.build(params, slots, state)  # fresh generators: the same noise again
+        meta = SamplingMetadata.build(
+            params, slots, state
+        )  # fresh generators: the same noise again
         scaled = fused_penalties_temperature(logits, meta)
         ids, _ = filtered_sample(scaled, meta, meta.seeds, noise=exponential_noise(scaled, meta))
         assert torch.equal(ids, expected), (ids, expected)
@@ -134,7 +176,9 @@ def check_philox_seeded_row_reproducible_alone_and_in_batch():
         alone = sampler.sample(row_logits, SamplingMetadata.build([seeded], [3], alone_state))
         batch_logits = torch.cat([_logits(100 + step, 3), row_logits, _logits(200 + step, 2)])
         batch_params = _params()[:3] + [seeded] + _params()[4:]
-        batch = sampler.sample(batch_logits, SamplingMetadata.build(batch_params, list(range(6)), batch_state))
+        batch = sampler.sample(
+            batch_logits, SamplingMetadata.build(batch_params, list(range(6)), batch_state)
+        )
         alone_state.update([3], alone)
         batch_state.update(list(range(6)), batch)
         alone_ids.append(int(alone[0]))
@@ -148,7 +192,9 @@ def check_philox_samples_inside_kept_set():
     rows = 6
     meta = SamplingMetadata.build(_params(), list(range(rows)), state)
     scaled = fused_penalties_temperature(_logits(8, rows), meta)
-    ids, thresholds = filtered_sample(scaled, meta, row_seeds(meta, torch.Generator(device=DEVICE).manual_seed(0)))
+    ids, thresholds = filtered_sample(
+        scaled, meta, row_seeds(meta, torch.Generator(device=DEVICE).manual_seed(0))
+    )
     assert bool((scaled.gather(1, ids.unsqueeze(1)).squeeze(1) >= thresholds).all())
 
 
@@ -163,10 +209,15 @@ def check_philox_race_follows_the_distribution():
     state.assign(0, [], [])
     rows = 300
     meta = SamplingMetadata.build([SamplingParams(temperature=0.8)] * rows, [0] * rows, state)
-    ids, _ = filtered_sample(fused_penalties_temperature(logits.expand(rows, 5), meta), meta,
-                             row_seeds(meta, torch.Generator(device=DEVICE).manual_seed(0)))
+    ids, _ = filtered_sample(
+        fused_penalties_temperature(logits.expand(rows, 5), meta),
+        meta,
+        row_seeds(meta, torch.Generator(device=DEVICE).manual_seed(0)),
+    )
     freq = torch.bincount(ids, minlength=5).float() / rows
-    torch.testing.assert_close(freq, torch.softmax(logits[0] / 0.8, dim=-1), atol=0.07, rtol=0)  # 300 draws: std of a frequency <= 0.029
+    torch.testing.assert_close(
+        freq, torch.softmax(logits[0] / 0.8, dim=-1), atol=0.07, rtol=0
+    )  # 300 draws: std of a frequency <= 0.029
 
 
 def main() -> int:

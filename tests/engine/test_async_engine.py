@@ -13,7 +13,9 @@ from engine.server.async_engine import AsyncEngine, EngineDeadError
 
 @pytest.fixture(scope="module")
 def engine():
-    return LLMEngine(EngineConfig(model="tiny", max_num_seqs=4, kv_blocks=64, max_model_len=256), run_dir=None)
+    return LLMEngine(
+        EngineConfig(model="tiny", max_num_seqs=4, kv_blocks=64, max_model_len=256), run_dir=None
+    )
 
 
 def _params(n: int) -> SamplingParams:
@@ -55,7 +57,7 @@ def test_abort_frees_the_sequence_before_it_finishes(engine):
         aeng.start()
         try:
             stream = aeng.add_request("long", [1, 2, 3], _params(200))
-            await stream.__anext__()          # it is running
+            await stream.__anext__()  # it is running
             aeng.abort("long")
             assert aeng.num_open == 0
             # A command runs between steps, after the abort command: the engine has no work left.

@@ -3,8 +3,7 @@
 import pytest
 import torch
 
-from engine.sampling import PenaltyState, SamplingMetadata
-from engine.sampling import candidates
+from engine.sampling import PenaltyState, SamplingMetadata, candidates
 from engine.sampling.candidates import candidate_sample
 from engine.sampling.sampler import reference_penalties, reference_sample
 from engine.sampling_params import SamplingParams
@@ -15,9 +14,9 @@ V = 3000
 def _params(seed0: int) -> list[SamplingParams]:
     base = [
         dict(temperature=0.8, top_k=50, top_p=0.9),
-        dict(temperature=1.0, top_p=0.7),               # no top-k: candidates or fallback
+        dict(temperature=1.0, top_p=0.7),  # no top-k: candidates or fallback
         dict(temperature=1.2, min_p=0.1),
-        dict(temperature=0.7),                          # no filter at all: always the fallback
+        dict(temperature=0.7),  # no filter at all: always the fallback
         dict(temperature=0.5, top_k=5, min_p=0.5),
         dict(temperature=1.5, top_k=2000, top_p=0.99),  # k above the candidate count
         dict(temperature=0.9, top_p=0.3, min_p=0.02, repetition_penalty=1.3, frequency_penalty=0.4),
@@ -29,12 +28,18 @@ def _state(rows: int) -> PenaltyState:
     gen = torch.Generator().manual_seed(11)
     state = PenaltyState(rows, V)
     for slot in range(rows):
-        state.assign(slot, torch.randint(0, V, (30,), generator=gen), torch.randint(0, V, (30,), generator=gen))
+        state.assign(
+            slot,
+            torch.randint(0, V, (30,), generator=gen),
+            torch.randint(0, V, (30,), generator=gen),
+        )
     return state
 
 
 @pytest.mark.parametrize("scale", [0.5, 3.0, 12.0])  # flat, medium, peaked rows
-@pytest.mark.parametrize("pools", [candidates.CANDIDATE_POOLS, (4, 16), ()])  # default; retries; threshold only
+@pytest.mark.parametrize(
+    "pools", [candidates.CANDIDATE_POOLS, (4, 16), ()]
+)  # default; retries; threshold only
 def test_seeded_rows_match_the_reference(monkeypatch, scale, pools):
     monkeypatch.setattr(candidates, "CANDIDATE_POOLS", pools)
     for step in range(3):
@@ -45,13 +50,19 @@ def test_seeded_rows_match_the_reference(monkeypatch, scale, pools):
         meta = SamplingMetadata.build(params, list(range(rows)), state)
         penalized = reference_penalties(logits, meta)
         fast = candidate_sample(penalized, meta)
-        meta = SamplingMetadata.build(params, list(range(rows)), state)  # fresh generators, same noise
+        meta = SamplingMetadata.build(
+            params, list(range(rows)), state
+        )  # fresh generators, same noise
         assert torch.equal(fast, reference_sample(penalized, meta))
 
 
 def test_greedy_rows_and_unseeded_rows():
     state = _state(3)
-    params = [SamplingParams(temperature=0.0), SamplingParams(top_k=3), SamplingParams(temperature=0.0, top_p=0.1)]
+    params = [
+        SamplingParams(temperature=0.0),
+        SamplingParams(top_k=3),
+        SamplingParams(temperature=0.0, top_p=0.1),
+    ]
     logits = torch.randn(3, V, generator=torch.Generator().manual_seed(1))
     meta = SamplingMetadata.build(params, [0, 1, 2], state)
     ids = candidate_sample(logits, meta)
@@ -68,11 +79,19 @@ def test_sparse_penalties_equal_dense_ones_after_updates():
     state.assign(1, [7] * 300, [])  # longer than the initial history capacity
     for token in ([4, 8], [5, 9], [60, 9]):  # 60 is a padding id (outside the vocabulary)
         state.update([0, 1], torch.tensor(token))
-    params = [SamplingParams(repetition_penalty=1.4, frequency_penalty=0.3, presence_penalty=-0.2)] * 2
+    params = [
+        SamplingParams(repetition_penalty=1.4, frequency_penalty=0.3, presence_penalty=-0.2)
+    ] * 2
     meta = SamplingMetadata.build(params, [0, 1], state)
     logits = torch.randn(2, 50, generator=torch.Generator().manual_seed(2))
-    dense = apply_penalties(logits, meta.prompt_mask(), meta.output_counts(), meta.repetition_penalty,
-                            meta.frequency_penalty, meta.presence_penalty)
+    dense = apply_penalties(
+        logits,
+        meta.prompt_mask(),
+        meta.output_counts(),
+        meta.repetition_penalty,
+        meta.frequency_penalty,
+        meta.presence_penalty,
+    )
     assert torch.equal(reference_penalties(logits, meta), dense)
     assert state.history_len == [7, 303]  # prompt + outputs; the padding id still occupies a step
 
@@ -96,9 +115,17 @@ def test_rows_whose_top_p_mass_is_beyond_every_pool_skip_the_candidates(monkeypa
     monkeypatch.setattr(candidates, "CANDIDATE_POOLS", (4, 16))
     calls = []
     real = candidates._sample_candidates
-    monkeypatch.setattr(candidates, "_sample_candidates", lambda x, *a, **k: calls.append(x.shape[0]) or real(x, *a, **k))
-    flat = torch.randn(1, V, generator=torch.Generator().manual_seed(4)) * 0.01  # mass ~3000: p x mass > 16
-    peaked = torch.arange(V, dtype=torch.float32).flip(0).unsqueeze(0) * 5.0  # mass ~1: 4 candidates do
+    monkeypatch.setattr(
+        candidates,
+        "_sample_candidates",
+        lambda x, *a, **k: calls.append(x.shape[0]) or real(x, *a, **k),
+    )
+    flat = (
+        torch.randn(1, V, generator=torch.Generator().manual_seed(4)) * 0.01
+    )  # mass ~3000: p x mass > 16
+    peaked = (
+        torch.arange(V, dtype=torch.float32).flip(0).unsqueeze(0) * 5.0
+    )  # mass ~1: 4 candidates do
     state = _state(2)
     params = [SamplingParams(top_p=0.9, seed=1), SamplingParams(top_p=0.9, seed=2)]
     logits = torch.cat([flat, peaked])
@@ -122,7 +149,9 @@ def test_a_top_k_rows_top_p_mass_is_its_top_k_mass():
     ramp = -0.005 * torch.arange(V, dtype=torch.float32)  # weights e^(-rank/200): a heavy tail
     logits = torch.stack([ramp[torch.randperm(V, generator=gen)] for _ in range(rows)])
     fast = candidate_sample(logits, SamplingMetadata.build(params, list(range(rows)), state))
-    assert torch.equal(fast, reference_sample(logits, SamplingMetadata.build(params, list(range(rows)), state)))
+    assert torch.equal(
+        fast, reference_sample(logits, SamplingMetadata.build(params, list(range(rows)), state))
+    )
 
 
 def test_a_top_p_that_underflows_fp32_keeps_the_top_token():
@@ -130,4 +159,6 @@ def test_a_top_p_that_underflows_fp32_keeps_the_top_token():
     params = [SamplingParams(top_p=5e-324), SamplingParams(top_p=1e-45, seed=3)]
     meta = SamplingMetadata.build(params, [0, 1], PenaltyState(2, 100, torch.device("cpu")))
     x = torch.randn(2, 100)
-    assert candidate_sample(reference_penalties(x, meta), meta, None).tolist() == x.argmax(-1).tolist()
+    assert (
+        candidate_sample(reference_penalties(x, meta), meta, None).tolist() == x.argmax(-1).tolist()
+    )

@@ -17,8 +17,17 @@ def test_unknown_preset_names_it():
 
 def test_engine_config_defaults_match_interfaces():
     c = EngineConfig()
-    assert (c.model, c.tp, c.max_num_seqs, c.kv_blocks, c.block_size, c.max_model_len, c.seed, c.dtype, c.threads) == \
-        ("small", 1, 32, 512, 16, 2048, 0, "float32", 1)
+    assert (
+        c.model,
+        c.tp,
+        c.max_num_seqs,
+        c.kv_blocks,
+        c.block_size,
+        c.max_model_len,
+        c.seed,
+        c.dtype,
+        c.threads,
+    ) == ("small", 1, 32, 512, 16, 2048, 0, "float32", 1)
 
 
 def test_from_dict_unknown_key_is_named():
@@ -26,8 +35,19 @@ def test_from_dict_unknown_key_is_named():
         EngineConfig.from_dict({"model": "tiny", "max_seqs": 3})
 
 
-@pytest.mark.parametrize("field,value", [("tp", 0), ("max_num_seqs", 0), ("block_size", 0), ("threads", 0),
-                                         ("dtype", "int8"), ("device", "tpu"), ("kv_blocks", 0), ("seed", -1)])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("tp", 0),
+        ("max_num_seqs", 0),
+        ("block_size", 0),
+        ("threads", 0),
+        ("dtype", "int8"),
+        ("device", "tpu"),
+        ("kv_blocks", 0),
+        ("seed", -1),
+    ],
+)
 def test_out_of_range_names_field(field, value):
     with pytest.raises(ValueError, match=f"engine.{field}"):
         EngineConfig.from_dict({field: value})
@@ -88,13 +108,20 @@ def test_kv_cache_size_in_bytes_gives_the_blocks_that_fit():
     per_block = 2 * tiny.n_layers * tiny.n_kv_heads * tiny.head_dim * 16 * 4
     assert config.kv_block_bytes() == per_block and config.kv_blocks == (4 << 20) // per_block
     eng = LLMEngine(config)
-    allocated = sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in eng.kv.layers)
+    allocated = sum(
+        k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in eng.kv.layers
+    )
     assert allocated == config.kv_blocks * per_block <= 4 << 20
     eng.telemetry.close()
-    assert EngineConfig(model="tiny", kv_cache_memory_bytes="4MiB", dtype="half").kv_blocks == 2 * config.kv_blocks
+    assert (
+        EngineConfig(model="tiny", kv_cache_memory_bytes="4MiB", dtype="half").kv_blocks
+        == 2 * config.kv_blocks
+    )
 
 
-@pytest.mark.parametrize("value,needle", [("lots", "such as"), (0, r"\[1, inf\]"), ("1KiB", "hold no KV block")])
+@pytest.mark.parametrize(
+    "value,needle", [("lots", "such as"), (0, r"\[1, inf\]"), ("1KiB", "hold no KV block")]
+)
 def test_bad_kv_cache_sizes_name_the_field(value, needle):
     with pytest.raises(ValueError, match=f"engine.kv_cache_memory_bytes: .*{needle}"):
         EngineConfig(model="tiny", kv_cache_memory_bytes=value)

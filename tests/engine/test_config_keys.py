@@ -1,4 +1,5 @@
 """engine.config_keys.strict_keys: one check for unknown keys; the error carries its field."""
+
 import pytest
 
 from engine.config_keys import ALL_UNKNOWN, UnknownKeyError, strict_keys
@@ -13,15 +14,27 @@ def test_known_keys_pass():
 
 
 def test_the_first_unknown_key_is_named_and_carried():
-    with pytest.raises(UnknownKeyError, match=r"^load\.stages\[0\]: unknown key 'user' \(valid keys: at_s, users\)$") as e:
+    with pytest.raises(
+        UnknownKeyError,
+        match=r"^load\.stages\[0\]: unknown key 'user' \(valid keys: at_s, users\)$",
+    ) as e:
         strict_keys({"at_s": 1, "user": 2, "zz": 3}, ("users", "at_s"), "load.stages[0]")
     assert e.value.field == "load.stages[0].user" and e.value.unknown == ("user", "zz")
 
 
 def test_the_caller_keeps_its_error_class_and_wording():
-    with pytest.raises(MyError, match=r"^engine: unknown key\(s\) 'a', 'z'; valid keys: preset, tp$") as e:
-        strict_keys({"z": 1, "tp": 1, "a": 2}, ("tp",), "engine", message=ALL_UNKNOWN, error=MyError,
-                    sort_unknown=True, valid=["preset", "tp"])
+    with pytest.raises(
+        MyError, match=r"^engine: unknown key\(s\) 'a', 'z'; valid keys: preset, tp$"
+    ) as e:
+        strict_keys(
+            {"z": 1, "tp": 1, "a": 2},
+            ("tp",),
+            "engine",
+            message=ALL_UNKNOWN,
+            error=MyError,
+            sort_unknown=True,
+            valid=["preset", "tp"],
+        )
     assert e.value.field == "engine.a"
 
 

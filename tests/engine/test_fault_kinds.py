@@ -19,11 +19,16 @@ def split(rows):
 
 
 def sampled(n):
-    return SamplingParams(temperature=1.0, frequency_penalty=0.5, max_tokens=48, ignore_eos=True, seed=n)
+    return SamplingParams(
+        temperature=1.0, frequency_penalty=0.5, max_tokens=48, ignore_eos=True, seed=n
+    )
 
 
 def test_penalty_slow_path_raises_penalty_ms_and_keeps_outputs(tiny_config, run_with_fault):
-    eng = LLMEngine(tiny_config(max_num_seqs=4), faults=[{"kind": "penalty.slow_path", "start_s": 0.4, "duration_s": 0.6}])
+    eng = LLMEngine(
+        tiny_config(max_num_seqs=4),
+        faults=[{"kind": "penalty.slow_path", "start_s": 0.4, "duration_s": 0.6}],
+    )
     rows, faults = run_with_fault(eng, 1.4, users=4, make_params=sampled)
     assert [f["cause"] for f in faults] == ["penalty"]
     inside, outside = split(rows)
@@ -36,32 +41,59 @@ def test_slow_path_counts_equal_the_persistent_ones(tiny_config, run_to_completi
     from engine.faults.penalty_slow_path import recount_histories
 
     eng = LLMEngine(tiny_config())
-    eng.add_request("a", [5, 6, 7, 5], SamplingParams(temperature=1.0, max_tokens=20, seed=3, ignore_eos=True))
+    eng.add_request(
+        "a", [5, 6, 7, 5], SamplingParams(temperature=1.0, max_tokens=20, seed=3, ignore_eos=True)
+    )
     for _ in range(10):
         eng.step()
     seq = eng.scheduler.running[0]
-    before = (eng.penalty_state.output_counts[seq.slot].clone(), eng.penalty_state.prompt_mask[seq.slot].clone())
+    before = (
+        eng.penalty_state.output_counts[seq.slot].clone(),
+        eng.penalty_state.prompt_mask[seq.slot].clone(),
+    )
     recount_histories(eng, [seq])
     assert bool((eng.penalty_state.output_counts[seq.slot] == before[0]).all())
     assert bool((eng.penalty_state.prompt_mask[seq.slot] == before[1]).all())
 
 
 def test_kv_pressure_preempts_inside_only(tiny_config, run_with_fault):
-    eng = LLMEngine(tiny_config(max_num_seqs=4, kv_blocks=64, block_size=4, max_model_len=128),
-                    faults=[{"kind": "memory.kv_pressure", "start_s": 0.4, "duration_s": 0.6, "params": {"fraction": 0.15}}])
+    eng = LLMEngine(
+        tiny_config(max_num_seqs=4, kv_blocks=64, block_size=4, max_model_len=128),
+        faults=[
+            {
+                "kind": "memory.kv_pressure",
+                "start_s": 0.4,
+                "duration_s": 0.6,
+                "params": {"fraction": 0.15},
+            }
+        ],
+    )
     rows, faults = run_with_fault(eng, 1.4, users=4, make_params=sampled, prompt_len=12)
     assert [f["cause"] for f in faults] == ["memory"]
     inside, outside = split(rows)
     assert sum(r["preempted"] for r in inside) >= 1 and sum(r["preempted"] for r in outside) == 0
-    assert {r["kv_blocks_total"] for r in outside} == {64} and {r["kv_blocks_total"] for r in inside} == {9}
-    assert max(r["kv_blocks_used"] for r in outside) > 9  # normally the batch holds more than the shrunk budget
+    assert {r["kv_blocks_total"] for r in outside} == {64} and {
+        r["kv_blocks_total"] for r in inside
+    } == {9}
+    assert (
+        max(r["kv_blocks_used"] for r in outside) > 9
+    )  # normally the batch holds more than the shrunk budget
     assert eng.kv.allocator.budget == 64  # restored
 
 
 def test_alloc_churn_page_faults_inside_only(tiny_config, run_with_fault):
     # One 40 MiB tensor: still above glibc's 32 MiB mmap threshold, lighter on the shared box.
-    eng = LLMEngine(tiny_config(), faults=[{"kind": "memory.alloc_churn", "start_s": 0.4, "duration_s": 0.8,
-                                            "params": {"mb_per_step": 40, "tensors": 1}}])
+    eng = LLMEngine(
+        tiny_config(),
+        faults=[
+            {
+                "kind": "memory.alloc_churn",
+                "start_s": 0.4,
+                "duration_s": 0.8,
+                "params": {"mb_per_step": 40, "tensors": 1},
+            }
+        ],
+    )
     rows, faults = run_with_fault(eng, 1.6, users=4, make_params=sampled)
     assert [f["cause"] for f in faults] == ["memory"]
     inside, outside = split(rows)

@@ -12,11 +12,14 @@ from engine.llm_engine import LLMEngine
 from engine.sampling_params import SamplingParams
 
 
-@pytest.mark.parametrize("item,field", [
-    ({"kind": "memory.nope", "start_s": 0, "duration_s": 1}, r"faults\[0\].kind"),
-    ({"kind": "memory.gc_storm", "start_s": -1, "duration_s": 1}, r"faults\[0\].start_s"),
-    ({"kind": "memory.gc_storm", "start_s": 0, "duration_s": 1, "when": 3}, "'when'"),
-])
+@pytest.mark.parametrize(
+    "item,field",
+    [
+        ({"kind": "memory.nope", "start_s": 0, "duration_s": 1}, r"faults\[0\].kind"),
+        ({"kind": "memory.gc_storm", "start_s": -1, "duration_s": 1}, r"faults\[0\].start_s"),
+        ({"kind": "memory.gc_storm", "start_s": 0, "duration_s": 1, "when": 3}, "'when'"),
+    ],
+)
 def test_bad_specs_name_the_field(item, field):
     with pytest.raises(ValueError, match=field):
         parse_fault_specs([item])
@@ -24,7 +27,11 @@ def test_bad_specs_name_the_field(item, field):
 
 def test_unknown_params_key_is_named():
     with pytest.raises(ValueError, match="'size'"):
-        FaultClock(parse_fault_specs([{"kind": "memory.gc_storm", "start_s": 0, "duration_s": 1, "params": {"size": 1}}]))
+        FaultClock(
+            parse_fault_specs(
+                [{"kind": "memory.gc_storm", "start_s": 0, "duration_s": 1, "params": {"size": 1}}]
+            )
+        )
 
 
 def test_loadgen_kinds_are_skipped_by_the_engine():
@@ -35,7 +42,9 @@ def test_loadgen_kinds_are_skipped_by_the_engine():
 
 
 def test_nothing_happens_before_arm(tiny_config):
-    eng = LLMEngine(tiny_config(), faults=[{"kind": "memory.gc_storm", "start_s": 0, "duration_s": 10}])
+    eng = LLMEngine(
+        tiny_config(), faults=[{"kind": "memory.gc_storm", "start_s": 0, "duration_s": 10}]
+    )
     eng.add_request("r", [1, 2], SamplingParams(temperature=0.0, max_tokens=3, ignore_eos=True))
     while eng.has_unfinished():
         eng.step()
@@ -45,15 +54,22 @@ def test_nothing_happens_before_arm(tiny_config):
 
 def test_gc_storm_pauses_land_inside_its_window_only(tmp_path, tiny_config):
     params = {"objects_per_step": 3000, "live_steps": 4, "ballast_objects": 50_000}
-    eng = LLMEngine(tiny_config(), run_dir=tmp_path,
-                    faults=[{"kind": "memory.gc_storm", "start_s": 0.4, "duration_s": 0.6, "params": params}])
+    eng = LLMEngine(
+        tiny_config(),
+        run_dir=tmp_path,
+        faults=[{"kind": "memory.gc_storm", "start_s": 0.4, "duration_s": 0.6, "params": params}],
+    )
     gc.collect()  # start from a settled heap
     t0 = time.time_ns()
     eng.arm_faults(t0)
     i = 0
     while time.time_ns() - t0 < 1.5e9:
         if not eng.has_unfinished():
-            eng.add_request(f"r{i}", [3, 4, 5], SamplingParams(temperature=1.0, max_tokens=40, ignore_eos=True, seed=i))
+            eng.add_request(
+                f"r{i}",
+                [3, 4, 5],
+                SamplingParams(temperature=1.0, max_tokens=40, ignore_eos=True, seed=i),
+            )
             i += 1
         eng.step()
     eng.close()

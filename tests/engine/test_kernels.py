@@ -32,8 +32,14 @@ def _run_checks(device: str) -> dict:
         env["TRITON_INTERPRET"] = "1"
     else:
         env.pop("TRITON_INTERPRET", None)
-    done = subprocess.run([sys.executable, str(script), f"--device={device}"], capture_output=True, text=True,
-                          env=env, timeout=300, cwd=Path(__file__).parents[2])
+    done = subprocess.run(
+        [sys.executable, str(script), f"--device={device}"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=Path(__file__).parents[2],
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -22,7 +22,11 @@ def test_generates_max_tokens_and_reports_length(tiny_config):
     while eng.has_unfinished():
         outs += eng.step()
     assert [len(o.new_token_ids) for o in outs] == [1] * 6
-    assert outs[-1].finished and outs[-1].finish_reason == "length" and not any(o.finished for o in outs[:-1])
+    assert (
+        outs[-1].finished
+        and outs[-1].finish_reason == "length"
+        and not any(o.finished for o in outs[:-1])
+    )
     assert (outs[-1].prompt_tokens, outs[-1].output_tokens) == (5, 6)
     assert eng.kv.allocator.num_used == 0  # finished sequences free their blocks
 
@@ -58,7 +62,9 @@ def test_stop_token_ids_and_eos(tiny_config, run_to_completion):
     eng = LLMEngine(tiny_config())
     eng.add_request("probe", PROMPT, greedy(4))
     first = run_to_completion(eng)["probe"][0]
-    eng.add_request("stop", PROMPT, SamplingParams(temperature=0.0, max_tokens=20, stop_token_ids=[first]))
+    eng.add_request(
+        "stop", PROMPT, SamplingParams(temperature=0.0, max_tokens=20, stop_token_ids=[first])
+    )
     outs = []
     while eng.has_unfinished():
         outs += eng.step()
@@ -90,7 +96,9 @@ def test_more_requests_than_slots_all_finish(tiny_config, run_to_completion):
     assert max(eng.telemetry.steps.buffer.columns["batch_size"]) == 2
 
 
-@pytest.mark.parametrize("prompt,field", [([], "prompt"), ([1] * 128, "max_model_len"), ([32000], "outside")])
+@pytest.mark.parametrize(
+    "prompt,field", [([], "prompt"), ([1] * 128, "max_model_len"), ([32000], "outside")]
+)
 def test_bad_prompts_rejected(prompt, field, tiny_config):
     eng = LLMEngine(tiny_config())
     with pytest.raises(ValueError, match=field):
@@ -114,12 +122,21 @@ def test_chat_prompt_generates_text(tiny_config, run_to_completion):
 
 def test_bfloat16_weights_still_give_fp32_logits(tiny_config, run_to_completion):
     eng = LLMEngine(tiny_config(dtype="bfloat16"))
-    assert eng.model.lm_head.weight.dtype == torch.bfloat16 and eng.model.rope_cos.dtype == torch.float32
+    assert (
+        eng.model.lm_head.weight.dtype == torch.bfloat16
+        and eng.model.rope_cos.dtype == torch.float32
+    )
     a = eng.model.args
     kv = KVCache(a.n_layers, 4, 4, a.n_kv_heads, a.head_dim, torch.bfloat16, torch.device("cpu"))
     n = len(PROMPT)
-    attn = AttentionBatch(torch.arange(n), 0, torch.zeros(0, 0, dtype=torch.long), torch.zeros(0, dtype=torch.long),
-                          [n], torch.tensor([n - 1]))
+    attn = AttentionBatch(
+        torch.arange(n),
+        0,
+        torch.zeros(0, 0, dtype=torch.long),
+        torch.zeros(0, dtype=torch.long),
+        [n],
+        torch.tensor([n - 1]),
+    )
     assert eng.model(torch.tensor(PROMPT), torch.arange(n), attn, kv.layers).dtype == torch.float32
     eng.add_request("b", PROMPT, greedy(5))
     assert len(run_to_completion(eng)["b"]) == 5

@@ -17,15 +17,27 @@ def build(seed=0):
 
 
 def cache(blocks=16):
-    return KVCache(ARGS.n_layers, blocks, BS, ARGS.n_kv_heads, ARGS.head_dim, torch.float32, torch.device("cpu"))
+    return KVCache(
+        ARGS.n_layers,
+        blocks,
+        BS,
+        ARGS.n_kv_heads,
+        ARGS.head_dim,
+        torch.float32,
+        torch.device("cpu"),
+    )
 
 
 def prefill(model, kv, ids, block_ids):
     n = len(ids)
-    attn = AttentionBatch(slot_mapping=torch.tensor([block_ids[i // BS] * BS + i % BS for i in range(n)]),
-                          num_decode=0, decode_block_tables=torch.zeros(0, 0, dtype=torch.long),
-                          decode_context_lens=torch.zeros(0, dtype=torch.long), prefill_lens=[n],
-                          logits_indices=torch.tensor([n - 1]))
+    attn = AttentionBatch(
+        slot_mapping=torch.tensor([block_ids[i // BS] * BS + i % BS for i in range(n)]),
+        num_decode=0,
+        decode_block_tables=torch.zeros(0, 0, dtype=torch.long),
+        decode_context_lens=torch.zeros(0, dtype=torch.long),
+        prefill_lens=[n],
+        logits_indices=torch.tensor([n - 1]),
+    )
     return model(torch.tensor(ids), torch.arange(n), attn, kv.layers)
 
 
@@ -50,11 +62,20 @@ def test_paged_decode_matches_full_recompute():
         prefill(model, kv, ids, blocks)
     new = {"a": 15, "b": 23}
     slots = [blocks[len(ids) // BS] * BS + len(ids) % BS for ids, blocks in seqs.values()]
-    attn = AttentionBatch(slot_mapping=torch.tensor(slots), num_decode=2,
-                          decode_block_tables=torch.tensor([blocks for _, blocks in seqs.values()]),
-                          decode_context_lens=torch.tensor([len(ids) + 1 for ids, _ in seqs.values()]),
-                          prefill_lens=[], logits_indices=torch.tensor([0, 1]))
-    decoded = model(torch.tensor(list(new.values())), torch.tensor([len(ids) for ids, _ in seqs.values()]), attn, kv.layers)
+    attn = AttentionBatch(
+        slot_mapping=torch.tensor(slots),
+        num_decode=2,
+        decode_block_tables=torch.tensor([blocks for _, blocks in seqs.values()]),
+        decode_context_lens=torch.tensor([len(ids) + 1 for ids, _ in seqs.values()]),
+        prefill_lens=[],
+        logits_indices=torch.tensor([0, 1]),
+    )
+    decoded = model(
+        torch.tensor(list(new.values())),
+        torch.tensor([len(ids) for ids, _ in seqs.values()]),
+        attn,
+        kv.layers,
+    )
     for row, (name, (ids, _)) in enumerate(seqs.items()):
         full = prefill(model, cache(), ids + [new[name]], [7, 8, 9])
         torch.testing.assert_close(decoded[row], full[0], rtol=1e-4, atol=1e-4)
@@ -62,7 +83,9 @@ def test_paged_decode_matches_full_recompute():
 
 def test_logits_are_not_degenerate():
     model = build()
-    rows = torch.cat([prefill(model, cache(), [t, t + 1, t + 2], [0]) for t in range(100, 1100, 100)])
+    rows = torch.cat(
+        [prefill(model, cache(), [t, t + 1, t + 2], [0]) for t in range(100, 1100, 100)]
+    )
     std = rows.std(dim=-1)
     assert bool(((std > 1.0) & (std < 10.0)).all())  # neither flat noise nor a one-hot
     assert len(set(rows.argmax(-1).tolist())) > 5  # greedy choice depends on the input
@@ -75,25 +98,44 @@ def test_fused_projections_are_views_that_loading_writes_through():
     tensor, so loading new weights (or re-fusing after a cast) keeps the matmul in step."""
     model = build(1)
     attn, mlp = model.model.layers[0].self_attn, model.model.layers[0].mlp
-    assert attn.q_proj.weight.untyped_storage().data_ptr() == attn.qkv_weight.untyped_storage().data_ptr()
-    assert mlp.up_proj.weight.untyped_storage().data_ptr() == mlp.gate_up_weight.untyped_storage().data_ptr()
+    assert (
+        attn.q_proj.weight.untyped_storage().data_ptr()
+        == attn.qkv_weight.untyped_storage().data_ptr()
+    )
+    assert (
+        mlp.up_proj.weight.untyped_storage().data_ptr()
+        == mlp.gate_up_weight.untyped_storage().data_ptr()
+    )
     other = build(2).state_dict()
     model.load_full_state(other)  # copies into the views, then re-fuses
-    torch.testing.assert_close(attn.qkv_weight, torch.cat([other[f"model.layers.0.self_attn.{n}_proj.weight"] for n in "qkv"]))
-    torch.testing.assert_close(mlp.gate_up_weight, torch.cat([other[f"model.layers.0.mlp.{n}_proj.weight"] for n in ("gate", "up")]))
+    torch.testing.assert_close(
+        attn.qkv_weight,
+        torch.cat([other[f"model.layers.0.self_attn.{n}_proj.weight"] for n in "qkv"]),
+    )
+    torch.testing.assert_close(
+        mlp.gate_up_weight,
+        torch.cat([other[f"model.layers.0.mlp.{n}_proj.weight"] for n in ("gate", "up")]),
+    )
     # a cast copies each view apart; fuse_projections rebuilds the fused weights from them
     cast = build(1).to(torch.float64)
     cast.fuse_projections()
     a = cast.model.layers[1].self_attn
     assert a.qkv_weight.dtype == torch.float64
-    torch.testing.assert_close(a.qkv_weight, torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]))
+    torch.testing.assert_close(
+        a.qkv_weight, torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight])
+    )
 
 
 def test_decode_mask_is_built_once_per_batch():
     lens = torch.tensor([3, 6])
-    attn = AttentionBatch(slot_mapping=torch.tensor([2, 5]), num_decode=2,
-                          decode_block_tables=torch.tensor([[0, 0], [1, 2]]), decode_context_lens=lens,
-                          prefill_lens=[], logits_indices=torch.tensor([0, 1]))
+    attn = AttentionBatch(
+        slot_mapping=torch.tensor([2, 5]),
+        num_decode=2,
+        decode_block_tables=torch.tensor([[0, 0], [1, 2]]),
+        decode_context_lens=lens,
+        prefill_lens=[],
+        logits_indices=torch.tensor([0, 1]),
+    )
     with_mask = attn.with_decode_mask(BS)
     assert attn.decode_mask is None and with_mask.with_decode_mask(BS) is with_mask
     assert with_mask.decode_mask.shape == (2, 1, 1, 2 * BS)

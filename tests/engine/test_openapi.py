@@ -57,17 +57,27 @@ def test_each_sampling_range_is_in_the_schema_and_enforced(doc, name):
 def test_server_limits_bound_max_tokens_and_prompt_ids(doc):
     comp = doc["components"]["schemas"]["CompletionRequest"]["properties"]
     chat = doc["components"]["schemas"]["ChatCompletionRequest"]["properties"]
-    assert _branch(comp["max_tokens"])["maximum"] == 63 and _branch(chat["max_completion_tokens"])["maximum"] == 63
+    assert (
+        _branch(comp["max_tokens"])["maximum"] == 63
+        and _branch(chat["max_completion_tokens"])["maximum"] == 63
+    )
     ids = next(v for v in comp["prompt"]["anyOf"] if v.get("items", {}).get("type") == "integer")
-    assert ids["items"] == {"type": "integer", "minimum": 0, "maximum": 31999} and ids["maxItems"] == 63
+    assert (
+        ids["items"] == {"type": "integer", "minimum": 0, "maximum": 31999}
+        and ids["maxItems"] == 63
+    )
     assert doc["components"]["schemas"]["ChatCompletionRequest"]["required"] == ["messages"]
     assert doc["components"]["schemas"]["CompletionRequest"]["required"] == ["prompt"]
 
 
 def test_every_route_is_documented_with_its_media_types(doc):
     app = create_app(_Stub())
-    routes = {(r.path, m.lower()) for r in app.routes for m in getattr(r, "methods", ())
-              if r.path != "/openapi.json" and m != "HEAD"}
+    routes = {
+        (r.path, m.lower())
+        for r in app.routes
+        for m in getattr(r, "methods", ())
+        if r.path != "/openapi.json" and m != "HEAD"
+    }
     documented = {(path, method) for path, ops in doc["paths"].items() for method in ops}
     assert routes == documented
     ok = doc["paths"]["/v1/chat/completions"]["post"]["responses"]["200"]["content"]
@@ -79,12 +89,21 @@ def test_every_route_is_documented_with_its_media_types(doc):
 
 def test_schema_generation_is_pure():
     app = create_app(_Stub())
-    assert engine_openapi(app, ServerLimits(64, 32000)) == engine_openapi(app, ServerLimits(64, 32000))
+    assert engine_openapi(app, ServerLimits(64, 32000)) == engine_openapi(
+        app, ServerLimits(64, 32000)
+    )
 
 
 # Warnings that mean the schema and the server disagree; the run fails on any of them.
-ST_WARNINGS = ("validation_mismatch", "low_valid_rate", "missing_test_data", "missing_deserializer",
-               "unresolvable_reference", "rate_limited", "method_not_allowed")
+ST_WARNINGS = (
+    "validation_mismatch",
+    "low_valid_rate",
+    "missing_test_data",
+    "missing_deserializer",
+    "unresolvable_reference",
+    "rate_limited",
+    "method_not_allowed",
+)
 
 
 @pytest.mark.e2e
@@ -98,15 +117,42 @@ def test_schemathesis_finds_no_server_error_and_no_rejected_data(tmp_path):
     if st is None:
         pytest.skip("schemathesis is not installed (the test extra)")
     config = tmp_path / "schemathesis.toml"
-    config.write_text(f"warnings = {{ display = {json.dumps(list(ST_WARNINGS))}, fail-on = true }}\n")
+    config.write_text(
+        f"warnings = {{ display = {json.dumps(list(ST_WARNINGS))}, fail-on = true }}\n"
+    )
     run = {"engine": ENGINE, "server": {"max_waiting": None}}
     with EngineProcess(run, tmp_path / "run") as proc:
         result = subprocess.run(
-            [st, "--no-color", "--config-file", str(config), "run", proc.url + "/openapi.json",
-             "--exclude-checks", "positive_data_acceptance", "--max-examples", "12", "--seed", "1",
-             "--workers", "2", "--request-timeout", "20", "--generation-database", "none",
-             "--report", "json,har", "--report-dir", str(tmp_path / "report")],
-            capture_output=True, text=True, timeout=200, cwd=tmp_path, env={**os.environ, "COLUMNS": "200"})
+            [
+                st,
+                "--no-color",
+                "--config-file",
+                str(config),
+                "run",
+                proc.url + "/openapi.json",
+                "--exclude-checks",
+                "positive_data_acceptance",
+                "--max-examples",
+                "12",
+                "--seed",
+                "1",
+                "--workers",
+                "2",
+                "--request-timeout",
+                "20",
+                "--generation-database",
+                "none",
+                "--report",
+                "json,har",
+                "--report-dir",
+                str(tmp_path / "report"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=200,
+            cwd=tmp_path,
+            env={**os.environ, "COLUMNS": "200"},
+        )
     out = result.stdout + result.stderr
     report = json.loads(next((tmp_path / "report").glob("json-*.json")).read_text())
     har = json.loads(next((tmp_path / "report").glob("har-*.json")).read_text())
@@ -118,8 +164,12 @@ def test_schemathesis_finds_no_server_error_and_no_rejected_data(tmp_path):
     rates = report["valid_rates"]
     for op in ("POST /v1/completions", "POST /v1/chat/completions"):
         accepted = sum(phase["accepted"] for phase in rates[op].values())
-        assert accepted >= 10, (op, rates[op])   # the generation endpoints really generated
-        streams = [e for e in har["log"]["entries"] if e["request"]["url"].endswith(op.split()[1])
-                   and e["response"]["content"].get("mimeType", "").startswith("text/event-stream")]
-        assert streams, f"{op}: no event stream was exercised"   # the schema's examples send one
+        assert accepted >= 10, (op, rates[op])  # the generation endpoints really generated
+        streams = [
+            e
+            for e in har["log"]["entries"]
+            if e["request"]["url"].endswith(op.split()[1])
+            and e["response"]["content"].get("mimeType", "").startswith("text/event-stream")
+        ]
+        assert streams, f"{op}: no event stream was exercised"  # the schema's examples send one
     assert report["phases"]["examples"]["status"] == "success"

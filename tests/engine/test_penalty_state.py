@@ -42,7 +42,7 @@ def test_rebuild_after_preemption_equals_incremental_counts():
     for token in [3, 3, 9]:
         incremental.update([0], torch.tensor([token]))
     rebuilt = PenaltyState(2, V)
-    rebuilt.assign(1, [0], [5])          # stale content to be overwritten
+    rebuilt.assign(1, [0], [5])  # stale content to be overwritten
     rebuilt.assign(1, [1, 2], [3, 3, 9])  # the preempted sequence lands in another slot
     assert torch.equal(incremental.output_counts[0], rebuilt.output_counts[1])
     assert torch.equal(incremental.prompt_mask[0], rebuilt.prompt_mask[1])
@@ -53,7 +53,11 @@ def test_release_clears_the_slot():
     state = PenaltyState(1, V)
     state.assign(0, [1], [2])
     state.release(0)
-    assert state.output_counts.sum() == 0 and state.prompt_mask.sum() == 0 and state.num_output_tokens == [0]
+    assert (
+        state.output_counts.sum() == 0
+        and state.prompt_mask.sum() == 0
+        and state.num_output_tokens == [0]
+    )
 
 
 def test_bad_slot_and_shapes_are_errors():

@@ -1,5 +1,6 @@
 """row_argmax gives torch.argmax's ids: random rows, ties (first index wins), -inf, NaN,
 strided views, fp64, and the dtypes it leaves to torch."""
+
 import math
 
 import pytest

@@ -26,15 +26,23 @@ def test_greedy_is_argmax_after_penalties():
     params = [SamplingParams(temperature=0.0, repetition_penalty=2.0, frequency_penalty=1.0)] * 4
     meta = SamplingMetadata.build(params, [0, 1, 2, 3], state)
     ids = Sampler().sample(logits, meta)
-    expected = apply_penalties(logits, meta.prompt_mask(), meta.output_counts(), meta.repetition_penalty,
-                               meta.frequency_penalty, meta.presence_penalty).argmax(dim=-1)
+    expected = apply_penalties(
+        logits,
+        meta.prompt_mask(),
+        meta.output_counts(),
+        meta.repetition_penalty,
+        meta.frequency_penalty,
+        meta.presence_penalty,
+    ).argmax(dim=-1)
     assert torch.equal(ids, expected)
     assert not (ids == 41).any()
     assert ids.dtype == torch.int64
 
 
 def test_seeded_request_same_alone_and_in_a_busy_batch():
-    seeded = SamplingParams(temperature=0.9, top_p=0.95, top_k=50, min_p=0.01, seed=1234, presence_penalty=0.3)
+    seeded = SamplingParams(
+        temperature=0.9, top_p=0.95, top_k=50, min_p=0.01, seed=1234, presence_penalty=0.3
+    )
     logits_row = torch.randn(1, V, generator=torch.Generator().manual_seed(5))
     alone_state, batch_state = _state_with_history(), _state_with_history()
 
@@ -43,9 +51,15 @@ def test_seeded_request_same_alone_and_in_a_busy_batch():
         alone = Sampler().sample(logits_row, SamplingMetadata.build([seeded], [2], alone_state))
         neighbours = torch.randn(3, V)  # unseeded neighbours with other params, different each step
         batch_logits = torch.cat([neighbours[:2], logits_row, neighbours[2:]])
-        batch_params = [SamplingParams(temperature=1.5), SamplingParams(temperature=0.0), seeded,
-                        SamplingParams(top_k=3, seed=step)]
-        batch = Sampler().sample(batch_logits, SamplingMetadata.build(batch_params, [0, 1, 2, 3], batch_state))
+        batch_params = [
+            SamplingParams(temperature=1.5),
+            SamplingParams(temperature=0.0),
+            seeded,
+            SamplingParams(top_k=3, seed=step),
+        ]
+        batch = Sampler().sample(
+            batch_logits, SamplingMetadata.build(batch_params, [0, 1, 2, 3], batch_state)
+        )
         alone_state.update([2], alone)
         batch_state.update([0, 1, 2, 3], batch)
         alone_ids.append(int(alone[0]))
@@ -95,7 +109,11 @@ def test_sampling_follows_the_distribution():
 def test_mixed_greedy_random_and_padding_rows():
     state = _state_with_history()
     logits = torch.randn(3, V, generator=torch.Generator().manual_seed(4), dtype=torch.float16)
-    params = [SamplingParams(temperature=0.0), SamplingParams(temperature=1.0, seed=1), SamplingParams()]
+    params = [
+        SamplingParams(temperature=0.0),
+        SamplingParams(temperature=1.0, seed=1),
+        SamplingParams(),
+    ]
     meta = SamplingMetadata.build(params, [0, 1, PAD_SLOT], state)
     assert not meta.all_greedy and not meta.all_random and meta.no_penalties
     before = logits.clone()

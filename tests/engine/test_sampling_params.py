@@ -10,15 +10,31 @@ def test_defaults_are_valid_and_not_greedy():
     assert not params.is_greedy and not params.needs_penalties and not params.top_k_enabled
 
 
-@pytest.mark.parametrize("field, value", [
-    ("temperature", -1), ("temperature", 2.01), ("temperature", float("nan")),
-    ("top_p", 0), ("top_p", 1.5), ("top_k", -2), ("top_k", 2.5),
-    ("min_p", -0.1), ("min_p", 1.1),
-    ("frequency_penalty", 3), ("frequency_penalty", -2.5),
-    ("presence_penalty", 2.1), ("repetition_penalty", 0), ("repetition_penalty", 2.5),
-    ("max_tokens", 0), ("max_tokens", True), ("seed", "7"), ("stop_token_ids", [1, -3]),
-    ("stop_token_ids", "abc"), ("ignore_eos", 1),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("temperature", -1),
+        ("temperature", 2.01),
+        ("temperature", float("nan")),
+        ("top_p", 0),
+        ("top_p", 1.5),
+        ("top_k", -2),
+        ("top_k", 2.5),
+        ("min_p", -0.1),
+        ("min_p", 1.1),
+        ("frequency_penalty", 3),
+        ("frequency_penalty", -2.5),
+        ("presence_penalty", 2.1),
+        ("repetition_penalty", 0),
+        ("repetition_penalty", 2.5),
+        ("max_tokens", 0),
+        ("max_tokens", True),
+        ("seed", "7"),
+        ("stop_token_ids", [1, -3]),
+        ("stop_token_ids", "abc"),
+        ("ignore_eos", 1),
+    ],
+)
 def test_out_of_range_names_field_and_range(field, value):
     with pytest.raises(SamplingParamsError) as info:
         SamplingParams(**{field: value})
@@ -34,11 +50,25 @@ def test_range_is_in_the_message():
         SamplingParams(top_p=0)
 
 
-@pytest.mark.parametrize("values", [
-    dict(temperature=0), dict(temperature=2), dict(top_p=1), dict(top_k=0), dict(top_k=-1), dict(top_k=1),
-    dict(min_p=0), dict(min_p=1), dict(frequency_penalty=-2), dict(presence_penalty=2),
-    dict(repetition_penalty=2), dict(max_tokens=1), dict(seed=-5), dict(stop_token_ids=[0, 2]),
-])
+@pytest.mark.parametrize(
+    "values",
+    [
+        dict(temperature=0),
+        dict(temperature=2),
+        dict(top_p=1),
+        dict(top_k=0),
+        dict(top_k=-1),
+        dict(top_k=1),
+        dict(min_p=0),
+        dict(min_p=1),
+        dict(frequency_penalty=-2),
+        dict(presence_penalty=2),
+        dict(repetition_penalty=2),
+        dict(max_tokens=1),
+        dict(seed=-5),
+        dict(stop_token_ids=[0, 2]),
+    ],
+)
 def test_boundaries_are_accepted(values):
     SamplingParams(**values)
 

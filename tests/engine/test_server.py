@@ -16,7 +16,9 @@ GREEDY = {"temperature": 0, "ignore_eos": True}
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    proc = EngineProcess({"run_id": "test-server", "engine": ENGINE}, tmp_path_factory.mktemp("run"))
+    proc = EngineProcess(
+        {"run_id": "test-server", "engine": ENGINE}, tmp_path_factory.mktemp("run")
+    )
     with proc:
         yield proc
 
@@ -34,7 +36,7 @@ def _sse_events(response: httpx.Response) -> list:
         if not block:
             continue
         assert block.startswith("data: "), block
-        payload = block[len("data: "):]
+        payload = block[len("data: ") :]
         events.append(payload if payload == "[DONE]" else json.loads(payload))
     return events
 
@@ -46,22 +48,36 @@ def test_health_and_models(client):
 
 
 def test_chat_non_streaming_usage_and_request_id(client):
-    r = client.post("/v1/chat/completions", json={**CHAT, **GREEDY, "max_tokens": 7},
-                    headers={"X-Request-Id": "req-chat-1"})
+    r = client.post(
+        "/v1/chat/completions",
+        json={**CHAT, **GREEDY, "max_tokens": 7},
+        headers={"X-Request-Id": "req-chat-1"},
+    )
     assert r.status_code == 200, r.text
     body = r.json()
     assert r.headers["x-request-id"] == "req-chat-1" and body["id"] == "chatcmpl-req-chat-1"
     assert body["object"] == "chat.completion"
     choice = body["choices"][0]
-    assert choice["message"]["role"] == "assistant" and isinstance(choice["message"]["content"], str)
+    assert choice["message"]["role"] == "assistant" and isinstance(
+        choice["message"]["content"], str
+    )
     assert choice["finish_reason"] == "length"
     prompt_tokens = len(Tokenizer.default().apply_chat_template(CHAT["messages"]))
-    assert body["usage"] == {"prompt_tokens": prompt_tokens, "completion_tokens": 7,
-                             "total_tokens": prompt_tokens + 7}
+    assert body["usage"] == {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": 7,
+        "total_tokens": prompt_tokens + 7,
+    }
 
 
 def test_chat_streaming_one_chunk_per_token_then_usage_then_done(client):
-    req = {**CHAT, **GREEDY, "max_tokens": 6, "stream": True, "stream_options": {"include_usage": True}}
+    req = {
+        **CHAT,
+        **GREEDY,
+        "max_tokens": 6,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     r = client.post("/v1/chat/completions", json=req)
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
     events = _sse_events(r)
@@ -81,7 +97,9 @@ def test_completion_streaming_and_not(client):
     req = {"model": "spikelens", "prompt": "Once upon a time", **GREEDY, "max_tokens": 5}
     full = client.post("/v1/completions", json=req).json()
     assert full["object"] == "text_completion" and full["usage"]["completion_tokens"] == 5
-    assert full["usage"]["prompt_tokens"] == len(Tokenizer.default().encode("Once upon a time", add_bos=True))
+    assert full["usage"]["prompt_tokens"] == len(
+        Tokenizer.default().encode("Once upon a time", add_bos=True)
+    )
     r = client.post("/v1/completions", json={**req, "stream": True})
     events = _sse_events(r)
     assert events[-1] == "[DONE]" and len(events) == 6 and "usage" not in events[0]
@@ -90,8 +108,13 @@ def test_completion_streaming_and_not(client):
 
 
 def test_continuous_usage_stats_put_the_running_usage_on_every_chunk(client):
-    req = {"prompt": "count", **GREEDY, "max_tokens": 4, "stream": True,
-           "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+    req = {
+        "prompt": "count",
+        **GREEDY,
+        "max_tokens": 4,
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+    }
     events = _sse_events(client.post("/v1/completions", json=req))
     chunks = [e for e in events[:-1] if e["choices"]]
     assert [c["usage"]["completion_tokens"] for c in chunks] == [1, 2, 3, 4]
@@ -99,7 +122,9 @@ def test_continuous_usage_stats_put_the_running_usage_on_every_chunk(client):
 
 
 def test_completion_accepts_token_ids_and_rejects_ids_outside_the_vocabulary(client):
-    body = client.post("/v1/completions", json={"prompt": [1, 50, 60, 70], "max_tokens": 2, **GREEDY}).json()
+    body = client.post(
+        "/v1/completions", json={"prompt": [1, 50, 60, 70], "max_tokens": 2, **GREEDY}
+    ).json()
     assert body["usage"]["prompt_tokens"] == 4 and body["usage"]["completion_tokens"] == 2
     bad = client.post("/v1/completions", json={"prompt": [1, 10**9], "max_tokens": 2})
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "prompt"
@@ -112,49 +137,78 @@ def test_stop_string_truncates_the_output(client):
     if not stop.strip():
         pytest.skip(f"greedy text {text!r} has no usable stop string at [6:8]")
     body = client.post("/v1/completions", json={**req, "stop": [stop]}).json()
-    assert body["choices"][0]["text"] == text[:text.find(stop)]
+    assert body["choices"][0]["text"] == text[: text.find(stop)]
     assert body["choices"][0]["finish_reason"] == "stop"
 
 
-@pytest.mark.parametrize("fields,param", [
-    ({"temperature": -1}, "temperature"), ({"frequency_penalty": 3}, "frequency_penalty"),
-    ({"top_p": 0}, "top_p"), ({"max_tokens": 0}, "max_tokens"), ({"max_tokens": 10_000}, "max_tokens"),
-    ({"messages": None}, "messages"), ({"n": 3}, "n"),
-])
+@pytest.mark.parametrize(
+    "fields,param",
+    [
+        ({"temperature": -1}, "temperature"),
+        ({"frequency_penalty": 3}, "frequency_penalty"),
+        ({"top_p": 0}, "top_p"),
+        ({"max_tokens": 0}, "max_tokens"),
+        ({"max_tokens": 10_000}, "max_tokens"),
+        ({"messages": None}, "messages"),
+        ({"n": 3}, "n"),
+    ],
+)
 def test_invalid_input_is_400_naming_the_field_and_the_server_keeps_serving(client, fields, param):
     body = {k: v for k, v in {**CHAT, **fields}.items() if v is not None}
     r = client.post("/v1/chat/completions", json=body)
     assert r.status_code == 400
     err = r.json()["error"]
-    assert err["param"] == param and param in err["message"] and err["type"] == "invalid_request_error"
+    assert (
+        err["param"] == param and param in err["message"] and err["type"] == "invalid_request_error"
+    )
     assert err["code"] == 400
     ok = client.post("/v1/chat/completions", json={**CHAT, "max_tokens": 1})
     assert ok.status_code == 200
 
 
 def test_malformed_json_is_400_naming_the_body(client):
-    r = client.post("/v1/chat/completions", content=b'{"messages": [', headers={"content-type": "application/json"})
+    r = client.post(
+        "/v1/chat/completions",
+        content=b'{"messages": [',
+        headers={"content-type": "application/json"},
+    )
     assert r.status_code == 400 and r.json()["error"]["param"] == "body"
     assert client.get("/health").status_code == 200
 
 
 def test_unknown_fields_are_ignored(client):
-    r = client.post("/v1/chat/completions", json={**CHAT, "max_tokens": 2, "logprobs": True, "top_logprobs": 3,
-                                                  "tools": [], "some_future_field": {"x": 1}})
+    r = client.post(
+        "/v1/chat/completions",
+        json={
+            **CHAT,
+            "max_tokens": 2,
+            "logprobs": True,
+            "top_logprobs": 3,
+            "tools": [],
+            "some_future_field": {"x": 1},
+        },
+    )
     assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] <= 2
 
 
 def test_oversized_body_is_413(client):
-    r = client.post("/v1/completions", content=b"x" * ((1 << 20) + 1), headers={"content-type": "application/json"})
+    r = client.post(
+        "/v1/completions",
+        content=b"x" * ((1 << 20) + 1),
+        headers={"content-type": "application/json"},
+    )
     assert r.status_code == 413 and r.json()["error"]["param"] == "body"
 
 
 def test_arm_validates_t0_and_flush_writes_files(client, server):
     assert client.post("/spikelens/arm", json={"t0_ns": -5}).json()["error"]["param"] == "t0_ns"
-    assert client.post("/spikelens/arm", json={"t0_ns": 1_700_000_000_000_000_000}).status_code == 200
+    assert (
+        client.post("/spikelens/arm", json={"t0_ns": 1_700_000_000_000_000_000}).status_code == 200
+    )
     files = client.post("/spikelens/flush").json()["files"]
     assert {"steps.parquet", "engine_requests.parquet", "server_requests.parquet"} <= {
-        f.rsplit("/", 1)[-1] for f in files}
+        f.rsplit("/", 1)[-1] for f in files
+    }
     assert (server.run_dir / "steps.parquet").exists()
 
 
@@ -171,15 +225,21 @@ def test_sigterm_flushes_telemetry_and_exits_zero(tmp_path):
 
     proc = EngineProcess({"engine": ENGINE}, tmp_path).start()
     try:
-        r = httpx.post(proc.url + "/v1/completions", json={"prompt": "hi", "max_tokens": 3, **GREEDY},
-                       headers={"X-Request-Id": "before-sigterm"}, timeout=60)
+        r = httpx.post(
+            proc.url + "/v1/completions",
+            json={"prompt": "hi", "max_tokens": 3, **GREEDY},
+            headers={"X-Request-Id": "before-sigterm"},
+            timeout=60,
+        )
         assert r.status_code == 200
     finally:
         assert proc.stop() == 0, proc.log_tail()
     steps = pq.read_table(tmp_path / "steps.parquet")
     requests = pq.read_table(tmp_path / "engine_requests.parquet").to_pylist()
     assert steps.num_rows >= 3
-    assert [r["request_id"] for r in requests] == ["before-sigterm"] and requests[0]["output_tokens"] == 3
+    assert [r["request_id"] for r in requests] == ["before-sigterm"] and requests[0][
+        "output_tokens"
+    ] == 3
     # the socket-side times bracket the engine's own: received before admission, content and end
     # handed to the socket after the engine step that produced them
     [wire] = pq.read_table(tmp_path / "server_requests.parquet").to_pylist()
@@ -188,7 +248,10 @@ def test_sigterm_flushes_telemetry_and_exits_zero(tmp_path):
     assert wire["received_ns"] <= engine["arrival_ns"]
     # the kernel's receive time, read with the request's bytes (where the kernel stamps packets)
     assert wire["received_clock"] == ("kernel" if _kernel_stamps() else "loop")
-    assert engine["first_token_ns"] <= wire["first_content_ns"] and engine["done_ns"] <= wire["done_ns"]
+    assert (
+        engine["first_token_ns"] <= wire["first_content_ns"]
+        and engine["done_ns"] <= wire["done_ns"]
+    )
 
 
 def test_sigterm_with_an_open_stream_ends_it_in_band_and_logs_the_abort(tmp_path):
@@ -196,15 +259,23 @@ def test_sigterm_with_an_open_stream_ends_it_in_band_and_logs_the_abort(tmp_path
 
     import pyarrow.parquet as pq
 
-    config = {"engine": {**ENGINE, "max_model_len": 2048, "kv_blocks": 256}, "server": {"graceful_shutdown_s": 0.5}}
+    config = {
+        "engine": {**ENGINE, "max_model_len": 2048, "kv_blocks": 256},
+        "server": {"graceful_shutdown_s": 0.5},
+    }
     proc = EngineProcess(config, tmp_path).start()
     first_chunk = threading.Event()
     lines: list[str] = []
 
     def read_stream():
         body = {"prompt": "go on", "max_tokens": 2000, **GREEDY, "stream": True}
-        with httpx.stream("POST", proc.url + "/v1/completions", json=body, timeout=60,
-                          headers={"X-Request-Id": "open-at-sigterm"}) as r:
+        with httpx.stream(
+            "POST",
+            proc.url + "/v1/completions",
+            json=body,
+            timeout=60,
+            headers={"X-Request-Id": "open-at-sigterm"},
+        ) as r:
             for line in r.iter_lines():
                 lines.append(line)
                 first_chunk.set()
@@ -218,7 +289,7 @@ def test_sigterm_with_an_open_stream_ends_it_in_band_and_logs_the_abort(tmp_path
         reader.join(60)
     events = [line for line in lines if line]
     assert events[-1] == "data: [DONE]"  # a complete response, not a cut connection
-    assert json.loads(events[-2][len("data: "):])["error"]["code"] == 503
+    assert json.loads(events[-2][len("data: ") :])["error"]["code"] == 503
     assert "Traceback" not in proc.log_tail()
     rows = pq.read_table(tmp_path / "engine_requests.parquet").to_pylist()
     assert [(r["request_id"], r["finish_reason"]) for r in rows] == [("open-at-sigterm", "abort")]

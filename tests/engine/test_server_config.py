@@ -12,14 +12,17 @@ def test_defaults_presets_and_overrides():
     assert (cfg.max_waiting, cfg.retry_after_s) == (3, 2)
 
 
-@pytest.mark.parametrize("data,needle", [
-    ({"max_wating": 3}, "'max_wating'"),
-    ({"preset": "huge"}, "server.preset"),
-    ({"max_waiting": -1}, "server.max_waiting"),
-    ({"max_body_bytes": 10}, "server.max_body_bytes"),
-    ({"graceful_shutdown_s": -1}, "server.graceful_shutdown_s"),
-    ({"model_name": ""}, "server.model_name"),
-])
+@pytest.mark.parametrize(
+    "data,needle",
+    [
+        ({"max_wating": 3}, "'max_wating'"),
+        ({"preset": "huge"}, "server.preset"),
+        ({"max_waiting": -1}, "server.max_waiting"),
+        ({"max_body_bytes": 10}, "server.max_body_bytes"),
+        ({"graceful_shutdown_s": -1}, "server.graceful_shutdown_s"),
+        ({"model_name": ""}, "server.model_name"),
+    ],
+)
 def test_bad_values_name_the_key(data, needle):
     with pytest.raises(ValueError, match=needle.replace(".", r"\.")):
         ServerConfig.from_dict(data)

@@ -47,13 +47,19 @@ def _engine_request(server, request_id: str) -> dict:
 
 
 def test_streaming_disconnect_aborts_and_frees_kv_blocks(server):
-    with httpx.Client(base_url=server.url, timeout=60) as client:
-        with client.stream("POST", "/v1/completions", json={**LONG, "stream": True},
-                           headers={"X-Request-Id": "gone-streaming"}) as r:
-            lines = r.iter_lines()
-            assert next(lines).startswith("data: ")
-            busy = _metrics(server.url)
-            assert busy["vllm:num_requests_running"] == 1 and busy["vllm:kv_cache_usage_perc"] > 0
+    with (
+        httpx.Client(base_url=server.url, timeout=60) as client,
+        client.stream(
+            "POST",
+            "/v1/completions",
+            json={**LONG, "stream": True},
+            headers={"X-Request-Id": "gone-streaming"},
+        ) as r,
+    ):
+        lines = r.iter_lines()
+        assert next(lines).startswith("data: ")
+        busy = _metrics(server.url)
+        assert busy["vllm:num_requests_running"] == 1 and busy["vllm:kv_cache_usage_perc"] > 0
         # leaving the block closed the connection mid-stream
     m = _wait_idle(server.url)
     assert m["spikelens:requests_aborted_total"] >= 1
@@ -63,8 +69,12 @@ def test_streaming_disconnect_aborts_and_frees_kv_blocks(server):
 
 def test_non_streaming_disconnect_aborts_too(server):
     with pytest.raises(httpx.ReadTimeout):
-        httpx.post(server.url + "/v1/completions", json=LONG, headers={"X-Request-Id": "gone-blocking"},
-                   timeout=httpx.Timeout(60, read=0.5))
+        httpx.post(
+            server.url + "/v1/completions",
+            json=LONG,
+            headers={"X-Request-Id": "gone-blocking"},
+            timeout=httpx.Timeout(60, read=0.5),
+        )
     _wait_idle(server.url)
     row = _engine_request(server, "gone-blocking")
     assert row["finish_reason"] == "abort" and row["output_tokens"] < LONG["max_tokens"]
@@ -73,8 +83,11 @@ def test_non_streaming_disconnect_aborts_too(server):
 def test_metrics_count_requests_tokens_and_steps_with_vllm_names(server):
     before = _metrics(server.url)
     for i in range(3):
-        r = httpx.post(server.url + "/v1/completions", timeout=60,
-                       json={"prompt": f"count {i}", "max_tokens": 4, "temperature": 0, "ignore_eos": True})
+        r = httpx.post(
+            server.url + "/v1/completions",
+            timeout=60,
+            json={"prompt": f"count {i}", "max_tokens": 4, "temperature": 0, "ignore_eos": True},
+        )
         assert r.status_code == 200
     after = _metrics(server.url)
 
@@ -91,6 +104,10 @@ def test_metrics_count_requests_tokens_and_steps_with_vllm_names(server):
     assert steps >= 4  # three requests of 4 tokens, batched or not
     for stage in ("schedule", "forward", "penalty", "sample", "comm"):
         assert delta(f"spikelens:step_{stage}_seconds_count") == steps
-    for name in ("vllm:num_requests_waiting", "vllm:gpu_cache_usage_perc", "vllm:num_preemptions_total",
-                 "vllm:time_per_output_token_seconds_count"):
+    for name in (
+        "vllm:num_requests_waiting",
+        "vllm:gpu_cache_usage_perc",
+        "vllm:num_preemptions_total",
+        "vllm:time_per_output_token_seconds_count",
+    ):
         assert name in after

@@ -18,8 +18,15 @@ REQUESTS_PER_CLIENT = 4
 
 @pytest.fixture(scope="module")
 def overloaded_run(tmp_path_factory):
-    config = {"engine": {"model": "tiny", "max_num_seqs": MAX_NUM_SEQS, "kv_blocks": 64, "max_model_len": 256},
-              "server": {"max_waiting": MAX_WAITING, "retry_after_s": 1}}
+    config = {
+        "engine": {
+            "model": "tiny",
+            "max_num_seqs": MAX_NUM_SEQS,
+            "kv_blocks": 64,
+            "max_model_len": 256,
+        },
+        "server": {"max_waiting": MAX_WAITING, "retry_after_s": 1},
+    }
     proc = EngineProcess(config, tmp_path_factory.mktemp("run"))
     with proc:
         results = asyncio.run(_closed_loop(proc.url))
@@ -34,16 +41,32 @@ async def _closed_loop(url: str) -> list[dict]:
     results = []
     limits = httpx.Limits(max_connections=CLIENTS, max_keepalive_connections=CLIENTS)
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
+
         async def user(u: int):
             for i in range(REQUESTS_PER_CLIENT):
                 rid = f"u{u}-{i}"
-                body = {"prompt": f"user {u} asks {i}", "max_tokens": MAX_TOKENS, "temperature": 0,
-                        "ignore_eos": True, "stream": True}
-                async with client.stream("POST", "/v1/completions", json=body, headers={"X-Request-Id": rid}) as r:
+                body = {
+                    "prompt": f"user {u} asks {i}",
+                    "max_tokens": MAX_TOKENS,
+                    "temperature": 0,
+                    "ignore_eos": True,
+                    "stream": True,
+                }
+                async with client.stream(
+                    "POST", "/v1/completions", json=body, headers={"X-Request-Id": rid}
+                ) as r:
                     text = (await r.aread()).decode()
                 chunks = [b for b in text.split("\n\n") if b.startswith("data: {")]
-                results.append({"id": rid, "status": r.status_code, "retry_after": r.headers.get("retry-after"),
-                                "chunks": len(chunks), "body": text if r.status_code != 200 else None})
+                results.append(
+                    {
+                        "id": rid,
+                        "status": r.status_code,
+                        "retry_after": r.headers.get("retry-after"),
+                        "chunks": len(chunks),
+                        "body": text if r.status_code != 200 else None,
+                    }
+                )
+
         await asyncio.gather(*(user(u) for u in range(CLIENTS)))
     return results
 
@@ -74,6 +97,8 @@ def test_admitted_requests_have_bounded_queueing_and_latency(overloaded_run):
     # MAX_TOKENS steps long, run MAX_NUM_SEQS at a time: its life spans at most this many engine steps,
     # +1 for the step that may run before the engine thread drains the add, +1 for its own prefill.
     bound = -(-CAPACITY // MAX_NUM_SEQS) * MAX_TOKENS + 2
-    spans = sorted(sum(1 for s in steps if r["arrival_ns"] <= s["start_ns"] and s["end_ns"] <= r["done_ns"])
-                   for r in requests)
+    spans = sorted(
+        sum(1 for s in steps if r["arrival_ns"] <= s["start_ns"] and s["end_ns"] <= r["done_ns"])
+        for r in requests
+    )
     assert spans[-1] <= bound, (spans, bound)

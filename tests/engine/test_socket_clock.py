@@ -1,6 +1,7 @@
 """Kernel receive stamps on real TCP loopback sockets: the stamp is when the bytes arrived, not
 when a busy reader got round to them; an asyncio transport reads through them; anything that is
 not a plain socket transport is left alone."""
+
 import asyncio
 import socket
 import sys
@@ -8,10 +9,17 @@ import time
 
 import pytest
 
-from engine.server.socket_clock import (StampingSocket, enable, keep_stamping_on, recv_stamped,
-                                        stamp_transport_reads)
+from engine.server.socket_clock import (
+    StampingSocket,
+    enable,
+    keep_stamping_on,
+    recv_stamped,
+    stamp_transport_reads,
+)
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's")
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's"
+)
 
 LATE_S = 0.1  # how long the reader stays busy after the bytes arrived
 SLACK_NS = 50_000_000  # half of LATE_S: room for a loaded CI box preempting the test between calls
@@ -20,7 +28,9 @@ SLACK_NS = 50_000_000  # half of LATE_S: room for a loaded CI box preempting the
 @pytest.fixture(scope="module", autouse=True)
 def stamping_on():
     hold = keep_stamping_on()
-    if not hold.on:  # a sandboxed kernel without SO_TIMESTAMPNS: the product falls back to read times
+    if (
+        not hold.on
+    ):  # a sandboxed kernel without SO_TIMESTAMPNS: the product falls back to read times
         hold.close()
         pytest.skip("this kernel attaches no receive stamps")
     yield

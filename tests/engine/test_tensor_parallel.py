@@ -6,7 +6,6 @@ import statistics
 import time
 
 import pyarrow.parquet as pq
-import pytest
 
 from engine.llm_engine import LLMEngine
 from engine.sampling_params import SamplingParams
@@ -16,7 +15,9 @@ def greedy(n):
     return SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True)
 
 
-def test_tp2_greedy_equals_tp1_and_every_rank_writes_comm_ms(tmp_path, tiny_config, run_to_completion):
+def test_tp2_greedy_equals_tp1_and_every_rank_writes_comm_ms(
+    tmp_path, tiny_config, run_to_completion
+):
     outs = {}
     for tp in (1, 2):
         eng = LLMEngine(tiny_config(tp=tp), run_dir=tmp_path / f"tp{tp}")
@@ -35,8 +36,15 @@ def test_tp2_greedy_equals_tp1_and_every_rank_writes_comm_ms(tmp_path, tiny_conf
 
 
 def test_comm_faults_show_in_comm_ms(tmp_path, tiny_config):
-    faults = [{"kind": "comm.straggler", "start_s": 0.8, "duration_s": 1.0, "params": {"rank": 1, "delay_ms": 30}},
-              {"kind": "comm.slow_link", "start_s": 2.4, "duration_s": 1.0, "params": {"delay_ms": 8}}]
+    faults = [
+        {
+            "kind": "comm.straggler",
+            "start_s": 0.8,
+            "duration_s": 1.0,
+            "params": {"rank": 1, "delay_ms": 30},
+        },
+        {"kind": "comm.slow_link", "start_s": 2.4, "duration_s": 1.0, "params": {"delay_ms": 8}},
+    ]
     eng = LLMEngine(tiny_config(tp=2), run_dir=tmp_path, faults=faults)
     try:
         t0 = time.time_ns()
@@ -53,6 +61,7 @@ def test_comm_faults_show_in_comm_ms(tmp_path, tiny_config):
     assert {f["cause"] for f in windows.values()} == {"communication"}
     steps = pq.read_table(tmp_path / "steps.parquet").to_pylist()
     starts = {(r["rank"], r["step"]): r for r in steps}
+
     # Classify by rank 0's step timing (lockstep), excluding steps that straddle a boundary.
     def within(step, kind):
         r0, w = starts[(0, step)], windows[kind]
@@ -60,7 +69,10 @@ def test_comm_faults_show_in_comm_ms(tmp_path, tiny_config):
 
     def touches(step):
         r0 = starts[(0, step)]
-        return any(r0["start_ns"] <= w["end_ns"] and w["start_ns"] <= r0["end_ns"] for w in windows.values())
+        return any(
+            r0["start_ns"] <= w["end_ns"] and w["start_ns"] <= r0["end_ns"]
+            for w in windows.values()
+        )
 
     def med(rank, pred):
         xs = [r["comm_ms"] for r in steps if r["rank"] == rank and pred(r["step"])]

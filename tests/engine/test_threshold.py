@@ -12,9 +12,16 @@ V = 2000
 
 def _batch(rows: int) -> tuple[torch.Tensor, list[SamplingParams], PenaltyState]:
     """Flat-ish logits (large nuclei) and a mix of filters; every third row seeded."""
-    kinds = [dict(temperature=0.8, top_p=0.9), dict(temperature=1.1, top_p=0.5, min_p=0.01),
-             dict(temperature=0.7, top_k=300, top_p=0.95), dict(temperature=1.3)]
-    params = [SamplingParams(seed=row if row % 3 == 0 else None, **kinds[row % len(kinds)]) for row in range(rows)]
+    kinds = [
+        dict(temperature=0.8, top_p=0.9),
+        dict(temperature=1.1, top_p=0.5, min_p=0.01),
+        dict(temperature=0.7, top_k=300, top_p=0.95),
+        dict(temperature=1.3),
+    ]
+    params = [
+        SamplingParams(seed=row if row % 3 == 0 else None, **kinds[row % len(kinds)])
+        for row in range(rows)
+    ]
     state = PenaltyState(rows, V)
     for slot in range(rows):
         state.assign(slot, [], [])
@@ -30,9 +37,13 @@ def _search(x, params, state, seed):
 def test_blocks_of_rows_give_the_one_pass_result(monkeypatch):
     x, params, state = _batch(11)
     whole = _search(x, params, state, seed=1)
-    monkeypatch.setattr(threshold, "BLOCK_BYTES", 3 * V * 8)  # 3 rows a block: 4 blocks, the last short
+    monkeypatch.setattr(
+        threshold, "BLOCK_BYTES", 3 * V * 8
+    )  # 3 rows a block: 4 blocks, the last short
     assert rows_per_block(V) == 3
-    assert torch.equal(_search(x, params, state, seed=1), whole)  # unseeded uniforms drawn in row order
+    assert torch.equal(
+        _search(x, params, state, seed=1), whole
+    )  # unseeded uniforms drawn in row order
 
 
 def test_blocked_seeded_rows_match_the_reference(monkeypatch):
@@ -46,4 +57,4 @@ def test_blocked_seeded_rows_match_the_reference(monkeypatch):
 
 def test_rows_per_block_is_at_least_one():
     assert rows_per_block(128_000) == 4  # 4 MB of fp64 per block
-    assert rows_per_block(10 ** 9) == 1
+    assert rows_per_block(10**9) == 1

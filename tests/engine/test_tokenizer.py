@@ -8,7 +8,9 @@ def tok():
     return Tokenizer.default()
 
 
-@pytest.mark.parametrize("text", ["Hello, world!", "def f(x):\n    return x ** 2\n", "ünïcödé 😀 — 漢字", "  spaces  "])
+@pytest.mark.parametrize(
+    "text", ["Hello, world!", "def f(x):\n    return x ** 2\n", "ünïcödé 😀 — 漢字", "  spaces  "]
+)
 def test_round_trip(tok, text):
     ids = tok.encode(text)
     assert ids and all(0 <= i < tok.vocab_size for i in ids)
@@ -23,14 +25,22 @@ def test_vocab_and_specials(tok):
 
 
 def test_chat_template(tok):
-    ids = tok.apply_chat_template([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"}])
+    ids = tok.apply_chat_template(
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"}]
+    )
     text = tok.decode(ids, skip_special_tokens=False)
     assert text == "<|bos|><|system|>\nBe brief.<|end|>\n<|user|>\nHi there<|end|>\n<|assistant|>\n"
     assert tok.decode(ids) == "\nBe brief.\n\nHi there\n\n"
 
 
-@pytest.mark.parametrize("messages,field", [([], "messages"), ([{"role": "robot", "content": "x"}], r"messages\[0\].role"),
-                                            ([{"role": "user", "content": 3}], r"messages\[0\].content")])
+@pytest.mark.parametrize(
+    "messages,field",
+    [
+        ([], "messages"),
+        ([{"role": "robot", "content": "x"}], r"messages\[0\].role"),
+        ([{"role": "user", "content": 3}], r"messages\[0\].content"),
+    ],
+)
 def test_chat_template_rejects_bad_messages(tok, messages, field):
     with pytest.raises(ValueError, match=field):
         tok.apply_chat_template(messages)

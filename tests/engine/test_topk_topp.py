@@ -52,12 +52,20 @@ def test_min_p_matches_hf(min_p):
 def test_per_row_values_match_hf_row_by_row():
     logits = _logits(3, rows=3)
     ks, ps, mps = [3, V, 40], [0.8, 0.6, 1.0], [0.1, 0.0, 0.02]
-    ours = apply_top_k_top_p(apply_min_p(logits, torch.tensor(mps)), torch.tensor(ks), torch.tensor(ps))
+    ours = apply_top_k_top_p(
+        apply_min_p(logits, torch.tensor(mps)), torch.tensor(ks), torch.tensor(ps)
+    )
     for row in range(3):
         # Our order (min-p, top-k, top-p) composed from HF warpers.
-        expected = MinPLogitsWarper(mps[row])(NO_IDS, logits[row:row + 1].clone()) if mps[row] else logits[row:row + 1]
-        expected = TopPLogitsWarper(ps[row])(NO_IDS, TopKLogitsWarper(ks[row])(NO_IDS, expected.clone()))
-        assert torch.equal(ours[row:row + 1], expected)
+        expected = (
+            MinPLogitsWarper(mps[row])(NO_IDS, logits[row : row + 1].clone())
+            if mps[row]
+            else logits[row : row + 1]
+        )
+        expected = TopPLogitsWarper(ps[row])(
+            NO_IDS, TopKLogitsWarper(ks[row])(NO_IDS, expected.clone())
+        )
+        assert torch.equal(ours[row : row + 1], expected)
 
 
 def test_where_hf_default_order_differs():

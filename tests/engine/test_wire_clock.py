@@ -1,6 +1,7 @@
 """The wire clock: one row per completion request, stamped just before the ASGI sends, content
 start where the handler marks it; other paths untouched. Driven as plain ASGI (no server needed,
 so no stamping protocol: the arrival is the app start, clock 'app')."""
+
 import asyncio
 import time
 
@@ -9,15 +10,22 @@ from engine.server.wire_clock import _SOCKET_KEY, WireClock, WireLog, mark_conte
 
 def sse_app(chunks: list[bytes], content_from: int, status: int = 200):
     """An ASGI app streaming `chunks`; generated text starts at chunk `content_from`."""
+
     async def app(scope, receive, send):
         ctype = b"text/event-stream" if status == 200 else b"application/json"
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", ctype), (b"x-request-id", b"req-1")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [(b"content-type", ctype), (b"x-request-id", b"req-1")],
+            }
+        )
         for i, chunk in enumerate(chunks):
             if i == content_from:
                 mark_content(scope)
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
     return app
 
 
@@ -57,8 +65,12 @@ class WriteTimes:
 
 def test_stamps_follow_the_sends_and_the_content_mark():
     log = WireLog()
-    sent = drive(WireClock(sse_app([b"data: role\n\n", b"data: hello\n\n", b"data: [DONE]\n\n"],
-                                   content_from=1), log))
+    sent = drive(
+        WireClock(
+            sse_app([b"data: role\n\n", b"data: hello\n\n", b"data: [DONE]\n\n"], content_from=1),
+            log,
+        )
+    )
     [row] = log.buffer.to_table().to_pylist()
     assert row["request_id"] == "req-1" and row["status"] == 200 and row["streamed"]
     body_times = [t for kind, t in sent if kind == "http.response.body"]
@@ -70,7 +82,10 @@ def test_stamps_follow_the_sends_and_the_content_mark():
 
 def test_with_the_connections_socket_the_stamps_are_when_the_writes_began():
     log, socket = WireLog(), WriteTimes()
-    drive(WireClock(sse_app([b"data: role\n\n", b"data: hello\n\n"], content_from=1), log), socket=socket)
+    drive(
+        WireClock(sse_app([b"data: role\n\n", b"data: hello\n\n"], content_from=1), log),
+        socket=socket,
+    )
     [row] = log.buffer.to_table().to_pylist()
     # writes: response start, role, hello (first content), the end
     assert row["first_content_ns"] == socket.writes[2] and row["done_ns"] == socket.writes[3]

@@ -25,7 +25,9 @@ def _wait_healthy(proc: subprocess.Popen, url: str, timeout_s: float = 120.0) ->
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise AssertionError(f"spikelens engine exited with {proc.returncode}: {proc.stderr.read()}")
+            raise AssertionError(
+                f"spikelens engine exited with {proc.returncode}: {proc.stderr.read()}"
+            )
         try:
             if httpx.get(url + "/health", timeout=1.0).status_code == 200:
                 return
@@ -41,35 +43,59 @@ def test_engine_serves_a_256_position_checkpoint_with_no_engine_flag(hf_llama_25
     openai = pytest.importorskip("openai")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([SPIKELENS, "engine", "--model", str(hf_llama_256), "--port", str(port)],
-                            env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [SPIKELENS, "engine", "--model", str(hf_llama_256), "--port", str(port)],
+        env=_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         _wait_healthy(proc, url)
         models = httpx.get(url + "/v1/models").json()
         assert models["data"][0]["max_model_len"] == 256
         client = openai.OpenAI(base_url=url + "/v1", api_key="unused")
         stream = client.chat.completions.create(
-            model="spikelens", messages=[{"role": "user", "content": "Hello there"}],
-            max_tokens=8, stream=True, stream_options={"include_usage": True}, extra_body={"ignore_eos": True})
+            model="spikelens",
+            messages=[{"role": "user", "content": "Hello there"}],
+            max_tokens=8,
+            stream=True,
+            stream_options={"include_usage": True},
+            extra_body={"ignore_eos": True},
+        )
         chunks = list(stream)
         text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
         assert text and chunks[-1].usage.completion_tokens == 8
         with pytest.raises(openai.BadRequestError, match="max_model_len=256"):
             client.completions.create(model="spikelens", prompt=[5] * 300, max_tokens=4)
     finally:
-        proc.send_signal(signal.SIGINT)   # Ctrl-C of the CLI: forwarded once, the server flushes
+        proc.send_signal(signal.SIGINT)  # Ctrl-C of the CLI: forwarded once, the server flushes
         assert proc.wait(timeout=60) == 0
-    assert "max_model_len=256" in proc.stderr.read()   # the server says what it derived
+    assert "max_model_len=256" in proc.stderr.read()  # the server says what it derived
     run_dir = tmp_path / "home" / "runs" / "adhoc-engine"
     assert (run_dir / "steps.parquet").exists()
-    assert json.loads((run_dir / "engine-config.json").read_text())["engine"] == {"model": str(hf_llama_256)}
+    assert json.loads((run_dir / "engine-config.json").read_text())["engine"] == {
+        "model": str(hf_llama_256)
+    }
 
 
 def test_explicit_max_model_len_above_the_checkpoint_is_refused(hf_llama_256, tmp_path):
-    proc = subprocess.run([SPIKELENS, "engine", str(hf_llama_256), "--max-model-len", "512",
-                           "--port", str(free_port())],
-                          env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            SPIKELENS,
+            "engine",
+            str(hf_llama_256),
+            "--max-model-len",
+            "512",
+            "--port",
+            str(free_port()),
+        ],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
     assert "engine.max_model_len: must be in [2, 256]" in proc.stderr and "got 512" in proc.stderr
 
@@ -78,20 +104,56 @@ def test_flags_override_the_config_file(tmp_path):
     """The file's max_num_seqs (2) is valid; the flag's (0) wins, so the server refuses to start."""
     config = tmp_path / "engine.json"
     config.write_text(json.dumps({"engine": {"model": "tiny", "max_num_seqs": 2}, "faults": []}))
-    proc = subprocess.run([SPIKELENS, "engine", "--config", str(config), "--max-num-seqs", "0",
-                           "--tp", "1", "--dtype", "half", "--port", str(free_port())],
-                          env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            SPIKELENS,
+            "engine",
+            "--config",
+            str(config),
+            "--max-num-seqs",
+            "0",
+            "--tp",
+            "1",
+            "--dtype",
+            "half",
+            "--port",
+            str(free_port()),
+        ],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "engine.max_num_seqs" in proc.stderr
-    merged = json.loads((tmp_path / "home" / "runs" / "adhoc-engine" / "engine-config.json").read_text())
+    merged = json.loads(
+        (tmp_path / "home" / "runs" / "adhoc-engine" / "engine-config.json").read_text()
+    )
     assert merged["engine"] == {"model": "tiny", "max_num_seqs": 0, "tp": 1, "dtype": "half"}
 
 
 def test_help_lists_the_vllm_style_flags(tmp_path):
-    proc = subprocess.run([SPIKELENS, "engine", "--help"], env={**_env(tmp_path), "COLUMNS": "200"},
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [SPIKELENS, "engine", "--help"],
+        env={**_env(tmp_path), "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0
-    for flag in ("--model", "--max-model-len", "--max-num-seqs", "--kv-blocks", "--kv-cache-memory-bytes", "--dtype",
-                 "--tensor-parallel-size", "--tp", "--seed", "--host", "--port", "--config"):
+    for flag in (
+        "--model",
+        "--max-model-len",
+        "--max-num-seqs",
+        "--kv-blocks",
+        "--kv-cache-memory-bytes",
+        "--dtype",
+        "--tensor-parallel-size",
+        "--tp",
+        "--seed",
+        "--host",
+        "--port",
+        "--config",
+    ):
         assert flag in proc.stdout
     assert "override the file" in " ".join(proc.stdout.split())
 
@@ -101,9 +163,23 @@ def test_sigterm_of_the_cli_stops_the_server_gracefully(tmp_path):
     server flushes its telemetry and exits 0, and no process is left behind."""
     psutil = pytest.importorskip("psutil")
     port = free_port()
-    proc = subprocess.Popen([SPIKELENS, "engine", "tiny", "--max-model-len", "64", "--kv-blocks", "8",
-                             "--port", str(port)], env=_env(tmp_path), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            SPIKELENS,
+            "engine",
+            "tiny",
+            "--max-model-len",
+            "64",
+            "--kv-blocks",
+            "8",
+            "--port",
+            str(port),
+        ],
+        env=_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         _wait_healthy(proc, f"http://127.0.0.1:{port}")
         children = psutil.Process(proc.pid).children(recursive=True)

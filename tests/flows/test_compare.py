@@ -1,5 +1,6 @@
 """`spikelens compare RUN_A RUN_B` on a real warehouse file: a slowed copy regresses, an identical
 copy does not, and an unknown run id is a usage error (exit 2) naming it."""
+
 import json
 import shutil
 import sys
@@ -12,10 +13,10 @@ from typer.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "warehouse"))
 
-from runbuilder import SimSpec, write_run  # noqa: E402
+from runbuilder import SimSpec, write_run
 
-from flows.compare import CompareUsageError, compare_stored_runs  # noqa: E402
-from warehouse.ingest import ingest_run  # noqa: E402
+from flows.compare import CompareUsageError, compare_stored_runs
+from warehouse.ingest import ingest_run
 
 
 def copy_run(src: Path, run_id: str, slow: float = 1.0) -> Path:
@@ -28,16 +29,23 @@ def copy_run(src: Path, run_id: str, slow: float = 1.0) -> Path:
     req = pq.read_table(dst / "requests.parquet")
     sent = req["sent_ns"].to_pylist()
     for name in ("first_token_ns", "done_ns"):
-        col = [None if t is None or s is None else s + int((t - s) * slow)
-               for s, t in zip(sent, req[name].to_pylist())]
+        col = [
+            None if t is None or s is None else s + int((t - s) * slow)
+            for s, t in zip(sent, req[name].to_pylist())
+        ]
         req = req.set_column(req.schema.get_field_index(name), name, pa.array(col, req[name].type))
     pq.write_table(req, dst / "requests.parquet")
     tok = pq.read_table(dst / "tokens.parquet")
     sent_of = {r: s for r, s in zip(req["request_id"].to_pylist(), sent) if s is not None}
-    arrivals = [t if r not in sent_of else sent_of[r] + int((t - sent_of[r]) * slow)
-                for r, t in zip(tok["request_id"].to_pylist(), tok["arrival_ns"].to_pylist())]
-    tok = tok.set_column(tok.schema.get_field_index("arrival_ns"), "arrival_ns",
-                         pa.array(arrivals, tok["arrival_ns"].type))
+    arrivals = [
+        t if r not in sent_of else sent_of[r] + int((t - sent_of[r]) * slow)
+        for r, t in zip(tok["request_id"].to_pylist(), tok["arrival_ns"].to_pylist())
+    ]
+    tok = tok.set_column(
+        tok.schema.get_field_index("arrival_ns"),
+        "arrival_ns",
+        pa.array(arrivals, tok["arrival_ns"].type),
+    )
     pq.write_table(tok, dst / "tokens.parquet")
     return dst
 
@@ -47,20 +55,29 @@ def home(tmp_path_factory):
     home = tmp_path_factory.mktemp("state")
     runs = home / "runs"
     a = write_run(runs, SimSpec(run_id="20261201T000000Z-incident-a-0001", duration_s=30, users=6))
-    for d in (a, copy_run(a, "20261201T000100Z-incident-same-0002"),
-              copy_run(a, "20261201T000200Z-incident-slow-0003", slow=1.6)):
+    for d in (
+        a,
+        copy_run(a, "20261201T000100Z-incident-same-0002"),
+        copy_run(a, "20261201T000200Z-incident-slow-0003", slow=1.6),
+    ):
         ingest_run(home / "warehouse.duckdb", d)
     return home
 
 
-A, SAME, SLOW = ("20261201T000000Z-incident-a-0001", "20261201T000100Z-incident-same-0002",
-                 "20261201T000200Z-incident-slow-0003")
+A, SAME, SLOW = (
+    "20261201T000000Z-incident-a-0001",
+    "20261201T000100Z-incident-same-0002",
+    "20261201T000200Z-incident-slow-0003",
+)
 
 
 def test_a_slowed_copy_regresses_with_the_nightly_verdicts(home):
     result = compare_stored_runs(A, SLOW, state_home=str(home))
     verdicts = {v["metric"]: v for v in result.verdicts}
-    assert verdicts["itl_p50"]["verdict"] == "regressed" and verdicts["e2e_p50"]["verdict"] == "regressed"
+    assert (
+        verdicts["itl_p50"]["verdict"] == "regressed"
+        and verdicts["e2e_p50"]["verdict"] == "regressed"
+    )
     assert verdicts["itl_p50"]["ci_low"] > 0 and abs(verdicts["itl_p50"]["rel_delta"] - 0.6) < 0.1
     assert verdicts["error_rate"]["verdict"] == "unchanged"
     page = result.report.read_text()

@@ -6,6 +6,7 @@ Then the server's HTTP API is asked what it holds: the deployment, its cron sche
 next flow run the scheduler created, in state Scheduled at the next 02:00 of the zone.
 Server and children are started in their own process groups and killed as groups in `finally`.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -22,11 +23,20 @@ import httpx
 import pytest
 
 import flows.deploy
-from flows.deploy import (EPHEMERAL_MESSAGE, NIGHTLY, REPO_DIR, CronSchedule, DeployError,
-                          nightly_parameters, serve_nightly)
+from flows.deploy import (
+    EPHEMERAL_MESSAGE,
+    NIGHTLY,
+    REPO_DIR,
+    CronSchedule,
+    DeployError,
+    nightly_parameters,
+    serve_nightly,
+)
 
-SERVER_STARTUP_S = 90      # ~16 s measured on 2 shared cores; generous for a loaded machine
-SCHEDULE_WAIT_S = 45       # serve: import + register (~4 s) + the scheduler's 5 s recent-deployments loop
+SERVER_STARTUP_S = 90  # ~16 s measured on 2 shared cores; generous for a loaded machine
+SCHEDULE_WAIT_S = (
+    45  # serve: import + register (~4 s) + the scheduler's 5 s recent-deployments loop
+)
 
 
 def _free_port() -> int:
@@ -38,8 +48,12 @@ def _free_port() -> int:
 def _clean_env(**extra: str) -> dict[str, str]:
     """The environment without any PREFECT_* of this process (the suite's own Prefect home)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1",
-               PREFECT_UI_ENABLED="false", **extra)
+    env.update(
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        DO_NOT_TRACK="1",
+        PREFECT_UI_ENABLED="false",
+        **extra,
+    )
     return env
 
 
@@ -75,17 +89,31 @@ def prefect_server(tmp_path_factory):
     port = _free_port()
     log = open(home / "server.log", "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-         "--port", str(port)],
-        env=_clean_env(PREFECT_HOME=str(home)), stdout=log, stderr=subprocess.STDOUT,
-        start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "prefect",
+            "server",
+            "start",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        env=_clean_env(PREFECT_HOME=str(home)),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}/api"
     try:
         t0 = time.monotonic()
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"prefect server exited {proc.returncode}: "
-                            f"{(home / 'server.log').read_text()[-3000:]}")
+                pytest.fail(
+                    f"prefect server exited {proc.returncode}: "
+                    f"{(home / 'server.log').read_text()[-3000:]}"
+                )
             try:
                 if httpx.get(f"{url}/health", timeout=2).status_code == 200:
                     break
@@ -103,9 +131,10 @@ def prefect_server(tmp_path_factory):
 
 def _child_env(api_url: str, tmp_path: Path) -> dict[str, str]:
     state = tmp_path / "state"
-    (state / "prefect").mkdir(parents=True, exist_ok=True)   # Prefect makes only the last level
-    return _clean_env(PREFECT_API_URL=api_url, SPIKELENS_HOME=str(state),
-                      PREFECT_HOME=str(state / "prefect"))
+    (state / "prefect").mkdir(parents=True, exist_ok=True)  # Prefect makes only the last level
+    return _clean_env(
+        PREFECT_API_URL=api_url, SPIKELENS_HOME=str(state), PREFECT_HOME=str(state / "prefect")
+    )
 
 
 def _python(code: str) -> list[str]:
@@ -113,16 +142,25 @@ def _python(code: str) -> list[str]:
 
 
 def _deployment(api_url: str, name: str) -> dict | None:
-    found = httpx.post(f"{api_url}/deployments/filter",
-                       json={"deployments": {"name": {"any_": [name]}}}, timeout=10).json()
+    found = httpx.post(
+        f"{api_url}/deployments/filter",
+        json={"deployments": {"name": {"any_": [name]}}},
+        timeout=10,
+    ).json()
     return found[0] if found else None
 
 
 def _scheduled_runs(api_url: str, deployment_id: str) -> list[dict]:
-    return httpx.post(f"{api_url}/flow_runs/filter", timeout=10, json={
-        "deployments": {"id": {"any_": [deployment_id]}},
-        "flow_runs": {"state": {"type": {"any_": ["SCHEDULED"]}}},
-        "sort": "EXPECTED_START_TIME_ASC", "limit": 3}).json()
+    return httpx.post(
+        f"{api_url}/flow_runs/filter",
+        timeout=10,
+        json={
+            "deployments": {"id": {"any_": [deployment_id]}},
+            "flow_runs": {"state": {"type": {"any_": ["SCHEDULED"]}}},
+            "sort": "EXPECTED_START_TIME_ASC",
+            "limit": 3,
+        },
+    ).json()
 
 
 def _next_local(hour: int, zone: str, after: dt.datetime) -> dt.datetime:
@@ -132,12 +170,12 @@ def _next_local(hour: int, zone: str, after: dt.datetime) -> dt.datetime:
     while True:
         candidate = dt.datetime(day.year, day.month, day.day, hour, tzinfo=tz)
         if candidate > after:
-            return candidate.astimezone(dt.timezone.utc)
+            return candidate.astimezone(dt.UTC)
         day += dt.timedelta(days=1)
 
 
 def _utc(stamp: str) -> dt.datetime:
-    return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).astimezone(dt.timezone.utc)
+    return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).astimezone(dt.UTC)
 
 
 def _only_schedule(deployment: dict) -> dict:
@@ -150,15 +188,19 @@ def _only_schedule(deployment: dict) -> dict:
 @pytest.mark.e2e
 def test_serve_schedules_the_nightly_at_0200_utc(prefect_server, tmp_path):
     name = "nightly-served"
-    before = dt.datetime.now(dt.timezone.utc)
+    before = dt.datetime.now(dt.UTC)
     log = open(tmp_path / "serve.log", "w")
     proc = subprocess.Popen(
         _python(f"from flows.deploy import serve_nightly; serve_nightly(name={name!r})"),
-        cwd=REPO_DIR, env=_child_env(prefect_server, tmp_path), stdout=log,
-        stderr=subprocess.STDOUT, start_new_session=True,
+        cwd=REPO_DIR,
+        env=_child_env(prefect_server, tmp_path),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
         # CI may run the suite from a non-interactive shell's background job, where SIGINT is
         # ignored and that is inherited: give the server Ctrl-C back, as a terminal would.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         deadline = time.monotonic() + SCHEDULE_WAIT_S
         deployment, runs = None, []
@@ -185,8 +227,12 @@ def test_serve_schedules_the_nightly_at_0200_utc(prefect_server, tmp_path):
         proc.send_signal(signal.SIGINT)
         # (30 s was seen to be too short while the 2-core box ran other e2e work)
         assert proc.wait(90) == 0, (tmp_path / "serve.log").read_text()[-3000:]
-        assert httpx.get(f"{prefect_server}/deployments/{deployment['id']}",
-                         timeout=10).json()["paused"] is True
+        assert (
+            httpx.get(f"{prefect_server}/deployments/{deployment['id']}", timeout=10).json()[
+                "paused"
+            ]
+            is True
+        )
     finally:
         _kill_group(proc)
         log.close()
@@ -195,11 +241,20 @@ def test_serve_schedules_the_nightly_at_0200_utc(prefect_server, tmp_path):
 @pytest.mark.e2e
 def test_deploy_to_pool_registers_a_process_deployment(prefect_server, tmp_path):
     name, pool, zone = "nightly-pool", "spikelens-test-pool", "Europe/Berlin"
-    before = dt.datetime.now(dt.timezone.utc)
-    code = ("from flows.deploy import deploy_to_pool; "
-            f"print(deploy_to_pool({pool!r}, cron='0 2 * * *', timezone={zone!r}, name={name!r}))")
-    proc = subprocess.run(_python(code), cwd=REPO_DIR, env=_child_env(prefect_server, tmp_path),
-                          capture_output=True, text=True, timeout=120, start_new_session=True)
+    before = dt.datetime.now(dt.UTC)
+    code = (
+        "from flows.deploy import deploy_to_pool; "
+        f"print(deploy_to_pool({pool!r}, cron='0 2 * * *', timezone={zone!r}, name={name!r}))"
+    )
+    proc = subprocess.run(
+        _python(code),
+        cwd=REPO_DIR,
+        env=_child_env(prefect_server, tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        start_new_session=True,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     deployment_id = proc.stdout.strip().splitlines()[-1]
 
@@ -208,8 +263,9 @@ def test_deploy_to_pool_registers_a_process_deployment(prefect_server, tmp_path)
     deployment = httpx.get(f"{prefect_server}/deployments/{deployment_id}", timeout=10).json()
     assert deployment["name"] == name and deployment["work_pool_name"] == pool
     assert deployment["entrypoint"] == NIGHTLY.file_path == "flows/nightly.py:nightly_regression"
-    assert deployment["pull_steps"] == [{"prefect.deployments.steps.set_working_directory":
-                                         {"directory": str(REPO_DIR)}}]
+    assert deployment["pull_steps"] == [
+        {"prefect.deployments.steps.set_working_directory": {"directory": str(REPO_DIR)}}
+    ]
     schedule = _only_schedule(deployment)
     assert (schedule["cron"], schedule["timezone"]) == ("0 2 * * *", zone)
 
@@ -228,20 +284,28 @@ def test_deploy_to_pool_registers_a_process_deployment(prefect_server, tmp_path)
 def test_prefect_yaml_deploys_with_prefect_deploy_all(prefect_server, tmp_path):
     """The repo's prefect.yaml is valid for `prefect deploy --all` against a process pool."""
     pool = "spikelens-process"
-    created = httpx.post(f"{prefect_server}/work_pools/", timeout=10,
-                         json={"name": pool, "type": "process"})
-    assert created.status_code in (201, 409), created.text   # 409: exists already
+    created = httpx.post(
+        f"{prefect_server}/work_pools/", timeout=10, json={"name": pool, "type": "process"}
+    )
+    assert created.status_code in (201, 409), created.text  # 409: exists already
     prefect_cli = str(Path(sys.executable).parent / "prefect")
-    proc = subprocess.run([prefect_cli, "--no-prompt", "deploy", "--all"], cwd=REPO_DIR,
-                          env=_child_env(prefect_server, tmp_path), capture_output=True,
-                          text=True, timeout=120, start_new_session=True)
+    proc = subprocess.run(
+        [prefect_cli, "--no-prompt", "deploy", "--all"],
+        cwd=REPO_DIR,
+        env=_child_env(prefect_server, tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        start_new_session=True,
+    )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     deployment = _deployment(prefect_server, "nightly")
     assert deployment is not None and deployment["work_pool_name"] == pool
     assert deployment["entrypoint"] == "flows/nightly.py:nightly_regression"
     # Resolved on the worker when a run starts, so each worker uses its own checkout.
-    assert deployment["pull_steps"] == [{"prefect.deployments.steps.set_working_directory":
-                                         {"directory": "{{ $SPIKELENS_REPO }}"}}]
+    assert deployment["pull_steps"] == [
+        {"prefect.deployments.steps.set_working_directory": {"directory": "{{ $SPIKELENS_REPO }}"}}
+    ]
     schedule = _only_schedule(deployment)
     assert (schedule["cron"], schedule["timezone"]) == ("0 2 * * *", "UTC")
 
@@ -251,12 +315,16 @@ def test_ephemeral_prefect_refuses_to_schedule(tmp_path):
     """`spikelens deploy` without PREFECT_API_URL says what to do, instead of serving a schedule
     that never fires (Prefect itself only warns and serves)."""
     state = tmp_path / "state"
-    proc = subprocess.run([sys.executable, "-m", "flows.cli", "deploy"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60,
-                          env=_clean_env(SPIKELENS_HOME=str(state),
-                                         PREFECT_HOME=str(state / "prefect")))
+    proc = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "deploy"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_clean_env(SPIKELENS_HOME=str(state), PREFECT_HOME=str(state / "prefect")),
+    )
     assert proc.returncode == 2, proc.stderr[-3000:]
-    said = " ".join(proc.stderr.split())          # rich wraps long lines
+    said = " ".join(proc.stderr.split())  # rich wraps long lines
     assert f"error: {' '.join(EPHEMERAL_MESSAGE.split())}" in said
     assert "Cannot schedule flows on an ephemeral server" not in proc.stdout + proc.stderr
 

@@ -1,4 +1,5 @@
 """run.json round-trips and run ids sort by time."""
+
 import re
 import time
 
@@ -14,9 +15,19 @@ def test_run_id_is_sortable_and_unique():
 
 
 def test_manifest_round_trip(tmp_path):
-    m = RunManifest(run_id="r1", kind="incident", scenario_name="x", scenario_path="x.yaml",
-                    scenario={"name": "x"}, engine={"model": "tiny"}, target=None, faults=[],
-                    warmup_s=1, duration_s=2, command="spikelens run x.yaml")
+    m = RunManifest(
+        run_id="r1",
+        kind="incident",
+        scenario_name="x",
+        scenario_path="x.yaml",
+        scenario={"name": "x"},
+        engine={"model": "tiny"},
+        target=None,
+        faults=[],
+        warmup_s=1,
+        duration_s=2,
+        command="spikelens run x.yaml",
+    )
     m.write(tmp_path)
     back = RunManifest.read(tmp_path)
     assert back == m and back.status == "running"

@@ -1,6 +1,7 @@
 """The nightly's baseline selection and comparison tasks, in a real (test-harness) Prefect, on
 simulated nightly runs ingested into DuckDB: a penalty slowdown regresses ITL; a rerun of the
 same engine does not; the baseline is the last passing nightlies of the same scenario."""
+
 import json
 import sys
 from pathlib import Path
@@ -11,11 +12,11 @@ from prefect.testing.utilities import prefect_test_harness
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "warehouse"))
 
-from runbuilder import SimSpec, write_run  # noqa: E402
+from runbuilder import SimSpec, write_run
 
-from flows.nightly import compare, find_baseline  # noqa: E402
-from flows.nightly_config import NightlyConfig  # noqa: E402
-from warehouse.ingest import ingest_run  # noqa: E402
+from flows.nightly import compare, find_baseline
+from flows.nightly_config import NightlyConfig
+from warehouse.ingest import ingest_run
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +30,9 @@ DAY_NS = 86_400 * 10**9
 
 def nightly_run(root: Path, db: Path, run_id: str, night: int, **fields) -> tuple[str, int]:
     """A simulated nightly run on night `night`; returns (run_id, started_ns)."""
-    spec = SimSpec(run_id=run_id, duration_s=30, t0_ns=1_800_000_000 * 10**9 + night * DAY_NS,
-                   **fields)
+    spec = SimSpec(
+        run_id=run_id, duration_s=30, t0_ns=1_800_000_000 * 10**9 + night * DAY_NS, **fields
+    )
     run_dir = write_run(root, spec)
     manifest = json.loads((run_dir / "run.json").read_text())
     manifest.update(kind="nightly", scenario_name="sim-nightly")
@@ -57,14 +59,22 @@ def test_baseline_and_verdicts(harness, tmp_path):
     assert not [v for v in verdicts if v["verdict"] == "regressed"], verdicts
 
     # the slow penalty path throughout: every step +40 ms
-    slow = nightly_run(tmp_path, db, "n3", 2, seed=3, incident="penalty", incident_start_s=0.0,
-                       incident_duration_s=30.0)
+    slow = nightly_run(
+        tmp_path,
+        db,
+        "n3",
+        2,
+        seed=3,
+        incident="penalty",
+        incident_start_s=0.0,
+        incident_duration_s=30.0,
+    )
     base, verdicts = judge(db, slow, config)
     assert base == ["n2", "n1"]
     by_metric = {v["metric"]: v for v in verdicts}
     assert by_metric["itl_p50"]["verdict"] == "regressed" and by_metric["itl_p50"]["ci_low"] > 0
     assert by_metric["throughput"]["verdict"] == "regressed"
-    noise = by_metric["itl_p50"]["run_noise"]       # two simulated clean runs: a few percent apart
+    noise = by_metric["itl_p50"]["run_noise"]  # two simulated clean runs: a few percent apart
     assert 0 <= noise < 0.1 and by_metric["itl_p50"]["rel_delta"] > noise
 
     # n3 regressed, so it never becomes a baseline of the next night
@@ -82,14 +92,28 @@ def stored_sweeps(tmp_path):
 
     db = tmp_path / "w.duckdb"
     connect(db).close()
-    ev = {f"r{i}": {"spikes": [], "spike_count": 0, "queue": None, "queueing": queueing_reading(None)}
-          for i in range(3)}
-    for sweep_id, loads, started, cap in (("old", (2, 4), 100, 4), ("other-steps", (2, 8), 150, 8),
-                                          ("new", (2, 4), 200, 2), ("later", (2, 4), 900, 4)):
-        steps = [StepOutcome(float(x), f"r{i}", 10, 10 if x <= cap else 0, 1.0 if x <= cap else 0.0,
-                             x <= cap, {}) for i, x in enumerate(loads)]
-        store_capacity.fn(db, _rows(sweep_id, "cap", CapacityOptions(loads=loads), {"ttft_ms": 1},
-                                    steps, ev, started))
+    ev = {
+        f"r{i}": {"spikes": [], "spike_count": 0, "queue": None, "queueing": queueing_reading(None)}
+        for i in range(3)
+    }
+    for sweep_id, loads, started, cap in (
+        ("old", (2, 4), 100, 4),
+        ("other-steps", (2, 8), 150, 8),
+        ("new", (2, 4), 200, 2),
+        ("later", (2, 4), 900, 4),
+    ):
+        steps = [
+            StepOutcome(
+                float(x), f"r{i}", 10, 10 if x <= cap else 0, 1.0 if x <= cap else 0.0, x <= cap, {}
+            )
+            for i, x in enumerate(loads)
+        ]
+        store_capacity.fn(
+            db,
+            _rows(
+                sweep_id, "cap", CapacityOptions(loads=loads), {"ttft_ms": 1}, steps, ev, started
+            ),
+        )
     return db, CapacityCheck(scenario=tmp_path, kind="users", loads=(2.0, 4.0), last_n=3)
 
 
@@ -112,9 +136,10 @@ def test_a_capacity_drop_is_a_nightly_regression(harness, tmp_path):
     def judged(capacity, before_ns=500):
         sweep = CapacityResult("sw-x", "cap", "users", [], {"capacity": capacity}, "page.html")
         return flow(judge_capacity)(db, sweep, check, before_ns)
-    dropped = judged(None)                     # even 2 users failed: below both earlier sweeps
+
+    dropped = judged(None)  # even 2 users failed: below both earlier sweeps
     assert dropped.scenario_name == "capacity-cap" and dropped.regressed == ["capacity_users"]
     assert dropped.baseline_runs == ["new", "old"] and NightlyResult([dropped]).regressed
     assert judged(2.0).regressed == [] and judged(2.0).verdicts[0]["verdict"] == "unchanged"
-    first = judged(2.0, before_ns=50)          # no earlier sweep: the first one starts the baseline
+    first = judged(2.0, before_ns=50)  # no earlier sweep: the first one starts the baseline
     assert first.verdicts[0]["verdict"] == "insufficient" and not NightlyResult([first]).regressed

@@ -1,4 +1,5 @@
 """The state directory follows SPIKELENS_HOME, and Prefect's home follows it."""
+
 from pathlib import Path
 
 from flows.paths import StatePaths

@@ -1,4 +1,5 @@
 """A replay's scenario: the original's, with its own requests as a replay trace."""
+
 from pathlib import Path
 
 from flows.manifest import RunManifest
@@ -6,13 +7,30 @@ from flows.replay import replay_scenario
 
 
 def original() -> RunManifest:
-    scenario = {"name": "gc", "duration_s": 30, "engine": {"model": "small", "max_num_seqs": 16},
-                "workload": {}, "load": {"shape": "constant", "users": 4},
-                "faults": [{"kind": "memory.gc_storm", "start_s": 5, "duration_s": 5},
-                           {"kind": "load.burst", "start_s": 10, "duration_s": 5}]}
-    return RunManifest(run_id="r0", kind="incident", scenario_name="gc", scenario_path="gc.yaml",
-                       scenario=scenario, engine=scenario["engine"], target=None,
-                       faults=scenario["faults"], warmup_s=2, duration_s=30, command="x")
+    scenario = {
+        "name": "gc",
+        "duration_s": 30,
+        "engine": {"model": "small", "max_num_seqs": 16},
+        "workload": {},
+        "load": {"shape": "constant", "users": 4},
+        "faults": [
+            {"kind": "memory.gc_storm", "start_s": 5, "duration_s": 5},
+            {"kind": "load.burst", "start_s": 10, "duration_s": 5},
+        ],
+    }
+    return RunManifest(
+        run_id="r0",
+        kind="incident",
+        scenario_name="gc",
+        scenario_path="gc.yaml",
+        scenario=scenario,
+        engine=scenario["engine"],
+        target=None,
+        faults=scenario["faults"],
+        warmup_s=2,
+        duration_s=30,
+        command="x",
+    )
 
 
 def test_replay_keeps_engine_and_faults_and_replays_requests():

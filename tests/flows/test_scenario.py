@@ -1,4 +1,5 @@
 """Scenario files: valid ones parse; every kind of mistake names the file, the line and the key."""
+
 from pathlib import Path
 
 import pytest
@@ -48,15 +49,28 @@ def test_builtin_demo_scenario_is_valid():
     assert any(f.kind == "memory.gc_storm" for f in s.faults)
 
 
-@pytest.mark.parametrize("old,new,line,key", [
-    ("warmup_s: 2", "warmpu_s: 2", 3, "warmpu_s"),                       # unknown top-level key
-    ("  max_num_seqs: 8", "  max_num_seqz: 8", 6, "engine.max_num_seqz"),  # unknown engine key
-    ("    start_s: 10", "    start_s: -1", 17, "faults[0].start_s"),       # out of range
-    ("  - kind: memory.gc_storm", "  - kind: memory.gc_stom", 16, "faults[0].kind"),
-    ("duration_s: 30", "duration_s: soon", 2, "duration_s"),
-    ("    temperature: [0.7, 1.0]", "    temprature: [0.7, 1.0]", 11, "workload.sampling.temprature"),
-    ("{mean: 32, std: 8,", "{mean: 32, sd: 8,", 8, "workload.prompt_tokens.sd"),   # nested, flow style
-])
+@pytest.mark.parametrize(
+    "old,new,line,key",
+    [
+        ("warmup_s: 2", "warmpu_s: 2", 3, "warmpu_s"),  # unknown top-level key
+        ("  max_num_seqs: 8", "  max_num_seqz: 8", 6, "engine.max_num_seqz"),  # unknown engine key
+        ("    start_s: 10", "    start_s: -1", 17, "faults[0].start_s"),  # out of range
+        ("  - kind: memory.gc_storm", "  - kind: memory.gc_stom", 16, "faults[0].kind"),
+        ("duration_s: 30", "duration_s: soon", 2, "duration_s"),
+        (
+            "    temperature: [0.7, 1.0]",
+            "    temprature: [0.7, 1.0]",
+            11,
+            "workload.sampling.temprature",
+        ),
+        (
+            "{mean: 32, std: 8,",
+            "{mean: 32, sd: 8,",
+            8,
+            "workload.prompt_tokens.sd",
+        ),  # nested, flow style
+    ],
+)
 def test_errors_name_file_line_and_key(tmp_path, old, new, line, key):
     path = write(tmp_path, GOOD.replace(old, new))
     with pytest.raises(ScenarioError) as err:
@@ -97,10 +111,13 @@ def test_slo_block_is_validated_with_its_line(tmp_path):
     assert err.value.line == 19 and "ttft" in str(err.value)
 
 
-@pytest.mark.parametrize("params,needle", [
-    ("{objects_per_stepp: 10}", "objects_per_stepp"),          # engine kind: unknown param
-    ("{live_steps: 0}", "live_steps"),                         # engine kind: out of range
-])
+@pytest.mark.parametrize(
+    "params,needle",
+    [
+        ("{objects_per_stepp: 10}", "objects_per_stepp"),  # engine kind: unknown param
+        ("{live_steps: 0}", "live_steps"),  # engine kind: out of range
+    ],
+)
 def test_fault_params_are_checked_by_their_owner(tmp_path, params, needle):
     text = GOOD + f"    params: {params}\n"
     with pytest.raises(ScenarioError) as err:
@@ -123,7 +140,12 @@ def test_a_checkpoint_engine_takes_its_context_length_from_the_checkpoint(tmp_pa
     text = GOOD.replace("  model: tiny", f"  model: {folder}")
     assert load_scenario(write(tmp_path, text)).engine.max_model_len == 256
     with pytest.raises(ScenarioError, match=r"engine.max_model_len: must be in \[2, 256\]"):
-        load_scenario(write(tmp_path, text.replace("  max_num_seqs: 8", "  max_num_seqs: 8\n  max_model_len: 2048")))
+        load_scenario(
+            write(
+                tmp_path,
+                text.replace("  max_num_seqs: 8", "  max_num_seqs: 8\n  max_model_len: 2048"),
+            )
+        )
 
 
 TARGET = """\
@@ -137,20 +159,28 @@ endpoint: chat
 def test_target_mapping_names_url_model_and_endpoint(tmp_path):
     s = load_scenario(write(tmp_path, TARGET))
     assert (s.target, s.model, s.endpoint, s.engine, s.vllm) == (
-        "http://127.0.0.1:8000", "tiny-llama", "chat", None, None)
+        "http://127.0.0.1:8000",
+        "tiny-llama",
+        "chat",
+        None,
+        None,
+    )
     plain = load_scenario(write(tmp_path, "duration_s: 10\ntarget: http://h:1\n"))
     assert (plain.target, plain.model, plain.endpoint) == ("http://h:1", None, "completions")
     ours = load_scenario(write(tmp_path, GOOD))
     assert ours.endpoint == "chat" and ours.model is None
 
 
-@pytest.mark.parametrize("text,line,key", [
-    (TARGET.replace("endpoint: chat", "endpoint: responses"), 4, "endpoint"),
-    (TARGET.replace("model: tiny-llama", "modle: tiny-llama"), 3, "target.modle"),
-    (TARGET.replace("model: tiny-llama", "model: ''"), 3, "target.model"),
-    (TARGET.replace('"http://127.0.0.1:8000"', '"http://127.0.0.1:8000/v1"'), 3, "target.url"),
-    ("duration_s: 10\ntarget: 127.0.0.1:8000\n", 2, "target"),
-])
+@pytest.mark.parametrize(
+    "text,line,key",
+    [
+        (TARGET.replace("endpoint: chat", "endpoint: responses"), 4, "endpoint"),
+        (TARGET.replace("model: tiny-llama", "modle: tiny-llama"), 3, "target.modle"),
+        (TARGET.replace("model: tiny-llama", "model: ''"), 3, "target.model"),
+        (TARGET.replace('"http://127.0.0.1:8000"', '"http://127.0.0.1:8000/v1"'), 3, "target.url"),
+        ("duration_s: 10\ntarget: 127.0.0.1:8000\n", 2, "target"),
+    ],
+)
 def test_target_mistakes_name_the_key(tmp_path, text, line, key):
     with pytest.raises(ScenarioError) as e:
         load_scenario(write(tmp_path, text))
@@ -166,33 +196,54 @@ def _checkpoint(tmp_path) -> Path:
 
 def test_vllm_engine_block_parses_and_rejects_engine_faults(tmp_path):
     ckpt = _checkpoint(tmp_path)
-    text = (f"duration_s: 10\nengine:\n  kind: vllm\n  model: {ckpt}\n  max_num_seqs: 8\n"
-            f"  kv_cache_space_gib: 1\n  extra_args: [--seed, '0']\n")
+    text = (
+        f"duration_s: 10\nengine:\n  kind: vllm\n  model: {ckpt}\n  max_num_seqs: 8\n"
+        f"  kv_cache_space_gib: 1\n  extra_args: [--seed, '0']\n"
+    )
     s = load_scenario(write(tmp_path, text))
     assert s.engine is None and s.vllm.model == str(ckpt) and s.vllm.max_num_seqs == 8
     assert s.vllm.extra_args == ("--seed", "0") and s.endpoint == "completions"
     with pytest.raises(ScenarioError) as e:
-        load_scenario(write(tmp_path, text + "faults:\n  - {kind: comm.straggler, start_s: 1, duration_s: 2}\n"))
+        load_scenario(
+            write(
+                tmp_path, text + "faults:\n  - {kind: comm.straggler, start_s: 1, duration_s: 2}\n"
+            )
+        )
     assert e.value.key == "faults[0].kind" and "load.burst" in str(e.value)
     assert "memory.gc_storm (vLLM)" in str(e.value)
-    storm = load_scenario(write(tmp_path, text + "faults:\n  - {kind: memory.gc_storm, start_s: 1, "
-                                "duration_s: 2, params: {role: EngineCore, tick_s: 0.05}}\n"))
+    storm = load_scenario(
+        write(
+            tmp_path,
+            text + "faults:\n  - {kind: memory.gc_storm, start_s: 1, "
+            "duration_s: 2, params: {role: EngineCore, tick_s: 0.05}}\n",
+        )
+    )
     assert storm.faults[0].params == {"role": "EngineCore", "tick_s": 0.05}
-    with pytest.raises(ScenarioError) as e:   # the hook's params, not the engine's
-        load_scenario(write(tmp_path, text + "faults:\n  - {kind: memory.gc_storm, start_s: 1, "
-                            "duration_s: 2, params: {objects_per_step: 5}}\n"))
+    with pytest.raises(ScenarioError) as e:  # the hook's params, not the engine's
+        load_scenario(
+            write(
+                tmp_path,
+                text + "faults:\n  - {kind: memory.gc_storm, start_s: 1, "
+                "duration_s: 2, params: {objects_per_step: 5}}\n",
+            )
+        )
     assert e.value.key.startswith("faults[0]") and "objects_per_step" in str(e.value)
-    ours = load_scenario(write(tmp_path, GOOD.replace("  model: tiny", "  kind: spikelens\n  model: tiny")))
+    ours = load_scenario(
+        write(tmp_path, GOOD.replace("  model: tiny", "  kind: spikelens\n  model: tiny"))
+    )
     assert ours.engine.model == "tiny" and ours.vllm is None
 
 
-@pytest.mark.parametrize("line_text,key,needle", [
-    ("  max_num_seqz: 8", "engine.max_num_seqz", "unknown key"),
-    ("  max_num_seqs: 0", "engine.max_num_seqs", "[1, 65536]"),
-    ("  dtype: fp8", "engine.dtype", "float32"),
-    ("  kv_cache_space_gib: -1", "engine.kv_cache_space_gib", "must be a number"),
-    ("  extra_args: --seed", "engine.extra_args", "list of strings"),
-])
+@pytest.mark.parametrize(
+    "line_text,key,needle",
+    [
+        ("  max_num_seqz: 8", "engine.max_num_seqz", "unknown key"),
+        ("  max_num_seqs: 0", "engine.max_num_seqs", "[1, 65536]"),
+        ("  dtype: fp8", "engine.dtype", "float32"),
+        ("  kv_cache_space_gib: -1", "engine.kv_cache_space_gib", "must be a number"),
+        ("  extra_args: --seed", "engine.extra_args", "list of strings"),
+    ],
+)
 def test_vllm_engine_mistakes_name_file_line_and_key(tmp_path, line_text, key, needle):
     ckpt = _checkpoint(tmp_path)
     text = f"duration_s: 10\nengine:\n  kind: vllm\n  model: {ckpt}\n{line_text}\n"
@@ -203,9 +254,11 @@ def test_vllm_engine_mistakes_name_file_line_and_key(tmp_path, line_text, key, n
 
 
 def test_vllm_engine_needs_a_checkpoint_and_a_known_kind(tmp_path):
-    for text, key in ((f"duration_s: 10\nengine: {{kind: vllm, model: {tmp_path}/none}}\n", "engine.model"),
-                      ("duration_s: 10\nengine: {kind: sglang}\n", "engine.kind"),
-                      ("duration_s: 10\nengine: {kind: vllm}\n", "engine")):
+    for text, key in (
+        (f"duration_s: 10\nengine: {{kind: vllm, model: {tmp_path}/none}}\n", "engine.model"),
+        ("duration_s: 10\nengine: {kind: sglang}\n", "engine.kind"),
+        ("duration_s: 10\nengine: {kind: vllm}\n", "engine"),
+    ):
         with pytest.raises(ScenarioError) as e:
             load_scenario(write(tmp_path, text))
         assert e.value.key == key, str(e.value)
@@ -224,7 +277,9 @@ def test_vllm_example_scenarios_are_valid(tmp_path):
 def test_cpu_contention_is_accepted_for_started_engines_only(tmp_path):
     ckpt = _checkpoint(tmp_path)
     fault = "faults:\n  - {kind: host.cpu_contention, start_s: 1, duration_s: 2, params: {processes: 2}}\n"
-    vllm = load_scenario(write(tmp_path, f"duration_s: 10\nengine:\n  kind: vllm\n  model: {ckpt}\n" + fault))
+    vllm = load_scenario(
+        write(tmp_path, f"duration_s: 10\nengine:\n  kind: vllm\n  model: {ckpt}\n" + fault)
+    )
     assert vllm.faults[0].kind == "host.cpu_contention" and vllm.faults[0].cause == "host"
     assert load_scenario(write(tmp_path, GOOD + fault)).faults[0].params == {"processes": 2}
     with pytest.raises(ScenarioError) as e:

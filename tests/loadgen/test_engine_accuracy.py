@@ -31,9 +31,11 @@ from loadgen.runner import run_locust
 pytestmark = pytest.mark.e2e
 
 STREAMS = 64
-WORKLOAD = {"prompt_tokens": {"mean": 32, "min": 32, "max": 32},
-            "output_tokens": {"mean": 8, "min": 8, "max": 8},
-            "sampling": {"temperature": 0.0}}  # greedy keeps a 64-wide step cheap on 2 cores
+WORKLOAD = {
+    "prompt_tokens": {"mean": 32, "min": 32, "max": 32},
+    "output_tokens": {"mean": 8, "min": 8, "max": 8},
+    "sampling": {"temperature": 0.0},
+}  # greedy keeps a 64-wide step cheap on 2 cores
 
 
 def test_client_and_server_timestamps_agree_at_64_streams(tmp_path):
@@ -41,46 +43,105 @@ def test_client_and_server_timestamps_agree_at_64_streams(tmp_path):
     from engine.server.socket_clock import keep_stamping_on
     from engine.tokenizer import DEFAULT_TOKENIZER_PATH
 
-    hold = keep_stamping_on()  # does this kernel stamp received packets (else both sides read times)
+    hold = (
+        keep_stamping_on()
+    )  # does this kernel stamp received packets (else both sides read times)
     stamps_available = hold.on
     hold.close()
-    engine_config = {"run_id": "accuracy", "engine": {"model": "tiny", "max_num_seqs": STREAMS}, "faults": []}
+    engine_config = {
+        "run_id": "accuracy",
+        "engine": {"model": "tiny", "max_num_seqs": STREAMS},
+        "faults": [],
+    }
     with EngineProcess(engine_config, tmp_path) as engine:
-        result = run_locust(engine.url, tmp_path, WORKLOAD, {"shape": "constant", "users": STREAMS},
-                            duration_s=8, warmup_s=3, tokenizer_path=DEFAULT_TOKENIZER_PATH)
+        result = run_locust(
+            engine.url,
+            tmp_path,
+            WORKLOAD,
+            {"shape": "constant", "users": STREAMS},
+            duration_s=8,
+            warmup_s=3,
+            tokenizer_path=DEFAULT_TOKENIZER_PATH,
+        )
     client = pq.read_table(tmp_path / "requests.parquet").to_pylist()
-    wire = {r["request_id"]: r for r in pq.read_table(tmp_path / "server_requests.parquet").to_pylist()}
-    engine_side = {r["request_id"]: r for r in pq.read_table(tmp_path / "engine_requests.parquet").to_pylist()}
-    pairs = [(c, wire[c["request_id"]]) for c in client
-             if c["status"] == "ok" and c["phase"] == "measure" and c["request_id"] in wire]
+    wire = {
+        r["request_id"]: r for r in pq.read_table(tmp_path / "server_requests.parquet").to_pylist()
+    }
+    engine_side = {
+        r["request_id"]: r for r in pq.read_table(tmp_path / "engine_requests.parquet").to_pylist()
+    }
+    pairs = [
+        (c, wire[c["request_id"]])
+        for c in client
+        if c["status"] == "ok" and c["phase"] == "measure" and c["request_id"] in wire
+    ]
     assert result.requests_sent == len(client) and len(pairs) > STREAMS
 
     def p99(values):
         return percentile(sorted(values), 99)
 
-    ttft = p99([abs((c["first_token_ns"] - c["sent_ns"]) - (s["first_content_ns"] - s["received_ns"])) / 1e6
-                for c, s in pairs])
-    e2e = p99([abs((c["done_ns"] - c["sent_ns"]) - (s["done_ns"] - s["received_ns"])) / 1e6 for c, s in pairs])
+    ttft = p99(
+        [
+            abs((c["first_token_ns"] - c["sent_ns"]) - (s["first_content_ns"] - s["received_ns"]))
+            / 1e6
+            for c, s in pairs
+        ]
+    )
+    e2e = p99(
+        [
+            abs((c["done_ns"] - c["sent_ns"]) - (s["done_ns"] - s["received_ns"])) / 1e6
+            for c, s in pairs
+        ]
+    )
     # For the record: against the engine's own stamps (admission, end of the producing step) the
     # difference also holds the server's delivery delay, which is why the socket-side ones exist.
-    inside = p99([abs((c["first_token_ns"] - c["sent_ns"])
-                      - (engine_side[c["request_id"]]["first_token_ns"] - engine_side[c["request_id"]]["arrival_ns"])) / 1e6
-                  for c, _ in pairs if c["request_id"] in engine_side])
-    legs = {"send→server received p99 ms": p99([(s["received_ns"] - c["sent_ns"]) / 1e6 for c, s in pairs]),
-            "server wrote first text→client socket had it p99 ms":
-                p99([(c["first_token_ns"] - s["first_content_ns"]) / 1e6 for c, s in pairs]),
-            "TTFT |diff| p99 ms vs the engine's in-process stamps": inside}
-    print(f"client health {result.client_health}; TTFT |diff| p99 {ttft:.2f} ms, E2E |diff| p99 {e2e:.2f} ms; {legs}")
+    inside = p99(
+        [
+            abs(
+                (c["first_token_ns"] - c["sent_ns"])
+                - (
+                    engine_side[c["request_id"]]["first_token_ns"]
+                    - engine_side[c["request_id"]]["arrival_ns"]
+                )
+            )
+            / 1e6
+            for c, _ in pairs
+            if c["request_id"] in engine_side
+        ]
+    )
+    legs = {
+        "send→server received p99 ms": p99(
+            [(s["received_ns"] - c["sent_ns"]) / 1e6 for c, s in pairs]
+        ),
+        "server wrote first text→client socket had it p99 ms": p99(
+            [(c["first_token_ns"] - s["first_content_ns"]) / 1e6 for c, s in pairs]
+        ),
+        "TTFT |diff| p99 ms vs the engine's in-process stamps": inside,
+    }
+    print(
+        f"client health {result.client_health}; TTFT |diff| p99 {ttft:.2f} ms, E2E |diff| p99 {e2e:.2f} ms; {legs}"
+    )
     clocks = {(c.get("arrival_clock"), s["received_clock"]) for c, s in pairs}
     exact = [c for c, _ in pairs if c.get("arrival_clock") == "kernel"]
-    ttft_exact = p99([abs((c["first_token_ns"] - c["sent_ns"]) - (s["first_content_ns"] - s["received_ns"])) / 1e6
-                      for c, s in pairs if c.get("arrival_clock") == "kernel"] or [0.0])
-    print(f"first tokens timed only to > 1 ms (merged): {1 - len(exact) / len(pairs):.1%}; "
-          f"TTFT |diff| p99 over the others {ttft_exact:.2f} ms")
+    ttft_exact = p99(
+        [
+            abs((c["first_token_ns"] - c["sent_ns"]) - (s["first_content_ns"] - s["received_ns"]))
+            / 1e6
+            for c, s in pairs
+            if c.get("arrival_clock") == "kernel"
+        ]
+        or [0.0]
+    )
+    print(
+        f"first tokens timed only to > 1 ms (merged): {1 - len(exact) / len(pairs):.1%}; "
+        f"TTFT |diff| p99 over the others {ttft_exact:.2f} ms"
+    )
     if stamps_available:
         assert clocks <= {("kernel", "kernel"), ("merged", "kernel")} and exact, clocks
     if ttft <= 2.0 and e2e <= 2.0:
         return
-    assert not result.client_valid, (f"client healthy, yet TTFT |diff| p99 = {ttft:.2f} ms, "
-                                     f"E2E |diff| p99 = {e2e:.2f} ms; legs: {legs}")
+    assert not result.client_valid, (
+        f"client healthy, yet TTFT |diff| p99 = {ttft:.2f} ms, "
+        f"E2E |diff| p99 = {e2e:.2f} ms; legs: {legs}"
+    )
     assert result.client_health["reasons"]  # flagged, and the flag says why

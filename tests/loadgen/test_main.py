@@ -16,17 +16,34 @@ MS = 1_000_000
 
 def write_run(run_dir):
     row = {name: None for name in REQUESTS_SCHEMA.names}
-    row.update(request_id="a", phase="measure", status="ok", intended_send_ns=0, sent_ns=0,
-               first_token_ns=100 * MS, done_ns=300 * MS, output_tokens=3, prompt_tokens=5,
-               token_count_source="usage")
-    pq.write_table(pa.Table.from_pylist([row], schema=REQUESTS_SCHEMA), run_dir / "requests.parquet")
-    chunks = [{"request_id": "a", "index": i, "arrival_ns": t * MS, "n_tokens": 1} for i, t in enumerate((100, 200, 300))]
+    row.update(
+        request_id="a",
+        phase="measure",
+        status="ok",
+        intended_send_ns=0,
+        sent_ns=0,
+        first_token_ns=100 * MS,
+        done_ns=300 * MS,
+        output_tokens=3,
+        prompt_tokens=5,
+        token_count_source="usage",
+    )
+    pq.write_table(
+        pa.Table.from_pylist([row], schema=REQUESTS_SCHEMA), run_dir / "requests.parquet"
+    )
+    chunks = [
+        {"request_id": "a", "index": i, "arrival_ns": t * MS, "n_tokens": 1}
+        for i, t in enumerate((100, 200, 300))
+    ]
     pq.write_table(pa.Table.from_pylist(chunks, schema=TOKENS_SCHEMA), run_dir / "tokens.parquet")
 
 
 def test_summarize_prints_json(tmp_path, capsys):
     write_run(tmp_path)
-    assert main(["summarize", str(tmp_path), "--duration-s", "1", "--slo", "ttft_ms=150,tpot_ms=50"]) == 0
+    assert (
+        main(["summarize", str(tmp_path), "--duration-s", "1", "--slo", "ttft_ms=150,tpot_ms=50"])
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["completed"] == 1 and out["vllm"]["itl_ms"]["mean"] == 100.0
     assert out["good_requests"] == 0  # TPOT (300 − 100) / 2 = 100 ms > 50 ms

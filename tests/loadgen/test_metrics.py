@@ -16,28 +16,45 @@ def requests_table(rows):
 
 
 def tokens_table(chunks):  # {request_id: [arrival_ms, ...]}
-    rows = [{"request_id": rid, "index": i, "arrival_ns": t * MS, "n_tokens": 1}
-            for rid, times in chunks.items() for i, t in enumerate(times)]
+    rows = [
+        {"request_id": rid, "index": i, "arrival_ns": t * MS, "n_tokens": 1}
+        for rid, times in chunks.items()
+        for i, t in enumerate(times)
+    ]
     return pa.Table.from_pylist(rows, schema=TOKENS_SCHEMA)
 
 
 def req(rid, intended, sent, first, done, out, status="ok", phase="measure", prompt=10):
-    return {"request_id": rid, "intended_send_ns": intended * MS, "sent_ns": sent * MS,
-            "first_token_ns": None if first is None else first * MS, "done_ns": done * MS,
-            "output_tokens": out, "prompt_tokens": prompt, "status": status, "phase": phase,
-            "token_count_source": "usage"}
+    return {
+        "request_id": rid,
+        "intended_send_ns": intended * MS,
+        "sent_ns": sent * MS,
+        "first_token_ns": None if first is None else first * MS,
+        "done_ns": done * MS,
+        "output_tokens": out,
+        "prompt_tokens": prompt,
+        "status": status,
+        "phase": phase,
+        "token_count_source": "usage",
+    }
 
 
 # a: sent 0, chunks at 100, 110, 130, 160 (4 tokens), done 161
 # b: intended 0 but sent 50 (client behind), chunks 250, 300 (2 tokens), done 300
 # c: sent 0, one chunk at 40, done 40;  d: error;  e: cancelled;  w: warm-up
-REQUESTS = requests_table([
-    req("a", 0, 0, 100, 161, 4), req("b", 0, 50, 250, 300, 2), req("c", 0, 0, 40, 40, 1),
-    req("d", 10, 10, None, 20, 0, status="error"), req("e", 20, 20, 60, 1000, 1, status="cancelled"),
-    req("w", -500, -500, -400, -300, 2, phase="warmup"),
-])
-TOKENS = tokens_table({"a": [100, 110, 130, 160], "b": [250, 300], "c": [40], "e": [60],
-                       "w": [-400, -390]})
+REQUESTS = requests_table(
+    [
+        req("a", 0, 0, 100, 161, 4),
+        req("b", 0, 50, 250, 300, 2),
+        req("c", 0, 0, 40, 40, 1),
+        req("d", 10, 10, None, 20, 0, status="error"),
+        req("e", 20, 20, 60, 1000, 1, status="cancelled"),
+        req("w", -500, -500, -400, -300, 2, phase="warmup"),
+    ]
+)
+TOKENS = tokens_table(
+    {"a": [100, 110, 130, 160], "b": [250, 300], "c": [40], "e": [60], "w": [-400, -390]}
+)
 
 
 def test_per_request_definitions():
@@ -45,7 +62,9 @@ def test_per_request_definitions():
     a, b, c = m["a"], m["b"], m["c"]
     assert (a["ttft_ms"], a["e2e_ms"]) == (100, 161)
     assert a["tpot_ms"] == pytest.approx((161 - 100) / 3)  # vLLM: (E2E − TTFT)/(n − 1)
-    assert a["mean_itl_ms"] == pytest.approx((160 - 100) / 3)  # GuideLLM/genai-perf: last − first chunk
+    assert a["mean_itl_ms"] == pytest.approx(
+        (160 - 100) / 3
+    )  # GuideLLM/genai-perf: last − first chunk
     assert a["guidellm_tpot_ms"] == pytest.approx(160 / 4)  # includes TTFT, over all tokens
     assert (b["ttft_ms"], b["ttft_intended_ms"], b["send_lag_ms"]) == (200, 250, 50)
     assert b["e2e_intended_ms"] == 300

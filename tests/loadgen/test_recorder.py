@@ -6,17 +6,34 @@ from loadgen.recorder import REQUESTS_SCHEMA, TOKENS_SCHEMA, Recorder, merge_par
 
 
 def start_row(request_id, intended):
-    return {"request_id": request_id, "user": "w0-u0", "worker": "0", "phase": "measure",
-            "intended_send_ns": intended, "prompt_tokens_target": 8, "max_tokens": 4,
-            "temperature": 0.7}
+    return {
+        "request_id": request_id,
+        "user": "w0-u0",
+        "worker": "0",
+        "phase": "measure",
+        "intended_send_ns": intended,
+        "prompt_tokens_target": 8,
+        "max_tokens": 4,
+        "temperature": 0.7,
+    }
 
 
 def test_flush_writes_finished_and_cancelled_rows_and_merge_joins_parts(tmp_path):
     parts = tmp_path / "parts"
     a = Recorder(parts, "p1")
     a.start(start_row("r2", 20))
-    a.finish("r2", chunk_arrivals_ns=[25, 27], chunk_tokens=[1, 1], sent_ns=21, first_token_ns=25,
-             done_ns=28, status="ok", output_tokens=2, token_count_source="usage", http_status=200)
+    a.finish(
+        "r2",
+        chunk_arrivals_ns=[25, 27],
+        chunk_tokens=[1, 1],
+        sent_ns=21,
+        first_token_ns=25,
+        done_ns=28,
+        status="ok",
+        output_tokens=2,
+        token_count_source="usage",
+        http_status=200,
+    )
     a.start(start_row("r3", 30))  # still streaming when the test stops
     a.flush()
     b = Recorder(parts, "p2")
@@ -47,6 +64,7 @@ def test_merge_without_parts_writes_empty_tables(tmp_path):
 def test_start_rejects_missing_and_unknown_columns(tmp_path):
     rec = Recorder(tmp_path, "x")
     import pytest
+
     with pytest.raises(ValueError, match="missing intended_send_ns"):
         rec.start({k: v for k, v in start_row("r", 1).items() if k != "intended_send_ns"})
     with pytest.raises(ValueError, match="unknown columns colour"):

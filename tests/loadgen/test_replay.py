@@ -16,8 +16,15 @@ from loadgen.spec import WorkloadSpec
 def test_a_recorded_run_replays_its_arrivals_lengths_and_sampling(tmp_path):
     rec = Recorder(tmp_path / "parts", "p1")
     for i, (t_ms, temp) in enumerate([(1000, 0.5), (1250, None), (3000, 0.9)]):
-        row = {"request_id": f"r{i}", "user": "u", "worker": "0", "phase": "measure",
-               "intended_send_ns": t_ms * 1_000_000, "prompt_tokens_target": 10 + i, "max_tokens": 4 + i}
+        row = {
+            "request_id": f"r{i}",
+            "user": "u",
+            "worker": "0",
+            "phase": "measure",
+            "intended_send_ns": t_ms * 1_000_000,
+            "prompt_tokens_target": 10 + i,
+            "max_tokens": 4 + i,
+        }
         if temp is not None:
             row["temperature"] = temp
         rec.start(row)
@@ -26,16 +33,24 @@ def test_a_recorded_run_replays_its_arrivals_lengths_and_sampling(tmp_path):
     merge_parts(tmp_path / "parts", tmp_path)
     entries = load_trace(tmp_path, speed=2.0)
     assert [(e.t_s, e.prompt_tokens, e.max_tokens, e.sampling) for e in entries] == [
-        (0.0, 10, 4, {"temperature": 0.5}), (0.125, 11, 5, {}), (1.0, 12, 6, {"temperature": 0.9})]
+        (0.0, 10, 4, {"temperature": 0.5}),
+        (0.125, 11, 5, {}),
+        (1.0, 12, 6, {"temperature": 0.9}),
+    ]
 
 
 def test_jsonl_trace_entries_and_normalised_round_trip(tmp_path):
     path = tmp_path / "trace.jsonl"
-    path.write_text("\n".join(json.dumps(o) for o in [
-        {"t_s": 0, "prompt_tokens": 8, "max_tokens": 3},
-        {"t_s": 0.5, "prompt": "hello there", "sampling": {"temperature": 0.2}},
-        {"t_s": 0.5, "body": {"prompt": "raw completion", "max_tokens": 5, "top_k": 3}},
-    ]))
+    path.write_text(
+        "\n".join(
+            json.dumps(o)
+            for o in [
+                {"t_s": 0, "prompt_tokens": 8, "max_tokens": 3},
+                {"t_s": 0.5, "prompt": "hello there", "sampling": {"temperature": 0.2}},
+                {"t_s": 0.5, "body": {"prompt": "raw completion", "max_tokens": 5, "top_k": 3}},
+            ]
+        )
+    )
     entries = load_trace(path)
     assert [e.t_s for e in entries] == [0, 0.5, 0.5]
     assert list(read_normalised(write_normalised(entries, tmp_path / "n.jsonl"))) == entries
@@ -51,15 +66,27 @@ def test_jsonl_trace_entries_and_normalised_round_trip(tmp_path):
     assert body.body["stream"] is True and body.body["stream_options"] == {"include_usage": True}
 
 
-@pytest.mark.parametrize("lines, where", [
-    ([{"t_s": 0, "prompt": "a"}, {"t_s": -1, "prompt": "b"}], "2: field 't_s': must be a number"),
-    ([{"t_s": 1, "prompt": "a"}, {"t_s": 0.5, "prompt": "b"}], "2: field 't_s': goes back in time"),
-    ([{"t_s": 0, "prompt": "a", "prompt_tokens": 3}], "1: field 'body': give exactly one of"),
-    ([{"t_s": 0, "body": {"model": "x"}}], "1: field 'body': must be an object with"),
-    ([{"t_s": 0, "prompt_tokens": 0}], "1: field 'prompt_tokens': must be an integer >= 1"),
-    ([{"t_s": 0, "prompt": "a", "sampling": {"top_p": 2}}], "1: field 'sampling': sampling.top_p"),
-    ([{"t_s": 0, "prompt": "a", "when": 3}], "1: field 'when': unknown field"),
-])
+@pytest.mark.parametrize(
+    "lines, where",
+    [
+        (
+            [{"t_s": 0, "prompt": "a"}, {"t_s": -1, "prompt": "b"}],
+            "2: field 't_s': must be a number",
+        ),
+        (
+            [{"t_s": 1, "prompt": "a"}, {"t_s": 0.5, "prompt": "b"}],
+            "2: field 't_s': goes back in time",
+        ),
+        ([{"t_s": 0, "prompt": "a", "prompt_tokens": 3}], "1: field 'body': give exactly one of"),
+        ([{"t_s": 0, "body": {"model": "x"}}], "1: field 'body': must be an object with"),
+        ([{"t_s": 0, "prompt_tokens": 0}], "1: field 'prompt_tokens': must be an integer >= 1"),
+        (
+            [{"t_s": 0, "prompt": "a", "sampling": {"top_p": 2}}],
+            "1: field 'sampling': sampling.top_p",
+        ),
+        ([{"t_s": 0, "prompt": "a", "when": 3}], "1: field 'when': unknown field"),
+    ],
+)
 def test_bad_traces_name_file_line_and_field(tmp_path, lines, where):
     path = tmp_path / "t.jsonl"
     path.write_text("\n".join(json.dumps(o) for o in lines))

@@ -8,13 +8,16 @@ from loadgen.spec import WorkloadSpec
 
 
 def factory(endpoint="chat", seed=0, workload=None):
-    workload = workload or WorkloadSpec.from_dict({
-        "prompt_tokens": {"mean": 12, "std": 4, "min": 4, "max": 20},
-        "output_tokens": {"mean": 6, "std": 2, "min": 2, "max": 9},
-        "sampling": {"temperature": [0.5, 1.0], "frequency_penalty": 0.3},
-    })
-    return RequestFactory(workload, PromptBuilder(), model_name="m", seed=seed, id_prefix="run",
-                          endpoint=endpoint)
+    workload = workload or WorkloadSpec.from_dict(
+        {
+            "prompt_tokens": {"mean": 12, "std": 4, "min": 4, "max": 20},
+            "output_tokens": {"mean": 6, "std": 2, "min": 2, "max": 9},
+            "sampling": {"temperature": [0.5, 1.0], "frequency_penalty": 0.3},
+        }
+    )
+    return RequestFactory(
+        workload, PromptBuilder(), model_name="m", seed=seed, id_prefix="run", endpoint=endpoint
+    )
 
 
 def test_chat_body_streams_with_usage_and_exact_output_length():
@@ -58,7 +61,8 @@ def test_workload_seed_overrides_the_run_seed():
 
 
 def test_ignore_eos_can_be_left_out_for_strict_targets():
-    f = RequestFactory(WorkloadSpec(), PromptBuilder(), model_name="m", seed=0, id_prefix="r",
-                       ignore_eos=False)
+    f = RequestFactory(
+        WorkloadSpec(), PromptBuilder(), model_name="m", seed=0, id_prefix="r", ignore_eos=False
+    )
     body = f.plan(f.user_rng(0, 0), "x").body
     assert "ignore_eos" not in body and body["stream"] is True and "max_tokens" in body

@@ -14,9 +14,11 @@ import pytest
 from loadgen.runner import run_locust
 from loadgen.sse_server import SSEServer, SSEServerConfig
 
-FIXED = {"prompt_tokens": {"mean": 8, "min": 8, "max": 8},
-         "output_tokens": {"mean": 5, "min": 5, "max": 5},
-         "sampling": {"temperature": [0.5, 1.0]}}
+FIXED = {
+    "prompt_tokens": {"mean": 8, "min": 8, "max": 8},
+    "output_tokens": {"mean": 5, "min": 5, "max": 5},
+    "sampling": {"temperature": [0.5, 1.0]},
+}
 
 
 def read(run_dir):
@@ -26,13 +28,24 @@ def read(run_dir):
 
 
 @pytest.mark.parametrize("read_mode", ["line", "byte"])
-def test_every_request_and_chunk_is_recorded_with_ttft_from_the_first_content_chunk(tmp_path, read_mode):
+def test_every_request_and_chunk_is_recorded_with_ttft_from_the_first_content_chunk(
+    tmp_path, read_mode
+):
     ttft_s, itl_s = 0.15, 0.05
     calls = []
     with SSEServer(SSEServerConfig(ttft_s=ttft_s, itl_s=itl_s)) as server:
-        result = run_locust(server.url, tmp_path, FIXED, {"shape": "constant", "users": 3},
-                            duration_s=1.5, warmup_s=0.5, seed=3, on_load_start=calls.append,
-                            api_key="sk-test-123", read_mode=read_mode)
+        result = run_locust(
+            server.url,
+            tmp_path,
+            FIXED,
+            {"shape": "constant", "users": 3},
+            duration_s=1.5,
+            warmup_s=0.5,
+            seed=3,
+            on_load_start=calls.append,
+            api_key="sk-test-123",
+            read_mode=read_mode,
+        )
     requests, tokens = read(tmp_path)
     assert result.returncode == 0
     assert calls == [result.load_started_ns]
@@ -47,7 +60,9 @@ def test_every_request_and_chunk_is_recorded_with_ttft_from_the_first_content_ch
     for t in tokens:
         chunks[t["request_id"]].append(t)
     for r in requests:
-        assert r["phase"] == ("warmup" if r["intended_send_ns"] < result.load_started_ns else "measure")
+        assert r["phase"] == (
+            "warmup" if r["intended_send_ns"] < result.load_started_ns else "measure"
+        )
         assert r["status"] in ("ok", "cancelled")
         assert r["temperature"] in (0.5, 1.0) and r["max_tokens"] == 5
         mine = chunks[r["request_id"]]
@@ -65,24 +80,36 @@ def test_every_request_and_chunk_is_recorded_with_ttft_from_the_first_content_ch
             assert r["first_token_ns"] < s.done_ns <= r["done_ns"]
             assert r["sent_ns"] <= s.arrival_ns
     assert {r["phase"] for r in requests} == {"warmup", "measure"}
-    assert sum(r["status"] == "ok" for r in requests) >= len(requests) - 3  # at most one per user cut
+    assert (
+        sum(r["status"] == "ok" for r in requests) >= len(requests) - 3
+    )  # at most one per user cut
 
 
 def test_requests_in_flight_at_the_stop_are_recorded_as_cancelled(tmp_path):
     with SSEServer(SSEServerConfig(ttft_s=0.05, itl_s=0.5)) as server:  # 5 chunks take >= 2 s
-        result = run_locust(server.url, tmp_path, FIXED, {"shape": "constant", "users": 2},
-                            duration_s=1.0, warmup_s=0.0)
+        result = run_locust(
+            server.url,
+            tmp_path,
+            FIXED,
+            {"shape": "constant", "users": 2},
+            duration_s=1.0,
+            warmup_s=0.0,
+        )
     requests, tokens = read(tmp_path)
     assert result.requests_sent == len(requests) == 2 == result.requests_failed
     assert [r["status"] for r in requests] == ["cancelled", "cancelled"]
-    assert all(r["done_ns"] >= r["sent_ns"] and r["output_tokens"] == r["n_chunks"] for r in requests)
+    assert all(
+        r["done_ns"] >= r["sent_ns"] and r["output_tokens"] == r["n_chunks"] for r in requests
+    )
     assert len(tokens) == sum(r["n_chunks"] for r in requests)
     assert len(server.served) == 2
 
 
 def test_open_loop_streams_open_at_the_stop_are_cancelled_too(tmp_path):
     with SSEServer(SSEServerConfig(ttft_s=0.05, itl_s=0.5)) as server:  # a stream takes > 2 s
-        result = run_locust(server.url, tmp_path, FIXED, {"shape": "open", "rate": 4.0}, duration_s=1.0)
+        result = run_locust(
+            server.url, tmp_path, FIXED, {"shape": "open", "rate": 4.0}, duration_s=1.0
+        )
     requests, _ = read(tmp_path)
     assert result.requests_sent == len(requests) == len(server.served) == 4
     assert {r["status"] for r in requests} == {"cancelled"} and result.requests_failed == 4
@@ -95,8 +122,13 @@ def free_port():
 
 
 def test_connection_errors_are_recorded_as_errors(tmp_path):
-    result = run_locust(f"http://127.0.0.1:{free_port()}", tmp_path, FIXED,
-                        {"shape": "constant", "users": 1, "think_time_s": 0.2}, duration_s=1.0)
+    result = run_locust(
+        f"http://127.0.0.1:{free_port()}",
+        tmp_path,
+        FIXED,
+        {"shape": "constant", "users": 1, "think_time_s": 0.2},
+        duration_s=1.0,
+    )
     requests, _ = read(tmp_path)
     assert result.requests_sent == result.requests_failed == len(requests) > 0
     assert {r["status"] for r in requests} == {"error"}
@@ -105,12 +137,20 @@ def test_connection_errors_are_recorded_as_errors(tmp_path):
 
 def test_http_errors_are_recorded_with_status_and_body(tmp_path):
     with SSEServer(SSEServerConfig(reject_model="nope")) as server:
-        result = run_locust(server.url, tmp_path, FIXED, {"shape": "constant", "users": 1, "think_time_s": 0.2},
-                            duration_s=1.0, model_name="nope")
+        result = run_locust(
+            server.url,
+            tmp_path,
+            FIXED,
+            {"shape": "constant", "users": 1, "think_time_s": 0.2},
+            duration_s=1.0,
+            model_name="nope",
+        )
     requests, tokens = read(tmp_path)
     assert result.requests_sent == result.requests_failed == len(requests) > 0 and tokens == []
     assert {(r["status"], r["http_status"]) for r in requests} == {("error", 400)}
-    assert all(r["error"].startswith("HTTP 400:") and "is not served" in r["error"] for r in requests)
+    assert all(
+        r["error"].startswith("HTTP 400:") and "is not served" in r["error"] for r in requests
+    )
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -119,16 +159,25 @@ def test_a_run_that_is_mostly_errors_stops_early_and_says_why(tmp_path, workers)
     from loadgen.error_guard import ErrorGuardConfig
 
     with SSEServer(SSEServerConfig(reject_model="nope")) as server:
-        result = run_locust(server.url, tmp_path, FIXED, {"shape": "constant", "users": 2},
-                            duration_s=60.0, model_name="nope", workers=workers,
-                            error_guard=ErrorGuardConfig(min_requests=30, max_error_share=0.9))
+        result = run_locust(
+            server.url,
+            tmp_path,
+            FIXED,
+            {"shape": "constant", "users": 2},
+            duration_s=60.0,
+            model_name="nope",
+            workers=workers,
+            error_guard=ErrorGuardConfig(min_requests=30, max_error_share=0.9),
+        )
     requests, _ = read(tmp_path)
     verdict = result.stopped_early
     assert verdict is not None and verdict["requests"] >= 30 and verdict["error_share"] == 1.0
-    assert verdict["reason"].startswith(f"100% of the first {verdict['requests']} requests failed: HTTP 400:")
+    assert verdict["reason"].startswith(
+        f"100% of the first {verdict['requests']} requests failed: HTTP 400:"
+    )
     assert "is not served" in verdict["reason"]
     ended_s = (max(r["done_ns"] for r in requests) - result.started_ns) / 1e9
-    assert ended_s < 30, ended_s   # long before the 60 s the run asked for
+    assert ended_s < 30, ended_s  # long before the 60 s the run asked for
     assert result.requests_sent == len(requests) >= 30
 
 
@@ -139,14 +188,22 @@ def test_an_interrupted_wait_kills_the_locust_group_and_keeps_what_was_measured(
         time.sleep(0.5)  # measured load is running: a burst window has opened
         raise KeyboardInterrupt  # as a signal raised in the waiting thread would
 
-    before = set(psutil.Process().children(recursive=True))   # other tests' fixtures, if any
-    with SSEServer(SSEServerConfig(itl_s=0.01)) as server:
-        with pytest.raises(KeyboardInterrupt):
-            run_locust(server.url, tmp_path, FIXED, {"shape": "constant", "users": 1},
-                       duration_s=30, warmup_s=0.5, on_load_start=explode,
-                       faults=[{"kind": "load.burst", "start_s": 0.2, "duration_s": 10},
-                               {"kind": "load.burst", "start_s": 20, "duration_s": 1}],
-                       preexec_fn=lambda: None)
+    before = set(psutil.Process().children(recursive=True))  # other tests' fixtures, if any
+    with SSEServer(SSEServerConfig(itl_s=0.01)) as server, pytest.raises(KeyboardInterrupt):
+        run_locust(
+            server.url,
+            tmp_path,
+            FIXED,
+            {"shape": "constant", "users": 1},
+            duration_s=30,
+            warmup_s=0.5,
+            on_load_start=explode,
+            faults=[
+                {"kind": "load.burst", "start_s": 0.2, "duration_s": 10},
+                {"kind": "load.burst", "start_s": 20, "duration_s": 1},
+            ],
+            preexec_fn=lambda: None,
+        )
     assert set(psutil.Process().children(recursive=True)) - before == set()
     # what was measured before the failure is kept: Locust flushed on SIGTERM, the runner merged
     requests, _ = read(tmp_path)
@@ -161,40 +218,74 @@ def test_the_runner_never_imports_locust_or_gevent():
     import subprocess
     import sys
 
-    code = ("import sys, loadgen.runner, loadgen.spec, loadgen.recorder\n"
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'locust', 'gevent'}))")
+    code = (
+        "import sys, loadgen.runner, loadgen.spec, loadgen.recorder\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'locust', 'gevent'}))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
 def test_loadgen_faults_burst_users_and_switch_sampling_in_their_windows(tmp_path):
     workload = {**FIXED, "output_tokens": {"mean": 3, "min": 2, "max": 6}}
-    faults = [{"kind": "memory.gc_storm", "start_s": 0, "duration_s": 1, "params": {}},  # engine's: skipped
-              {"kind": "load.burst", "start_s": 0.5, "duration_s": 1.0, "params": {"factor": 3}},
-              {"kind": "penalty.repetition", "start_s": 1.0, "duration_s": 5.0}]
+    faults = [
+        {
+            "kind": "memory.gc_storm",
+            "start_s": 0,
+            "duration_s": 1,
+            "params": {},
+        },  # engine's: skipped
+        {"kind": "load.burst", "start_s": 0.5, "duration_s": 1.0, "params": {"factor": 3}},
+        {"kind": "penalty.repetition", "start_s": 1.0, "duration_s": 5.0},
+    ]
     with SSEServer(SSEServerConfig(ttft_s=0.01, itl_s=0.01)) as server:
-        result = run_locust(server.url, tmp_path, workload, {"shape": "constant", "users": 1},
-                            duration_s=2.0, faults=faults)
+        result = run_locust(
+            server.url,
+            tmp_path,
+            workload,
+            {"shape": "constant", "users": 1},
+            duration_s=2.0,
+            faults=faults,
+        )
     requests, _ = read(tmp_path)
     t0 = result.load_started_ns
     windows = pq.read_table(tmp_path / "faults.loadgen.parquet").to_pylist()
     assert [(w["kind"], w["start_ns"] - t0, w["end_ns"] - t0) for w in windows] == [
-        ("load.burst", 500_000_000, 1_500_000_000), ("penalty.repetition", 1_000_000_000, 2_000_000_000)]
-    users_in_burst = {r["user"] for r in requests if t0 + 0.5e9 <= r["intended_send_ns"] < t0 + 1.5e9}
+        ("load.burst", 500_000_000, 1_500_000_000),
+        ("penalty.repetition", 1_000_000_000, 2_000_000_000),
+    ]
+    users_in_burst = {
+        r["user"] for r in requests if t0 + 0.5e9 <= r["intended_send_ns"] < t0 + 1.5e9
+    }
     users_before = {r["user"] for r in requests if r["intended_send_ns"] < t0 + 0.5e9}
     assert users_before == {"w0-u0"} and len(users_in_burst) == 3
     for r in requests:
         looped = r["intended_send_ns"] >= t0 + 1e9
         assert r["fault"] == ("penalty.repetition" if looped else None)
         if looped:
-            assert r["max_tokens"] == 6 and r["temperature"] == 0.0 and r["repetition_penalty"] == 1.0
+            assert (
+                r["max_tokens"] == 6 and r["temperature"] == 0.0 and r["repetition_penalty"] == 1.0
+            )
 
 
 def test_heavy_traffic_penalises_a_share_of_the_window_in_the_open_loop(tmp_path):
-    faults = [{"kind": "penalty.heavy_traffic", "start_s": 1.0, "duration_s": 1.0, "params": {"share": 0.5}}]
+    faults = [
+        {
+            "kind": "penalty.heavy_traffic",
+            "start_s": 1.0,
+            "duration_s": 1.0,
+            "params": {"share": 0.5},
+        }
+    ]
     with SSEServer(SSEServerConfig(ttft_s=0.005, itl_s=0.005)) as server:
-        result = run_locust(server.url, tmp_path, FIXED, {"shape": "constant", "rate": 40},
-                            duration_s=2.0, faults=faults)
+        result = run_locust(
+            server.url,
+            tmp_path,
+            FIXED,
+            {"shape": "constant", "rate": 40},
+            duration_s=2.0,
+            faults=faults,
+        )
     requests, _ = read(tmp_path)
     t0 = result.load_started_ns
     inside = [r for r in requests if r["intended_send_ns"] >= t0 + 1e9]
@@ -213,8 +304,13 @@ def test_open_loop_sends_on_its_schedule_and_replay_repeats_the_run(tmp_path):
     load = {"shape": "open", "rate": 20.0}
     with SSEServer(SSEServerConfig(ttft_s=0.01, itl_s=0.005)) as server:
         first = run_locust(server.url, tmp_path / "a", "smoke", load, duration_s=2.0, warmup_s=0.5)
-        replayed = run_locust(server.url, tmp_path / "b", "smoke",
-                              {"shape": "replay", "trace": str(tmp_path / "a"), "speed": 2.0}, duration_s=2.0)
+        replayed = run_locust(
+            server.url,
+            tmp_path / "b",
+            "smoke",
+            {"shape": "replay", "trace": str(tmp_path / "a"), "speed": 2.0},
+            duration_s=2.0,
+        )
     a, _ = read(tmp_path / "a")
     schedule = list(arrival_times(LoadSpec(**load), 0.5, 2.0, seed=0))
     assert first.requests_sent == len(a) == len(schedule) == 50
@@ -228,14 +324,23 @@ def test_open_loop_sends_on_its_schedule_and_replay_repeats_the_run(tmp_path):
     assert replayed.requests_sent == len(b) == len(a)
     assert [r["intended_send_ns"] - replayed.started_ns for r in b] == [o // 2 for o in offsets]
     assert [(r["prompt_tokens_target"], r["max_tokens"]) for r in b] == [
-        (r["prompt_tokens_target"], r["max_tokens"]) for r in a]
+        (r["prompt_tokens_target"], r["max_tokens"]) for r in a
+    ]
 
 
 def test_distributed_workers_merge_every_sample_and_metrics_are_scraped(tmp_path):
     with SSEServer(SSEServerConfig(ttft_s=0.01, itl_s=0.005)) as server:
-        result = run_locust(server.url, tmp_path, "smoke", {"shape": "poisson", "rate": 30.0},
-                            duration_s=1.5, warmup_s=0.5, workers=2,
-                            metrics_url=server.url + "/metrics", metrics_interval_s=0.25)
+        result = run_locust(
+            server.url,
+            tmp_path,
+            "smoke",
+            {"shape": "poisson", "rate": 30.0},
+            duration_s=1.5,
+            warmup_s=0.5,
+            workers=2,
+            metrics_url=server.url + "/metrics",
+            metrics_interval_s=0.25,
+        )
     requests, tokens = read(tmp_path)
     assert result.requests_sent == len(requests) == len(server.served) > 0
     assert {r["worker"] for r in requests} == {"0", "1"}
@@ -247,23 +352,40 @@ def test_distributed_workers_merge_every_sample_and_metrics_are_scraped(tmp_path
     assert result.client_valid == result.client_health["valid"]
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"host": "127.0.0.1:8000"}, "host must be an http(s):// URL"),
-    ({"host": "https://api.example.com/v1/"}, "ends with /v1: give the server root"),
-    ({"duration_s": 0}, "duration_s must be > 0"),
-    ({"warmup_s": -1}, "warmup_s must be >= 0"),
-    ({"workers": -1}, "workers must be an integer in [0, 256]"),
-    ({"tokenizer_path": "/nonexistent/tokenizer.json"}, "tokenizer_path /nonexistent/tokenizer.json"),
-    ({"load": {"shape": "replay", "trace": "/nonexistent/run"}}, "/nonexistent/run"),
-    ({"workload": {"source": "jsonl", "path": "/nonexistent.jsonl"}}, "/nonexistent.jsonl: no such file"),
-    ({"faults": [{"kind": "load.burst", "start_s": 0, "duration_s": 1, "params": {"x": 1}}]},
-     "faults[0].params: unknown key 'x'"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"host": "127.0.0.1:8000"}, "host must be an http(s):// URL"),
+        ({"host": "https://api.example.com/v1/"}, "ends with /v1: give the server root"),
+        ({"duration_s": 0}, "duration_s must be > 0"),
+        ({"warmup_s": -1}, "warmup_s must be >= 0"),
+        ({"workers": -1}, "workers must be an integer in [0, 256]"),
+        (
+            {"tokenizer_path": "/nonexistent/tokenizer.json"},
+            "tokenizer_path /nonexistent/tokenizer.json",
+        ),
+        ({"load": {"shape": "replay", "trace": "/nonexistent/run"}}, "/nonexistent/run"),
+        (
+            {"workload": {"source": "jsonl", "path": "/nonexistent.jsonl"}},
+            "/nonexistent.jsonl: no such file",
+        ),
+        (
+            {"faults": [{"kind": "load.burst", "start_s": 0, "duration_s": 1, "params": {"x": 1}}]},
+            "faults[0].params: unknown key 'x'",
+        ),
+    ],
+)
 def test_bad_arguments_fail_before_locust_starts(tmp_path, kwargs, message):
     from loadgen.errors import SpecError
 
-    args = {"host": "http://127.0.0.1:9", "run_dir": tmp_path, "workload": FIXED,
-            "load": {"shape": "constant", "users": 1}, "duration_s": 1.0, **kwargs}
+    args = {
+        "host": "http://127.0.0.1:9",
+        "run_dir": tmp_path,
+        "workload": FIXED,
+        "load": {"shape": "constant", "users": 1},
+        "duration_s": 1.0,
+        **kwargs,
+    }
     with pytest.raises(SpecError) as err:
         run_locust(**args)
     assert message in str(err.value)

@@ -20,13 +20,22 @@ def test_ramp_reaches_users_at_ramp_s():
 
 
 def test_step_and_spike():
-    step = LoadSpec.from_dict({"shape": "step", "users": 2,
-                               "stages": [{"at_s": 3, "users": 6}, {"at_s": 6, "users": 1}]})
+    step = LoadSpec.from_dict(
+        {"shape": "step", "users": 2, "stages": [{"at_s": 3, "users": 6}, {"at_s": 6, "users": 1}]}
+    )
     assert [target_users(step, t, 10) for t in (0, 2.9, 3, 5, 6, 9)] == [2, 2, 6, 6, 1, 1]
     assert change_times(step, 10) == [3, 6]
     assert spawn_rate(step) == 6.0
-    spike = LoadSpec.from_dict({"shape": "spike", "users": 2, "spike_users": 8, "spike_start_s": 4,
-                                "spike_duration_s": 2, "spawn_rate": 50})
+    spike = LoadSpec.from_dict(
+        {
+            "shape": "spike",
+            "users": 2,
+            "spike_users": 8,
+            "spike_start_s": 4,
+            "spike_duration_s": 2,
+            "spawn_rate": 50,
+        }
+    )
     assert [target_users(spike, t, 10) for t in (0, 3.9, 4, 5.9, 6)] == [2, 2, 8, 8, 2]
     assert change_times(spike, 10) == [4, 6]
     assert spawn_rate(spike) == 50

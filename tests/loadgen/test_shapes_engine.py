@@ -15,9 +15,11 @@ from loadgen.spec import LoadSpec
 
 pytestmark = pytest.mark.e2e
 
-WORKLOAD = {"prompt_tokens": {"mean": 16, "min": 16, "max": 16},
-            "output_tokens": {"mean": 4, "min": 4, "max": 4},
-            "sampling": {"temperature": 0.0}}
+WORKLOAD = {
+    "prompt_tokens": {"mean": 16, "min": 16, "max": 16},
+    "output_tokens": {"mean": 4, "min": 4, "max": 4},
+    "sampling": {"temperature": 0.0},
+}
 WARMUP_S, DURATION_S = 1.0, 3.0
 
 
@@ -26,12 +28,16 @@ def engine(tmp_path_factory):
     from engine.server.launch import EngineProcess
 
     run_dir = tmp_path_factory.mktemp("engine")
-    with EngineProcess({"run_id": "shapes", "engine": {"model": "tiny"}, "faults": []}, run_dir) as proc:
+    with EngineProcess(
+        {"run_id": "shapes", "engine": {"model": "tiny"}, "faults": []}, run_dir
+    ) as proc:
         yield proc
 
 
 def run(engine, run_dir, load, **kw):
-    result = run_locust(engine.url, run_dir, WORKLOAD, load, duration_s=DURATION_S, warmup_s=WARMUP_S, **kw)
+    result = run_locust(
+        engine.url, run_dir, WORKLOAD, load, duration_s=DURATION_S, warmup_s=WARMUP_S, **kw
+    )
     rows = pq.read_table(run_dir / "requests.parquet").to_pylist()
     assert result.requests_sent == len(rows) > 0
     assert {r["status"] for r in rows} <= {"ok", "cancelled"}, Counter(r["error"] for r in rows)
@@ -40,16 +46,32 @@ def run(engine, run_dir, load, **kw):
 
 def users_between(rows, result, start_s, end_s):
     t0 = result.load_started_ns
-    return {r["user"] for r in rows if t0 + start_s * 1e9 <= r["intended_send_ns"] < t0 + end_s * 1e9}
+    return {
+        r["user"] for r in rows if t0 + start_s * 1e9 <= r["intended_send_ns"] < t0 + end_s * 1e9
+    }
 
 
-@pytest.mark.parametrize("load, expect", [
-    ({"shape": "constant", "users": 3}, [(0, 3, 3)]),
-    ({"shape": "ramp", "start_users": 1, "users": 3, "ramp_s": 2}, [(0, 0.9, 1), (2.1, 3, 3)]),
-    ({"shape": "step", "users": 1, "stages": [{"at_s": 1.5, "users": 4}]}, [(0, 1.4, 1), (1.6, 3, 4)]),
-    ({"shape": "spike", "users": 1, "spike_users": 4, "spike_start_s": 1, "spike_duration_s": 1},
-     [(0, 0.9, 1), (1.1, 1.9, 4), (2.2, 3, 1)]),
-])
+@pytest.mark.parametrize(
+    "load, expect",
+    [
+        ({"shape": "constant", "users": 3}, [(0, 3, 3)]),
+        ({"shape": "ramp", "start_users": 1, "users": 3, "ramp_s": 2}, [(0, 0.9, 1), (2.1, 3, 3)]),
+        (
+            {"shape": "step", "users": 1, "stages": [{"at_s": 1.5, "users": 4}]},
+            [(0, 1.4, 1), (1.6, 3, 4)],
+        ),
+        (
+            {
+                "shape": "spike",
+                "users": 1,
+                "spike_users": 4,
+                "spike_start_s": 1,
+                "spike_duration_s": 1,
+            },
+            [(0, 0.9, 1), (1.1, 1.9, 4), (2.2, 3, 1)],
+        ),
+    ],
+)
 def test_closed_loop_shapes_follow_their_user_counts(engine, tmp_path, load, expect):
     result, rows = run(engine, tmp_path, load)
     for start_s, end_s, users in expect:
@@ -61,8 +83,10 @@ def test_closed_loop_shapes_follow_their_user_counts(engine, tmp_path, load, exp
 @pytest.mark.parametrize("shape", ["open", "poisson"])
 def test_open_loop_shapes_hit_their_rate(engine, tmp_path, shape):
     load = {"shape": shape, "rate": 8.0}
-    result, rows = run(engine, tmp_path, load)
-    schedule = [t for t in arrival_times(LoadSpec(**load), WARMUP_S, DURATION_S, seed=0) if t >= WARMUP_S]
+    _result, rows = run(engine, tmp_path, load)
+    schedule = [
+        t for t in arrival_times(LoadSpec(**load), WARMUP_S, DURATION_S, seed=0) if t >= WARMUP_S
+    ]
     measured = [r for r in rows if r["phase"] == "measure"]
     # every scheduled arrival was sent: the achieved rate is the schedule's
     assert len(measured) == len(schedule)
@@ -73,24 +97,29 @@ def test_open_loop_shapes_hit_their_rate(engine, tmp_path, shape):
 
 
 def test_replay_repeats_a_recorded_run(engine, tmp_path):
-    first, a = run(engine, tmp_path / "a", {"shape": "poisson", "rate": 6.0})
-    second, b = run(engine, tmp_path / "b", {"shape": "replay", "trace": str(tmp_path / "a")})
+    _first, a = run(engine, tmp_path / "a", {"shape": "poisson", "rate": 6.0})
+    _second, b = run(engine, tmp_path / "b", {"shape": "replay", "trace": str(tmp_path / "a")})
     # the replay starts at the recorded run's first arrival and stops at its own end
     offsets_a = [r["intended_send_ns"] - a[0]["intended_send_ns"] for r in a]
     offsets_b = [r["intended_send_ns"] - b[0]["intended_send_ns"] for r in b]
-    assert offsets_b == offsets_a[:len(offsets_b)] and len(b) >= len(a) - 1
-    assert [r["prompt_tokens_target"] for r in b] == [r["prompt_tokens_target"] for r in a][:len(b)]
+    assert offsets_b == offsets_a[: len(offsets_b)] and len(b) >= len(a) - 1
+    assert [r["prompt_tokens_target"] for r in b] == [r["prompt_tokens_target"] for r in a][
+        : len(b)
+    ]
 
 
 def test_distributed_workers_lose_nothing_the_engine_served(engine, tmp_path):
     import httpx
 
-    result, rows = run(engine, tmp_path, {"shape": "constant", "users": 4}, workers=2)
+    _result, rows = run(engine, tmp_path, {"shape": "constant", "users": 4}, workers=2)
     assert {r["worker"] for r in rows} == {"0", "1"}
     httpx.post(engine.url + "/spikelens/flush", timeout=30).raise_for_status()
     prefix = f"{tmp_path.name}-"  # run_locust tags request ids with the run directory's name
-    served = {r["request_id"] for r in pq.read_table(engine.run_dir / "engine_requests.parquet").to_pylist()
-              if r["request_id"].startswith(prefix)}
+    served = {
+        r["request_id"]
+        for r in pq.read_table(engine.run_dir / "engine_requests.parquet").to_pylist()
+        if r["request_id"].startswith(prefix)
+    }
     ok = {r["request_id"] for r in rows if r["status"] == "ok"}
     # every request the engine finished was recorded, and every recorded success was served
     assert ok <= served <= {r["request_id"] for r in rows}

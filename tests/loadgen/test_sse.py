@@ -15,7 +15,10 @@ def chat_chunk(content=None, role=None, finish=None, usage=None):
         delta["role"] = role
     if content is not None:
         delta["content"] = content
-    event = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    event = {
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
     if usage:
         event["usage"] = usage
     return data(event)

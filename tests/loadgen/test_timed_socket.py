@@ -2,6 +2,7 @@
 timed from connect, a later one from its sendall; reads carry the kernel's arrival time however
 late the process reads; install() makes geventhttpclient's pools create them. Run in a child
 process: gevent must not enter the test process (STACK-NOTES)."""
+
 import json
 import subprocess
 import sys
@@ -9,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's")
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's"
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 LATE_S = 0.1  # the gap each check tells apart: a stamp taken at the wrong event is >= this far off
@@ -68,20 +71,28 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def timings():
-    done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
 
 def test_a_new_connections_request_is_timed_from_connect_a_later_one_from_its_send(timings):
-    assert timings["connect_ns"] <= timings["sent1_ns"] < timings["connect_ns"] + SLACK_NS  # not at sendall
-    assert timings["send2_ns"] <= timings["sent2_ns"] < timings["send2_ns"] + SLACK_NS  # not at the reply
+    assert (
+        timings["connect_ns"] <= timings["sent1_ns"] < timings["connect_ns"] + SLACK_NS
+    )  # not at sendall
+    assert (
+        timings["send2_ns"] <= timings["sent2_ns"] < timings["send2_ns"] + SLACK_NS
+    )  # not at the reply
 
 
 def test_reads_carry_the_kernels_arrival_time_not_the_late_read(timings):
     if not timings["stamping_on"]:
         pytest.skip("this kernel attaches no receive stamps (arrivals fall back to read times)")
-    assert timings["kernel_stamps"] and timings["data1"] == "line1\n" and timings["data2"] == "line2\n"
+    assert (
+        timings["kernel_stamps"] and timings["data1"] == "line1\n" and timings["data2"] == "line2\n"
+    )
     for i in (1, 2):
         arrived, read = timings[f"rx{i}_ns"], timings[f"read{i}_ns"]
         assert timings[f"reply{i}_ns"] <= arrived < timings[f"reply{i}_ns"] + SLACK_NS
@@ -92,7 +103,11 @@ def test_a_line_merged_into_a_later_packet_after_a_late_read_is_uncertain(timing
     """The previous read bounds when a read's bytes can have arrived; a line with later bytes in
     the same read carries the later packet's stamp, so it is flagged when that window is > 1 ms."""
     assert timings["prev2_ns"] == timings["read1_ns"]
-    assert timings["earliest3_ns"] == max(timings["read2_ns"], timings["sent3_ns"]) == timings["sent3_ns"]
+    assert (
+        timings["earliest3_ns"]
+        == max(timings["read2_ns"], timings["sent3_ns"])
+        == timings["sent3_ns"]
+    )
     assert timings["both"] == "data: a\n\ndata: b\n\n"  # one read took both events
     (a_ns, a_uncertain), (b_ns, b_uncertain) = timings["a"], timings["b"]
     assert a_ns == b_ns == timings["rx3_ns"]

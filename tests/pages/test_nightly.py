@@ -1,4 +1,5 @@
 """pages.nightly: the nightly and replay pages from stored verdicts; rows validate themselves."""
+
 import math
 
 import pytest
@@ -10,21 +11,30 @@ from rca.compare import MetricVerdict, store_verdicts
 
 
 def _verdict(metric: str, delta: float, verdict: str) -> MetricVerdict:
-    return MetricVerdict(metric, 20.0, 20.0 + delta, delta, delta - 1, delta + 1, delta / 20.0, verdict, 9, 9)
+    return MetricVerdict(
+        metric, 20.0, 20.0 + delta, delta, delta - 1, delta + 1, delta / 20.0, verdict, 9, 9
+    )
 
 
 def test_nightly_page_reads_the_stored_verdicts(warehouse_with):
     db, run_id = warehouse_with(incident=None)
     analyze_run(db, run_id)
-    store_verdicts(db, run_id, "sim-control", [_verdict("itl_p99", 4.0, "regressed"),
-                                              _verdict("throughput", 0.0, "unchanged")], ["a", "b"])
+    store_verdicts(
+        db,
+        run_id,
+        "sim-control",
+        [_verdict("itl_p99", 4.0, "regressed"), _verdict("throughput", 0.0, "unchanged")],
+        ["a", "b"],
+    )
     ctx = build_nightly_context(db, run_id)
     assert ctx.kind == "nightly" and ctx.title == "Nightly regression: sim-control"
     assert ctx.baseline_label == "2 earlier nightly run(s)" and ctx.verdict == "regressed"
     assert [(m.metric, m.unit, m.verdict) for m in ctx.metrics] == [
-        ("itl_p99", "ms", "regressed"), ("throughput", "tokens/s per window", "unchanged")]
-    assert ctx.metrics[0].run_noise is None      # NaN (fewer than 2 baseline runs) stored as NULL
-    assert ctx.trend == ()                       # only runs of kind "nightly" make a trend
+        ("itl_p99", "ms", "regressed"),
+        ("throughput", "tokens/s per window", "unchanged"),
+    ]
+    assert ctx.metrics[0].run_noise is None  # NaN (fewer than 2 baseline runs) stored as NULL
+    assert ctx.trend == ()  # only runs of kind "nightly" make a trend
     assert ctx.run.scenario_yaml == "" and ctx.incident_href == "../index.html"
 
 
@@ -34,8 +44,14 @@ def test_first_nightly_and_replay_pages(warehouse_with):
     ctx = build_nightly_context(db, run_id)
     assert ctx.metrics == () and ctx.verdict == "insufficient"
     assert ctx.baseline_label.startswith("no earlier passing nightly")
-    replay = build_replay_context(db, run_id, "orig-1", [_verdict("ttft_p99", -3.0, "improved").to_dict()])
-    assert (replay.kind, replay.verdict, replay.baseline_label) == ("replay", "improved", "original run orig-1")
+    replay = build_replay_context(
+        db, run_id, "orig-1", [_verdict("ttft_p99", -3.0, "improved").to_dict()]
+    )
+    assert (replay.kind, replay.verdict, replay.baseline_label) == (
+        "replay",
+        "improved",
+        "original run orig-1",
+    )
 
 
 def test_a_metric_row_checks_itself():
@@ -57,13 +73,22 @@ def test_the_trend_lists_every_nightly_of_the_scenario(tmp_path):
 
     db = tmp_path / "w.duckdb"
     for night, run_id in enumerate(("n1", "n2")):
-        run_dir = write_run(tmp_path / "runs", SimSpec(run_id=run_id, duration_s=10,
-                                                       t0_ns=1_800_000_000 * 10**9 + night * 86_400 * 10**9))
+        run_dir = write_run(
+            tmp_path / "runs",
+            SimSpec(
+                run_id=run_id, duration_s=10, t0_ns=1_800_000_000 * 10**9 + night * 86_400 * 10**9
+            ),
+        )
         manifest = json.loads((run_dir / "run.json").read_text())
         manifest.update(kind="nightly", scenario_name="sim-nightly")
         (run_dir / "run.json").write_text(json.dumps(manifest))
         ingest_run(db, run_dir)
-        store_verdicts(db, run_id, "sim-nightly", [_verdict("itl_p99", float(night), "unchanged")], [])
+        store_verdicts(
+            db, run_id, "sim-nightly", [_verdict("itl_p99", float(night), "unchanged")], []
+        )
     ctx = build_nightly_context(db, "n2")
-    assert [(t.run_id, t.metric, t.value) for t in ctx.trend] == [("n1", "itl_p99", 20.0), ("n2", "itl_p99", 21.0)]
+    assert [(t.run_id, t.metric, t.value) for t in ctx.trend] == [
+        ("n1", "itl_p99", 20.0),
+        ("n2", "itl_p99", 21.0),
+    ]
     assert ctx.trend[0].started_at.endswith("+00:00")

@@ -1,4 +1,5 @@
 """rca.analyze: results stored in the warehouse, replaced on re-analysis."""
+
 import json
 
 import pytest
@@ -10,8 +11,10 @@ from warehouse.db import connect
 def _stored(db, run_id):
     conn = connect(db)
     try:
-        return {t: conn.execute(f"SELECT count(*) FROM {t} WHERE run_id = ?", [run_id]).fetchone()[0]
-                for t in ("analyses", "spikes", "attributions", "evidence")}
+        return {
+            t: conn.execute(f"SELECT count(*) FROM {t} WHERE run_id = ?", [run_id]).fetchone()[0]
+            for t in ("analyses", "spikes", "attributions", "evidence")
+        }
     finally:
         conn.close()
 
@@ -26,11 +29,15 @@ def test_results_are_stored_and_replaced(warehouse_with):
     analyze_run(db, run_id)
     assert _stored(db, run_id) == counts
     conn = connect(db)
-    spike = conn.execute("SELECT metric, top_cause, start_s, end_s, metrics FROM spikes WHERE run_id = ?",
-                         [run_id]).fetchone()
-    shares = conn.execute("SELECT sum(share) FROM attributions WHERE run_id = ?", [run_id]).fetchone()[0]
-    window_s, baselines = conn.execute("SELECT window_s, baselines FROM analyses WHERE run_id = ?",
-                                       [run_id]).fetchone()
+    spike = conn.execute(
+        "SELECT metric, top_cause, start_s, end_s, metrics FROM spikes WHERE run_id = ?", [run_id]
+    ).fetchone()
+    shares = conn.execute(
+        "SELECT sum(share) FROM attributions WHERE run_id = ?", [run_id]
+    ).fetchone()[0]
+    window_s, baselines = conn.execute(
+        "SELECT window_s, baselines FROM analyses WHERE run_id = ?", [run_id]
+    ).fetchone()
     conn.close()
     assert spike[1] == "memory" and spike[2] == first.spikes[0].start_s and "itl_p99" in spike[4]
     assert shares <= 1.0 + 1e-9
@@ -52,10 +59,10 @@ def test_unknown_run_and_bad_window_are_clear(warehouse_with):
 
 
 def test_minor_unexplained_slowdowns_are_stored_but_not_reported(warehouse_with):
-    from rca.config import AttributeConfig
     from pages.incident import build_incident_context
+    from rca.config import AttributeConfig
 
-    db, run_id = warehouse_with(incident="host")          # every stage 1.7x slower for 8 s, no fault
+    db, run_id = warehouse_with(incident="host")  # every stage 1.7x slower for 8 s, no fault
     quiet = analyze_run(db, run_id)
     assert quiet.spikes == [] and len(quiet.suppressed) == 1
     assert quiet.attributions[quiet.suppressed[0].spike_id].top_cause == "unexplained"

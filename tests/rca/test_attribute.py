@@ -1,11 +1,12 @@
 """rca.attribute: cause shares on simulated incidents and on hand-built step arrays."""
+
 import numpy as np
 import pytest
 
 from rca.analyze import analyze
+from rca.config import AttributeConfig
 from rca.evidence import pearson
 from rca.stepcost import STEP_COLUMNS, StepCostModel, decompose_step_excess
-from rca.config import AttributeConfig
 from warehouse.db import connect
 
 
@@ -97,8 +98,12 @@ def test_gc_time_is_taken_out_of_the_stage_it_landed_in():
     forward = np.where(spike, 110.0, 10.0)
     penalty = np.where(spike, 6.0, 1.0)
     gc = np.where(spike, 100.0, 0.0)
-    steps = _steps(n, forward_ms=forward, penalty_ms=penalty, gc_ms=gc, decode_tokens=np.full(n, 8.0))
-    dec = decompose_step_excess(steps, spike, ~spike, StepCostModel(2.0, 1.0, 0.0), AttributeConfig())
+    steps = _steps(
+        n, forward_ms=forward, penalty_ms=penalty, gc_ms=gc, decode_tokens=np.full(n, 8.0)
+    )
+    dec = decompose_step_excess(
+        steps, spike, ~spike, StepCostModel(2.0, 1.0, 0.0), AttributeConfig()
+    )
     assert dec.components_ms["memory"] == pytest.approx(100.0)
     assert dec.components_ms["penalty"] == pytest.approx(5.0)
     assert dec.components_ms["unexplained"] == pytest.approx(0.0)
@@ -109,10 +114,14 @@ def test_forward_growth_from_batch_is_load_and_the_rest_unexplained():
     n = 20
     spike = np.arange(n) >= 10
     decode = np.where(spike, 20.0, 8.0)
-    forward = 2.0 + 1.0 * decode + np.where(spike, 3.0, 0.0)   # 12 ms from the batch, 3 ms unexplained
+    forward = (
+        2.0 + 1.0 * decode + np.where(spike, 3.0, 0.0)
+    )  # 12 ms from the batch, 3 ms unexplained
     steps = _steps(n, forward_ms=forward, decode_tokens=decode)
     model = StepCostModel.fit(steps, np.ones(n, dtype=bool) & ~spike | (np.arange(n) == 19))
-    dec = decompose_step_excess(steps, spike, ~spike, StepCostModel(2.0, 1.0, 0.0), AttributeConfig())
+    dec = decompose_step_excess(
+        steps, spike, ~spike, StepCostModel(2.0, 1.0, 0.0), AttributeConfig()
+    )
     assert dec.components_ms["load"] == pytest.approx(12.0)
     assert dec.components_ms["unexplained"] == pytest.approx(3.0)
     assert model.per_decode >= 0
@@ -123,11 +132,21 @@ def test_cost_model_recovers_coefficients():
     decode = rng.integers(1, 30, 200).astype(float)
     prefill = rng.integers(0, 500, 200).astype(float)
     batch = decode + (prefill > 0)
-    steps = _steps(200, decode_tokens=decode, prefill_tokens=prefill, batch_size=batch,
-                   forward_ms=3.0 + 0.5 * decode + 0.02 * prefill, penalty_ms=0.2 + 0.05 * batch)
+    steps = _steps(
+        200,
+        decode_tokens=decode,
+        prefill_tokens=prefill,
+        batch_size=batch,
+        forward_ms=3.0 + 0.5 * decode + 0.02 * prefill,
+        penalty_ms=0.2 + 0.05 * batch,
+    )
     model = StepCostModel.fit(steps, np.ones(200, dtype=bool))
-    assert (model.intercept, model.per_decode, model.per_prefill, model.penalty_per_seq) == pytest.approx(
-        (3.0, 0.5, 0.02, 0.05))
+    assert (
+        model.intercept,
+        model.per_decode,
+        model.per_prefill,
+        model.penalty_per_seq,
+    ) == pytest.approx((3.0, 0.5, 0.02, 0.05))
 
 
 def test_penalty_growth_from_batch_is_load():
@@ -135,7 +154,9 @@ def test_penalty_growth_from_batch_is_load():
     spike = np.arange(n) >= 10
     batch = np.where(spike, 24.0, 6.0)
     steps = _steps(n, batch_size=batch, decode_tokens=batch, penalty_ms=0.4 + 0.05 * batch)
-    dec = decompose_step_excess(steps, spike, ~spike, StepCostModel(0.0, 0.0, 0.0, 0.05), AttributeConfig())
+    dec = decompose_step_excess(
+        steps, spike, ~spike, StepCostModel(0.0, 0.0, 0.0, 0.05), AttributeConfig()
+    )
     assert dec.components_ms["load"] == pytest.approx(0.9)
     assert dec.components_ms["penalty"] == pytest.approx(0.0)
 
@@ -151,15 +172,28 @@ def test_every_stage_slower_alike_is_unexplained_not_penalty():
     n = 20
     spike = np.arange(n) >= 10
     slow = np.where(spike, 1.6, 1.0)
-    steps = _steps(n, forward_ms=10.0 * slow, penalty_ms=3.0 * slow, sample_ms=6.0 * slow,
-                   schedule_ms=0.2 * slow, batch_size=np.full(n, 8.0), decode_tokens=np.full(n, 8.0))
-    steps["dur_ms"] = steps["forward_ms"] + steps["penalty_ms"] + steps["sample_ms"] + steps["schedule_ms"]
-    dec = decompose_step_excess(steps, spike, ~spike, StepCostModel(2.0, 1.0, 0.0), AttributeConfig())
+    steps = _steps(
+        n,
+        forward_ms=10.0 * slow,
+        penalty_ms=3.0 * slow,
+        sample_ms=6.0 * slow,
+        schedule_ms=0.2 * slow,
+        batch_size=np.full(n, 8.0),
+        decode_tokens=np.full(n, 8.0),
+    )
+    steps["dur_ms"] = (
+        steps["forward_ms"] + steps["penalty_ms"] + steps["sample_ms"] + steps["schedule_ms"]
+    )
+    dec = decompose_step_excess(
+        steps, spike, ~spike, StepCostModel(2.0, 1.0, 0.0), AttributeConfig()
+    )
     assert dec.uniform_slowdown == pytest.approx(1.6)
     assert dec.components_ms["penalty"] == 0.0
     assert dec.components_ms["unexplained"] == pytest.approx(0.6 * 19.2)
     # penalty alone slower: not uniform, penalty keeps its time
     steps["forward_ms"] = np.full(n, 10.0)
     steps["sample_ms"] = np.full(n, 6.0)
-    dec = decompose_step_excess(steps, spike, ~spike, StepCostModel(2.0, 1.0, 0.0), AttributeConfig())
+    dec = decompose_step_excess(
+        steps, spike, ~spike, StepCostModel(2.0, 1.0, 0.0), AttributeConfig()
+    )
     assert dec.uniform_slowdown is None and dec.components_ms["penalty"] == pytest.approx(1.8)

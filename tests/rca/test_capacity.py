@@ -1,21 +1,47 @@
 """Knee finding, the search's next load, step verdicts and the queueing reading (pure)."""
+
 import pytest
 
-from rca.capacity import (SearchOptions, StepOutcome, find_knee, judge_step, next_search_load,
-                          parse_loads, queueing_reading)
+from rca.capacity import (
+    SearchOptions,
+    StepOutcome,
+    find_knee,
+    judge_step,
+    next_search_load,
+    parse_loads,
+    queueing_reading,
+)
 
 
 def step(load, passed, run_id=None):
-    return StepOutcome(float(load), run_id or f"r{load:g}", 100, 95 if passed else 40,
-                       0.95 if passed else 0.4, passed, {})
+    return StepOutcome(
+        float(load),
+        run_id or f"r{load:g}",
+        100,
+        95 if passed else 40,
+        0.95 if passed else 0.4,
+        passed,
+        {},
+    )
 
 
 def summary(completed, failed, good, ttft_p99=100.0):
-    return {"completed": completed, "failed": failed, "cancelled": 3, "requests": completed + failed + 3,
-            "good_requests": good, "goodput": good / 10, "request_throughput": completed / 10,
-            "output_throughput": completed * 4.0,
-            "vllm": {"ttft_ms": {"p50": 50.0, "p90": 80.0, "p99": ttft_p99}, "tpot_ms": {},
-                     "itl_ms": {"p50": 5.0}, "e2e_ms": {"p99": 900.0}}}
+    return {
+        "completed": completed,
+        "failed": failed,
+        "cancelled": 3,
+        "requests": completed + failed + 3,
+        "good_requests": good,
+        "goodput": good / 10,
+        "request_throughput": completed / 10,
+        "output_throughput": completed * 4.0,
+        "vllm": {
+            "ttft_ms": {"p50": 50.0, "p90": 80.0, "p99": ttft_p99},
+            "tpot_ms": {},
+            "itl_ms": {"p50": 5.0},
+            "e2e_ms": {"p99": 900.0},
+        },
+    }
 
 
 def test_judge_step_counts_failed_requests_against_and_ignores_cut_off_ones():
@@ -55,7 +81,7 @@ def test_knee_not_reached_and_below_range():
 
 def test_search_doubles_then_bisects_to_the_resolution():
     opts = SearchOptions(kind="users", start=1, max_load=64, max_steps=10)
-    capacity = 5          # the server passes up to 5 users
+    capacity = 5  # the server passes up to 5 users
     steps, tried = [], []
     while (load := next_search_load(steps, opts)) is not None:
         tried.append(load)
@@ -67,9 +93,9 @@ def test_search_doubles_then_bisects_to_the_resolution():
 def test_search_is_bounded_in_steps_and_by_max_load():
     opts = SearchOptions(kind="users", start=2, max_load=10, max_steps=3)
     steps = [step(2, True), step(4, True), step(8, True)]
-    assert next_search_load(steps, opts) is None                   # 3 steps: done
+    assert next_search_load(steps, opts) is None  # 3 steps: done
     opts = SearchOptions(kind="users", start=2, max_load=10, max_steps=8)
-    assert next_search_load(steps, opts) == 10                     # capped, not 16
+    assert next_search_load(steps, opts) == 10  # capped, not 16
     assert next_search_load(steps + [step(10, True)], opts) is None
 
 
@@ -96,8 +122,13 @@ def test_parse_loads():
     assert parse_loads("0.5,2", "rate") == [0.5, 2]
     with pytest.raises(ValueError, match="--rates: a comma-separated"):
         parse_loads("1,fast", "rate")
-    for bad, kind, word in (("2,x", "users", "numbers"), ("1.5", "users", "integer"),
-                            ("0", "rate", "requests/s"), ("2,2", "users", "repeated"), ("", "users", "at least")):
+    for bad, kind, word in (
+        ("2,x", "users", "numbers"),
+        ("1.5", "users", "integer"),
+        ("0", "rate", "requests/s"),
+        ("2,2", "users", "repeated"),
+        ("", "users", "at least"),
+    ):
         with pytest.raises(ValueError, match=word):
             parse_loads(bad, kind)
 
@@ -116,9 +147,15 @@ def test_capacity_verdict_against_the_lowest_and_highest_baseline_sweep():
 
     v = capacity_verdict("capacity_users", 4, [8, 6, 8], drop_rel=0.2)
     assert v["verdict"] == "regressed" and v["baseline"] == 6 and abs(v["rel_delta"] + 1 / 3) < 1e-9
-    assert capacity_verdict("capacity_users", 6, [8, 6, 8], 0.2)["verdict"] == "unchanged"   # as low as a clean sweep
-    assert capacity_verdict("capacity_users", 5, [6], 0.2)["verdict"] == "unchanged"         # -17 %: within drop_rel
+    assert (
+        capacity_verdict("capacity_users", 6, [8, 6, 8], 0.2)["verdict"] == "unchanged"
+    )  # as low as a clean sweep
+    assert (
+        capacity_verdict("capacity_users", 5, [6], 0.2)["verdict"] == "unchanged"
+    )  # -17 %: within drop_rel
     assert capacity_verdict("capacity_users", 16, [8, 6], 0.2)["verdict"] == "improved"
-    assert capacity_verdict("capacity_users", None, [2], 0.2)["verdict"] == "regressed"      # below range = 0
+    assert (
+        capacity_verdict("capacity_users", None, [2], 0.2)["verdict"] == "regressed"
+    )  # below range = 0
     none = capacity_verdict("capacity_users", 4, [], 0.2)
     assert none["verdict"] == "insufficient" and none["candidate"] == 4

@@ -1,4 +1,5 @@
 """Nightly comparison: a real shift is flagged with the right sign; noise is not."""
+
 import numpy as np
 
 from rca.compare import Samples, between_run_noise, compare_metric
@@ -33,7 +34,7 @@ def test_throughput_drop_is_a_regression():
 def test_small_but_significant_change_below_threshold_is_unchanged():
     rng = np.random.default_rng(4)
     base = groups(rng, 400, 5.0)
-    cand = groups(rng, 400, 5.1)   # +2 %: below the 10 % threshold
+    cand = groups(rng, 400, 5.1)  # +2 %: below the 10 % threshold
     assert compare_metric("e2e_p50", base, cand, 0.5).verdict == "unchanged"
 
 
@@ -52,7 +53,7 @@ def test_too_few_samples_is_insufficient_not_a_verdict():
 
 def test_p99_of_a_few_requests_is_insufficient():
     rng = np.random.default_rng(6)
-    base = Samples.from_groups([[x] for x in rng.gamma(4, 5, 60)])     # 60 requests, one E2E each
+    base = Samples.from_groups([[x] for x in rng.gamma(4, 5, 60)])  # 60 requests, one E2E each
     cand = Samples.from_groups([[x] for x in rng.gamma(4, 6, 60)])
     assert compare_metric("e2e_p99", base, cand, 0.99).verdict == "insufficient"
     assert compare_metric("e2e_p50", base, cand, 0.5).verdict != "insufficient"
@@ -60,8 +61,8 @@ def test_p99_of_a_few_requests_is_insufficient():
 
 def test_a_change_below_the_absolute_floor_is_unchanged():
     rng = np.random.default_rng(7)
-    base = groups(rng, 400, 5.0)        # values ~20 ms
-    cand = groups(rng, 400, 5.75)       # +15 %, statistically clear, but ~3 ms
+    base = groups(rng, 400, 5.0)  # values ~20 ms
+    cand = groups(rng, 400, 5.75)  # +15 %, statistically clear, but ~3 ms
     assert compare_metric("itl_p50", base, cand, 0.5).verdict == "regressed"
     assert compare_metric("itl_p50", base, cand, 0.5, min_abs=5.0).verdict == "unchanged"
 
@@ -72,15 +73,15 @@ def test_run_noise_is_the_largest_leave_one_out_gap():
     runs = [groups(rng, 200, 5.0), groups(rng, 200, 5.0), groups(rng, 200, 6.5)]
     noise = between_run_noise(runs, 0.5, absolute=False)
     assert 0.22 < noise < 0.38
-    assert np.isnan(between_run_noise(runs[:1], 0.5, absolute=False))        # one run: unknown
-    few = Samples.from_groups([[1.0]] * 3)                                    # too few requests
+    assert np.isnan(between_run_noise(runs[:1], 0.5, absolute=False))  # one run: unknown
+    few = Samples.from_groups([[1.0]] * 3)  # too few requests
     assert np.isnan(between_run_noise([runs[0], few], 0.5, absolute=False))
 
 
 def test_a_change_within_the_run_noise_is_unchanged_and_beyond_it_regresses():
     rng = np.random.default_rng(9)
     base = groups(rng, 400, 5.0)
-    cand = groups(rng, 400, 6.5)        # +30 %: clear against the 10 % threshold alone
+    cand = groups(rng, 400, 6.5)  # +30 %: clear against the 10 % threshold alone
     assert compare_metric("itl_p50", base, cand, 0.5).verdict == "regressed"
     within = compare_metric("itl_p50", base, cand, 0.5, run_noise=0.40)
     assert within.verdict == "unchanged" and within.run_noise == 0.40 and within.ci_low > 0

@@ -1,4 +1,5 @@
 """rca.detect on window series built directly (and on a simulated run)."""
+
 import numpy as np
 import pytest
 
@@ -9,8 +10,17 @@ from rca.detect import baseline, detect_spikes, series
 def _windows(itl, ttft=None, e2e=None, n_samples=100):
     ttft = ttft if ttft is not None else [15.0] * len(itl)
     e2e = e2e if e2e is not None else [500.0] * len(itl)
-    return [{"itl_p99_ms": a, "itl_n": n_samples, "ttft_p99_ms": b, "ttft_n": 10, "e2e_p99_ms": c, "e2e_n": 10}
-            for a, b, c in zip(itl, ttft, e2e)]
+    return [
+        {
+            "itl_p99_ms": a,
+            "itl_n": n_samples,
+            "ttft_p99_ms": b,
+            "ttft_n": 10,
+            "e2e_p99_ms": c,
+            "e2e_n": 10,
+        }
+        for a, b, c in zip(itl, ttft, e2e)
+    ]
 
 
 def _noisy(n, level, rel_noise, seed):
@@ -31,8 +41,8 @@ def test_injected_window_is_found_and_nothing_else():
 
 def test_noise_and_single_window_blips_do_not_spike():
     itl = _noisy(120, 20.0, 0.2, 1)
-    itl[40] = 150.0            # one gen-2 pause in one window
-    itl[90] = 29.0             # 45% up: under the relative floor
+    itl[40] = 150.0  # one gen-2 pause in one window
+    itl[90] = 29.0  # 45% up: under the relative floor
     itl[91] = 29.0
     spikes, _ = detect_spikes(_windows(itl), 1.0)
     assert spikes == []
@@ -41,16 +51,16 @@ def test_noise_and_single_window_blips_do_not_spike():
 def test_close_stretches_merge_and_series_join_into_one_incident():
     itl = [20.0] * 50
     ttft = [15.0] * 50
-    for i in (20, 21, 24, 25):           # a gap of 2 windows: one spike
+    for i in (20, 21, 24, 25):  # a gap of 2 windows: one spike
         itl[i] = 90.0
-    for i in (22, 23, 24, 25, 26, 27):   # TTFT rises over the same incident, a bit later
+    for i in (22, 23, 24, 25, 26, 27):  # TTFT rises over the same incident, a bit later
         ttft[i] = 120.0
     spikes, _ = detect_spikes(_windows(itl, ttft), 1.0)
     assert len(spikes) == 1
     s = spikes[0]
     assert s.metrics == ["itl_p99", "ttft_p99"]
     assert (s.first_window, s.last_window) == (20, 27)
-    assert s.metric == "ttft_p99"         # larger relative peak: 120/15 > 90/20
+    assert s.metric == "ttft_p99"  # larger relative peak: 120/15 > 90/20
 
 
 def test_windows_with_too_few_samples_are_ignored():
@@ -79,12 +89,14 @@ def test_config_errors_name_the_key():
 def test_changepoint_detector_finds_a_sustained_shift():
     pytest.importorskip("ruptures")
     itl = _noisy(80, 20.0, 0.1, 4)
-    for i in range(40, 52):          # a level shift whose windows cross the threshold only now and then
+    for i in range(40, 52):  # a level shift whose windows cross the threshold only now and then
         itl[i] = 40.0 if i % 4 == 0 else 33.0
-    assert detect_spikes(_windows(itl), 1.0)[0] == []      # the per-window detector misses it
+    assert detect_spikes(_windows(itl), 1.0)[0] == []  # the per-window detector misses it
     config = DetectConfig(detectors=("changepoint",))
     spikes, _ = detect_spikes(_windows(itl), 1.0, config)
-    assert [(s.first_window, s.last_window, s.detector) for s in spikes] == [(40, 51, "changepoint")]
+    assert [(s.first_window, s.last_window, s.detector) for s in spikes] == [
+        (40, 51, "changepoint")
+    ]
     quiet, _ = detect_spikes(_windows(_noisy(80, 20.0, 0.2, 5)), 1.0, config)
     assert quiet == []
 
@@ -101,11 +113,11 @@ def test_both_detectors_merge_into_one_incident():
 
 def test_lagging_e2e_does_not_bridge_two_incidents():
     itl, e2e = [20.0] * 60, [500.0] * 60
-    for i in range(10, 14):          # first incident
+    for i in range(10, 14):  # first incident
         itl[i] = 150.0
-    for i in range(19, 23):          # second incident, 5 windows later
+    for i in range(19, 23):  # second incident, 5 windows later
         itl[i] = 150.0
-    for i in range(12, 19):          # E2E of the first stays high until the second begins
+    for i in range(12, 19):  # E2E of the first stays high until the second begins
         e2e[i] = 1500.0
     spikes, _ = detect_spikes(_windows(itl, e2e=e2e), 1.0)
     assert [(s.first_window, s.last_window) for s in spikes] == [(10, 13), (19, 22)]

@@ -1,4 +1,5 @@
 """rca.evaluate: event matching, detection/attribution scores, peers on the same events."""
+
 import pytest
 
 from rca.analyze import analyze_run
@@ -24,7 +25,9 @@ def test_matching_is_one_to_one_within_the_tolerance():
 
 def test_scores_count_events_delays_and_control_false_alarms():
     runs = [
-        RunOutcome("a", 60.0, 1.0, [_f("memory", 20, 30)], [_s(21, 29, "memory"), _s(50, 52, "load")]),
+        RunOutcome(
+            "a", 60.0, 1.0, [_f("memory", 20, 30)], [_s(21, 29, "memory"), _s(50, 52, "load")]
+        ),
         RunOutcome("b", 60.0, 1.0, [_f("penalty", 10, 20)], []),
         RunOutcome("c", 1800.0, 1.0, [], [_s(5, 7, "load")]),
     ]
@@ -33,34 +36,54 @@ def test_scores_count_events_delays_and_control_false_alarms():
     out = score(runs)
     d = out["detection"]
     assert (d["tp"], d["fp"], d["fn"]) == (1, 2, 1)
-    assert d["precision"] == pytest.approx(1 / 3) and d["recall"] == 0.5 and d["f1"] == pytest.approx(0.4)
+    assert (
+        d["precision"] == pytest.approx(1 / 3)
+        and d["recall"] == 0.5
+        and d["f1"] == pytest.approx(0.4)
+    )
     assert d["delay_s_mean"] == 1.0
-    assert out["controls"]["false_alarms_per_hour"] == pytest.approx(2.0)   # 1 alarm in 0.5 h
+    assert out["controls"]["false_alarms_per_hour"] == pytest.approx(2.0)  # 1 alarm in 0.5 h
     assert out["attribution"]["accuracy"] == 1.0
     assert out["attribution"]["confusion"]["penalty"][MISSED] == 1
 
 
 def test_attribution_scores_macro_f1():
-    scores = attribution_scores(["memory", "memory", "load", "penalty"], ["memory", "load", "load", MISSED])
+    scores = attribution_scores(
+        ["memory", "memory", "load", "penalty"], ["memory", "load", "load", MISSED]
+    )
     assert scores["accuracy"] == pytest.approx(2 / 3)
     # over the 3 detected: memory F1 2/3, load 2/3 → macro 2/3 (the events peers rank too)
     assert scores["macro_f1"] == pytest.approx(2 / 3)
     # over all 4 faults, the miss counted wrong: memory 2/3, load 2/3, penalty 0 → macro 4/9
     assert scores["macro_f1_all_faults"] == pytest.approx(4 / 9)
-    assert scores["confusion"]["memory"] == {"penalty": 0, "memory": 1, "communication": 0, "load": 1,
-                                             "unexplained": 0, MISSED: 0}
+    assert scores["confusion"]["memory"] == {
+        "penalty": 0,
+        "memory": 1,
+        "communication": 0,
+        "load": 1,
+        "unexplained": 0,
+        MISSED: 0,
+    }
 
 
 def test_evaluate_on_simulated_runs(warehouse_with):
     ids = []
-    for spec in ({"incident": "gc"}, {"incident": "penalty", "incident_start_s": 14.0}, {"incident": None}):
+    for spec in (
+        {"incident": "gc"},
+        {"incident": "penalty", "incident_start_s": 14.0},
+        {"incident": None},
+    ):
         db, run_id = warehouse_with(**spec)
         analyze_run(db, run_id)
         ids.append(run_id)
     out = evaluate(db, ids, peers=())
     assert out["detection"]["f1"] == 1.0 and out["attribution"]["accuracy"] == 1.0
-    assert out["controls"] == {"runs": 1, "hours": pytest.approx(40 / 3600), "false_alarms": 0,
-                               "false_alarms_per_hour": 0.0}
+    assert out["controls"] == {
+        "runs": 1,
+        "hours": pytest.approx(40 / 3600),
+        "false_alarms": 0,
+        "false_alarms_per_hour": 0.0,
+    }
     assert out["peers"]["random"]["events"] == 2
     assert [v["detected"] for r in out["per_run"] for v in r["verdicts"]] == [True, True]
 

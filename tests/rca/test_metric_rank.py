@@ -1,4 +1,5 @@
 """rca.metric_rank: attribution from /metrics samples when a target has no step traces."""
+
 import json
 
 import numpy as np
@@ -21,12 +22,21 @@ def _scrape(run_dir, every_ns=500_000_000):
     rows = []
     for ts in range(int(end[0]), int(end[-1]), every_ns):
         i = int(np.searchsorted(end, ts, side="right")) - 1
-        for name, value in (("vllm:num_requests_running", steps["batch_size"][i]),
-                            ("vllm:num_requests_waiting", steps["waiting"][i]),
-                            ("vllm:gpu_cache_usage_perc", steps["kv_blocks_used"][i] / steps["kv_blocks_total"][i]),
-                            ("vllm:num_preemptions_total", preempt_total[i]),
-                            ("process_resident_memory_bytes", 1e9)):
-            rows.append({"ts_ns": ts, "name": name, "labels": json.dumps({"model_name": "m"}), "value": float(value)})
+        for name, value in (
+            ("vllm:num_requests_running", steps["batch_size"][i]),
+            ("vllm:num_requests_waiting", steps["waiting"][i]),
+            ("vllm:gpu_cache_usage_perc", steps["kv_blocks_used"][i] / steps["kv_blocks_total"][i]),
+            ("vllm:num_preemptions_total", preempt_total[i]),
+            ("process_resident_memory_bytes", 1e9),
+        ):
+            rows.append(
+                {
+                    "ts_ns": ts,
+                    "name": name,
+                    "labels": json.dumps({"model_name": "m"}),
+                    "value": float(value),
+                }
+            )
     pq.write_table(pa.Table.from_pylist(rows), run_dir / "metrics.parquet")
     (run_dir / "steps.parquet").unlink()
     (run_dir / "gc.parquet").unlink()
@@ -46,8 +56,10 @@ def test_metric_ranking_attributes_external_targets(tmp_path, incident, cause):
 
 
 def test_counters_become_rates_and_names_map_to_causes():
-    rows = [{"window": w, "name": "vllm:num_preemptions_total", "labels": "{}", "last_value": v}
-            for w, v in enumerate([0, 0, 4, 10, 10])]
+    rows = [
+        {"window": w, "name": "vllm:num_preemptions_total", "labels": "{}", "last_value": v}
+        for w, v in enumerate([0, 0, 4, 10, 10])
+    ]
     rate = metric_series(rows, 5, 2.0)["vllm:num_preemptions_total"]
     assert np.isnan(rate[0]) and list(rate[1:]) == [0.0, 2.0, 3.0, 0.0]
     assert cause_of("vllm:gpu_cache_usage_perc") == "memory"
@@ -57,15 +69,22 @@ def test_counters_become_rates_and_names_map_to_causes():
     flat = {"a": np.array([1.0] * 8 + [9.0, 9.0]), "b": np.arange(10.0)}
     spike = np.arange(10) >= 8
     ranked = rank_series(flat, spike, ~spike)
-    assert [r.name for r in ranked] == ["a", "b"] and ranked[0].z == 8.0   # a step of 8 units
+    assert [r.name for r in ranked] == ["a", "b"] and ranked[0].z == 8.0  # a step of 8 units
 
 
 def test_a_counter_with_a_zero_baseline_scores_a_finite_z():
     """One GC collection in the spike after none before: one event, not a 1e9 z."""
     from rca.metric_rank import ScoreConfig
 
-    rows = [{"window": w, "name": "python_gc_collections_total", "labels": '{"generation": "1"}',
-             "last_value": v} for w, v in enumerate([0, 0, 0, 0, 0, 0, 0, 0, 1, 1])]
+    rows = [
+        {
+            "window": w,
+            "name": "python_gc_collections_total",
+            "labels": '{"generation": "1"}',
+            "last_value": v,
+        }
+        for w, v in enumerate([0, 0, 0, 0, 0, 0, 0, 0, 1, 1])
+    ]
     series = metric_series(rows, 10, 1.0)
     spike = np.arange(10) >= 7
     (ranked,) = rank_series(series, spike, ~spike, window_s=1.0)
@@ -83,16 +102,26 @@ def test_a_counter_with_a_zero_baseline_scores_a_finite_z():
 
 def test_flat_gauges_score_against_their_resolution_and_level():
     spike = np.arange(10) >= 8
-    flat_zero_fraction = np.array([0.0] * 8 + [0.3, 0.3])      # e.g. KV cache usage from idle
-    flat_count = np.array([0.0] * 8 + [2.0, 2.0])              # e.g. running requests
-    flat_high = np.array([1000.0] * 8 + [1004.0, 1004.0])      # resident memory wobbling
+    flat_zero_fraction = np.array([0.0] * 8 + [0.3, 0.3])  # e.g. KV cache usage from idle
+    flat_count = np.array([0.0] * 8 + [2.0, 2.0])  # e.g. running requests
+    flat_high = np.array([1000.0] * 8 + [1004.0, 1004.0])  # resident memory wobbling
     never_moves = np.full(10, 7.0)
-    ranked = {r.name: r.z for r in rank_series({"frac": flat_zero_fraction, "count": flat_count,
-                                                "high": flat_high, "still": never_moves},
-                                               spike, ~spike)}
+    ranked = {
+        r.name: r.z
+        for r in rank_series(
+            {
+                "frac": flat_zero_fraction,
+                "count": flat_count,
+                "high": flat_high,
+                "still": never_moves,
+            },
+            spike,
+            ~spike,
+        )
+    }
     assert all(np.isfinite(z) for z in ranked.values())
-    assert ranked["frac"] == pytest.approx(20.0)      # 0 → 0.3 against 5 % of its magnitude
-    assert ranked["count"] == pytest.approx(2.0)      # two requests against a step of one
+    assert ranked["frac"] == pytest.approx(20.0)  # 0 → 0.3 against 5 % of its magnitude
+    assert ranked["count"] == pytest.approx(2.0)  # two requests against a step of one
     assert ranked["high"] < 1.0 and ranked["still"] == 0.0
 
 
@@ -102,9 +131,27 @@ def _process_run(n, spike, stacks=(), gc=(), cpu=()):
     from rca.process_evidence import ProcessSignals
 
     windows = [{"window": w, "ttft_p99_ms": 90.0 if w in spike else 10.0 + w % 3} for w in range(n)]
-    signals = RunSignals(window_s=1.0, windows=windows, step_windows=[], steps={}, gc_pauses=[],
-                         process=ProcessSignals(list(stacks), list(gc), list(cpu)))
-    s = Spike(0, "ttft_p99", ["ttft_p99"], spike[0], spike[-1], spike[0], spike[-1] + 1.0, 90.0, 10.0, "high", 5.0)
+    signals = RunSignals(
+        window_s=1.0,
+        windows=windows,
+        step_windows=[],
+        steps={},
+        gc_pauses=[],
+        process=ProcessSignals(list(stacks), list(gc), list(cpu)),
+    )
+    s = Spike(
+        0,
+        "ttft_p99",
+        ["ttft_p99"],
+        spike[0],
+        spike[-1],
+        spike[0],
+        spike[-1] + 1.0,
+        90.0,
+        10.0,
+        "high",
+        5.0,
+    )
     return s, signals
 
 
@@ -112,33 +159,58 @@ def test_process_signals_vote_beside_metrics_and_name_the_process_and_region():
     from rca.metric_rank import attribute_by_metrics
 
     n, spike = 30, [15, 16, 17]
-    stacks = [{"window": w, "pid": 41, "role": "EngineCore", "region": region, "busy_share": share}
-              for w in range(n) for region, share in
-              (("sampling_penalties", 0.38 if w in spike else 0.02 + 0.005 * (w % 2)),
-               ("model_forward", 0.62 if w in spike else 0.98 - 0.005 * (w % 2)))]
-    gc = [{"window": w, "pid": 40, "role": "api_server", "pause_ms": 3.0 if w in (5, 16) else 0.0} for w in range(n)]
+    stacks = [
+        {"window": w, "pid": 41, "role": "EngineCore", "region": region, "busy_share": share}
+        for w in range(n)
+        for region, share in (
+            ("sampling_penalties", 0.38 if w in spike else 0.02 + 0.005 * (w % 2)),
+            ("model_forward", 0.62 if w in spike else 0.98 - 0.005 * (w % 2)),
+        )
+    ]
+    gc = [
+        {"window": w, "pid": 40, "role": "api_server", "pause_ms": 3.0 if w in (5, 16) else 0.0}
+        for w in range(n)
+    ]
     s, signals = _process_run(n, spike, stacks, gc)
     a = attribute_by_metrics(s, [s], signals)
     assert a.top_cause == "penalty" and a.method == "metric_rank"
     ev = next(c for c in a.causes if c.cause == "penalty").evidence[0]
     assert ev.signal == "EngineCore (pid 41) stack_share.sampling_penalties"
-    assert ev.note.startswith("EngineCore (pid 41): 38% of its non-idle stack samples in sampling_penalties "
-                              "during the spike vs 2% before")
-    assert "memory" not in {c.cause for c in a.causes}   # a 3 ms/s GC blip is below the marked floor
+    assert ev.note.startswith(
+        "EngineCore (pid 41): 38% of its non-idle stack samples in sampling_penalties "
+        "during the spike vs 2% before"
+    )
+    assert "memory" not in {c.cause for c in a.causes}  # a 3 ms/s GC blip is below the marked floor
 
 
 def test_a_gc_storm_in_engine_core_is_memory_and_outside_cpu_contention_says_host():
     from rca.metric_rank import attribute_by_metrics
 
     n, spike = 30, [15, 16, 17]
-    gc = [{"window": w, "pid": 7, "role": "EngineCore", "pause_ms": 240.0 if w in spike else 2.0 * (w % 2)}
-          for w in range(n)]
+    gc = [
+        {
+            "window": w,
+            "pid": 7,
+            "role": "EngineCore",
+            "pause_ms": 240.0 if w in spike else 2.0 * (w % 2),
+        }
+        for w in range(n)
+    ]
     s, signals = _process_run(n, spike, gc=gc)
     a = attribute_by_metrics(s, [s], signals)
     assert a.top_cause == "memory"
     assert a.causes[0].evidence[0].note.startswith("EngineCore (pid 7): 240 ms/s of GC pauses")
-    cpu = [{"window": w, "pid": 7, "role": "EngineCore", "runq_wait_ms_per_s": 300.0 if w in spike else 5.0,
-            "cpu_ms_per_s": 400.0 if w in spike else 600.0, "involuntary_switches_per_s": 10.0} for w in range(n)]
+    cpu = [
+        {
+            "window": w,
+            "pid": 7,
+            "role": "EngineCore",
+            "runq_wait_ms_per_s": 300.0 if w in spike else 5.0,
+            "cpu_ms_per_s": 400.0 if w in spike else 600.0,
+            "involuntary_switches_per_s": 10.0,
+        }
+        for w in range(n)
+    ]
     s, signals = _process_run(n, spike, cpu=cpu)
     a = attribute_by_metrics(s, [s], signals)
     assert a.top_cause == "unexplained"

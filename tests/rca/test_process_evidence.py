@@ -1,4 +1,5 @@
 """rca.process_evidence: process and code-region evidence from the collectors' rows."""
+
 import numpy as np
 import pytest
 
@@ -28,11 +29,16 @@ def test_penalty_spike_names_the_process_and_the_sampling_region(warehouse_with)
     ev = _evidence(attr, "penalty", "stack_share.sampling_penalties")
     # the spike's windows may reach a little past the incident: 4/9 inside it, 1/8 outside
     assert 0.35 <= ev.value <= 4 / 9 + 1e-9 and ev.baseline == pytest.approx(1 / 8, abs=0.01)
-    assert ev.note.startswith(f"engine (pid 4242): {ev.value:.0%} of its non-idle stack samples in "
-                              f"sampling_penalties during the spike vs {ev.baseline:.0%} before")
+    assert ev.note.startswith(
+        f"engine (pid 4242): {ev.value:.0%} of its non-idle stack samples in "
+        f"sampling_penalties during the spike vs {ev.baseline:.0%} before"
+    )
     assert "a share is relative" in ev.note and ev.pearson_r > 0.5
     # the step-trace evidence stays first (the report's headline)
-    assert next(c for c in attr.causes if c.cause == "penalty").evidence[0].signal == "penalty_sample_ms_per_step"
+    assert (
+        next(c for c in attr.causes if c.cause == "penalty").evidence[0].signal
+        == "penalty_sample_ms_per_step"
+    )
 
 
 def test_gc_storm_names_gc_ms_per_second_of_the_process(warehouse_with):
@@ -40,18 +46,34 @@ def test_gc_storm_names_gc_ms_per_second_of_the_process(warehouse_with):
     ev = _evidence(attr, "memory", "gc_ms_per_s.process")
     # gen-2 pauses of 150 ms twice a second inside the storm, 0.2 ms ten times a second outside
     assert 200.0 <= ev.value <= 300.0 and ev.baseline == pytest.approx(2.0, abs=0.5)
-    assert ev.note.startswith(f"engine (pid 4242): GC {ev.value:.0f} ms/s during the spike vs 2 before")
+    assert ev.note.startswith(
+        f"engine (pid 4242): GC {ev.value:.0f} ms/s during the spike vs 2 before"
+    )
     share = _evidence(attr, "memory", "stack_share.gc")
     assert share.value > 0.1 > share.baseline
 
 
 def _cpu_rows(n, spike, runq, cpu):
-    return [{"window": w, "pid": 7, "role": "EngineCore", "runq_wait_ms_per_s": runq[w in spike],
-             "cpu_ms_per_s": cpu[w in spike], "involuntary_switches_per_s": 10.0} for w in range(n)]
+    return [
+        {
+            "window": w,
+            "pid": 7,
+            "role": "EngineCore",
+            "runq_wait_ms_per_s": runq[w in spike],
+            "cpu_ms_per_s": cpu[w in spike],
+            "involuntary_switches_per_s": 10.0,
+        }
+        for w in range(n)
+    ]
 
 
-@pytest.mark.parametrize("cpu, says", [((500.0, 500.0), "CPU contention from outside the process"),
-                                       ((300.0, 900.0), "run-queue delay alone cannot tell them apart")])
+@pytest.mark.parametrize(
+    "cpu, says",
+    [
+        ((500.0, 500.0), "CPU contention from outside the process"),
+        ((300.0, 900.0), "run-queue delay alone cannot tell them apart"),
+    ],
+)
 def test_runq_wait_says_whether_the_process_itself_did_more_work(cpu, says):
     n, spike = 20, range(10, 13)
     in_spike = np.isin(np.arange(n), list(spike))
@@ -65,17 +87,31 @@ def test_runq_wait_says_whether_the_process_itself_did_more_work(cpu, says):
 def test_several_rises_together_are_named_not_resolved():
     n, spike = 20, range(10, 13)
     in_spike = np.isin(np.arange(n), list(spike))
-    stacks = [{"window": w, "pid": 3, "role": "Worker", "region": region, "busy_share": share}
-              for w in range(n) for region, share in
-              (("sampling_penalties", 0.5 if w in spike else 0.1), ("model_forward", 0.5 if w in spike else 0.9))]
-    gc = [{"window": w, "pid": 4, "role": "EngineCore", "pause_ms": 200.0 if w in spike else 0.0} for w in range(n)]
-    out = process_evidence(ProcessSignals(stacks, gc, []), np.where(in_spike, 9.0, 1.0), in_spike, ~in_spike, 1.0)
+    stacks = [
+        {"window": w, "pid": 3, "role": "Worker", "region": region, "busy_share": share}
+        for w in range(n)
+        for region, share in (
+            ("sampling_penalties", 0.5 if w in spike else 0.1),
+            ("model_forward", 0.5 if w in spike else 0.9),
+        )
+    ]
+    gc = [
+        {"window": w, "pid": 4, "role": "EngineCore", "pause_ms": 200.0 if w in spike else 0.0}
+        for w in range(n)
+    ]
+    out = process_evidence(
+        ProcessSignals(stacks, gc, []), np.where(in_spike, 9.0, 1.0), in_spike, ~in_spike, 1.0
+    )
     penalty, memory = out["penalty"][0], out["memory"][0]
-    assert [e.signal for e in out["memory"]] == ["gc_ms_per_s.process"]   # no gc stack samples: no row
-    assert "also rose in the same windows: memory (gc_ms_per_s.process of EngineCore)" in penalty.note
+    assert [e.signal for e in out["memory"]] == [
+        "gc_ms_per_s.process"
+    ]  # no gc stack samples: no row
+    assert (
+        "also rose in the same windows: memory (gc_ms_per_s.process of EngineCore)" in penalty.note
+    )
     assert "penalty (stack_share.sampling_penalties of Worker)" in memory.note
     assert "do not tell which caused the other" in memory.note
-    assert out["unexplained"][0].value == pytest.approx(0.5)        # model_forward share fell: no claim
+    assert out["unexplained"][0].value == pytest.approx(0.5)  # model_forward share fell: no claim
     assert "also rose" not in out["unexplained"][0].note
 
 

@@ -5,6 +5,7 @@ draw, links that lead nowhere, markup from a hostile run that executes. Saves sc
 the test's tmp dir and prints their paths. Skips, saying why, when Debian's chromium or
 chromedriver is missing (scripts/setup-browser.sh installs them).
 """
+
 from __future__ import annotations
 
 import os
@@ -25,15 +26,26 @@ pytestmark = pytest.mark.e2e
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
-CHROME_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--disable-dev-shm-usage", "--window-size=1366,900")
+CHROME_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1366,900",
+)
 
 
 def _start_chrome(profile: Path, *extra_flags: str):
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
-        pytest.skip(f"needs {CHROMIUM} and {CHROMEDRIVER} (Debian chromium, chromium-driver; "
-                    "scripts/setup-browser.sh installs them)")
+        pytest.skip(
+            f"needs {CHROMIUM} and {CHROMEDRIVER} (Debian chromium, chromium-driver; "
+            "scripts/setup-browser.sh installs them)"
+        )
     webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
@@ -61,9 +73,13 @@ def reports(tmp_path_factory, all_contexts, typed):
     root = tmp_path_factory.mktemp("reports")
     all_contexts["nightly"]["incident_href"] = "../gc-storm/index.html"
     all_contexts["evaluation"]["cases"][0]["href"] = "../gc-storm/index.html"
-    pages = {"gc-storm": (render_incident, "incident"), "evil": (render_incident, "hostile"),
-             "nightly": (render_nightly, "nightly"), "sweep": (render_sweep, "sweep"),
-             "evaluation": (render_evaluation, "evaluation")}
+    pages = {
+        "gc-storm": (render_incident, "incident"),
+        "evil": (render_incident, "hostile"),
+        "nightly": (render_nightly, "nightly"),
+        "sweep": (render_sweep, "sweep"),
+        "evaluation": (render_evaluation, "evaluation"),
+    }
     for folder, (render, context) in pages.items():
         render(typed(context, all_contexts[context]), root / folder, index_href="../index.html")
     rebuild_index(root)  # the index from the report.json each render left
@@ -73,7 +89,9 @@ def reports(tmp_path_factory, all_contexts, typed):
 @pytest.fixture(scope="module")
 def server_url(reports):
     server = make_server(reports, port=0, quiet=True)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/"
@@ -83,8 +101,14 @@ def server_url(reports):
         thread.join(timeout=5)
 
 
-PAGES = ["index.html", "gc-storm/index.html", "nightly/index.html", "sweep/index.html",
-         "evaluation/index.html", "evil/index.html"]
+PAGES = [
+    "index.html",
+    "gc-storm/index.html",
+    "nightly/index.html",
+    "sweep/index.html",
+    "evaluation/index.html",
+    "evil/index.html",
+]
 
 WAIT_FOR_CHARTS = """
 const plots = Array.from(document.querySelectorAll('.plot'));
@@ -113,7 +137,7 @@ def _page_url(base: str, page: str) -> str:
 
 def _open(browser, url: str) -> list[dict]:
     """Load url, wait for every chart, return the console messages of the load."""
-    from selenium.webdriver.support.ui import WebDriverWait  # noqa: PLC0415
+    from selenium.webdriver.support.ui import WebDriverWait
 
     browser.get_log("browser")  # drop messages of the previous page
     browser.get(url)
@@ -129,7 +153,9 @@ def _link_resolves(page_url: str, href: str, ids: set[str]) -> bool:
     if parts.scheme == "file":
         return Path(urllib.parse.unquote(parts.path)).is_file()
     try:
-        with urllib.request.urlopen(urllib.request.Request(target, method="HEAD"), timeout=10) as resp:
+        with urllib.request.urlopen(
+            urllib.request.Request(target, method="HEAD"), timeout=10
+        ) as resp:
             return resp.status == 200
     except urllib.error.URLError:
         return False
@@ -140,12 +166,20 @@ def _check_page(browser, url: str) -> None:
     errors = [e for e in logs if e["level"] in ("SEVERE", "ERROR")]
     assert not errors, f"console errors on {url}: {errors}"
     charts = browser.execute_script(CHART_STATE)
-    expected = browser.execute_script("return document.querySelectorAll('.plot, svg.timeline').length")
+    expected = browser.execute_script(
+        "return document.querySelectorAll('.plot, svg.timeline').length"
+    )
     assert len(charts) == expected
     for chart in charts:
         assert chart["height"] > 50 and chart["marks"] > 0, f"{url}: chart not drawn: {chart}"
-    ids = set(browser.execute_script("return Array.from(document.querySelectorAll('[id]')).map(e => e.id)"))
-    hrefs = browser.execute_script("return Array.from(document.querySelectorAll('a[href]')).map(a => a.getAttribute('href'))")
+    ids = set(
+        browser.execute_script(
+            "return Array.from(document.querySelectorAll('[id]')).map(e => e.id)"
+        )
+    )
+    hrefs = browser.execute_script(
+        "return Array.from(document.querySelectorAll('a[href]')).map(a => a.getAttribute('href'))"
+    )
     dead = [h for h in hrefs if not _link_resolves(browser.current_url, h, ids)]
     assert not dead, f"{url}: links that do not resolve: {dead}"
 
@@ -164,17 +198,23 @@ def test_a_real_reports_folder(browser):
     """SPIKELENS_REPORTS_DIR=<reports folder> (e.g. after `spikelens demo`): check every page in it."""
     folder = os.environ.get("SPIKELENS_REPORTS_DIR")
     if not folder:
-        pytest.skip("set SPIKELENS_REPORTS_DIR to a reports folder (e.g. .spikelens/reports after the demo)")
+        pytest.skip(
+            "set SPIKELENS_REPORTS_DIR to a reports folder (e.g. .spikelens/reports after the demo)"
+        )
     pages = sorted(Path(folder).resolve().rglob("index.html"))
     assert pages, f"no index.html under {folder}"
     server = make_server(folder, port=0, quiet=True)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     try:
         base = f"http://127.0.0.1:{server.server_address[1]}/"
         for page in pages:
             _check_page(browser, page.as_uri())
-            _check_page(browser, _page_url(base, page.relative_to(Path(folder).resolve()).as_posix()))
+            _check_page(
+                browser, _page_url(base, page.relative_to(Path(folder).resolve()).as_posix())
+            )
     finally:
         server.shutdown()
         server.server_close()
@@ -182,7 +222,7 @@ def test_a_real_reports_folder(browser):
 
 
 def test_hostile_run_executes_nothing(browser, reports):
-    from selenium.common.exceptions import NoAlertPresentException  # noqa: PLC0415
+    from selenium.common.exceptions import NoAlertPresentException
 
     _open(browser, (reports / "evil" / "index.html").as_uri())
     with pytest.raises(NoAlertPresentException):
@@ -193,8 +233,8 @@ def test_hostile_run_executes_nothing(browser, reports):
 
 
 def test_index_sorts_and_filters(browser, reports):
-    from selenium.webdriver.common.by import By  # noqa: PLC0415
-    from selenium.webdriver.support.ui import Select  # noqa: PLC0415
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
 
     _open(browser, (reports / "index.html").as_uri())
     visible = "return Array.from(document.querySelectorAll('tr.run-row')).filter(r => !r.hidden).map(r => r.dataset.kind)"
@@ -210,9 +250,13 @@ def test_index_sorts_and_filters(browser, reports):
 
 def test_first_screen_screenshots(browser, reports, tmp_path):
     """Screenshots of the incident report and the index (1366×900), for a person to look at."""
-    for page, name in (("gc-storm/index.html", "incident.png"), ("index.html", "index.png"),
-                       ("nightly/index.html", "nightly.png"), ("sweep/index.html", "sweep.png"),
-                       ("evaluation/index.html", "evaluation.png")):
+    for page, name in (
+        ("gc-storm/index.html", "incident.png"),
+        ("index.html", "index.png"),
+        ("nightly/index.html", "nightly.png"),
+        ("sweep/index.html", "sweep.png"),
+        ("evaluation/index.html", "evaluation.png"),
+    ):
         _open(browser, (reports / page).as_uri())
         path = tmp_path / name
         assert browser.save_screenshot(str(path)) and path.stat().st_size > 10_000

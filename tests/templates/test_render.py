@@ -1,4 +1,5 @@
 """render_incident on a fixture context: the page's structure, its chart, offline assets, escaping."""
+
 from __future__ import annotations
 
 import filecmp
@@ -34,7 +35,11 @@ def test_headline_is_at_the_top(page, incident_context):
     # The first section holds what / when / why / reproduce before any detail table.
     summary = page.find("section", id="summary")
     assert [f.attrs["id"] for f in summary.find_all(cls="fact")] == [
-        "fact-what", "fact-when", "fact-why", "fact-reproduce"]
+        "fact-what",
+        "fact-when",
+        "fact-why",
+        "fact-reproduce",
+    ]
     assert summary.find("code", id="command").text == incident_context["run"]["command"]
     assert "00:20–00:32" in summary.find(id="fact-when").text
     assert "78%" in summary.find(id="fact-why").text
@@ -69,7 +74,9 @@ def test_svg_timeline_has_series_spike_band_and_gc_marks(page, incident_context)
     assert len(bands) == 1 and float(bands[0].attrs["width"]) > 0
     assert len(svg.find_all("line", cls="gc-mark")) == len(incident_context["gc_pauses"])
     (fault,) = svg.find_all("rect", cls="fault-mark")
-    assert fault.attrs["x"] == bands[0].attrs["x"] and fault.attrs["width"] == bands[0].attrs["width"]
+    assert (
+        fault.attrs["x"] == bands[0].attrs["x"] and fault.attrs["width"] == bands[0].attrs["width"]
+    )
     assert fault.find("title").text == "injected memory.gc_storm (memory) 00:20–00:32"
 
 
@@ -86,15 +93,28 @@ def test_band_covers_the_spike_seconds(page):
 def test_ground_truth_comparison_and_config(page, incident_context):
     fault = page.find("section", id="ground-truth").find("tr", cls="fault-row")
     assert [td.text for td in fault.find_all("td")] == [
-        "memory.gc_storm", "memory", "00:20–00:32", "yes", "memory", "matched"]
+        "memory.gc_storm",
+        "memory",
+        "00:20–00:32",
+        "yes",
+        "memory",
+        "matched",
+    ]
     comparison = page.find("table", cls="comparison").find_all("tr")[1:]
     assert [td.text for td in comparison[1].find_all("td")] == [
-        "GC pauses per minute", "8.60 /min", "66 /min", "7.7×"]
+        "GC pauses per minute",
+        "8.60 /min",
+        "66 /min",
+        "7.7×",
+    ]
     assert page.find("pre", cls="yaml").text.startswith("name: gc-storm")
 
 
-ALLOWED_SCRIPTS = [{"type": "application/json", "id": "chart-data"}, {"src": "static/plotly.min.js"},
-                   {"src": "static/charts.js"}]
+ALLOWED_SCRIPTS = [
+    {"type": "application/json", "id": "chart-data"},
+    {"src": "static/plotly.min.js"},
+    {"src": "static/charts.js"},
+]
 
 
 def test_page_needs_no_network(page, tmp_path):
@@ -119,10 +139,18 @@ def test_interactive_charts_have_data_and_a_noscript_summary(page):
     charts = json.loads(page.find("script", id="chart-data").text)
     assert [c["id"] for c in charts] == ["chart-latency", "chart-stages", "chart-load"]
     latency = charts[0]["figure"]
-    assert [t["name"] for t in latency["data"]] == ["ITL p50", "ITL p99", "TTFT p99", "E2E p99", "GC pause"]
+    assert [t["name"] for t in latency["data"]] == [
+        "ITL p50",
+        "ITL p99",
+        "TTFT p99",
+        "E2E p99",
+        "GC pause",
+    ]
     shapes = latency["layout"]["shapes"]
     assert [(s["x0"], s["x1"]) for s in shapes if s["y0"] == 0] == [(20.0, 32.0)]  # the spike band
-    assert [(s["x0"], s["x1"]) for s in shapes if s["y0"] > 1] == [(20.0, 32.0)]  # the injected fault
+    assert [(s["x0"], s["x1"]) for s in shapes if s["y0"] > 1] == [
+        (20.0, 32.0)
+    ]  # the injected fault
     for c in charts:
         assert page.find("div", id=c["id"], cls="plot")
     summary = page.find("table", cls="chart-summary")
@@ -156,7 +184,9 @@ def test_empty_run_still_renders(incident_context, tmp_path, parse):
     for key in ("windows", "spikes", "gc_pauses", "faults", "comparison"):
         incident_context[key] = []
     incident_context["headline"] = ""
-    tree = parse(render_incident(_typed(incident_context), tmp_path / "quiet").read_text(encoding="utf-8"))
+    tree = parse(
+        render_incident(_typed(incident_context), tmp_path / "quiet").read_text(encoding="utf-8")
+    )
     assert tree.find("p", id="headline").text == "No latency spike was found in this run."
     assert not tree.find_all("svg")
     assert tree.find("p", cls="empty")
@@ -176,8 +206,12 @@ def test_nan_from_the_producer_reads_as_a_dash(incident_context, tmp_path, parse
     tree = parse(html)
     assert "NaN" not in html and "Infinity" not in html  # the chart JSON stays valid JSON
     json.loads(tree.find("script", id="chart-data").text)
-    assert [td.text for td in tree.find("table", cls="comparison").find_all("tr")[1].find_all("td")][1] == "—"
-    d = [p for p in tree.find_all("path", cls="line") if p.attrs["data-series"] == "itl_p99_ms"][0].attrs["d"]
+    assert [
+        td.text for td in tree.find("table", cls="comparison").find_all("tr")[1].find_all("td")
+    ][1] == "—"
+    d = next(
+        p for p in tree.find_all("path", cls="line") if p.attrs["data-series"] == "itl_p99_ms"
+    ).attrs["d"]
     assert d.count("M") == 2  # the NaN window breaks the line
 
 
@@ -185,12 +219,27 @@ def test_correlation_table_from_evidence_when_none_is_given(incident_context, tm
     evidence = incident_context["spikes"][0]["attributions"][1]["evidence"]
     evidence[0]["pearson_r"] = 0.93
     evidence[1]["pearson_r"] = -0.2
-    tree = parse(render_incident(_typed(incident_context), tmp_path / "r", interactive=False).read_text(encoding="utf-8"))
-    rows = [[td.text for td in tr.find_all("td")] for tr in tree.find("table", cls="correlations").find_all("tr")[1:]]
-    assert rows == [["gc_pause_ms_mean", "ITL p99", "+0.93", "—", "memory: gen-2 pauses overlap 61% of steps"],
-                    ["gc_pauses_per_min", "ITL p99", "-0.20", "—", "memory"]]
-    incident_context["correlations"] = [{"signal": "kv_usage", "metric": "itl_p99", "r": 0.1, "lag_s": 1.0}]
-    tree = parse(render_incident(_typed(incident_context), tmp_path / "r", interactive=False).read_text(encoding="utf-8"))
+    tree = parse(
+        render_incident(_typed(incident_context), tmp_path / "r", interactive=False).read_text(
+            encoding="utf-8"
+        )
+    )
+    rows = [
+        [td.text for td in tr.find_all("td")]
+        for tr in tree.find("table", cls="correlations").find_all("tr")[1:]
+    ]
+    assert rows == [
+        ["gc_pause_ms_mean", "ITL p99", "+0.93", "—", "memory: gen-2 pauses overlap 61% of steps"],
+        ["gc_pauses_per_min", "ITL p99", "-0.20", "—", "memory"],
+    ]
+    incident_context["correlations"] = [
+        {"signal": "kv_usage", "metric": "itl_p99", "r": 0.1, "lag_s": 1.0}
+    ]
+    tree = parse(
+        render_incident(_typed(incident_context), tmp_path / "r", interactive=False).read_text(
+            encoding="utf-8"
+        )
+    )
     rows = tree.find("table", cls="correlations").find_all("tr")[1:]
     assert [td.text for td in rows[0].find_all("td")] == ["kv_usage", "ITL p99", "+0.10", "1 s", ""]
 
@@ -199,7 +248,11 @@ def test_spike_lists_its_other_series_and_summary(incident_context, tmp_path, pa
     spike = incident_context["spikes"][0]
     spike["metrics"] = ["itl_p99", "ttft_p99", "e2e_p99"]
     spike["summary"] = "GC pause time inside engine steps"
-    tree = parse(render_incident(_typed(incident_context), tmp_path / "r", interactive=False).read_text(encoding="utf-8"))
+    tree = parse(
+        render_incident(_typed(incident_context), tmp_path / "r", interactive=False).read_text(
+            encoding="utf-8"
+        )
+    )
     assert tree.find("tr", cls="spike-row").find_all("td")[1].text == "ITL p99 + TTFT p99, E2E p99"
     assert tree.find("p", cls="spike-summary").text == "memory GC pause time inside engine steps"
 
@@ -210,25 +263,56 @@ def test_plotly_is_the_installed_file(incident_context, tmp_path):
     assert filecmp.cmp(tmp_path / "a" / "static" / "plotly.min.js", plotly_js_path(), shallow=False)
 
 
-def test_measurement_check_is_shown_only_when_the_server_timed_the_socket(incident_context, tmp_path, parse):
-    without = parse(render_incident(_typed(incident_context), tmp_path / "a", interactive=False).read_text(encoding="utf-8"))
+def test_measurement_check_is_shown_only_when_the_server_timed_the_socket(
+    incident_context, tmp_path, parse
+):
+    without = parse(
+        render_incident(_typed(incident_context), tmp_path / "a", interactive=False).read_text(
+            encoding="utf-8"
+        )
+    )
     assert not without.find_all("p", id="measurement-check")
-    incident_context["measurement"] = {"requests": 812, "ttft_diff_p50_ms": 0.31, "ttft_diff_p99_ms": 1.8,
-                                       "e2e_diff_p50_ms": 0.4, "e2e_diff_p99_ms": 2.6}
-    tree = parse(render_incident(_typed(incident_context), tmp_path / "b", interactive=False).read_text(encoding="utf-8"))
+    incident_context["measurement"] = {
+        "requests": 812,
+        "ttft_diff_p50_ms": 0.31,
+        "ttft_diff_p99_ms": 1.8,
+        "e2e_diff_p50_ms": 0.4,
+        "e2e_diff_p99_ms": 2.6,
+    }
+    tree = parse(
+        render_incident(_typed(incident_context), tmp_path / "b", interactive=False).read_text(
+            encoding="utf-8"
+        )
+    )
     text = tree.find("p", id="measurement-check").text
-    assert "over 812 requests" in text and "0.31 ms (p50) / 1.8 ms (p99)" in text and "2.6 ms" in text
+    assert (
+        "over 812 requests" in text and "0.31 ms (p50) / 1.8 ms (p99)" in text and "2.6 ms" in text
+    )
     assert "event loop left a request unread" in text  # no clock information: read-time stamps
 
 
-@pytest.mark.parametrize("share, says", [
-    (1.0, "both ends took their times from the kernel's receive stamps"),
-    (0.25, "25% of them were stamped by the kernel at both ends"),
-    (0.0, "the client's own delay in reading its socket"),
-])
-def test_measurement_check_says_which_clocks_were_compared(incident_context, tmp_path, parse, share, says):
-    incident_context["measurement"] = {"requests": 812, "ttft_diff_p50_ms": 0.05, "ttft_diff_p99_ms": 0.12,
-                                       "e2e_diff_p50_ms": 0.06, "e2e_diff_p99_ms": 0.13,
-                                       "kernel_stamped_share": share}
-    tree = parse(render_incident(_typed(incident_context), tmp_path / "a", interactive=False).read_text(encoding="utf-8"))
+@pytest.mark.parametrize(
+    "share, says",
+    [
+        (1.0, "both ends took their times from the kernel's receive stamps"),
+        (0.25, "25% of them were stamped by the kernel at both ends"),
+        (0.0, "the client's own delay in reading its socket"),
+    ],
+)
+def test_measurement_check_says_which_clocks_were_compared(
+    incident_context, tmp_path, parse, share, says
+):
+    incident_context["measurement"] = {
+        "requests": 812,
+        "ttft_diff_p50_ms": 0.05,
+        "ttft_diff_p99_ms": 0.12,
+        "e2e_diff_p50_ms": 0.06,
+        "e2e_diff_p99_ms": 0.13,
+        "kernel_stamped_share": share,
+    }
+    tree = parse(
+        render_incident(_typed(incident_context), tmp_path / "a", interactive=False).read_text(
+            encoding="utf-8"
+        )
+    )
     assert says in tree.find("p", id="measurement-check").text

@@ -1,4 +1,5 @@
 """The index rebuilt from the report.json each render leaves beside its page."""
+
 from __future__ import annotations
 
 import json
@@ -11,9 +12,15 @@ from templates.report_index import rebuild_index
 def test_each_render_leaves_a_manifest(incident_context, tmp_path, typed):
     render_incident(typed("incident", incident_context), tmp_path / "run1", interactive=False)
     entry = json.loads((tmp_path / "run1" / "report.json").read_text(encoding="utf-8"))
-    assert entry == {"run_id": "20261130T020000Z-gc-storm-3f2a", "kind": "incident",
-                     "started_at": "2026-11-30T02:00:00Z", "scenario_name": "gc-storm", "verdict": "matched",
-                     "top_cause": "memory", "headline": incident_context["headline"]}
+    assert entry == {
+        "run_id": "20261130T020000Z-gc-storm-3f2a",
+        "kind": "incident",
+        "started_at": "2026-11-30T02:00:00Z",
+        "scenario_name": "gc-storm",
+        "verdict": "matched",
+        "top_cause": "memory",
+        "headline": incident_context["headline"],
+    }
 
 
 def test_fault_verdicts_of_incidents(incident_context, tmp_path, typed):
@@ -27,17 +34,29 @@ def test_fault_verdicts_of_incidents(incident_context, tmp_path, typed):
     assert verdicts == ["wrong cause", "missed", None]
 
 
-def test_index_is_rebuilt_from_the_folder(incident_context, nightly_context, sweep_context, tmp_path, parse, typed):
-    render_incident(typed("incident", incident_context), tmp_path / "r1", index_href="../index.html", interactive=False)
+def test_index_is_rebuilt_from_the_folder(
+    incident_context, nightly_context, sweep_context, tmp_path, parse, typed
+):
+    render_incident(
+        typed("incident", incident_context),
+        tmp_path / "r1",
+        index_href="../index.html",
+        interactive=False,
+    )
     nightly_context["kind"] = "replay"
-    render_nightly(typed("nightly", nightly_context), tmp_path / "r1" / "vs-original", interactive=False)
+    render_nightly(
+        typed("nightly", nightly_context), tmp_path / "r1" / "vs-original", interactive=False
+    )
     render_sweep(typed("sweep", sweep_context), tmp_path / "s1", interactive=False)
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "index.html").write_text("x")
     (tmp_path / "broken" / "report.json").write_text("{not json")
     ctx = build_index_context(tmp_path)
     assert sorted((r.kind, r.href) for r in ctx.runs) == [
-        ("incident", "r1/index.html"), ("replay", "r1/vs-original/index.html"), ("sweep", "s1/index.html")]
+        ("incident", "r1/index.html"),
+        ("replay", "r1/vs-original/index.html"),
+        ("sweep", "s1/index.html"),
+    ]
     tree = parse(rebuild_index(tmp_path).read_text(encoding="utf-8"))
     assert len(tree.find_all("tr", cls="run-row")) == 3
     assert not (tmp_path / "report.json").exists()  # the index itself is no report

@@ -1,4 +1,5 @@
 """templates/serve.py: read-only, GET/HEAD only, nothing outside the root (.., encoded, symlinks)."""
+
 from __future__ import annotations
 
 import http.client
@@ -23,7 +24,9 @@ def site(tmp_path):
     (root / "leakdir").symlink_to(tmp_path)
     (root / "inside.css").symlink_to(root / "run1" / "static" / "report.css")
     server = make_server(root, port=0, quiet=True)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     try:
         yield server.server_address[1]
@@ -49,10 +52,15 @@ def test_serves_pages_and_assets(site):
     assert (status, body) == (200, b"<p>run1</p>")
     assert headers["Content-Type"] == "text/html; charset=utf-8"
     assert headers["X-Content-Type-Options"] == "nosniff"
-    assert request(site, "GET", "/run1/static/report.css")[1]["Content-Type"] == "text/css; charset=utf-8"
+    assert (
+        request(site, "GET", "/run1/static/report.css")[1]["Content-Type"]
+        == "text/css; charset=utf-8"
+    )
     assert request(site, "GET", "/")[2] == b"<p>index</p>"
     assert request(site, "GET", "/run1/")[2] == b"<p>run1</p>"
-    assert request(site, "GET", "/inside.css")[2] == b"body{}"  # a symlink that stays inside is fine
+    assert (
+        request(site, "GET", "/inside.css")[2] == b"body{}"
+    )  # a symlink that stays inside is fine
 
 
 def test_folder_without_slash_redirects_and_never_lists(site):
@@ -74,10 +82,19 @@ def test_other_methods_are_refused(site, method):
     assert status == 405 and headers["Allow"] == "GET, HEAD"
 
 
-@pytest.mark.parametrize("path", [
-    "/../secret.txt", "/run1/../../secret.txt", "/%2e%2e/secret.txt", "/run1/%2E%2E/%2e%2e/secret.txt",
-    "/..%2fsecret.txt", "/leak.txt", "/leakdir/secret.txt", "/run1\\..\\..\\secret.txt",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/../secret.txt",
+        "/run1/../../secret.txt",
+        "/%2e%2e/secret.txt",
+        "/run1/%2E%2E/%2e%2e/secret.txt",
+        "/..%2fsecret.txt",
+        "/leak.txt",
+        "/leakdir/secret.txt",
+        "/run1\\..\\..\\secret.txt",
+    ],
+)
 def test_paths_outside_the_root_are_refused(site, path):
     status, _, body = request(site, "GET", path)
     assert status == 403 and b"do not serve" not in body

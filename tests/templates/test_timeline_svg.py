@@ -1,4 +1,5 @@
 """latency_timeline: log-scaled lines, broken at empty windows, spike bands and GC ticks in place."""
+
 from __future__ import annotations
 
 import re
@@ -21,7 +22,9 @@ def test_points_sit_at_window_centres_on_a_log_axis():
     layout = Layout()
     tl = latency_timeline(_windows([10.0, 100.0]), [], [], layout)
     (series,) = tl.series
-    (x0, y0), (x1, y1) = [tuple(map(float, xy)) for xy in re.findall(r"[ML]([\d.]+) ([\d.]+)", series["d"])]
+    (x0, y0), (x1, y1) = [
+        tuple(map(float, xy)) for xy in re.findall(r"[ML]([\d.]+) ([\d.]+)", series["d"])
+    ]
     assert x0 == pytest.approx(layout.left + 0.25 * layout.plot_w, abs=0.1)
     assert x1 == pytest.approx(layout.left + 0.75 * layout.plot_w, abs=0.1)
     # 10 → 100 ms spans the whole 10..100 decade: bottom to top of the plot.
@@ -35,8 +38,17 @@ def test_missing_windows_break_the_line():
 
 
 def test_bands_and_gc_marks():
-    spikes = [{"spike_id": 4, "metric": "itl_p99", "start_s": 2.0, "end_s": 6.0, "peak_ms": 250.0,
-               "baseline_ms": 45.0, "top_cause": "memory"}]
+    spikes = [
+        {
+            "spike_id": 4,
+            "metric": "itl_p99",
+            "start_s": 2.0,
+            "end_s": 6.0,
+            "peak_ms": 250.0,
+            "baseline_ms": 45.0,
+            "top_cause": "memory",
+        }
+    ]
     gcs = [{"t_s": 3.0, "duration_ms": 200.0, "generation": 2}, {"t_s": 9.5, "duration_ms": 2.0}]
     layout = Layout()
     tl = latency_timeline(_windows([45.0] * 10), spikes, gcs, layout)
@@ -48,5 +60,16 @@ def test_bands_and_gc_marks():
     assert long_mark["y2"] - long_mark["y1"] > short_mark["y2"] - short_mark["y1"] >= 3
     assert long_mark["title"] == "GC gen 2 at 00:03: 200 ms"
     assert short_mark["title"] == "GC at 00:10: 2 ms"
-    assert [t["label"] for t in tl.x_ticks] == ["00:00", "00:01", "00:02", "00:03", "00:04", "00:05",
-                                               "00:06", "00:07", "00:08", "00:09", "00:10"]
+    assert [t["label"] for t in tl.x_ticks] == [
+        "00:00",
+        "00:01",
+        "00:02",
+        "00:03",
+        "00:04",
+        "00:05",
+        "00:06",
+        "00:07",
+        "00:08",
+        "00:09",
+        "00:10",
+    ]

@@ -1,9 +1,9 @@
 """Two flows at once: two processes ingesting different runs into one warehouse while a
 third reads it. One writer at a time; nobody fails, nothing is lost or duplicated."""
+
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 from runbuilder import SimSpec, write_run
 
@@ -33,13 +33,23 @@ READER = textwrap.dedent("""
 
 def test_two_writers_and_a_reader(tmp_path):
     db = tmp_path / "w.duckdb"
-    connect(db).close()     # create and migrate first, so the reader can open from the start
-    runs = [write_run(tmp_path / "runs", SimSpec(run_id=f"conc-{i}", duration_s=20, seed=i))
-            for i in range(2)]
-    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(db), str(r), "3"],
-                                stderr=subprocess.PIPE, text=True) for r in runs]
-    reader = subprocess.Popen([sys.executable, "-c", READER, str(db), "8"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    connect(db).close()  # create and migrate first, so the reader can open from the start
+    runs = [
+        write_run(tmp_path / "runs", SimSpec(run_id=f"conc-{i}", duration_s=20, seed=i))
+        for i in range(2)
+    ]
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(db), str(r), "3"], stderr=subprocess.PIPE, text=True
+        )
+        for r in runs
+    ]
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, str(db), "8"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     for w in writers:
         assert w.wait(300) == 0, w.stderr.read()[-2000:]
     assert reader.wait(300) == 0, reader.stderr.read()[-2000:]
@@ -59,8 +69,8 @@ def test_two_writers_and_a_reader(tmp_path):
 def test_writer_lock_is_reentrant_within_a_process(tmp_path):
     db = tmp_path / "w.duckdb"
     with connect(db) as outer:
-        with connect(db, timeout_s=2) as inner:     # would deadlock on a non-reentrant lock
+        with connect(db, timeout_s=2) as inner:  # would deadlock on a non-reentrant lock
             inner.execute("SELECT 1").fetchone()
         outer.execute("SELECT 1").fetchone()
-    with connect(db, timeout_s=2):                  # released: a new writer gets in at once
+    with connect(db, timeout_s=2):  # released: a new writer gets in at once
         pass

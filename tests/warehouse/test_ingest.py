@@ -1,4 +1,5 @@
 """warehouse.ingest: atomic, replacing ingest of run directories."""
+
 import json
 
 import pyarrow as pa
@@ -14,14 +15,18 @@ RAW_TABLES = ("requests", "tokens", "steps", "gc", "engine_requests", "faults")
 def _counts(db_path, run_id):
     conn = connect(db_path)
     try:
-        return {t: conn.execute(f"SELECT count(*) FROM {t} WHERE run_id = ?", [run_id]).fetchone()[0]
-                for t in ("runs", *RAW_TABLES)}
+        return {
+            t: conn.execute(f"SELECT count(*) FROM {t} WHERE run_id = ?", [run_id]).fetchone()[0]
+            for t in ("runs", *RAW_TABLES)
+        }
     finally:
         conn.close()
 
 
 def test_ingest_counts_match_files_and_reingest_replaces(tmp_path, make_run):
-    run_dir = make_run(incident="gc", duration_s=12.0, incident_start_s=5.0, incident_duration_s=3.0)
+    run_dir = make_run(
+        incident="gc", duration_s=12.0, incident_start_s=5.0, incident_duration_s=3.0
+    )
     db_path = tmp_path / "w.duckdb"
     first = ingest_run(db_path, run_dir)
     files = {t: pq.read_metadata(run_dir / f"{t}.parquet").num_rows for t in RAW_TABLES}
@@ -29,7 +34,7 @@ def test_ingest_counts_match_files_and_reingest_replaces(tmp_path, make_run):
     second = ingest_run(db_path, run_dir)
     assert second == first
     stored = _counts(db_path, json.loads((run_dir / "run.json").read_text())["run_id"])
-    assert stored == first          # not doubled
+    assert stored == first  # not doubled
 
 
 def test_corrupt_file_names_it_and_keeps_earlier_data(tmp_path, make_run):
@@ -48,7 +53,9 @@ def test_rows_that_do_not_fit_roll_back(tmp_path, make_run):
     before = ingest_run(db_path, run_dir)
     # A readable file whose values cannot be cast fails inside the transaction: all rolled back.
     gc = pq.read_table(run_dir / "gc.parquet")
-    gc = gc.set_column(gc.column_names.index("start_ns"), "start_ns", pa.array(["soon"] * gc.num_rows))
+    gc = gc.set_column(
+        gc.column_names.index("start_ns"), "start_ns", pa.array(["soon"] * gc.num_rows)
+    )
     pq.write_table(gc, run_dir / "gc.parquet")
     with pytest.raises(IngestError, match="gc.parquet"):
         ingest_run(db_path, run_dir)
@@ -65,20 +72,32 @@ def test_missing_optional_files_are_fine(tmp_path, make_run):
 
 def test_missing_required_column_is_named(tmp_path, make_run):
     run_dir = make_run(duration_s=6.0)
-    pq.write_table(pq.read_table(run_dir / "tokens.parquet").drop_columns(["arrival_ns"]), run_dir / "tokens.parquet")
+    pq.write_table(
+        pq.read_table(run_dir / "tokens.parquet").drop_columns(["arrival_ns"]),
+        run_dir / "tokens.parquet",
+    )
     with pytest.raises(IngestError, match=r"tokens.parquet: missing required column 'arrival_ns'"):
         ingest_run(tmp_path / "w.duckdb", run_dir)
 
 
 def test_all_fault_files_feed_one_table(tmp_path, make_run):
-    run_dir = make_run(incident="penalty", duration_s=6.0, incident_start_s=2.0, incident_duration_s=2.0)
-    pq.write_table(pa.Table.from_pylist([{"kind": "load.burst", "cause": "load", "start_ns": 1, "end_ns": 2,
-                                          "params": "{}"}]), run_dir / "faults.loadgen.parquet")
+    run_dir = make_run(
+        incident="penalty", duration_s=6.0, incident_start_s=2.0, incident_duration_s=2.0
+    )
+    pq.write_table(
+        pa.Table.from_pylist(
+            [{"kind": "load.burst", "cause": "load", "start_ns": 1, "end_ns": 2, "params": "{}"}]
+        ),
+        run_dir / "faults.loadgen.parquet",
+    )
     ingest_run(tmp_path / "w.duckdb", run_dir)
     conn = connect(tmp_path / "w.duckdb")
     rows = conn.execute("SELECT kind, source_file FROM faults ORDER BY kind").fetchall()
     conn.close()
-    assert rows == [("load.burst", "faults.loadgen.parquet"), ("penalty.slow_path", "faults.parquet")]
+    assert rows == [
+        ("load.burst", "faults.loadgen.parquet"),
+        ("penalty.slow_path", "faults.parquet"),
+    ]
 
 
 def test_run_json_is_required_and_checked(tmp_path, make_run):
@@ -95,17 +114,27 @@ def test_run_fields_land_in_runs(tmp_path, make_run):
     run_dir = make_run(duration_s=6.0)
     ingest_run(tmp_path / "w.duckdb", run_dir)
     conn = connect(tmp_path / "w.duckdb")
-    row = conn.execute("SELECT scenario_name, load_started_ns, duration_s, engine->>'model' FROM runs").fetchone()
+    row = conn.execute(
+        "SELECT scenario_name, load_started_ns, duration_s, engine->>'model' FROM runs"
+    ).fetchone()
     conn.close()
     assert row == ("sim-control", 1_800_000_000_000_000_000, 6.0, "sim")
 
 
 def test_collector_files_land_in_their_tables(tmp_path, make_run):
-    run_dir = make_run(incident="gc", duration_s=6.0, incident_start_s=2.0, incident_duration_s=2.0,
-                       collectors=True)
+    run_dir = make_run(
+        incident="gc",
+        duration_s=6.0,
+        incident_start_s=2.0,
+        incident_duration_s=2.0,
+        collectors=True,
+    )
     counts = ingest_run(tmp_path / "w.duckdb", run_dir)
     collect = run_dir / "collect"
-    assert counts["process_stacks"] == pq.read_metadata(next(collect.glob("stacks-*.parquet"))).num_rows
+    assert (
+        counts["process_stacks"]
+        == pq.read_metadata(next(collect.glob("stacks-*.parquet"))).num_rows
+    )
     assert counts["process_cpu"] == pq.read_metadata(next(collect.glob("proc-*.parquet"))).num_rows
     assert counts["process_gc"] == len(next(collect.glob("gc-*.jsonl")).read_text().splitlines())
     conn = connect(tmp_path / "w.duckdb")
@@ -127,10 +156,13 @@ def test_a_truncated_gc_line_is_dropped_with_a_warning_naming_the_file(tmp_path,
 def test_an_unreadable_collector_file_is_skipped_and_the_rest_is_stored(tmp_path, make_run, caplog):
     run_dir = make_run(duration_s=4.0, collectors=True)
     stacks = run_dir / "collect" / "stacks-4242.parquet"
-    stacks.write_bytes(stacks.read_bytes()[:200])          # cut short, as by a kill mid-write
-    pq.write_table(pa.table({"pid": [1]}), run_dir / "collect" / "proc-77.parquet")   # lacks ts_ns
+    stacks.write_bytes(stacks.read_bytes()[:200])  # cut short, as by a kill mid-write
+    pq.write_table(pa.table({"pid": [1]}), run_dir / "collect" / "proc-77.parquet")  # lacks ts_ns
     counts = ingest_run(tmp_path / "w.duckdb", run_dir)
     assert "process_stacks" not in counts and counts["process_gc"] > 0 and counts["requests"] > 0
-    assert counts["process_cpu"] == pq.read_metadata(run_dir / "collect" / "proc-4242.parquet").num_rows
+    assert (
+        counts["process_cpu"]
+        == pq.read_metadata(run_dir / "collect" / "proc-4242.parquet").num_rows
+    )
     assert "skipped" in caplog.text and "stacks-4242.parquet: cannot read as parquet" in caplog.text
     assert "proc-77.parquet: missing required column 'ts_ns'" in caplog.text

@@ -1,4 +1,5 @@
 """warehouse.ingest under kill -9: a process killed mid-transaction leaves the earlier state."""
+
 import os
 import signal
 import subprocess
@@ -31,8 +32,10 @@ CHILD = textwrap.dedent("""
 def _counts(db_path, run_id):
     conn = connect(db_path)
     try:
-        return {t: conn.execute(f"SELECT count(*) FROM {t} WHERE run_id = ?", [run_id]).fetchone()[0]
-                for t in ("runs", "requests", "tokens", "steps", "gc")}
+        return {
+            t: conn.execute(f"SELECT count(*) FROM {t} WHERE run_id = ?", [run_id]).fetchone()[0]
+            for t in ("runs", "requests", "tokens", "steps", "gc")
+        }
     finally:
         conn.close()
 
@@ -44,8 +47,9 @@ def test_kill_9_mid_ingest_keeps_earlier_state_and_rerun_completes(tmp_path):
     before = _counts(db_path, "run-k")
     new = write_run(tmp_path / "new", SimSpec(run_id="run-k", duration_s=12.0, seed=2))
 
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(db_path), str(new)],
-                             stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(db_path), str(new)], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert child.stdout.readline().strip() == "in-transaction"
         os.kill(child.pid, signal.SIGKILL)
@@ -56,7 +60,9 @@ def test_kill_9_mid_ingest_keeps_earlier_state_and_rerun_completes(tmp_path):
             child.wait()
     assert child.returncode == -signal.SIGKILL
 
-    assert _counts(db_path, "run-k") == before        # nothing of the killed ingest is visible
-    after = ingest_run(db_path, new)                   # and running it again completes
-    assert _counts(db_path, "run-k") == {t: after[t] for t in ("runs", "requests", "tokens", "steps", "gc")}
+    assert _counts(db_path, "run-k") == before  # nothing of the killed ingest is visible
+    after = ingest_run(db_path, new)  # and running it again completes
+    assert _counts(db_path, "run-k") == {
+        t: after[t] for t in ("runs", "requests", "tokens", "steps", "gc")
+    }
     assert after["tokens"] > before["tokens"]

@@ -5,6 +5,7 @@ definitions); run.json's summary is computed from it, the report from the wareho
 query. They must agree on the same files, including the cases where definitions drift: failed
 and cancelled requests, chunks without content, warm-up rows.
 """
+
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -25,8 +26,14 @@ def _with_statuses(run_dir):
     req = pq.read_table(path)
     n = req.num_rows
     status = ["error" if i % 11 == 3 else "cancelled" if i % 17 == 5 else "ok" for i in range(n)]
-    error = ["HTTP 500" if s == "error" else "load stopped" if s == "cancelled" else "" for s in status]
-    for name, values in (("status", status), ("error", error), ("token_count_source", ["chunks"] * n)):
+    error = [
+        "HTTP 500" if s == "error" else "load stopped" if s == "cancelled" else "" for s in status
+    ]
+    for name, values in (
+        ("status", status),
+        ("error", error),
+        ("token_count_source", ["chunks"] * n),
+    ):
         if name in req.column_names:
             req = req.drop_columns([name])
         req = req.append_column(name, pa.array(values))
@@ -34,17 +41,24 @@ def _with_statuses(run_dir):
     tok_path = run_dir / "tokens.parquet"
     tok = pq.read_table(tok_path)
     first = tok.filter(pc.equal(tok["index"], 0))
-    first = first.take(list(range(0, first.num_rows, 5)))      # warm-up and measured requests
-    empty = pa.table({"request_id": first["request_id"], "index": pc.subtract(first["index"], 1),
-                      "arrival_ns": pc.subtract(first["arrival_ns"], 1_000_000),
-                      "n_tokens": pa.array([0] * first.num_rows, tok.schema.field("n_tokens").type)})
+    first = first.take(list(range(0, first.num_rows, 5)))  # warm-up and measured requests
+    empty = pa.table(
+        {
+            "request_id": first["request_id"],
+            "index": pc.subtract(first["index"], 1),
+            "arrival_ns": pc.subtract(first["arrival_ns"], 1_000_000),
+            "n_tokens": pa.array([0] * first.num_rows, tok.schema.field("n_tokens").type),
+        }
+    )
     pq.write_table(pa.concat_tables([tok, empty.cast(tok.schema)]), tok_path)
     return pq.read_table(path), pq.read_table(tok_path)
 
 
 @pytest.fixture
 def run(tmp_path, make_run):
-    run_dir = make_run(incident="gc", duration_s=10.0, incident_start_s=4.0, incident_duration_s=3.0)
+    run_dir = make_run(
+        incident="gc", duration_s=10.0, incident_start_s=4.0, incident_duration_s=3.0
+    )
     requests, tokens = _with_statuses(run_dir)
     db_path = tmp_path / "w.duckdb"
     ingest_run(db_path, run_dir)
@@ -57,14 +71,16 @@ def test_totals_agree_with_the_run_summary(run):
     conn, requests, tokens = run
     summary = summarize(requests, tokens)
     totals = query(conn, "totals", run_id=RUN_ID)[0]
-    assert summary["failed"] > 0 and summary["cancelled"] > 0      # the drift cases are there
+    assert summary["failed"] > 0 and summary["cancelled"] > 0  # the drift cases are there
     assert totals["requests"] == summary["requests"]
     assert totals["errors"] == summary["failed"]
     assert totals["output_tokens"] == summary["output_tokens"]
     vllm = summary["vllm"]
     for metric in ("ttft", "itl", "e2e"):
         for p in (50, 99):
-            assert totals[f"{metric}_p{p}_ms"] == pytest.approx(vllm[f"{metric}_ms"][f"p{p}"], rel=1e-9)
+            assert totals[f"{metric}_p{p}_ms"] == pytest.approx(
+                vllm[f"{metric}_ms"][f"p{p}"], rel=1e-9
+            )
 
 
 def test_latency_samples_count_what_the_summary_counts(run):
@@ -76,7 +92,7 @@ def test_latency_samples_count_what_the_summary_counts(run):
     assert counts["itl"] == vllm["itl_ms"]["count"]
     assert counts["e2e"] == vllm["e2e_ms"]["count"]
     s = summarize(requests, tokens)
-    assert counts["error"] == s["completed"] + s["failed"]           # cancelled: neither
+    assert counts["error"] == s["completed"] + s["failed"]  # cancelled: neither
     assert sum(r["value_ms"] for r in rows if r["metric"] == "error") == s["failed"]
 
 
@@ -87,4 +103,6 @@ def test_windows_pool_to_the_same_samples(run):
     # every measured sample lands in a window of the measured phase, none twice
     assert sum(w["ttft_n"] for w in windows) == vllm["ttft_ms"]["count"]
     assert sum(w["e2e_n"] for w in windows) == vllm["e2e_ms"]["count"]
-    assert sum(w["itl_n"] for w in windows) <= vllm["itl_ms"]["count"]   # gaps after the end drop out
+    assert (
+        sum(w["itl_n"] for w in windows) <= vllm["itl_ms"]["count"]
+    )  # gaps after the end drop out

@@ -1,4 +1,6 @@
 """warehouse.queries: the .sql queries checked against numpy on the same files."""
+
+import itertools
 import json
 
 import numpy as np
@@ -16,7 +18,9 @@ RUN_ID = "20261201T000000Z-test-0001"
 
 @pytest.fixture
 def gc_run(tmp_path, make_run):
-    run_dir = make_run(incident="gc", duration_s=10.0, incident_start_s=4.0, incident_duration_s=3.0)
+    run_dir = make_run(
+        incident="gc", duration_s=10.0, incident_start_s=4.0, incident_duration_s=3.0
+    )
     db_path = tmp_path / "w.duckdb"
     ingest_run(db_path, run_dir)
     conn = connect(db_path)
@@ -46,7 +50,7 @@ def test_windows_match_numpy(gc_run, window_s):
     gap_t, gap_v = [], []
     for seq in chunks.values():
         seq.sort()
-        for (_, a), (_, b) in zip(seq, seq[1:]):
+        for (_, a), (_, b) in itertools.pairwise(seq):
             gap_t.append(b)
             gap_v.append((b - a) / 1e6)
     gap_t, gap_v = np.array(gap_t), np.array(gap_v)
@@ -86,7 +90,7 @@ def test_step_stages_gc_overlap_matches_files(gc_run):
         assert row["gc_ms_total"] == pytest.approx(overlap[sel].sum(), abs=1e-6)
         assert row["step_mean_ms"] == pytest.approx(((ends - starts)[sel] / 1e6).mean(), rel=1e-9)
     in_storm = [r for r in rows if 4 <= r["window"] < 7]
-    assert all(r["gc_ms_total"] > 100 for r in in_storm)   # pauses of ~150 ms landed in steps
+    assert all(r["gc_ms_total"] > 100 for r in in_storm)  # pauses of ~150 ms landed in steps
 
 
 def test_gc_windows_count_pauses_by_generation(gc_run):
@@ -108,8 +112,13 @@ def test_gc_windows_count_pauses_by_generation(gc_run):
 def test_faults_in_seconds_from_load_start(gc_run):
     conn, _ = gc_run
     assert query(conn, "faults", run_id=RUN_ID)[0] | {"params": None} == {
-        "kind": "memory.gc_storm", "cause": "memory", "start_s": 4.0, "end_s": 7.0, "params": None,
-        "source_file": "faults.parquet"}
+        "kind": "memory.gc_storm",
+        "cause": "memory",
+        "start_s": 4.0,
+        "end_s": 7.0,
+        "params": None,
+        "source_file": "faults.parquet",
+    }
 
 
 def test_query_parameter_errors_name_the_query(gc_run):
@@ -125,12 +134,18 @@ def test_query_parameter_errors_name_the_query(gc_run):
 
 def test_nvml_windows_take_the_latest_sample_before_each_window_end(tmp_path, make_run):
     import pyarrow as pa
+
     # GPU 0 samples every 0.4 s from t=-1 s; GPU 1 only once, at t=2.5 s.
     ts0 = T0 + np.arange(-1_000_000_000, 6_000_000_000, 400_000_000)
-    nvml = pa.table({"ts_ns": np.concatenate([ts0, [T0 + 2_500_000_000]]),
-                     "gpu": np.array([0] * len(ts0) + [1], dtype=np.int32),
-                     "util_gpu": np.concatenate([np.arange(len(ts0), dtype=float), [99.0]]),
-                     "mem_used": np.full(len(ts0) + 1, 2), "mem_total": np.full(len(ts0) + 1, 8)})
+    nvml = pa.table(
+        {
+            "ts_ns": np.concatenate([ts0, [T0 + 2_500_000_000]]),
+            "gpu": np.array([0] * len(ts0) + [1], dtype=np.int32),
+            "util_gpu": np.concatenate([np.arange(len(ts0), dtype=float), [99.0]]),
+            "mem_used": np.full(len(ts0) + 1, 2),
+            "mem_total": np.full(len(ts0) + 1, 8),
+        }
+    )
     run_dir = make_run(duration_s=5.0)
     pq.write_table(nvml, run_dir / "nvml.parquet")
     db_path = tmp_path / "w.duckdb"
@@ -138,7 +153,7 @@ def test_nvml_windows_take_the_latest_sample_before_each_window_end(tmp_path, ma
     conn = connect(db_path)
     rows = query(conn, "nvml_windows", run_id=RUN_ID, window_s=1.0)
     conn.close()
-    assert len(rows) == 10                          # 5 windows x 2 GPUs
+    assert len(rows) == 10  # 5 windows x 2 GPUs
     for r in rows:
         end = T0 + (r["window"] + 1) * 1_000_000_000
         if r["gpu"] == 0:
@@ -151,14 +166,19 @@ def test_nvml_windows_take_the_latest_sample_before_each_window_end(tmp_path, ma
 
 def test_window_correlations_match_numpy(gc_run):
     conn, _ = gc_run
-    corr = {(r["signal"], r["metric"]): r for r in query(conn, "window_correlations", run_id=RUN_ID, window_s=1.0)}
+    corr = {
+        (r["signal"], r["metric"]): r
+        for r in query(conn, "window_correlations", run_id=RUN_ID, window_s=1.0)
+    }
     windows = query(conn, "windows", run_id=RUN_ID, window_s=1.0)
     stages = query(conn, "step_stages", run_id=RUN_ID, window_s=1.0)
     itl = np.array([w["itl_p99_ms"] for w in windows], dtype=float)
     gc_ms = np.array([s["gc_ms"] for s in stages], dtype=float)
-    assert corr[("gc_overlap_ms", "itl_p99")]["pearson_r"] == pytest.approx(np.corrcoef(gc_ms, itl)[0, 1], rel=1e-6)
+    assert corr[("gc_overlap_ms", "itl_p99")]["pearson_r"] == pytest.approx(
+        np.corrcoef(gc_ms, itl)[0, 1], rel=1e-6
+    )
     assert corr[("gc_overlap_ms", "itl_p99")]["pearson_r"] > 0.7
-    assert corr[("comm_ms", "itl_p99")]["pearson_r"] is None          # constant 0: no correlation
+    assert corr[("comm_ms", "itl_p99")]["pearson_r"] is None  # constant 0: no correlation
     assert corr[("gc_overlap_ms", "itl_p99")]["windows"] == 10
 
 
@@ -178,20 +198,28 @@ def test_gc_asof_windows_find_the_latest_pause_before_each_window_end(gc_run):
             assert r["last_gen2_age_ms"] == pytest.approx((end - starts[full].max()) / 1e6)
         else:
             assert r["last_gen2_age_ms"] is None
-    assert rows[3]["last_gen2_ms"] is None and rows[5]["last_gen2_ms"] > 100     # storm from 4 s
+    assert rows[3]["last_gen2_ms"] is None and rows[5]["last_gen2_ms"] > 100  # storm from 4 s
 
 
 def test_history_windows_match_a_direct_estimate(gc_run):
     conn, run_dir = gc_run
     e = pq.read_table(run_dir / "engine_requests.parquet").to_pydict()
-    first, done = np.array(e["first_token_ns"], dtype=np.int64), np.array(e["done_ns"], dtype=np.int64)
-    prompt, out = np.array(e["prompt_tokens"], dtype=float), np.array(e["output_tokens"], dtype=float)
+    first, done = (
+        np.array(e["first_token_ns"], dtype=np.int64),
+        np.array(e["done_ns"], dtype=np.int64),
+    )
+    prompt, out = (
+        np.array(e["prompt_tokens"], dtype=float),
+        np.array(e["output_tokens"], dtype=float),
+    )
     rows = query(conn, "history_windows", run_id=RUN_ID, window_s=1.0)
     assert [r["window"] for r in rows] == list(range(10))
     for r in rows:
         mid = T0 + r["window"] * 1_000_000_000 + 500_000_000
         live = (first <= mid) & (mid < done)
-        expected = (prompt[live] + out[live] * (mid - first[live]) / (done[live] - first[live])).sum()
+        expected = (
+            prompt[live] + out[live] * (mid - first[live]) / (done[live] - first[live])
+        ).sum()
         assert r["running"] == int(live.sum()) and r["history_tokens"] == pytest.approx(expected)
 
 
@@ -201,7 +229,9 @@ def test_run_t0_is_load_start_else_first_measured_send(gc_run):
     run_id = run_dir.name
     load_started, first_send = conn.execute(
         "SELECT r.load_started_ns, (SELECT min(sent_ns) FROM requests q WHERE q.run_id = r.run_id "
-        "AND coalesce(q.phase, 'measure') = 'measure') FROM runs r WHERE run_id = ?", [run_id]).fetchone()
+        "AND coalesce(q.phase, 'measure') = 'measure') FROM runs r WHERE run_id = ?",
+        [run_id],
+    ).fetchone()
     assert load_started is not None and first_send > load_started
     assert conn.execute("SELECT run_t0(?)", [run_id]).fetchone()[0] == load_started
     conn.execute("UPDATE runs SET load_started_ns = NULL WHERE run_id = ?", [run_id])
@@ -210,8 +240,14 @@ def test_run_t0_is_load_start_else_first_measured_send(gc_run):
 
 
 def _collector_run(tmp_path, make_run, incident, **extra):
-    run_dir = make_run(incident=incident, duration_s=6.0, incident_start_s=2.0, incident_duration_s=2.0,
-                       collectors=True, **extra)
+    run_dir = make_run(
+        incident=incident,
+        duration_s=6.0,
+        incident_start_s=2.0,
+        incident_duration_s=2.0,
+        collectors=True,
+        **extra,
+    )
     ingest_run(tmp_path / "c.duckdb", run_dir)
     return connect(tmp_path / "c.duckdb")
 
@@ -226,7 +262,10 @@ def test_process_stack_windows_shares_by_region(tmp_path, make_run):
     assert share[(0, "sampling_penalties")]["busy_share"] == pytest.approx(1 / 8)
     assert share[(2, "sampling_penalties")]["share"] == pytest.approx(0.2)
     assert share[(2, "sampling_penalties")]["busy_share"] == pytest.approx(4 / 9)
-    assert share[(0, "idle")]["share"] == pytest.approx(0.6) and share[(0, "idle")]["busy_share"] is None
+    assert (
+        share[(0, "idle")]["share"] == pytest.approx(0.6)
+        and share[(0, "idle")]["busy_share"] is None
+    )
     assert {r["window"] for r in rows} == set(range(6)) and {r["role"] for r in rows} == {"engine"}
     assert sum(r["sampled_ms"] for r in rows if r["window"] == 3) == pytest.approx(2000.0)
 
@@ -249,7 +288,9 @@ def test_process_cpu_windows_rates(tmp_path, make_run):
     conn = _collector_run(tmp_path, make_run, "host")
     rows = {r["window"]: r for r in query(conn, "process_cpu_windows", run_id=RUN_ID, window_s=1.0)}
     conn.close()
-    assert rows[0]["cpu_ms_per_s"] == pytest.approx(600.0) and rows[0]["runq_wait_ms_per_s"] == pytest.approx(20.0)
+    assert rows[0]["cpu_ms_per_s"] == pytest.approx(600.0) and rows[0][
+        "runq_wait_ms_per_s"
+    ] == pytest.approx(20.0)
     assert rows[2]["runq_wait_ms_per_s"] == pytest.approx(300.0)
     assert rows[2]["involuntary_switches_per_s"] == pytest.approx(500.0)
     assert rows[0]["involuntary_switches_per_s"] == pytest.approx(20.0) and rows[0]["ticks"] == 10
@@ -258,30 +299,55 @@ def test_process_cpu_windows_rates(tmp_path, make_run):
 def _metrics_table():
     """4 scrapes a second of a histogram (buckets 0.01, 0.1, +Inf), a counter and a gauge."""
     rows = []
-    for k in range(-4, 24):               # from 1 s before t0 to 6 s after
+    for k in range(-4, 24):  # from 1 s before t0 to 6 s after
         ts = T0 + k * 250_000_000
-        n = max(k + 4, 0)                 # cumulative scrapes so far
+        n = max(k + 4, 0)  # cumulative scrapes so far
         w = k // 4
         # window 2 observations land in the slow bucket, others in the fast one
         slow = sum(10 for j in range(-4, k + 1) if j // 4 == 2)
         fast = 10 * n - slow
         for le, v in (("0.01", fast), ("0.1", fast + slow), ("+Inf", fast + slow)):
-            rows.append({"ts_ns": ts, "name": "vllm:request_queue_time_seconds_bucket",
-                         "labels": json.dumps({"le": le, "model_name": "m"}, sort_keys=True), "value": float(v)})
-        rows.append({"ts_ns": ts, "name": "vllm:num_preemptions_total", "labels": "{}", "value": float(3 * n)})
-        rows.append({"ts_ns": ts, "name": "vllm:kv_cache_usage_perc", "labels": "{}",
-                     "value": 0.9 if w == 2 else 0.2})
+            rows.append(
+                {
+                    "ts_ns": ts,
+                    "name": "vllm:request_queue_time_seconds_bucket",
+                    "labels": json.dumps({"le": le, "model_name": "m"}, sort_keys=True),
+                    "value": float(v),
+                }
+            )
+        rows.append(
+            {
+                "ts_ns": ts,
+                "name": "vllm:num_preemptions_total",
+                "labels": "{}",
+                "value": float(3 * n),
+            }
+        )
+        rows.append(
+            {
+                "ts_ns": ts,
+                "name": "vllm:kv_cache_usage_perc",
+                "labels": "{}",
+                "value": 0.9 if w == 2 else 0.2,
+            }
+        )
     return pa.Table.from_pylist(rows)
 
 
 def test_metric_histogram_quantiles_and_counter_rates(tmp_path, make_run):
-    conn = _collector_run(tmp_path, make_run, None, extra_files={"metrics.parquet": _metrics_table()})
-    hist = {r["window"]: r for r in query(conn, "metric_histogram_windows", run_id=RUN_ID, window_s=1.0)}
+    conn = _collector_run(
+        tmp_path, make_run, None, extra_files={"metrics.parquet": _metrics_table()}
+    )
+    hist = {
+        r["window"]: r for r in query(conn, "metric_histogram_windows", run_id=RUN_ID, window_s=1.0)
+    }
     rates = query(conn, "metric_rate_windows", run_id=RUN_ID, window_s=1.0)
     conn.close()
     assert hist[0]["observations"] == 40 and hist[0]["labels"] == '{"model_name": "m"}'
     assert hist[0]["p50"] == pytest.approx(0.005) and hist[0]["p99"] == pytest.approx(0.0099)
-    assert hist[2]["p50"] == pytest.approx(0.01 + 0.09 * 0.5) and hist[2]["p99"] == pytest.approx(0.01 + 0.09 * 0.99)
+    assert hist[2]["p50"] == pytest.approx(0.01 + 0.09 * 0.5) and hist[2]["p99"] == pytest.approx(
+        0.01 + 0.09 * 0.99
+    )
     counter = {r["window"]: r for r in rates if r["name"] == "vllm:num_preemptions_total"}
     gauge = {r["window"]: r for r in rates if r["name"] == "vllm:kv_cache_usage_perc"}
     assert counter[1]["kind"] == "counter" and counter[1]["rate_per_s"] == pytest.approx(12.0)

@@ -1,4 +1,5 @@
 """warehouse.store.replace_run_rows: the one write path of derived per-run rows."""
+
 import pyarrow as pa
 import pytest
 
@@ -7,8 +8,14 @@ from warehouse.store import replace_run_rows
 
 
 def _verdicts(run_id, metrics):
-    return pa.table({"run_id": [run_id] * len(metrics), "scenario_name": ["s"] * len(metrics),
-                     "metric": metrics, "verdict": ["unchanged"] * len(metrics)})
+    return pa.table(
+        {
+            "run_id": [run_id] * len(metrics),
+            "scenario_name": ["s"] * len(metrics),
+            "metric": metrics,
+            "verdict": ["unchanged"] * len(metrics),
+        }
+    )
 
 
 def _stored(conn):

@@ -1,5 +1,6 @@
 """Shared by the vLLM end-to-end tests: a tiny Llama checkpoint vLLM's CPU build can serve, and
 the interpreter of the virtualenv `make setup-vllm` builds."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,10 @@ from engine.tokenizer import DEFAULT_TOKENIZER_PATH
 from flows.vllm_config import DEFAULT_VLLM_PYTHON
 
 # vLLM's chat endpoint needs a template; the completions endpoint does not.
-CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}<|end|>\n"
-                 "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
+CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}<|end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
 # vLLM on 2 busy cores: /health after 26-60 s quiet, a few minutes when the box is contended.
 STARTUP_TIMEOUT_S = 600
 
@@ -33,17 +36,37 @@ def build_tiny_llama(folder: Path) -> Path:
     import transformers
 
     folder.mkdir(parents=True, exist_ok=True)
-    cfg = transformers.LlamaConfig(vocab_size=32000, hidden_size=256, intermediate_size=512,
-                                   num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
-                                   max_position_embeddings=512, rope_theta=10000.0, rms_norm_eps=1e-5,
-                                   tie_word_embeddings=False, bos_token_id=0, eos_token_id=1,
-                                   pad_token_id=2, torch_dtype="float32")
+    cfg = transformers.LlamaConfig(
+        vocab_size=32000,
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=512,
+        rope_theta=10000.0,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=False,
+        bos_token_id=0,
+        eos_token_id=1,
+        pad_token_id=2,
+        torch_dtype="float32",
+    )
     torch.manual_seed(0)
     transformers.LlamaForCausalLM(cfg).eval().save_pretrained(folder, safe_serialization=True)
     shutil.copy(DEFAULT_TOKENIZER_PATH, folder / "tokenizer.json")
-    (folder / "tokenizer_config.json").write_text(json.dumps(
-        {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|bos|>", "eos_token": "<|eos|>",
-         "pad_token": "<|pad|>", "model_max_length": 512, "chat_template": CHAT_TEMPLATE}))
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "bos_token": "<|bos|>",
+                "eos_token": "<|eos|>",
+                "pad_token": "<|pad|>",
+                "model_max_length": 512,
+                "chat_template": CHAT_TEMPLATE,
+            }
+        )
+    )
     return folder
 
 
@@ -59,13 +82,21 @@ def processes_using(path: Path) -> list[psutil.Process]:
     return out
 
 
-def vllm_scenario(path: Path, ckpt: Path, *, duration_s: float, warmup_s: float, users: int,
-                  faults: tuple[str, ...] = ()) -> Path:
+def vllm_scenario(
+    path: Path,
+    ckpt: Path,
+    *,
+    duration_s: float,
+    warmup_s: float,
+    users: int,
+    faults: tuple[str, ...] = (),
+) -> Path:
     """A short `engine: {kind: vllm}` scenario over `ckpt` (the tiny checkpoint's settings:
     fp32, eager, 512 positions, 1 GiB of KV cache), written to `path`; `faults` are YAML flow
     mappings, one per fault."""
     fault_lines = "".join(f"  - {f}\n" for f in faults)
-    path.write_text(f"""\
+    path.write_text(
+        f"""\
 name: {path.stem}
 duration_s: {duration_s}
 warmup_s: {warmup_s}
@@ -82,5 +113,7 @@ workload:
   prompt_tokens: {{mean: 24, std: 4, min: 8, max: 48}}
   output_tokens: {{mean: 16, std: 4, min: 4, max: 24}}
 load: {{shape: constant, users: {users}}}
-""" + (f"faults:\n{fault_lines}" if faults else ""))
+"""
+        + (f"faults:\n{fault_lines}" if faults else "")
+    )
     return path
