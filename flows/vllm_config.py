@@ -55,6 +55,12 @@ class VllmConfig:
     # a GPU `--kv-cache-memory-bytes` (exact size, instead of a share of the GPU's memory). A
     # small cache is how KV pressure (preemption) is made. None: vLLM's default.
     kv_cache_space_gib: float | None = None
+    # KV cache size in blocks (`--num-gpu-blocks-override`, on the CPU build too; a block holds
+    # 128 tokens there, 16 by default on a GPU): overrides the size vLLM derives from
+    # kv_cache_space_gib, and is the way to a cache small enough that a long-prompt burst
+    # (memory.kv_pressure) makes vLLM preempt. Must hold one max_model_len sequence. The CPU build
+    # wants kv_cache_space_gib beside it (without it, it reserves 92 % of RAM). None: derived.
+    num_gpu_blocks_override: int | None = None
     # GPU only: the share of GPU memory vLLM may take (`--gpu-memory-utilization`; None: 0.9).
     # Ignored by the CPU build; give either this or kv_cache_space_gib on a GPU, not both.
     gpu_memory_utilization: float | None = None
@@ -89,6 +95,7 @@ class VllmConfig:
         for key, lo, hi in (
             ("max_num_seqs", 1, 65_536),
             ("max_model_len", 16, 10_000_000),
+            ("num_gpu_blocks_override", 1, 100_000_000),
             ("tensor_parallel_size", 1, 64),
         ):
             value = getattr(self, key)

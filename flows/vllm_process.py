@@ -95,6 +95,7 @@ def vllm_argv(config: VllmConfig, build: VllmBuild, host: str, port: int) -> lis
         ("--served-model-name", config.served_model_name),
         ("--max-num-seqs", config.max_num_seqs),
         ("--max-model-len", config.max_model_len),
+        ("--num-gpu-blocks-override", config.num_gpu_blocks_override),
         ("--gpu-memory-utilization", None if build.on_cpu else config.gpu_memory_utilization),
     ):
         if value is not None:

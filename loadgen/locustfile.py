@@ -431,8 +431,8 @@ def _finish(
 
 
 def _sampling_fault(t_ns: int, request_id: str):
-    """The traffic fault (penalty.repetition / penalty.heavy_traffic) that rewrites the sampling
-    of request `request_id` due at t_ns, or None."""
+    """The traffic fault (penalty.repetition / penalty.heavy_traffic / memory.kv_pressure) that
+    rewrites request `request_id` due at t_ns, or None."""
     if t_ns < CLOCK.load_start_ns:
         return None
     return sampling_fault_at(FAULTS, (t_ns - CLOCK.load_start_ns) / 1e9, request_id)

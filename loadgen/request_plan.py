@@ -85,14 +85,18 @@ class RequestFactory:
 
     def plan(self, rng: random.Random, request_id: str, repetition=None) -> RequestPlan:
         """Draw one request: prompt length, output length, sampling parameters, prompt text.
-        `repetition` (traffic_faults.RepetitionParams or HeavyTrafficParams, inside a
-        penalty.repetition / penalty.heavy_traffic window) replaces the drawn sampling (and, for
-        repetition, the output length) after the draws, so the rng advances the
-        same way with or without the fault."""
+        `repetition` (traffic_faults.RepetitionParams, HeavyTrafficParams or LongPromptParams,
+        inside a penalty.repetition / penalty.heavy_traffic / memory.kv_pressure window) replaces
+        the drawn sampling (and, for repetition, the output length; for kv_pressure, the prompt:
+        a corpus prompt of its length even with a prompt file) after the draws, so the length
+        and sampling draws advance the rng the same way with or without the fault."""
         prompt_len = self.workload.prompt_tokens.draw(rng)
         max_tokens = self.workload.output_tokens.draw(rng)
         sampling = self.workload.draw_sampling(rng)
-        if self.pool is None:
+        prompt_length = getattr(repetition, "prompt_length", None)  # memory.kv_pressure's
+        if prompt_length is not None:
+            prompt_len = prompt_length(prompt_len)
+        if self.pool is None or prompt_length is not None:
             text = self.prompts.prompt(prompt_len, rng)
         else:  # a file's prompt: its own length; its output length when the file gives one
             entry = rng.choice(self.pool)

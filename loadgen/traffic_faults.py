@@ -1,5 +1,5 @@
-"""Faults that loadgen applies to the traffic itself: `load.burst`, `penalty.repetition` and
-`penalty.heavy_traffic`.
+"""Faults that loadgen applies to the traffic itself: `load.burst`, `penalty.repetition`,
+`penalty.heavy_traffic`, and `memory.kv_pressure` where spikelens' own engine does not serve.
 
 What: `traffic_faults(faults)` keeps the scenario faults loadgen owns (docs/INTERFACES.md: each
 process gets the whole list and skips kinds it does not own) with validated params; the
@@ -16,6 +16,11 @@ request overrides apply; `write_faults` records the windows in `faults.loadgen.p
   carry frequency, presence and repetition penalties (any engine: the engine's penalty code runs
   for them); which requests is decided by a hash of the request id, so the rng's draws and the
   rest of the request stay as without the fault.
+- memory.kv_pressure (cause memory) against an engine spikelens does not run itself (vLLM): a
+  share of the requests sent inside the window ask for long prompts (`prompt_tokens`), so an
+  engine with a small KV cache (vLLM's num_gpu_blocks_override) runs out of blocks, preempts and
+  queues. Spikelens' own engine applies this kind itself (its KV budget shrinks): `for_loadgen`
+  drops it from loadgen's list there.
 
 Times are seconds from the start of measured load; pure functions, no Locust import.
 """
@@ -89,11 +94,41 @@ class HeavyTrafficParams:
         return drawn
 
 
+@dataclass(frozen=True)
+class LongPromptParams:
+    # prompt length in tokens of the window's requests: with their output it must fit the
+    # engine's max_model_len; a few of them together must exceed its KV cache
+    prompt_tokens: int = 384
+    share: float = 1.0  # fraction of the window's requests that get the long prompt, in (0, 1]
+    max_tokens: int | None = None  # None: the drawn output length
+
+    def sampling_overrides(self) -> dict:
+        return {}
+
+    def prompt_length(self, drawn: int) -> int:
+        return self.prompt_tokens
+
+    def output_tokens(self, drawn: int, longest: int) -> int:
+        return self.max_tokens or drawn
+
+
 KINDS: dict[str, tuple[str, type]] = {
     "load.burst": ("load", BurstParams),
     "penalty.repetition": ("penalty", RepetitionParams),
     "penalty.heavy_traffic": ("penalty", HeavyTrafficParams),
+    "memory.kv_pressure": ("memory", LongPromptParams),
 }
+# Kinds loadgen applies only when spikelens' own engine does not serve the run (it applies them
+# itself, with its own params).
+OWN_ENGINE_APPLIES = frozenset({"memory.kv_pressure"})
+
+
+def for_loadgen(faults: list[dict], own_engine: bool) -> list[dict]:
+    """The fault list loadgen gets: without the kinds spikelens' own engine applies when it
+    serves the run (`own_engine`), else whole."""
+    if not own_engine:
+        return list(faults)
+    return [f for f in faults if f.get("kind") not in OWN_ENGINE_APPLIES]
 
 
 @dataclass(frozen=True)
@@ -101,7 +136,8 @@ class TrafficFault:
     kind: str
     start_s: float
     duration_s: float
-    params: Any = field(default=None)  # BurstParams | RepetitionParams | HeavyTrafficParams
+    # BurstParams | RepetitionParams | HeavyTrafficParams | LongPromptParams
+    params: Any = field(default=None)
 
     @property
     def cause(self) -> str:
@@ -144,6 +180,8 @@ def traffic_faults(faults: list[dict] | None, where: str = "faults") -> list[Tra
         parsed = params_cls(**params)
         if kind == "load.burst":
             _check_number(f"{label}.params.factor", parsed.factor, 0, 1000, low_inclusive=False)
+        elif kind == "memory.kv_pressure":
+            _check_long_prompt(label, parsed)
         else:
             if kind == "penalty.heavy_traffic":
                 _check_number(f"{label}.params.share", parsed.share, 0, 1, low_inclusive=False)
@@ -164,6 +202,13 @@ def traffic_faults(faults: list[dict] | None, where: str = "faults") -> list[Tra
                 )
         kept.append(TrafficFault(kind, float(fault["start_s"]), float(fault["duration_s"]), parsed))
     return kept
+
+
+def _check_long_prompt(label: str, parsed: LongPromptParams) -> None:
+    _check_number(f"{label}.params.prompt_tokens", parsed.prompt_tokens, 1, 1_000_000, integer=True)
+    _check_number(f"{label}.params.share", parsed.share, 0, 1, low_inclusive=False)
+    if parsed.max_tokens is not None:
+        _check_number(f"{label}.params.max_tokens", parsed.max_tokens, 1, 1_000_000, integer=True)
 
 
 def from_dicts(dicts: list[dict]) -> list[TrafficFault]:
@@ -201,15 +246,16 @@ def repetition_at(faults: list[TrafficFault], t_s: float) -> RepetitionParams | 
 def sampling_fault_at(
     faults: list[TrafficFault], t_s: float, request_id: str
 ) -> TrafficFault | None:
-    """The fault that rewrites the sampling of request `request_id` sent at t_s, if any: the
-    first penalty.repetition active then, else a penalty.heavy_traffic active then whose share
-    takes this request (a stable hash of the id, uniform in [0, 1), below `share`)."""
+    """The fault that rewrites request `request_id` sent at t_s, if any: the first
+    penalty.repetition active then, else a penalty.heavy_traffic or memory.kv_pressure active
+    then whose share takes this request (a stable hash of the id, uniform in [0, 1), below
+    `share`)."""
     for fault in faults:
         if fault.kind == "penalty.repetition" and fault.active(t_s):
             return fault
     for fault in faults:
-        heavy = fault.kind == "penalty.heavy_traffic" and fault.active(t_s)
-        if heavy and _unit_hash(request_id) < fault.params.share:
+        shared = fault.kind in ("penalty.heavy_traffic", "memory.kv_pressure")
+        if shared and fault.active(t_s) and _unit_hash(request_id) < fault.params.share:
             return fault
     return None
 

@@ -210,7 +210,7 @@ def test_vllm_engine_block_parses_and_rejects_engine_faults(tmp_path):
             )
         )
     assert e.value.key == "faults[0].kind" and "load.burst" in str(e.value)
-    assert "memory.gc_storm (vLLM)" in str(e.value)
+    assert "memory.gc_storm, memory.kv_pressure (vLLM)" in str(e.value)
     storm = load_scenario(
         write(
             tmp_path,
@@ -232,6 +232,26 @@ def test_vllm_engine_block_parses_and_rejects_engine_faults(tmp_path):
         write(tmp_path, GOOD.replace("  model: tiny", "  kind: spikelens\n  model: tiny"))
     )
     assert ours.engine.model == "tiny" and ours.vllm is None
+
+
+def test_kv_pressure_takes_long_prompt_params_on_vllm_and_a_fraction_on_ours(tmp_path):
+    ckpt = _checkpoint(tmp_path)
+    text = f"duration_s: 10\nengine:\n  kind: vllm\n  model: {ckpt}\n"
+    kv = "faults:\n  - {kind: memory.kv_pressure, start_s: 1, duration_s: 2, params: %s}\n"
+    on_vllm = load_scenario(write(tmp_path, text + kv % "{prompt_tokens: 300}"))
+    assert on_vllm.faults[0].params == {"prompt_tokens": 300}
+    with pytest.raises(ScenarioError) as e:  # the engine's param is not loadgen's
+        load_scenario(write(tmp_path, text + kv % "{fraction: 0.1}"))
+    assert e.value.key.startswith("faults[0]") and "fraction" in str(e.value)
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(write(tmp_path, text + kv % "{prompt_tokens: 0}"))
+    assert "faults[0].params.prompt_tokens" in str(e.value)
+    ours = load_scenario(write(tmp_path, GOOD.split("faults:")[0] + kv % "{fraction: 0.1}"))
+    assert ours.faults[0].params == {"fraction": 0.1}
+    target = "duration_s: 10\ntarget: http://127.0.0.1:9\n"
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(write(tmp_path, target + kv % "{prompt_tokens: 300}"))
+    assert e.value.key == "faults[0].kind"
 
 
 @pytest.mark.parametrize(

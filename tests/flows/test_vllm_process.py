@@ -76,6 +76,10 @@ def test_argv_maps_every_key_and_kv_size_follows_the_build(ckpt):
     assert "--gpu-memory-utilization" not in vllm_argv(share, CPU, "h", 1)
     assert vllm_argv(share, GPU, "h", 1)[-2:] == ["--gpu-memory-utilization", "0.5"]
     assert VllmConfig.from_dict({"model": ckpt}).interpreter == str(DEFAULT_VLLM_PYTHON)
+    blocks = VllmConfig.from_dict({"model": ckpt, "num_gpu_blocks_override": 8})
+    assert vllm_argv(blocks, CPU, "h", 1)[-2:] == ["--num-gpu-blocks-override", "8"]
+    with pytest.raises(ValueError, match=r"engine.num_gpu_blocks_override: must be an integer"):
+        VllmConfig.from_dict({"model": ckpt, "num_gpu_blocks_override": 0})
 
 
 def test_both_kv_sizes_at_once_is_an_error(ckpt):

@@ -12,9 +12,11 @@ from loadgen.request_plan import RequestFactory
 from loadgen.spec import WorkloadSpec
 from loadgen.traffic_faults import (
     HeavyTrafficParams,
+    LongPromptParams,
     RepetitionParams,
     burst_edges,
     burst_factor,
+    for_loadgen,
     from_dicts,
     repetition_at,
     sampling_fault_at,
@@ -166,5 +168,48 @@ def test_heavy_traffic_params_are_checked(params, message):
     with pytest.raises(SpecError) as err:
         traffic_faults(
             [{"kind": "penalty.heavy_traffic", "start_s": 0, "duration_s": 1, "params": params}]
+        )
+    assert message in str(err.value)
+
+
+def test_kv_pressure_is_loadgen_s_only_where_our_engine_does_not_serve():
+    faults = [{"kind": "memory.kv_pressure", "start_s": 1, "duration_s": 2, "params": {}}]
+    assert for_loadgen(faults, own_engine=True) == []
+    mine = traffic_faults(for_loadgen(faults, own_engine=False))
+    assert [(f.kind, f.cause, f.params) for f in mine] == [
+        ("memory.kv_pressure", "memory", LongPromptParams())
+    ]
+    assert from_dicts([f.to_dict() for f in mine]) == mine
+    assert sampling_fault_at(mine, 1.5, "any") == mine[0]
+    assert sampling_fault_at(mine, 3.0, "any") is None
+
+
+def test_kv_pressure_sends_long_prompts_and_keeps_the_drawn_output():
+    workload = WorkloadSpec.from_dict(
+        {"prompt_tokens": {"mean": 20, "min": 10, "max": 30}, "output_tokens": {"mean": 10}}
+    )
+    factory = RequestFactory(workload, PromptBuilder(), model_name="m", seed=0, id_prefix="r")
+    normal = factory.plan(random.Random(1), "a")
+    long = factory.plan(random.Random(1), "a", LongPromptParams(prompt_tokens=300))
+    assert long.prompt_tokens_target == 300 and normal.prompt_tokens_target <= 30
+    assert long.max_tokens == normal.max_tokens and long.sampling == normal.sampling
+    words = len(long.body["messages"][-1]["content"].split())
+    assert words > 5 * len(normal.body["messages"][-1]["content"].split())
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"prompt_tokens": 0}, "faults[0].params.prompt_tokens"),
+        ({"prompt_tokens": 1.5}, "faults[0].params.prompt_tokens"),
+        ({"share": 0}, "faults[0].params.share"),
+        ({"max_tokens": 0}, "faults[0].params.max_tokens"),
+        ({"fraction": 0.1}, "fraction"),
+    ],
+)
+def test_kv_pressure_params_are_checked(params, message):
+    with pytest.raises(SpecError) as err:
+        traffic_faults(
+            [{"kind": "memory.kv_pressure", "start_s": 0, "duration_s": 1, "params": params}]
         )
     assert message in str(err.value)
