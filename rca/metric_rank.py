@@ -17,12 +17,19 @@ GC ms/s, run-queue wait ms/s of every process of the engine's tree) are ranked b
 the same z, their scale floored also by the rise that counts as marked (RISE_FLOOR / MIN_Z, so a
 rise below that floor cannot vote), each with the cause its region or signal speaks for; their
 evidence names the process and the region.
+Two rules keep the vote about causes: the engine's own latency series (TTFT, ITL, E2E, time per
+output token) restate the spike and do not vote; and when sequences were preempted in the spike
+(a preemption series with z >= PREEMPTED_MIN_Z), the queueing and prefill series that rose with it (queue
+time, waiting requests, prompt tokens) are what preemption does — re-queue and recompute — so they
+vote for memory, and their evidence says that /metrics cannot split them from the cost the added
+work would have had without preemption.
 
 Pure: rows of warehouse queries `metric_windows` / `nvml_windows` in, an Attribution out.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, fields
 
@@ -41,9 +48,21 @@ CAUSE_PATTERNS: tuple[tuple[str, str], ...] = (
     (
         "load",
         r"requests_running|requests_waiting|waiting|running|queue|arrival|request_success|"
-        r"prompt_tokens|num_requests",
+        r"prompt_tokens|prefix_cache_queries|num_requests",
     ),
 )
+# The engine's own latency series (and its HTTP server's): the spike itself, not a cause of it.
+SYMPTOMS = (
+    r"time_to_first_token|inter_token_latency|e2e_request_latency|time_per_output_token|"
+    r"http_request_duration"
+)
+PREEMPTION = r"preempt"
+# A preemption series counts as "sequences were preempted" from this z: one preemption a window
+# more than the baseline (the counter's resolution) already means the KV cache ran out, a rarer
+# event than a queue or token rate moving by as much.
+PREEMPTED_MIN_Z = 1.0
+# What preempting sequences does to the queue and the prefill work (re-queued, recomputed).
+PREEMPTION_EFFECTS = r"queue|waiting|prompt_tokens|prefix_cache_queries|prefill|iteration_tokens"
 # Occupancy fractions (KV cache, GPU memory) grow with the number of sequences too: they point at
 # memory only when they reach near capacity, else at load.
 OCCUPANCY = r"cache_usage|mem_fraction"
@@ -211,6 +230,32 @@ def rank_process_series(
     return ranked
 
 
+def read_preemption_effects(ranked: list[RankedSeries]) -> list[RankedSeries]:
+    """`ranked` with queueing and prefill series read as memory when sequences were preempted in
+    the spike (see module docstring); the preemption series is moved into the top TOP_K, as the
+    reason for that reading (it votes only above MIN_Z, like any series). Unchanged when no
+    preemption series reached PREEMPTED_MIN_Z."""
+    preempted = [r for r in ranked if re.search(PREEMPTION, r.name) and r.z >= PREEMPTED_MIN_Z]
+    if not preempted:
+        return ranked
+    cause = preempted[0]
+    why = (
+        f"counted as memory: vLLM preempted sequences in the spike ({cause.name.split('{')[0]} "
+        f"{cause.spike_value:.3g}/s vs {cause.baseline_value:.3g}), which re-queues and recomputes "
+        f"them; /metrics cannot split this from what the added work costs without preemption"
+    )
+    out = [
+        dataclasses.replace(r, cause="memory", note=why)
+        if r.cause in ("load", "unexplained") and re.search(PREEMPTION_EFFECTS, r.name)
+        else r
+        for r in ranked
+    ]
+    out.remove(cause)
+    natural = next((i for i, r in enumerate(out) if r.z <= cause.z), len(out))
+    out.insert(min(TOP_K - 1, natural), cause)
+    return out
+
+
 def attribute_by_metrics(
     spike: Spike, spikes: list[Spike], signals: RunSignals, config: AttributeConfig | None = None
 ) -> Attribution:
@@ -222,8 +267,11 @@ def attribute_by_metrics(
         **metric_series(signals.metric_windows, n, signals.window_s),
         **_nvml(signals.nvml_windows, n),
     }
-    ranked = rank_series(series, in_spike, in_base, signals.window_s)
+    symptoms = {k for k in series if re.search(SYMPTOMS, k)}
+    kept = {k: v for k, v in series.items() if k not in symptoms}
+    ranked = rank_series(kept, in_spike, in_base, signals.window_s)
     ranked = sorted(ranked + rank_process_series(signals, in_spike, in_base), key=lambda r: -r.z)
+    ranked = read_preemption_effects(ranked)
     voters = [r for r in ranked[:TOP_K] if r.z > MIN_Z]
     latency = window_series(signals.windows, f"{spike.metric}_ms")
     votes = {c: sum(r.z for r in voters if r.cause == c) for c in CAUSES}

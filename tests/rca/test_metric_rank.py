@@ -215,3 +215,58 @@ def test_a_gc_storm_in_engine_core_is_memory_and_outside_cpu_contention_says_hos
     a = attribute_by_metrics(s, [s], signals)
     assert a.top_cause == "unexplained"
     assert "CPU contention from outside the process (host" in a.causes[0].evidence[0].note
+
+
+def _ranked(name: str, cause: str, z: float, spike: float = 1.0, base: float = 0.0):
+    from rca.metric_rank import RankedSeries
+
+    return RankedSeries(name, cause, z, spike, base, np.zeros(3))
+
+
+def test_preemptions_turn_queueing_and_prefill_into_memory_and_say_why():
+    from rca.metric_rank import TOP_K, read_preemption_effects
+
+    ranked = [
+        _ranked("vllm:request_queue_time_seconds_sum", "load", 20.0),
+        _ranked("vllm:prompt_tokens_total", "load", 12.0),
+        _ranked("vllm:prefix_cache_queries_total", "load", 12.0),
+        _ranked("vllm:num_requests_running", "load", 11.0),
+        _ranked("process_cpu_seconds_total", "unexplained", 10.0),
+        _ranked("process_open_fds", "unexplained", 9.0),
+        _ranked("vllm:num_preemptions_total", "memory", 7.0, 7.0, 0.0),
+    ]
+    out = read_preemption_effects(ranked)
+    by_name = {r.name: r for r in out}
+    for name in (
+        "vllm:request_queue_time_seconds_sum",
+        "vllm:prompt_tokens_total",
+        "vllm:prefix_cache_queries_total",
+    ):
+        assert by_name[name].cause == "memory"
+        assert "preempted" in by_name[name].note and "cannot split" in by_name[name].note
+    # running requests and unrelated series keep their cause; the reason joins the voters
+    assert by_name["vllm:num_requests_running"].cause == "load"
+    assert by_name["process_open_fds"].cause == "unexplained"
+    assert [r.name for r in out].index("vllm:num_preemptions_total") == TOP_K - 1
+    assert len(out) == len(ranked)
+    # one preemption a window more than before is enough; less is not
+    few = ranked[:-1] + [_ranked("vllm:num_preemptions_total", "memory", 2.0, 2.0, 0.0)]
+    assert read_preemption_effects(few)[0].cause == "memory"
+    quiet = ranked[:-1] + [_ranked("vllm:num_preemptions_total", "memory", 0.5)]
+    assert read_preemption_effects(quiet) == quiet
+
+
+def test_engine_latency_series_do_not_vote():
+    import re
+
+    from rca.metric_rank import SYMPTOMS
+
+    for name in (
+        "vllm:time_to_first_token_seconds_sum",
+        "vllm:inter_token_latency_seconds_sum",
+        "vllm:e2e_request_latency_seconds_count",
+        "vllm:request_time_per_output_token_seconds_sum",
+        "http_request_duration_seconds_sum",
+    ):
+        assert re.search(SYMPTOMS, name)
+    assert not re.search(SYMPTOMS, "vllm:request_queue_time_seconds_sum")
