@@ -56,7 +56,8 @@ SYMPTOMS = (
     r"time_to_first_token|inter_token_latency|e2e_request_latency|time_per_output_token|"
     r"http_request_duration"
 )
-PREEMPTION = r"preempt"
+# Series that count preemptions themselves (not a per-request histogram's _count or _bucket).
+PREEMPTION = r"preemptions?(_total|_sum)?$"
 # A preemption series counts as "sequences were preempted" from this z: one preemption a window
 # more than the baseline (the counter's resolution) already means the KV cache ran out, a rarer
 # event than a queue or token rate moving by as much.
@@ -97,7 +98,11 @@ class ScoreConfig:
 
 
 def cause_of(series_name: str) -> str:
-    """The cause a metric name stands for; 'unexplained' when no pattern matches."""
+    """The cause a metric name stands for; 'unexplained' when no pattern matches. A histogram's
+    `_count` counts observations — requests, for vLLM's per-request histograms — whatever the
+    histogram measures (vllm:request_num_preemptions_count rises with any burst): load."""
+    if series_name.split("{")[0].endswith("_count") and "request" in series_name:
+        return "load"
     for cause, pattern in CAUSE_PATTERNS:
         if re.search(pattern, series_name):
             return cause
@@ -235,7 +240,9 @@ def read_preemption_effects(ranked: list[RankedSeries]) -> list[RankedSeries]:
     the spike (see module docstring); the preemption series is moved into the top TOP_K, as the
     reason for that reading (it votes only above MIN_Z, like any series). Unchanged when no
     preemption series reached PREEMPTED_MIN_Z."""
-    preempted = [r for r in ranked if re.search(PREEMPTION, r.name) and r.z >= PREEMPTED_MIN_Z]
+    preempted = [
+        r for r in ranked if re.search(PREEMPTION, r.name.split("{")[0]) and r.z >= PREEMPTED_MIN_Z
+    ]
     if not preempted:
         return ranked
     cause = preempted[0]

@@ -252,6 +252,11 @@ def test_preemptions_turn_queueing_and_prefill_into_memory_and_say_why():
     # one preemption a window more than before is enough; less is not
     few = ranked[:-1] + [_ranked("vllm:num_preemptions_total", "memory", 2.0, 2.0, 0.0)]
     assert read_preemption_effects(few)[0].cause == "memory"
+    # a per-request histogram's count is requests, not preemptions: no reading, and it is load
+    burst = ranked[:-1] + [_ranked('vllm:request_num_preemptions_count{"e": "0"}', "load", 9.0)]
+    assert read_preemption_effects(burst) == burst
+    assert cause_of('vllm:request_num_preemptions_count{"e": "0"}') == "load"
+    assert cause_of('vllm:request_num_preemptions_sum{"e": "0"}') == "memory"
     quiet = ranked[:-1] + [_ranked("vllm:num_preemptions_total", "memory", 0.5)]
     assert read_preemption_effects(quiet) == quiet
 
