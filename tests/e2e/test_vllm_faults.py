@@ -6,6 +6,14 @@ scores them). CI runs the clean run and the two cheapest robust faults, KV press
 burst: both act through vLLM's own scheduler, whose signals (preemptions, KV usage, waiting and
 running requests) are scraped from /metrics, so they do not depend on the box being quiet.
 The GC storm, penalty-heavy traffic and CPU contention run with SPIKELENS_E2E_VLLM_FAULTS=1.
+
+Measured on the shared 2-core box (2026-12-01, load average 8-11 from five other sessions):
+clean 2 of 2 runs without a spike; KV pressure 2 of 2 found and top cause memory (evidence:
+queue time read as preemption's, vllm:num_preemptions_total up from 0); the load burst as set
+now (4x the users against a batch of 4) 1 of 1 found and top cause load (earlier settings: 3x
+against a batch of 8 found no spike; the first 4x run was blamed on memory by a per-request
+histogram's count, fixed in rca.metric_rank). Each case takes 3.5-4 min there (vLLM starts in
+60-70 s, Prefect's flow start 15-40 s, 33 s of load); the three CI cases 10.5-11.6 min.
 """
 
 import json
