@@ -14,6 +14,13 @@ now (4x the users against a batch of 4) 1 of 1 found and top cause load (earlier
 against a batch of 8 found no spike; the first 4x run was blamed on memory by a per-request
 histogram's count, fixed in rca.metric_rank). Each case takes 3.5-4 min there (vLLM starts in
 60-70 s, Prefect's flow start 15-40 s, 33 s of load); the three CI cases 10.5-11.6 min.
+One `make evaluate-vllm` after that (load average ~7, ~1.8 min a run): clean no spike, GC storm
+found (20-23 s) and memory 0.91; KV pressure and the burst acted (TTFT p99 650-1146 ms in the
+window vs a 191 ms median) but were not flagged: the detector's spread (1.4826·MAD over every
+window, the fault's 8 of 30 included) was 200 ms, so its threshold was 1192 ms; penalty-heavy
+traffic and CPU contention: no spike in their window (one false spike each, elsewhere).
+So: KV pressure 2 of 3, burst 1 of 2 at these settings, clean 3 of 3, GC storm 1 of 1,
+penalty and CPU contention 0 of 1 — not yet reliable on this box.
 """
 
 import json
