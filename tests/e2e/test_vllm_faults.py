@@ -20,7 +20,9 @@ window vs a 191 ms median) but were not flagged: the detector's spread (1.4826·
 window, the fault's 8 of 30 included) was 200 ms, so its threshold was 1192 ms; penalty-heavy
 traffic and CPU contention: no spike in their window (one false spike each, elsewhere).
 So: KV pressure 2 of 3, burst 1 of 2 at these settings, clean 3 of 3, GC storm 1 of 1,
-penalty and CPU contention 0 of 1 — not yet reliable on this box.
+penalty and CPU contention 0 of 1 — not yet reliable on this box. KV pressure now asks for 96
+output tokens (was 48) so its requests hold their blocks twice as long: 1 run since, TTFT p99
+3017 ms vs 157 ms, found (16-25 s) and memory 0.61 (7 preemptions, queue time read as theirs).
 """
 
 import json
