@@ -667,12 +667,29 @@ def evaluate(
     rescore: str | None = typer.Option(
         None, help="Id of an earlier evaluation: re-analyse and score its runs, run nothing."
     ),
+    peer_methods: str = typer.Option(
+        "baro,nsigma,circa",
+        help="RCAEval methods scored as peers, comma-separated (with --peers).",
+    ),
+    seed: int = typer.Option(0, help="Seed of the random floor and the bootstrap intervals."),
 ) -> None:
     """Run a suite of fault scenarios; score detection and attribution vs ground truth and peers."""
     if peers:  # BARO/NSigma need the eval extra: say so now, not after the suite has run
         _require("evaluate")
-    from flows.evaluate import default_suite_dir, evaluation, previous_suite, suite_scenarios
+    from flows.evaluate import (
+        default_suite_dir,
+        evaluation,
+        previous_suite,
+        suite_scenarios,
+        unregistered_kinds,
+    )
     from flows.scenario import ScenarioError, load_scenario
+    from rca.peers import PEER_METHODS
+
+    methods = tuple(m.strip() for m in peer_methods.split(",") if m.strip()) if peers else ()
+    for m in methods:
+        if m not in PEER_METHODS:
+            _fail(f"--peer-methods: {m!r} is not one of {', '.join(PEER_METHODS)}")
 
     folder = suite_dir or default_suite_dir()
     try:
@@ -680,7 +697,8 @@ def evaluate(
             previous_suite(StatePaths.from_env().reports, rescore)
         else:
             for scenario in suite_scenarios(folder):
-                load_scenario(scenario)
+                if not unregistered_kinds(scenario):  # those cases are skipped, and listed
+                    load_scenario(scenario)
     except (ScenarioError, FileNotFoundError) as e:
         _fail(str(e))
     _supervise()
@@ -690,8 +708,9 @@ def evaluate(
             evaluation,
             str(folder),
             None,
-            ("baro", "nsigma") if peers else (),
+            methods,
             rescore,
+            seed,
         )
     except KeyboardInterrupt:
         _fail("interrupted; the engine and Locust were stopped", 130)
