@@ -106,7 +106,7 @@ def _step_columns(
     t = steps.get("t_s", np.zeros(0))
     if len(t) == 0:
         return {}
-    index = np.floor(t / signals.window_s).astype(np.int64)
+    index = np.floor(np.nan_to_num(t, nan=-1.0) / signals.window_s).astype(np.int64)  # NaN → none
     clean = remove_gc_from_stages(steps, ~_in_any(t, spans))
     cols = {s: _per_window(clean[s], index, n) for s in _STEP_STAGES}
     for key in _STEP_SIGNALS:
