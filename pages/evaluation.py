@@ -12,8 +12,7 @@ from typing import Literal
 
 from pages.fields import ContextError, need_share, one_of, relative_href
 from pages.run_header import RunHeader
-from rca.config import CAUSES
-from rca.evaluate import MISSED, per_cause_scores
+from rca.evaluate import ANSWERS, MISSED, per_cause_scores
 
 
 @dataclass(frozen=True)
@@ -106,7 +105,9 @@ METHOD_COLUMNS = (
     MethodColumn("macro_f1", "macro-F1 (detected events)"),
     MethodColumn("ac_at_3", "AC@3"),
     MethodColumn("avg_at_5", "Avg@5"),
-    MethodColumn("accuracy_lead", "spikelens' lead in accuracy"),
+    MethodColumn(
+        "accuracy_lead", "spikelens' lead in accuracy", better="lower"
+    ),  # bold: closest peer
     MethodColumn("detection_f1", "spike F1"),
     MethodColumn("false_alarms_per_hour", "false alarms", "/h", "lower"),
 )
@@ -169,7 +170,7 @@ def _methods(result: dict) -> tuple[MethodRow, ...]:
 
 def build_evaluation_context(result: dict, run: RunHeader) -> EvaluationContext:
     """The evaluation page of rca.evaluate.evaluate()'s `result`; `run` is the suite as a run."""
-    labels = (*CAUSES, MISSED)
+    labels = ANSWERS  # every cause a fault can stand for, 'unexplained' and 'missed'
     confusion = result["attribution"]["confusion"]
     det, ctl = result["detection"], result["controls"]
     cases = tuple(
