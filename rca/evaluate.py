@@ -20,6 +20,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -167,7 +168,7 @@ def peer_scores(
     from rca.peers import peer_cause, random_cause, signal_frame
 
     rng = random.Random(seed)
-    results = {
+    results: dict[str, dict[str, Any]] = {
         m: {"y_true": [], "y_pred": [], "failures": 0, "top_metrics": {}}
         for m in (*methods, "random")
     }
