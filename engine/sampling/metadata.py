@@ -148,9 +148,9 @@ class SamplingMetadata:
                 continue
             if override is not None:
                 seed = override
-            else:
+            elif params.seed is not None:
                 position = state.num_output_tokens[slot] if slot != PAD_SLOT else 0
-                seed = step_seed(params.seed or 0, position)  # not None: the check above
+                seed = step_seed(params.seed, position)
             row_seeds.append(seed & (2**63 - 1))  # int64-packable, accepted by manual_seed
         ints = torch.tensor(
             [
