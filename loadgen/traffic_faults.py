@@ -228,7 +228,7 @@ def write_faults(
     Locust controller switches users at these times (gevent timers, ~ms) and a request's sampling
     is chosen by its intended send time."""
     end_of_run = load_started_ns + int(duration_s * 1e9)
-    rows = {name: [] for name in FAULTS_SCHEMA.names}
+    rows: dict[str, list[Any]] = {name: [] for name in FAULTS_SCHEMA.names}
     for fault in faults:
         start = load_started_ns + int(fault.start_s * 1e9)
         if start >= end_of_run:

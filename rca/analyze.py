@@ -12,7 +12,6 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 
 from rca.attribute import Attribution, RunSignals, attribute_spike
@@ -21,7 +20,7 @@ from rca.detect import Baseline, Spike, detect_spikes
 from rca.metric_rank import attribute_by_metrics
 from rca.process_evidence import ProcessSignals
 from rca.stepcost import step_arrays
-from warehouse.db import connect
+from warehouse.db import DbConnection, connect
 from warehouse.queries import query
 from warehouse.store import replace_run_rows
 
@@ -42,7 +41,7 @@ class Analysis:
     suppressed: list[Spike] = field(default_factory=list)
 
 
-def load_signals(conn: duckdb.DuckDBPyConnection, run_id: str, window_s: float) -> RunSignals:
+def load_signals(conn: DbConnection, run_id: str, window_s: float) -> RunSignals:
     """Read what detection and attribution need; raises KeyError if the run is not ingested."""
     if not query(conn, "run_header", run_id=run_id):
         raise KeyError(f"run {run_id!r} is not in the warehouse (ingest it first)")
@@ -64,7 +63,7 @@ def load_signals(conn: duckdb.DuckDBPyConnection, run_id: str, window_s: float) 
 
 
 def analyze(
-    conn: duckdb.DuckDBPyConnection,
+    conn: DbConnection,
     run_id: str,
     window_s: float = 1.0,
     detect: DetectConfig | None = None,

@@ -28,6 +28,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -211,7 +212,7 @@ def peer_events(
     from rca.peers import peer_answer, peer_frame, random_ranking
 
     rng = random.Random(seed)
-    out: dict[str, dict] = {
+    out: dict[str, dict[str, Any]] = {
         m: {"events": [], "failures": 0, "seconds": 0.0, "top_metrics": {}}
         for m in (*methods, "random")
     }

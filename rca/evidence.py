@@ -87,8 +87,8 @@ def pause_stats(pauses: list[dict], windows_mask: np.ndarray, window_s: float) -
 def output_series(request_outputs: list[dict], n_windows: int) -> dict[str, np.ndarray]:
     """Per window of completion: share of outputs that hit max_tokens, mean repeated 3-gram rate
     (NaN where no request finished, or no token ids were logged)."""
-    hit = [[] for _ in range(n_windows)]
-    rep = [[] for _ in range(n_windows)]
+    hit: list[list[float]] = [[] for _ in range(n_windows)]
+    rep: list[list[float]] = [[] for _ in range(n_windows)]
     for r in request_outputs:
         w = r["window"]
         if not 0 <= w < n_windows:

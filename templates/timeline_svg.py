@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import median
 
@@ -113,7 +114,7 @@ def latency_timeline(
     spikes: list[dict],
     gc_pauses: list[dict],
     layout: Layout = Layout(),
-    faults: list[dict] = (),
+    faults: Sequence[dict] = (),
 ) -> Timeline:
     """Lay out window percentiles (lines), spikes (shaded bands), GC pauses (ticks in a lane) and
     injected faults (a strip above the plot), so detection can be checked against the truth."""

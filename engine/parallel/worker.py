@@ -74,7 +74,7 @@ def worker_main(
         args.n_layers,
         config.kv_blocks,
         config.block_size,
-        model.model.layers[0].self_attn.n_kv_heads,
+        model.model.decoder_layers()[0].self_attn.n_kv_heads,
         args.head_dim,
         model.lm_head.weight.dtype,
         device,

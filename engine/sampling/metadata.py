@@ -146,8 +146,11 @@ class SamplingMetadata:
             if params.is_greedy or (params.seed is None and override is None):
                 row_seeds.append(None)
                 continue
-            position = state.num_output_tokens[slot] if slot != PAD_SLOT else 0
-            seed = override if override is not None else step_seed(params.seed, position)
+            if override is not None:
+                seed = override
+            elif params.seed is not None:
+                position = state.num_output_tokens[slot] if slot != PAD_SLOT else 0
+                seed = step_seed(params.seed, position)
             row_seeds.append(seed & (2**63 - 1))  # int64-packable, accepted by manual_seed
         ints = torch.tensor(
             [
@@ -162,10 +165,10 @@ class SamplingMetadata:
         ints = ints.to(device, non_blocking=True)
 
         generators: dict[int, torch.Generator] = {}
-        for row, seed in enumerate(row_seeds):
-            if seed is not None:
+        for row, row_seed in enumerate(row_seeds):
+            if row_seed is not None:
                 generator = torch.Generator(device=device)
-                generator.manual_seed(seed)
+                generator.manual_seed(row_seed)
                 generators[row] = generator
 
         # Valid values below fp32's smallest normal (top_p = 5e-324 is in (0, 1]) would round to 0

@@ -130,7 +130,8 @@ def serve(
             access_log=False,
             lifespan="on",
             http=WireH11Protocol,  # stamps when each request's bytes were read (server_requests.parquet)
-            timeout_graceful_shutdown=grace_s + 5.0,
+            # uvicorn annotates int, but only hands it to asyncio.wait_for: a float is exact
+            timeout_graceful_shutdown=grace_s + 5.0,  # type: ignore[arg-type]
         ),
         app,
         grace_s,

@@ -29,7 +29,9 @@ the streamed body), and written next to the engine's files at flush and shutdown
 from __future__ import annotations
 
 import time
+from collections.abc import MutableMapping
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -88,7 +90,7 @@ class WireH11Protocol(H11Protocol):
             self._pending = None
 
 
-def mark_content(scope: dict) -> None:
+def mark_content(scope: MutableMapping[str, Any]) -> None:
     """Called by a streaming handler just before it yields its first chunk with generated text:
     the next body message the middleware sends is the one a client's TTFT ends at."""
     scope[_CONTENT_KEY] = True

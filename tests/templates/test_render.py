@@ -10,6 +10,7 @@ import pytest
 from pages.fields import ContextError
 from pages.from_mapping import from_mapping
 from pages.incident import IncidentContext
+from templates import render
 from templates.render import headline_from_spikes, plotly_js_path, render_incident
 
 
@@ -316,3 +317,10 @@ def test_measurement_check_says_which_clocks_were_compared(
         )
     )
     assert says in tree.find("p", id="measurement-check").text
+
+
+def test_plotly_assets_without_plotly_are_a_clear_error(tmp_path, monkeypatch):
+    """with_plotly and no plotly.min.js installed: say so, not a TypeError on None."""
+    monkeypatch.setattr(render, "plotly_js_path", lambda: None)
+    with pytest.raises(RuntimeError, match="plotly"):
+        render.copy_static(tmp_path, with_plotly=True)
