@@ -61,6 +61,9 @@ def test_attribution_scores_macro_f1():
         "memory": 1,
         "communication": 0,
         "load": 1,
+        "client": 0,
+        "network": 0,
+        "host": 0,
         "unexplained": 0,
         MISSED: 0,
     }
