@@ -1,16 +1,20 @@
-"""Attribute a spike to causes: decompose its excess step time by stage, back it with evidence.
+"""Attribute a spike to causes: decompose its excess, back each cause with evidence.
 
 1. Steps inside the spike vs baseline steps (outside every spike, `guard_windows` on each side):
    rca.stepcost splits the mean excess per step into penalty / memory / communication / load /
    unexplained, after taking each step's GC overlap out of the stages it landed in.
 2. Coverage: the step excess explains the latency rise only in part for TTFT/E2E (queueing):
    coverage = step slowdown / latency rise (P99 of steps for ITL P99; mean step for TTFT/E2E,
-   which accumulate many steps). The uncovered part is queueing, blamed on what made the queue
-   grow: inflated outputs (penalty: repetition loops), preemptions (memory), arrivals (load);
-   else the step causes in proportion.
-3. Shares sum to 1 over causes (never above 1 after rounding). Confidence of a cause = half how
-   far its main signal rose above baseline noise (z/5, capped) + half its Pearson r with the
-   latency series; unexplained gets 1 − the best confidence among causes with share > 0.1.
+   which accumulate many steps). The queueing rest is blamed on what made the queue grow:
+   outputs that loop (penalty: a repeated-3-gram rise, not mere length), preemptions (memory),
+   arrivals or longer outputs without loops (load).
+3. Outside the engine (rca.outside_causes): client − server time per window (client, network)
+   and an engine process's CPU wait (host).
+4. rca.cause_shares turns these into shares of the excess, leaving uncovered what no signal
+   covers (the 'unexplained' share); the verdict is 'unexplained' when the named causes cover
+   less than `min_explained_share`. Confidence of a cause = half how far its main signal rose
+   above baseline noise (z/5, capped) + half its Pearson r with the latency series; unexplained
+   gets 1 − the best confidence among causes with share > 0.1.
 
 Pure: inputs are not mutated; numpy only, no DB access (rca.analyze reads the warehouse).
 """
@@ -403,7 +407,11 @@ def _summary(
     if top == "load":
         return "more requests: batch and queue grew"
     if top == "client":
-        return f"the load generator read late: client − server time up {outside.transit_rise_ms:.1f} ms"
+        return (
+            f"the load generator read late: client − server time up {outside.transit_rise_ms:.1f} ms"
+            if outside.transit_rise_ms > 0
+            else f"the load generator read late: its lag p99 up {outside.client_lag_rise_ms:.0f} ms"
+        )
     if top == "network":
         return f"transit between client and engine up {outside.transit_rise_ms:.1f} ms; engine times flat"
     if top == "host":

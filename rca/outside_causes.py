@@ -40,6 +40,7 @@ class OutsideExcess:
     network_share: float = 0.0
     host_step_fraction: float = 0.0  # of the spike's mean step time: CPU wait beyond baseline
     transit_rise_ms: float = 0.0  # client − server p99, spike − baseline (0 when not marked)
+    client_lag_rise_ms: float = 0.0  # the client's lag / read delay p99 rise (0 when not marked)
     client_late: bool = False
     host_pid: int | None = None
     evidence: dict[str, list[Evidence]] = field(default_factory=dict)
@@ -198,6 +199,7 @@ def outside_excess(
     if excess <= 0:
         return out
     out.transit_rise_ms = transit
+    out.client_lag_rise_ms = read_rise
     outside = float(np.clip(transit / excess, 0.0, 1.0))
     if out.client_late:
         # a late reader stretches the client's times itself; for ITL, by about its read delay

@@ -316,3 +316,17 @@ def test_measurement_check_says_which_clocks_were_compared(
         )
     )
     assert says in tree.find("p", id="measurement-check").text
+
+
+def test_spike_shows_the_share_no_signal_covers(incident_context, tmp_path, parse):
+    spike = incident_context["spikes"][0]
+    spike["uncovered"] = 0.62
+    spike["top_cause"] = "unexplained"
+    tree = parse(
+        render_incident(_typed(incident_context), tmp_path / "r", interactive=False).read_text(
+            encoding="utf-8"
+        )
+    )
+    text = tree.find("p", cls="uncovered").text
+    assert "cover 38% of the excess" in text and "62% is not covered" in text
+    assert "too much to name a cause" in text
