@@ -1,7 +1,8 @@
 """Share out a spike's latency excess over causes, and leave uncovered what nobody measured.
 
 1. client and network take the growth of client − server time (rca.outside_causes), first:
-   it happened outside the engine whatever the engine did.
+   it happened outside the engine whatever the engine did. Where the server timed its own
+   sockets, the engine causes below cover at most the rise of the server's own p99.
 2. host takes the part of the spike's step time its engine process spent waiting for a CPU
    beyond baseline, out of the step components (contention slows every stage alike, so the
    time first comes out of the unexplained residual, then out of the others in proportion).
@@ -59,6 +60,8 @@ def cause_shares(inputs: ShareInputs, config: AttributeConfig) -> dict[str, floa
     shares["client"] = inputs.outside.client_share
     shares["network"] = inputs.outside.network_share
     room = max(0.0, 1.0 - shares["client"] - shares["network"])
+    if inputs.outside.server_share is not None:  # the engine covers at most what its server saw
+        room = min(room, inputs.outside.server_share)
     comps = _with_host(
         inputs.components_ms, inputs.outside.host_step_fraction * inputs.spike_step_ms
     )

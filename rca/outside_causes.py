@@ -41,6 +41,9 @@ class OutsideExcess:
     host_step_fraction: float = 0.0  # of the spike's mean step time: CPU wait beyond baseline
     transit_rise_ms: float = 0.0  # client − server p99, spike − baseline (0 when not marked)
     client_lag_rise_ms: float = 0.0  # the client's lag / read delay p99 rise (0 when not marked)
+    # share of the excess the engine server's own p99 rise accounts for (None: no server times):
+    # what engine causes can cover at most
+    server_share: float | None = None
     client_late: bool = False
     host_pid: int | None = None
     evidence: dict[str, list[Evidence]] = field(default_factory=dict)
@@ -140,6 +143,10 @@ def _transit(
     ]
     out.evidence["network"] = [e for e in rows if e is not None]
     out.signals["network"] = gap
+    if np.isfinite(server[ev.in_spike]).any() and np.isfinite(server[ev.in_base]).any():
+        rise = mean_or_zero(server[ev.in_spike]) - mean_or_zero(server[ev.in_base])
+        excess = inputs.latency_excess_ms
+        out.server_share = float(np.clip(rise / excess, 0.0, 1.0)) if excess > 0 else None
     return marked_rise(gap, ev.in_spike, ev.in_base, config.min_transit_rise_ms)
 
 

@@ -43,3 +43,11 @@ def test_run_queue_wait_of_the_engine_is_host():
     assert "pid 41" in attr.summary
     host = {e.signal for e in _cause(attr, "host").evidence}
     assert {"runq_wait_ms_per_s", "involuntary_switches_per_s"} <= host
+
+
+def test_engine_causes_cover_at_most_what_the_server_saw():
+    # the server's own TTFT p99 rose by 20 of the 100 ms; its penalty stage rose too
+    attr = _attribute(transit_rise_ms=80.0, stage_rise_ms={"penalty_ms": 10.0})
+    assert attr.top_cause == "network"
+    penalty = next((c.share for c in attr.causes if c.cause == "penalty"), 0.0)
+    assert 0.05 < penalty <= 0.25
