@@ -2,8 +2,9 @@
 
   client   the load generator itself is late: its event-loop lag or read delay rose, or more of
            its first tokens came merged with a later packet (it read late); it then covers the
-           growth of client − server time (TTFT/E2E), or of its lag/read delay for ITL
-  network  client − server time grew while the client stayed healthy: transit between them
+           growth of client − server time (TTFT/E2E) up to the rise of its lag / read delay,
+           and for ITL that rise
+  network  the rest of the growth of client − server time: transit between them
   host     an engine process waited longer for a CPU (/proc run-queue delay) while doing no more
            work itself: the share of its spike step time spent runnable but waiting, beyond baseline
 
@@ -207,12 +208,11 @@ def outside_excess(
         return out
     out.transit_rise_ms = transit
     out.client_lag_rise_ms = read_rise
-    outside = float(np.clip(transit / excess, 0.0, 1.0))
-    if out.client_late:
-        # a late reader stretches the client's times itself; for ITL, by about its read delay
-        out.client_share = (
-            outside if inputs.metric in _TRANSIT else float(np.clip(read_rise / excess, 0, 1))
-        )
-    else:
-        out.network_share = outside
+    # A late reader stretches the client's own times by about its lag / read delay: that much
+    # of the gap (for ITL, of the excess) is the client's, the rest of the gap is transit.
+    client_ms = read_rise if out.client_late else 0.0
+    if inputs.metric in _TRANSIT:
+        client_ms = min(client_ms, transit)
+    out.client_share = float(np.clip(client_ms / excess, 0.0, 1.0))
+    out.network_share = float(np.clip((transit - client_ms) / excess, 0.0, 1.0 - out.client_share))
     return out

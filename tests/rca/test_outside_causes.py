@@ -23,7 +23,7 @@ def test_transit_growth_with_a_healthy_client_is_network():
 
 
 def test_transit_growth_with_a_late_client_is_client():
-    attr = _attribute(metric="e2e_p99", transit_rise_ms=90.0, client_lag_rise_ms=80.0)
+    attr = _attribute(metric="e2e_p99", transit_rise_ms=90.0, client_lag_rise_ms=120.0)
     assert attr.top_cause == "client" and _cause(attr, "client").share >= 0.8
     lag = next(e for e in _cause(attr, "client").evidence if e.signal == "client_lag_p99_ms")
     assert lag.value > 50 > lag.baseline
@@ -51,3 +51,10 @@ def test_engine_causes_cover_at_most_what_the_server_saw():
     assert attr.top_cause == "network"
     penalty = next((c.share for c in attr.causes if c.cause == "penalty"), 0.0)
     assert 0.05 < penalty <= 0.25
+
+
+def test_a_little_client_lag_does_not_take_a_large_transit_growth():
+    # the client lagged 15 ms more in the window, but the gap grew by 90 ms: mostly the path
+    attr = _attribute(transit_rise_ms=90.0, client_lag_rise_ms=15.0)
+    assert attr.top_cause == "network" and _cause(attr, "network").share >= 0.6
+    assert 0.1 <= _cause(attr, "client").share <= 0.2
