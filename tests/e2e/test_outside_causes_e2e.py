@@ -1,7 +1,9 @@
 """Causes outside the engine, for real: the CLI runs the flow with the tiny engine; the load
 generator's own process stalls in one window and a delaying TCP proxy sits between it and the
 engine in another. Each must be found and named (client, network) from spikelens' own
-measurements; the ground truth is read only to know where to look.
+measurements; the ground truth is read only to know where to look. On a box loaded by other
+tenants an unrelated ITL burst next to the delay window can merge into its incident and make ITL
+its primary series, which no outside signal covers (docs/benchmarks.md, run I).
 """
 
 import os
