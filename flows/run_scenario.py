@@ -22,6 +22,7 @@ from prefect.exceptions import TerminationSignal
 
 from collectors import collect_dir, hook_env
 from collectors.cpu_contention import CpuContention
+from collectors.delay_proxy import DelayProxy
 from collectors.process_faults import KINDS as PROCESS_FAULT_KINDS
 from collectors.process_faults import arm as arm_process_faults
 from collectors.process_faults import schedule_env
@@ -202,6 +203,7 @@ class _Serving:
     engine: EngineProcess | VllmProcess | None = None
     collectors: CollectorSet | None = None
     hogs: CpuContention | None = None
+    proxy: DelayProxy | None = None  # network.delay: loadgen sends through it
 
     def start(self, run_id: str, manifest: RunManifest) -> None:
         scenario, run_dir = self.scenario, self.run_dir
@@ -219,6 +221,7 @@ class _Serving:
             root_pid, role = engine.running().pid, "vllm"
         elif scenario.target is not None:
             self.url = scenario.target
+            self._start_proxy()
             return
         else:
             raise ValueError(f"{scenario.path}: give one of engine, vllm or target")
@@ -226,6 +229,12 @@ class _Serving:
         self.url = engine.url
         self.collectors = start_collectors(run_dir, root_pid, role, f"{self.url}/metrics")
         self.hogs = CpuContention(self.faults, root_pid, run_dir, scenario.duration_s)
+        self._start_proxy()
+
+    def _start_proxy(self) -> None:
+        """network.delay: loadgen's URL becomes the delaying proxy's (same URL without one)."""
+        self.proxy = DelayProxy(self.faults, self.run_dir, self.scenario.duration_s)
+        self.url = self.proxy.start(self.url)
 
     def arm(self, t0_ns: int) -> None:
         """Start every fault clock at the start of measured load."""
@@ -233,6 +242,8 @@ class _Serving:
             self.engine.arm_faults(t0_ns)
         if self.hogs is not None:
             self.hogs.arm(t0_ns)
+        if self.proxy is not None:
+            self.proxy.arm(t0_ns)
         if self.scenario.vllm is not None and any(
             f["kind"] in PROCESS_FAULT_KINDS for f in self.faults
         ):
@@ -245,6 +256,8 @@ class _Serving:
             )
 
     def stop(self, manifest: RunManifest) -> None:
+        if self.proxy is not None:
+            self.proxy.stop()
         if self.hogs is not None:
             self.hogs.stop()
         if self.collectors is not None:

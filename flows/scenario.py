@@ -20,6 +20,8 @@ import yaml
 
 from collectors.cpu_contention import KIND as CPU_CONTENTION
 from collectors.cpu_contention import make_params as make_cpu_contention_params
+from collectors.delay_proxy import KIND as NETWORK_DELAY
+from collectors.delay_proxy import make_params as make_network_delay_params
 from collectors.process_faults import KINDS as PROCESS_FAULT_KINDS
 from collectors.process_faults import make_params as make_process_fault_params
 from engine.config import EngineConfig
@@ -281,6 +283,8 @@ def parse_scenario(
                 make_process_fault_params(f.kind, f.params)
             elif f.kind == CPU_CONTENTION:  # applied by the flow beside any engine it starts
                 make_cpu_contention_params(f.params)
+            elif f.kind == NETWORK_DELAY:  # a proxy the flow puts between loadgen and the engine
+                make_network_delay_params(f.params)
             elif f.kind in ENGINE_KINDS:
                 ENGINE_KINDS[f.kind].make_params(f.params)
         traffic_faults([dataclasses.asdict(f) for f in faults])

@@ -35,6 +35,8 @@ from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner, WorkerRunner
 
 from loadgen.arrivals import arrival_times, for_worker
 from loadgen.client_health import PROBE_INTERVAL_S, HealthMonitor
+from loadgen.client_stall import KIND as CLIENT_STALL
+from loadgen.client_stall import blocking_sleep, run_stalls
 from loadgen.error_guard import STOP_MARKER, ErrorGuard, ErrorGuardConfig
 from loadgen.prompts import PromptBuilder
 from loadgen.recorder import Recorder
@@ -126,6 +128,20 @@ def _start_clock(start_ns: int) -> None:
     CLOCK.set(start_ns)
     gevent.spawn(_probe_lag)
     gevent.spawn(_sample_health)
+    gevent.spawn(_stall_clock)
+
+
+def _stall_clock() -> None:
+    """client.stall: block this whole process on the fault clock (loadgen.client_stall)."""
+    windows = [(f.start_s, f.duration_s, f.params) for f in FAULTS if f.kind == CLIENT_STALL]
+    if windows:
+        _, load_start_ns, _ = CLOCK.started()
+        run_stalls(
+            windows,
+            lambda: (time.time_ns() - load_start_ns) / 1e9,
+            gevent.sleep,
+            blocking_sleep(),
+        )
 
 
 @events.test_start.add_listener

@@ -1,5 +1,5 @@
 """Faults that loadgen applies to the traffic itself: `load.burst`, `penalty.repetition` and
-`penalty.heavy_traffic`.
+`penalty.heavy_traffic`, and to its own process: `client.stall` (loadgen.client_stall).
 
 What: `traffic_faults(faults)` keeps the scenario faults loadgen owns (docs/INTERFACES.md: each
 process gets the whole list and skips kinds it does not own) with validated params; the
@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine.config_keys import strict_keys
+from loadgen.client_stall import StallParams
 from loadgen.errors import SpecError
 from loadgen.spec import SAMPLING_RANGES, _check_number
 
@@ -93,6 +94,7 @@ KINDS: dict[str, tuple[str, type]] = {
     "load.burst": ("load", BurstParams),
     "penalty.repetition": ("penalty", RepetitionParams),
     "penalty.heavy_traffic": ("penalty", HeavyTrafficParams),
+    "client.stall": ("client", StallParams),
 }
 
 
@@ -141,8 +143,13 @@ def traffic_faults(faults: list[dict] | None, where: str = "faults") -> list[Tra
         _check_number(
             f"{label}.duration_s", fault.get("duration_s"), 0, 86_400, low_inclusive=False
         )
-        parsed = params_cls(**params)
-        if kind == "load.burst":
+        try:
+            parsed = params_cls(**params)
+        except ValueError as e:  # the params check themselves (client.stall)
+            raise SpecError(f"{label}.{str(e).removeprefix(kind + '.')}") from None
+        if kind == "client.stall":
+            pass
+        elif kind == "load.burst":
             _check_number(f"{label}.params.factor", parsed.factor, 0, 1000, low_inclusive=False)
         else:
             if kind == "penalty.heavy_traffic":

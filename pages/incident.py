@@ -69,11 +69,14 @@ class Spike:
     severity: str | float | None = None
     severity_score: float | None = None
     summary: str | None = ""  # one line of why, from the attribution
-    coverage: float | None = None  # share of the excess the measured signals account for
+    coverage: float | None = None  # share of the excess the engine's step slowdown accounts for
+    uncovered: float | None = None  # share of the excess no measured signal covers
 
     def __post_init__(self) -> None:
         if self.end_s < self.start_s:
             raise ContextError("end_s", f"{self.end_s!r} is before start_s {self.start_s!r}")
+        if self.uncovered is not None:
+            need_share(self.uncovered, "uncovered")
         object.__setattr__(
             self, "attributions", tuple(sorted(self.attributions, key=lambda a: -float(a.share)))
         )
@@ -331,6 +334,7 @@ def _spikes(
                 severity_score=finite(s["severity_score"]),
                 summary=s["summary"],
                 coverage=finite(s["coverage"]),
+                uncovered=finite(s.get("uncovered")),
             )
         )
     return tuple(out)

@@ -58,6 +58,7 @@ def load_signals(conn: DbConnection, run_id: str, window_s: float) -> RunSignals
         metric_windows=query(conn, "metric_windows", run_id=run_id, window_s=window_s),
         client_windows=query(conn, "client_windows", run_id=run_id, window_s=window_s),
         history_windows=query(conn, "history_windows", run_id=run_id, window_s=window_s),
+        transit_windows=query(conn, "transit_windows", run_id=run_id, window_s=window_s),
         process=ProcessSignals.load(conn, run_id, window_s),
     )
 
@@ -125,6 +126,7 @@ def result_tables(analysis: Analysis) -> dict[str, pa.Table]:
                 "top_cause": a.top_cause,
                 "summary": a.summary,
                 "coverage": a.coverage,
+                "uncovered": a.uncovered,
                 "attribution_method": a.method,
                 "suppressed": s.spike_id in suppressed_ids,
             }
@@ -171,6 +173,7 @@ def result_tables(analysis: Analysis) -> dict[str, pa.Table]:
                 ("top_cause", pa.string()),
                 ("summary", pa.string()),
                 ("coverage", pa.float64()),
+                ("uncovered", pa.float64()),
                 ("attribution_method", pa.string()),
                 ("suppressed", pa.bool_()),
             ]

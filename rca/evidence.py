@@ -9,6 +9,9 @@ Signals per cause (docs/design.md's table):
                  max_tokens, repeated 3-gram rate of outputs (needs engine output token ids)
   communication  collective wait per step (longest across ranks), the straggler rank
   load           arrivals per second, batch size, waiting sequences, batch-predicted forward growth
+  client         load generator lag and read delay, merged first tokens (rca.outside_causes)
+  network        client − server p99 and the server's own p99 (rca.outside_causes)
+  host           an engine process's run-queue wait, involuntary switches, own CPU time
   unexplained    forward residual, time outside stage timers, GPU SM clock (throttling)
 
 Pure: window series are numpy arrays [n_windows]; masks select spike / baseline windows.

@@ -50,6 +50,9 @@ CAUSE_COLORS = {
     "memory": "#dc2626",
     "communication": "#7c3aed",
     "load": "#2563eb",
+    "client": "#0891b2",
+    "network": "#059669",
+    "host": "#be185d",
     "unexplained": "#6b7280",
 }
 _FONT = {"family": "system-ui, sans-serif", "size": 12}

@@ -27,6 +27,10 @@ FAULT_CAUSES: dict[str, str] = {
     "load.burst": "load",
     # applied from the flow side by collectors.cpu_contention (any engine spikelens starts)
     "host.cpu_contention": "host",
+    # applied by loadgen to its own processes (loadgen.client_stall)
+    "client.stall": "client",
+    # applied from the flow side by a delaying TCP proxy between loadgen and the engine
+    "network.delay": "network",
 }
 
 

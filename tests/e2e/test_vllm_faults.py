@@ -91,8 +91,8 @@ def test_gc_storm_in_engine_core_is_memory_with_evidence_from_engine_core(checkp
 
 
 def test_cpu_contention_shows_as_run_queue_wait_of_a_vllm_process(checkpoint, tmp_path):
-    """`host` is not an attribution cause yet: the evidence says what the signals show (a vLLM
-    process waited for a CPU while doing no more work itself) and counts it as unexplained."""
+    """The evidence says what the signals show: a vLLM process waited for a CPU while doing no
+    more work itself (its run-queue wait speaks for `host`)."""
     home, run_id = run_scenario(
         tmp_path, checkpoint, "{kind: host.cpu_contention, start_s: 12, duration_s: 6}"
     )

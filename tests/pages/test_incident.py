@@ -27,6 +27,7 @@ def test_gc_incident_context(warehouse_with):
     (spike,) = ctx.spikes
     assert spike.top_cause == "memory" and spike.attributions[0].cause == "memory"
     assert spike.attributions[0].evidence[0].signal == "gc_overlap_ms_per_step"
+    assert spike.uncovered is not None and spike.uncovered < 0.5
     (fault,) = ctx.faults
     assert fault.detected and fault.attributed_cause == "memory"
     assert (fault.start_s, fault.end_s) == (20.0, 28.0)

@@ -213,5 +213,5 @@ def test_a_gc_storm_in_engine_core_is_memory_and_outside_cpu_contention_says_hos
     ]
     s, signals = _process_run(n, spike, cpu=cpu)
     a = attribute_by_metrics(s, [s], signals)
-    assert a.top_cause == "unexplained"
-    assert "CPU contention from outside the process (host" in a.causes[0].evidence[0].note
+    assert a.top_cause == "host"
+    assert "CPU contention from outside the process (host)" in a.causes[0].evidence[0].note

@@ -324,3 +324,17 @@ def test_plotly_assets_without_plotly_are_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setattr(render, "plotly_js_path", lambda: None)
     with pytest.raises(RuntimeError, match="plotly"):
         render.copy_static(tmp_path, with_plotly=True)
+
+
+def test_spike_shows_the_share_no_signal_covers(incident_context, tmp_path, parse):
+    spike = incident_context["spikes"][0]
+    spike["uncovered"] = 0.62
+    spike["top_cause"] = "unexplained"
+    tree = parse(
+        render_incident(_typed(incident_context), tmp_path / "r", interactive=False).read_text(
+            encoding="utf-8"
+        )
+    )
+    text = tree.find("p", cls="uncovered").text
+    assert "cover 38% of the excess" in text and "62% is not covered" in text
+    assert "too much to name a cause" in text
