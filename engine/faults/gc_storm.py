@@ -51,6 +51,9 @@ class GcStormParams:
             raise ValueError(f"memory.gc_storm.params.tick_s: must be in [0.001, 10], got {t!r}")
 
 
+_BALLAST_CHUNK = 100_000  # ballast lists added per tick until it is complete
+
+
 def churn_batch(n: int) -> list[dict]:
     """``n`` reference cycles (two dicts pointing at each other): only the cyclic GC frees them."""
     batch = []
@@ -77,10 +80,15 @@ class GcStorm:
 
     def _run(self) -> None:
         p = self.params
-        # [i] lists: tracked by the GC, so every full collection walks them.
-        ballast = [[i] for i in range(p.ballast_objects)] if p.ballast_objects else None
+        # [i] lists: tracked by the GC, so every full collection walks them. Grown a chunk a tick
+        # beside the churn, so the storm starts at once and a closing window stops it promptly.
+        ballast: list[list[int]] = []
         ring: deque[list] = deque(maxlen=p.live_ticks)
         while not self._halt.wait(p.tick_s):
+            if len(ballast) < p.ballast_objects:
+                ballast += [
+                    [i] for i in range(min(_BALLAST_CHUNK, p.ballast_objects - len(ballast)))
+                ]
             ring.append(churn_batch(p.objects_per_tick))  # the oldest batch becomes garbage
             self.batches += 1
         ring.clear()
