@@ -51,7 +51,7 @@ class GcStormParams:
             raise ValueError(f"memory.gc_storm.params.tick_s: must be in [0.001, 10], got {t!r}")
 
 
-_BALLAST_CHUNK = 100_000  # ballast lists added per tick until it is complete
+_BALLAST_CHUNK = 25_000  # ballast lists added per tick until it is complete (keeps stop prompt)
 
 
 def churn_batch(n: int) -> list[dict]:

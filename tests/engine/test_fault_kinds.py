@@ -113,3 +113,30 @@ def test_alloc_churn_page_faults_inside_only(tiny_config, run_with_fault):
     assert [f["cause"] for f in faults] == ["memory"]
     inside, outside = split(rows)
     assert median(inside, "page_faults") > 10 * median(outside, "page_faults") + 100
+
+
+def test_kv_pressure_below_one_sequence_still_makes_progress(tiny_config, run_to_completion):
+    import time
+
+    # One block of 64 left to sequences, prompts of 3 blocks: the ballast yields what the oldest
+    # request needs when nothing runs, and a lone sequence reclaims blocks as it grows.
+    eng = LLMEngine(
+        tiny_config(kv_blocks=64, block_size=4),
+        faults=[
+            {
+                "kind": "memory.kv_pressure",
+                "start_s": 0,
+                "duration_s": 60,
+                "params": {"fraction": 0.02},
+            }
+        ],
+    )
+    eng.arm_faults(time.time_ns())
+    for i in range(3):
+        eng.add_request(f"r{i}", [10 + i] * 12, sampled(i))
+    out = run_to_completion(eng)
+    assert sorted(len(v) for v in out.values()) == [48, 48, 48]
+    # The pressure held: the ballast gave back only what the last lone sequence (60 tokens) took.
+    assert eng.kv.allocator.num_ballast >= 64 - 60 // 4
+    eng.faults.shutdown(eng)
+    assert eng.kv.allocator.num_ballast == 0
