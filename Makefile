@@ -4,7 +4,7 @@ PY      := $(VENV)/bin/python
 PIP     := $(PY) -m pip install -q --disable-pip-version-check -c constraints.txt
 PYTHON3 ?= python3
 
-.PHONY: setup setup-test setup-eval setup-vllm setup-peers demo lint test test-fast evaluate clean
+.PHONY: setup setup-test setup-eval setup-vllm setup-peers demo lint test test-fast evaluate clean small-model
 
 $(PY):
 	$(PYTHON3) -m venv $(VENV)
@@ -76,6 +76,12 @@ evaluate: setup-eval
 # Unit tests only (no end-to-end runs): the inner loop while developing.
 test-fast: setup-test
 	$(VENV)/bin/pytest -q -m "not e2e"
+
+# The small trained model penalty.repetition needs (outputs that end on EOS, loop under the fault):
+# trained once on CPU, ~8 min on 2 cores (scripts/train_small_model.py).
+small-model: models/small-lm/config.json
+models/small-lm/config.json: scripts/train_small_model.py | $(VENV)/.setup-test
+	$(VENV)/bin/python scripts/train_small_model.py --out models/small-lm --steps 3000 --minutes 8
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) $(PEERS_VENV) .spikelens

@@ -113,8 +113,6 @@ class LLMEngine:
         self.telemetry = Telemetry(run_dir)
         self._seqs: dict[str, Seq] = {}
         self._step = 0
-        # Hooks faults switch on (read once per step): penalty.slow_path installs a recount function.
-        self.penalty_slow_path = None
 
     # ---- requests -----------------------------------------------------------------------------
     def add_request(
@@ -201,10 +199,12 @@ class LLMEngine:
         if not self.scheduler.has_unfinished():
             return []
         clock = self.clock
+        # Fault windows open/close and state-only hooks run before the step's timers: a fault's
+        # cost must land where its phenomenon's does (see each kind's module), not in schedule_ms.
+        self.faults.begin_step(self, time.time_ns())
         faults0 = page_faults()
         start_ns = time.time_ns()
         m0 = clock.mark()
-        self.faults.begin_step(self, start_ns)
         if self.comm is not None:
             self.comm.begin_step()
         batch = self.scheduler.schedule()
@@ -230,12 +230,14 @@ class LLMEngine:
                     kv_total=self.kv.allocator.budget,
                     preempted=batch.preempted,
                     waiting=len(self.scheduler.waiting),
+                    link_extra_floats=self.comm.link_extra_floats if self.comm else 0,
                 ),
                 input_ids,
                 positions,
                 attn,
             )
 
+        self.faults.in_forward(self)  # e.g. memory.alloc_churn: the forward's own allocations
         logits = self.model(input_ids, positions, attn, self.kv.layers, self.comm)  # [B, V] fp32
         m2 = clock.mark()
 
@@ -243,8 +245,6 @@ class LLMEngine:
             batch.prefill
         ):  # new or recomputed: rebuild counts from its tokens (survives preemption)
             self.penalty_state.assign(s.running_slot(), s.prompt_ids, s.output_ids)
-        if self.penalty_slow_path is not None:  # penalty.slow_path fault: recount every history
-            self.penalty_slow_path(self, batch.decode)
         m3 = clock.mark()
         meta = SamplingMetadata.build(
             params_list, slots, self.penalty_state

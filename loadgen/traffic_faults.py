@@ -10,8 +10,10 @@ request overrides apply; `write_faults` records the windows in `faults.loadgen.p
 - load.burst (cause load): the arrival rate multiplies by `factor` for the window — closed loop:
   users × factor; open loop: rate × factor. Not an engine fault: the control case.
 - penalty.repetition (cause penalty): requests sent inside the window use sampling settings under
-  which outputs loop until max_tokens (greedy, no penalties) and ask for the workload's longest
-  output (`output_tokens.max` unless params.max_tokens), so longer outputs hold batch slots.
+  which outputs loop until max_tokens (greedy, a negative frequency penalty that rewards repeating
+  what was already said) and allow the workload's longest output (`output_tokens.max` unless
+  params.max_tokens); they honour EOS (no `ignore_eos`), so a model that ends its passages on its
+  own returns short outputs without the loop and long ones only because it loops.
 - penalty.heavy_traffic (cause penalty): a share (`share`) of the requests sent inside the window
   carry frequency, presence and repetition penalties (any engine: the engine's penalty code runs
   for them); which requests is decided by a hash of the request id, so the rng's draws and the
@@ -54,9 +56,12 @@ class BurstParams:
 
 @dataclass(frozen=True)
 class RepetitionParams:
-    temperature: float = 0.0  # greedy: the tiny model then repeats itself until max_tokens
+    honours_eos = True  # class constant: these requests never send ignore_eos (they may stop)
+    temperature: float = 0.0  # greedy: a small model falls into a loop and rarely picks EOS
     max_tokens: int | None = None  # None: the workload's output_tokens.max (the longest it allows)
-    frequency_penalty: float = 0.0  # penalties off, so nothing breaks the loop
+    frequency_penalty: float = (
+        -2.0
+    )  # the most negative allowed: each repeat makes the next likelier
     presence_penalty: float = 0.0
     repetition_penalty: float = 1.0
 
@@ -74,6 +79,7 @@ class RepetitionParams:
 
 @dataclass(frozen=True)
 class HeavyTrafficParams:
+    honours_eos = False  # the workload's own ignore_eos stays: only the penalties change
     share: float = 0.5  # fraction of the window's requests that carry the penalties, in (0, 1]
     frequency_penalty: float = 1.0  # OpenAI ranges; all three on, so every penalty path runs
     presence_penalty: float = 0.5

@@ -2,7 +2,10 @@
 
 An injector is a class built from its params dataclass, with three hooks called by the
 ``FaultClock`` from the engine's step loop: ``start(engine)`` when the window opens,
-``apply(engine)`` at the start of every step inside the window, ``stop(engine)`` when it closes.
+``apply(engine)`` at the start of every step inside the window (before the step's timers start:
+only cheap state changes belong there), ``stop(engine)`` when it closes. An injector whose cost
+belongs to the forward pass also has ``forward(engine)``, called inside the forward timer. Each kind's
+module docstring says where its cost lands.
 """
 
 from __future__ import annotations

@@ -115,7 +115,7 @@ def test_slo_block_is_validated_with_its_line(tmp_path):
     "params,needle",
     [
         ("{objects_per_stepp: 10}", "objects_per_stepp"),  # engine kind: unknown param
-        ("{live_steps: 0}", "live_steps"),  # engine kind: out of range
+        ("{live_ticks: 0}", "live_ticks"),  # engine kind: out of range
     ],
 )
 def test_fault_params_are_checked_by_their_owner(tmp_path, params, needle):
