@@ -14,7 +14,7 @@ connection is a ``TimedSocket``:
   for the first request of a new connection, when ``connect`` began, so TTFT holds the TCP
   handshake as it does in vLLM's ``bench serve``, but not the wait for a pooled connection;
 - ``rx_ns``: the kernel's receive time of the last packet the latest ``recv`` took
-  (``SO_TIMESTAMPNS``, see ``engine.server.socket_clock``); ``read_ns`` the time of that read.
+  (``SO_TIMESTAMPNS``, see ``spikelens_common.socket_clock``); ``read_ns`` the time of that read.
   A line the parser returns ends in the bytes of the latest ``recv`` or of an earlier one whose
   stamp is still current (no read happened since), so ``rx_ns`` right after ``readline`` is
   when the line's last byte arrived — never earlier, and never later than the read. If bytes
@@ -35,7 +35,7 @@ import time
 import gevent.socket
 from geventhttpclient.connectionpool import ConnectionPool
 
-from engine.server.socket_clock import StampingHold, enable, keep_stamping_on, recv_stamped
+from spikelens_common.socket_clock import StampingHold, enable, keep_stamping_on, recv_stamped
 
 _HOLD: list[StampingHold] = []  # install()'s hold on the kernel's stamping, for the process's life
 
