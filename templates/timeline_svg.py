@@ -172,10 +172,10 @@ class _Scale:
         frac = (math.log10(ms) - lo) / (hi - lo)
         return round(self.layout.top + (1 - frac) * self.layout.plot_h, 1)
 
-    def band(self, start_s: float, end_s: float) -> tuple[float, float]:
-        """(x, width) of a time range, at least 1 px wide."""
+    def band(self, start_s: float, end_s: float, **text: str) -> dict:
+        """{x, w, **text} of a time range, at least 1 px wide."""
         x0, x1 = self.x_of(start_s), self.x_of(end_s)
-        return x0, max(round(x1 - x0, 1), 1.0)
+        return {"x": x0, "w": max(round(x1 - x0, 1), 1.0), **text}
 
 
 def _series_paths(windows: list[dict], width_s: float, scale: _Scale) -> list[dict]:
@@ -198,23 +198,21 @@ def _series_paths(windows: list[dict], width_s: float, scale: _Scale) -> list[di
 
 
 def _spike_band(s: dict, scale: _Scale) -> dict:
-    x, w = scale.band(float(s["start_s"]), float(s["end_s"]))
-    return {
-        "x": x,
-        "w": w,
-        "label": f"#{s['spike_id']}",
-        "title": f"spike #{s['spike_id']}: {s['metric']} {fmt_clock(s['start_s'])}–{fmt_clock(s['end_s'])}, "
+    return scale.band(
+        float(s["start_s"]),
+        float(s["end_s"]),
+        label=f"#{s['spike_id']}",
+        title=f"spike #{s['spike_id']}: {s['metric']} {fmt_clock(s['start_s'])}–{fmt_clock(s['end_s'])}, "
         f"peak {fmt_ms(s['peak_ms'])} vs {fmt_ms(s['baseline_ms'])}, {s['top_cause']}",
-    }
+    )
 
 
 def _fault_mark(f: dict, scale: _Scale) -> dict:
-    x, w = scale.band(float(f["start_s"]), float(f["end_s"]))
-    return {
-        "x": x,
-        "w": w,
-        "title": f"injected {f['kind']} ({f['cause']}) {fmt_clock(f['start_s'])}–{fmt_clock(f['end_s'])}",
-    }
+    return scale.band(
+        float(f["start_s"]),
+        float(f["end_s"]),
+        title=f"injected {f['kind']} ({f['cause']}) {fmt_clock(f['start_s'])}–{fmt_clock(f['end_s'])}",
+    )
 
 
 def _gc_marks(gc_pauses: list[dict], scale: _Scale) -> list[dict]:

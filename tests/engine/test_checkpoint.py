@@ -29,10 +29,6 @@ def hf_folder(tmp_path_factory):
         intermediate_size=160,
         num_key_value_heads=2,
         max_position_embeddings=256,
-        rope_theta=10000.0,
-        rms_norm_eps=1e-5,
-        tie_word_embeddings=False,
-        pad_token_id=2,
     )
 
 

@@ -15,13 +15,18 @@ CHAT_TEMPLATE = (
     "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}<|end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
 )
-# What every tiny checkpoint shares: the tokenizer's vocabulary and special ids, two layers.
+# What every tiny checkpoint shares: the tokenizer's vocabulary and special ids, two layers,
+# Llama's usual RoPE base and norm epsilon, an output head of its own.
 _BASE_CONFIG: dict[str, Any] = {
     "vocab_size": 32000,
     "num_hidden_layers": 2,
     "num_attention_heads": 4,
     "bos_token_id": 0,
     "eos_token_id": 1,
+    "pad_token_id": 2,
+    "rope_theta": 10000.0,
+    "rms_norm_eps": 1e-5,
+    "tie_word_embeddings": False,
 }
 
 

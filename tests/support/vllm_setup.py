@@ -39,10 +39,6 @@ def build_tiny_llama(folder: Path) -> Path:
         intermediate_size=512,
         num_key_value_heads=4,
         max_position_embeddings=512,
-        rope_theta=10000.0,
-        rms_norm_eps=1e-5,
-        tie_word_embeddings=False,
-        pad_token_id=2,
         torch_dtype="float32",
     )
 
