@@ -317,19 +317,7 @@ def stream_request(
     """Send one streaming request and record it; re-raises GreenletExit after recording the
     request as 'cancelled' (the user was stopped mid-stream)."""
     recorder: Recorder = STATE["recorder"]
-    recorder.start(
-        {
-            "request_id": plan.request_id,
-            "user": user_name,
-            "worker": str(worker),
-            "phase": "warmup" if intended_ns < CLOCK.load_start_ns else "measure",
-            "intended_send_ns": intended_ns,
-            "prompt_tokens_target": plan.prompt_tokens_target,
-            "max_tokens": plan.max_tokens,
-            "fault": fault,
-            **plan.sampling,
-        }
-    )
+    recorder.start(_planned_row(plan, intended_ns, user_name, worker, fault))
     state = StreamState()
     body, headers = plan.body_bytes(), plan.headers(API_KEY)  # built before the send time is taken
     in_flight = recorder.in_flight[plan.request_id]
@@ -376,6 +364,23 @@ def stream_request(
         _finish(
             recorder, plan, state, status="error" if error else "ok", error=error, done_ns=done_ns
         )
+
+
+def _planned_row(
+    plan: RequestPlan, intended_ns: int, user_name: str, worker: int, fault: str | None
+) -> dict[str, Any]:
+    """What is known of a request before it is sent: who sends it, when, and what it asks."""
+    return {
+        "request_id": plan.request_id,
+        "user": user_name,
+        "worker": str(worker),
+        "phase": "warmup" if intended_ns < CLOCK.load_start_ns else "measure",
+        "intended_send_ns": intended_ns,
+        "prompt_tokens_target": plan.prompt_tokens_target,
+        "max_tokens": plan.max_tokens,
+        "fault": fault,
+        **plan.sampling,
+    }
 
 
 @dataclass
