@@ -218,24 +218,7 @@ class LLMEngine:
         slots = [s.running_slot() for s in seqs]
         m1 = clock.mark()
         if self.tp is not None:  # workers run the same forward on their slices
-            self.tp.broadcast_step(
-                StepHeader(
-                    step=self._step,
-                    num_tokens=int(input_ids.numel()),
-                    num_decode=attn.num_decode,
-                    max_blocks=int(attn.decode_block_tables.shape[1]),
-                    num_prefill=len(attn.prefill_lens),
-                    batch_size=len(seqs),
-                    kv_used=kv_used,
-                    kv_total=self.kv.allocator.budget,
-                    preempted=batch.preempted,
-                    waiting=len(self.scheduler.waiting),
-                    link_extra_floats=self.comm.link_extra_floats if self.comm else 0,
-                ),
-                input_ids,
-                positions,
-                attn,
-            )
+            self._broadcast_step(self.tp, batch, input_ids, positions, attn, kv_used)
 
         self.faults.in_forward(self)  # e.g. memory.alloc_churn: the forward's own allocations
         logits = self.model(input_ids, positions, attn, self.kv.layers, self.comm)  # [B, V] fp32
@@ -260,13 +243,29 @@ class LLMEngine:
         outputs = self._process_outputs(seqs, token_ids)
         end_ns = time.time_ns()
         self.faults.end_step(end_ns)
-        alloc = self.kv.allocator
+        marks = (m0, m1, m2, m3, m4, m5, m6)
+        self._record_step(batch, attn, (start_ns, end_ns), marks, kv_used, faults0)
+        self._step += 1
+        return outputs
+
+    def _record_step(
+        self,
+        batch: ScheduledBatch,
+        attn: AttentionBatch,
+        span_ns: tuple[int, int],
+        marks: tuple[Any, ...],  # StageClock marks m0..m6 (ns, or CUDA events)
+        kv_used: int,
+        faults0: int,
+    ) -> None:
+        """One row of step telemetry: the stage times between the step's clock marks
+        (schedule, forward, penalties, sampling), the batch and the KV cache."""
+        clock, (m0, m1, m2, m3, m4, m5, m6) = self.clock, marks
         self.telemetry.steps.record(
             StepRecord(
                 step=self._step,
-                start_ns=start_ns,
-                end_ns=end_ns,
-                batch_size=len(seqs),
+                start_ns=span_ns[0],
+                end_ns=span_ns[1],
+                batch_size=len(batch.sequences),
                 prefill_tokens=sum(attn.prefill_lens),
                 decode_tokens=len(batch.decode),
                 schedule_ms=clock.ms(m0, m1),
@@ -275,7 +274,7 @@ class LLMEngine:
                 sample_ms=clock.ms(m3, m4) + clock.ms(m5, m6),
                 comm_ms=self.comm.take_ms() if self.comm is not None else 0.0,
                 kv_blocks_used=kv_used,
-                kv_blocks_total=alloc.budget,
+                kv_blocks_total=self.kv.allocator.budget,
                 preempted=batch.preempted,
                 waiting=len(self.scheduler.waiting),
                 page_faults=page_faults() - faults0,
@@ -284,8 +283,31 @@ class LLMEngine:
                 else None,
             )
         )
-        self._step += 1
-        return outputs
+
+    def _broadcast_step(
+        self,
+        tp: TPGroup,
+        batch: ScheduledBatch,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        attn: AttentionBatch,
+        kv_used: int,
+    ) -> None:
+        """Send the step's header and inputs to the tensor-parallel workers."""
+        header = StepHeader(
+            step=self._step,
+            num_tokens=int(input_ids.numel()),
+            num_decode=attn.num_decode,
+            max_blocks=int(attn.decode_block_tables.shape[1]),
+            num_prefill=len(attn.prefill_lens),
+            batch_size=len(batch.sequences),
+            kv_used=kv_used,
+            kv_total=self.kv.allocator.budget,
+            preempted=batch.preempted,
+            waiting=len(self.scheduler.waiting),
+            link_extra_floats=self.comm.link_extra_floats if self.comm else 0,
+        )
+        tp.broadcast_step(header, input_ids, positions, attn)
 
     def _prepare_inputs(
         self, batch: ScheduledBatch

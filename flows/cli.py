@@ -485,22 +485,7 @@ def engine(
     `spikelens engine --model DIR` needs no other flag: the context length comes from the
     checkpoint. With --config FILE, the flags given override the file's values.
     """
-    import json
-
-    if kv_blocks is not None and kv_cache_memory_bytes is not None:
-        _fail("give the KV cache size once: --kv-blocks or --kv-cache-memory-bytes")
-    if device in ("cuda", "auto"):
-        from rich.markup import escape
-
-        from flows.requirements import note
-
-        missing = note("engine --device cuda")
-        if missing:
-            console.print(
-                f"[yellow]note:[/yellow] {escape(missing)}", highlight=False, soft_wrap=True
-            )
-    if model_arg and model and model_arg != model:
-        _fail(f"give the model once: MODEL {model_arg!r} and --model {model!r} differ")
+    _check_engine_flags(model_arg, model, kv_blocks is not None, kv_cache_memory_bytes, device)
     engine_flags = {
         "model": model or model_arg,
         "max_model_len": max_model_len,
@@ -516,27 +501,47 @@ def engine(
     }
     data = _engine_run_config(config, engine_flags, {"model_name": served_model_name})
     run_dir = run_dir or StatePaths.from_env().ensure().runs / "adhoc-engine"
+    raise typer.Exit(_serve_engine(data, run_dir, host, port))
+
+
+def _check_engine_flags(
+    model_arg: str | None,
+    model: str | None,
+    kv_blocks_given: bool,
+    kv_cache_memory_bytes: str | None,
+    device: str | None,
+) -> None:
+    """Flags that contradict each other fail (exit 2); a GPU device notes what is missing."""
+    if kv_blocks_given and kv_cache_memory_bytes is not None:
+        _fail("give the KV cache size once: --kv-blocks or --kv-cache-memory-bytes")
+    if device in ("cuda", "auto"):
+        _note_missing_requirements("engine --device cuda")
+    if model_arg and model and model_arg != model:
+        _fail(f"give the model once: MODEL {model_arg!r} and --model {model!r} differ")
+
+
+def _note_missing_requirements(what: str) -> None:
+    """Print (not fail) what `what` needs and this machine lacks (flows.requirements)."""
+    from rich.markup import escape
+
+    from flows.requirements import note
+
+    missing = note(what)
+    if missing:
+        console.print(f"[yellow]note:[/yellow] {escape(missing)}", highlight=False, soft_wrap=True)
+
+
+def _serve_engine(data: dict, run_dir: Path, host: str, port: int) -> int:
+    """`python -m engine serve` on the merged config (kept in run_dir for the record) until it
+    stops; its exit code."""
+    import json
+
     run_dir.mkdir(parents=True, exist_ok=True)
     merged = run_dir / "engine-config.json"  # what the server ran with, for the record
     merged.write_text(json.dumps(data, indent=1))
-    raise typer.Exit(
-        _serve_until_stopped(
-            [
-                sys.executable,
-                "-m",
-                "engine",
-                "serve",
-                "--config",
-                str(merged),
-                "--run-dir",
-                str(run_dir),
-                "--host",
-                host,
-                "--port",
-                str(port),
-            ]
-        )
-    )
+    command = [sys.executable, "-m", "engine", "serve", "--config", str(merged)]
+    command += ["--run-dir", str(run_dir), "--host", host, "--port", str(port)]
+    return _serve_until_stopped(command)
 
 
 def _engine_run_config(config: Path | None, engine_flags: dict, server_flags: dict) -> dict:

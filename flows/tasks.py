@@ -175,7 +175,10 @@ def drive_load(
 
     The runner enforces its own hard deadline (duration + warm-up + grace) on the subprocess.
     """
-    from loadgen.runner import run_locust  # imports no locust: the runner spawns a subprocess
+    from loadgen.runner import (  # imports no locust: the runner spawns a subprocess
+        LocustRunOptions,
+        run_locust,
+    )
 
     progress.info(
         "load: %.0f s warm-up + %.0f s measured",
@@ -183,22 +186,21 @@ def drive_load(
         duration_s,
         extra={"duration_s": warmup_s + duration_s},
     )
-    return run_locust(
-        host=url,
-        run_dir=run_dir,
+    options = LocustRunOptions(
         workload=workload,
         load=load,
         duration_s=duration_s,
         warmup_s=warmup_s,
         seed=seed,
         tokenizer_path=tokenizer_path,
-        on_load_start=on_load_start,
         faults=faults,
         metrics_url=metrics_url,
         api_key=api_key,
-        preexec_fn=die_with_parent,
         model_name=model_name,
         endpoint=endpoint,
+    )
+    return run_locust(
+        url, run_dir, options, on_load_start=on_load_start, preexec_fn=die_with_parent
     )
 
 

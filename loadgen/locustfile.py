@@ -24,7 +24,9 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass
 from itertools import count
+from typing import Any
 
 import gevent
 import gevent.pool
@@ -335,21 +337,8 @@ def stream_request(
     """Send one streaming request and record it; re-raises GreenletExit after recording the
     request as 'cancelled' (the user was stopped mid-stream)."""
     recorder: Recorder = STATE["recorder"]
-    recorder.start(
-        {
-            "request_id": plan.request_id,
-            "user": user_name,
-            "worker": str(worker),
-            "phase": "warmup" if intended_ns < CLOCK.started()[1] else "measure",
-            "intended_send_ns": intended_ns,
-            "prompt_tokens_target": plan.prompt_tokens_target,
-            "max_tokens": plan.max_tokens,
-            "fault": fault,
-            **plan.sampling,
-        }
-    )
+    recorder.start(_planned_row(plan, intended_ns, user_name, worker, fault))
     state = StreamState()
-    n_bytes = 0
     body, headers = plan.body_bytes(), plan.headers(API_KEY)  # built before the send time is taken
     in_flight = recorder.in_flight[plan.request_id]
     sent_ns = in_flight["sent_ns"] = time.time_ns()  # until the socket says when the bytes left
@@ -368,48 +357,27 @@ def stream_request(
         in_flight["arrival_clock"] = "read"  # until every line of the stream came kernel-stamped
         http_status = response.status_code or 0
         in_flight["http_status"] = http_status
-        error = None
-        kernel_clock = False  # every line of the stream came kernel-stamped
+        read = _StreamRead()
         try:
             if getattr(response, "error", None) is not None and http_status == 0:
-                error = f"connection: {response.error!r}"
+                read.error = f"connection: {response.error!r}"
             elif http_status != 200:
-                error = f"HTTP {http_status}: {(response.text or '')[:500]}"
+                read.error = f"HTTP {http_status}: {(response.text or '')[:500]}"
             else:
-                measured = CLOCK.phase(intended_ns) == "measure"
-                kernel_clock = sock is not None
-                first_uncertain = (
-                    None  # the first content line's time: a later packet's, loosely bounded
-                )
-                for line, arrival_ns, stamped, uncertain in _sse_lines(
-                    response, CONFIG.read_mode, sock, measured
-                ):
-                    state.feed_line(line, arrival_ns)
-                    n_bytes += len(line)
-                    kernel_clock &= stamped
-                    if first_uncertain is None and state.first_token_ns is not None:
-                        first_uncertain = uncertain
-                kernel_clock &= n_bytes > 0
-                if kernel_clock:
-                    in_flight["arrival_clock"] = "merged" if first_uncertain else "kernel"
-                    if first_uncertain is not None:  # only streams that had a first token count
-                        STATE["health"].add_first_token(first_uncertain, measured)
-                if state.error:
-                    error = state.error
-                elif not state.done:
-                    error = "stream ended before data: [DONE]"
+                _read_stream(response, sock, intended_ns, state, in_flight, read)
         except GreenletExit:
             response.request_meta["response_time"] = (time.time_ns() - sent_ns) / 1e6
             response.failure("cancelled")
             _finish(recorder, plan, state, status="cancelled", error="user stopped mid-stream")
             raise
         except Exception as exc:  # a broken connection mid-stream is a failed request, not a crash
-            error = f"{type(exc).__name__}: {exc}"
+            read.error = f"{type(exc).__name__}: {exc}"
+        error = read.error
         # the end of the body reached the socket at the last read's stamp (line mode)
-        rx_ns = sock.rx_ns if sock is not None and kernel_clock and not error else None
+        rx_ns = sock.rx_ns if sock is not None and read.kernel_clock and not error else None
         done_ns = rx_ns if rx_ns is not None else time.time_ns()
         response.request_meta["response_time"] = (done_ns - sent_ns) / 1e6
-        response.request_meta["response_length"] = n_bytes
+        response.request_meta["response_length"] = read.n_bytes
         if error:
             response.failure(error)
         else:
@@ -417,6 +385,64 @@ def stream_request(
         _finish(
             recorder, plan, state, status="error" if error else "ok", error=error, done_ns=done_ns
         )
+
+
+def _planned_row(
+    plan: RequestPlan, intended_ns: int, user_name: str, worker: int, fault: str | None
+) -> dict[str, Any]:
+    """What is known of a request before it is sent: who sends it, when, and what it asks."""
+    return {
+        "request_id": plan.request_id,
+        "user": user_name,
+        "worker": str(worker),
+        "phase": "warmup" if intended_ns < CLOCK.started()[1] else "measure",
+        "intended_send_ns": intended_ns,
+        "prompt_tokens_target": plan.prompt_tokens_target,
+        "max_tokens": plan.max_tokens,
+        "fault": fault,
+        **plan.sampling,
+    }
+
+
+@dataclass
+class _StreamRead:
+    """How far the read of one response got: kept by the caller, so that a stream broken
+    mid-way still reports the bytes it had."""
+
+    n_bytes: int = 0
+    kernel_clock: bool = False  # every line of the stream came kernel-stamped
+    error: str | None = None
+
+
+def _read_stream(
+    response: Any,
+    sock: TimedSocket | None,
+    intended_ns: int,
+    state: StreamState,
+    in_flight: dict[str, Any],
+    read: _StreamRead,
+) -> None:
+    """Feed a 200 response's SSE lines to `state`; note which clock their arrivals are on."""
+    measured = CLOCK.phase(intended_ns) == "measure"
+    read.kernel_clock = sock is not None
+    first_uncertain = None  # the first content line's time: a later packet's, loosely bounded
+    for line, arrival_ns, stamped, uncertain in _sse_lines(
+        response, CONFIG.read_mode, sock, measured
+    ):
+        state.feed_line(line, arrival_ns)
+        read.n_bytes += len(line)
+        read.kernel_clock &= stamped
+        if first_uncertain is None and state.first_token_ns is not None:
+            first_uncertain = uncertain
+    read.kernel_clock &= read.n_bytes > 0
+    if read.kernel_clock:
+        in_flight["arrival_clock"] = "merged" if first_uncertain else "kernel"
+        if first_uncertain is not None:  # only streams that had a first token count
+            STATE["health"].add_first_token(first_uncertain, measured)
+    if state.error:
+        read.error = state.error
+    elif not state.done:
+        read.error = "stream ended before data: [DONE]"
 
 
 def _finish(

@@ -123,9 +123,33 @@ def process_evidence(
 ) -> dict[str, list[Evidence]]:
     """cause → Evidence rows from the collectors (empty lists when a run has no collector files)."""
     n = len(latency)
-    out: dict[str, list[Evidence]] = {}
-    marked: dict[str, str] = {}  # cause → short description of a marked rise
-    rows: list[tuple[str, _Rise, Evidence]] = []
+    rows = _stack_rows(signals, latency, in_spike, in_base, n)
+    gc = _gc_row(signals, latency, in_spike, in_base, window_s)
+    if gc is not None:
+        rows.append(gc)
+    runq = biggest_rise(
+        per_pid(signals.cpu_windows, "runq_wait_ms_per_s", n),
+        in_spike,
+        in_base,
+        RISE_FLOOR["runq_wait_ms_per_s"],
+    )
+    if runq is not None:
+        rows.append(("host", runq, _runq_evidence(signals, runq, latency, in_spike, in_base, n)))
+    return _cross_referenced(rows)
+
+
+_Row = tuple[str, _Rise, Evidence]  # cause, the rise, its evidence
+
+
+def _stack_rows(
+    signals: ProcessSignals,
+    latency: np.ndarray,
+    in_spike: np.ndarray,
+    in_base: np.ndarray,
+    n: int,
+) -> list[_Row]:
+    """Per region of REGION_CAUSES, the process whose share of stack samples there rose most."""
+    rows: list[_Row] = []
     for region, cause in REGION_CAUSES:
         rise = biggest_rise(
             _share_series(signals.stack_windows, region, n), in_spike, in_base, RISE_FLOOR["share"]
@@ -136,57 +160,58 @@ def process_evidence(
             f"{rise.role} (pid {rise.pid}): {rise.during:.0%} of its non-idle stack samples in {region} "
             f"during the spike vs {rise.before:.0%} before (py-spy)"
         )
-        rows.append(
-            (
-                cause,
-                rise,
-                Evidence(
-                    f"stack_share.{region}",
-                    rise.during,
-                    rise.before,
-                    "fraction",
-                    note,
-                    pearson(rise.series, latency),
-                ),
-            )
+        evidence = Evidence(
+            f"stack_share.{region}",
+            rise.during,
+            rise.before,
+            "fraction",
+            note,
+            pearson(rise.series, latency),
         )
+        rows.append((cause, rise, evidence))
+    return rows
+
+
+def _gc_row(
+    signals: ProcessSignals,
+    latency: np.ndarray,
+    in_spike: np.ndarray,
+    in_base: np.ndarray,
+    window_s: float,
+) -> _Row | None:
+    """The process whose GC pause time per second rose most (memory), if one rose enough."""
     gc = biggest_rise(
-        per_pid(signals.gc_windows, "pause_ms", n, fill=0.0),
+        per_pid(signals.gc_windows, "pause_ms", len(latency), fill=0.0),
         in_spike,
         in_base,
         RISE_FLOOR["gc_ms_per_s"] * window_s,
     )
-    if gc is not None:
-        per_s = 1.0 / window_s
-        note = (
-            f"{gc.role} (pid {gc.pid}): GC {gc.during * per_s:.0f} ms/s during the spike vs "
-            f"{gc.before * per_s:.0f} before (GC hook inside the process)"
-        )
-        rows.append(
-            (
-                "memory",
-                gc,
-                Evidence(
-                    "gc_ms_per_s.process",
-                    gc.during * per_s,
-                    gc.before * per_s,
-                    "ms/s",
-                    note,
-                    pearson(gc.series, latency),
-                ),
-            )
-        )
-    runq = biggest_rise(
-        per_pid(signals.cpu_windows, "runq_wait_ms_per_s", n),
-        in_spike,
-        in_base,
-        RISE_FLOOR["runq_wait_ms_per_s"],
+    if gc is None:
+        return None
+    per_s = 1.0 / window_s
+    note = (
+        f"{gc.role} (pid {gc.pid}): GC {gc.during * per_s:.0f} ms/s during the spike vs "
+        f"{gc.before * per_s:.0f} before (GC hook inside the process)"
     )
-    if runq is not None:
-        rows.append(("host", runq, _runq_evidence(signals, runq, latency, in_spike, in_base, n)))
+    evidence = Evidence(
+        "gc_ms_per_s.process",
+        gc.during * per_s,
+        gc.before * per_s,
+        "ms/s",
+        note,
+        pearson(gc.series, latency),
+    )
+    return ("memory", gc, evidence)
+
+
+def _cross_referenced(rows: list[_Row]) -> dict[str, list[Evidence]]:
+    """cause → evidence; a marked rise names the other causes' marked rises of the same windows
+    (and a share says it is relative), since these signals alone do not order them."""
+    marked: dict[str, str] = {}  # cause → short description of a marked rise
     for cause, rise, evidence in rows:
         if rise.marked:
             marked.setdefault(cause, f"{cause} ({evidence.signal} of {rise.role})")
+    out: dict[str, list[Evidence]] = {}
     for cause, rise, evidence in rows:
         if rise.marked:
             others = [text for c, text in marked.items() if c != cause]

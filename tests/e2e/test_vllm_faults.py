@@ -10,7 +10,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from vllm_support import STARTUP_TIMEOUT_S, build_tiny_llama, vllm_python, vllm_scenario
+
+from tests.support.vllm_setup import STARTUP_TIMEOUT_S, build_tiny_llama, vllm_python, vllm_scenario
 
 # Measured on the shared 2-core box (2026-12-01, five sessions' tests running beside it): the
 # storm acted every time (EngineCore: ~3.5 s of GC pauses in the 6-s window; ITL p99 138-366 ms

@@ -107,8 +107,8 @@ def test_measurement_check_compares_client_and_socket_times(tmp_path):
     the requests were stamped by the kernel at both ends."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from runbuilder import SimSpec, write_run
 
+    from tests.support.runbuilder import SimSpec, write_run
     from warehouse.ingest import ingest_run
 
     run_dir = write_run(tmp_path / "runs", SimSpec(run_id="sim-wire", incident=None))
@@ -161,8 +161,7 @@ def test_a_target_run_shows_its_url_instead_of_an_engine(tmp_path):
     target URL, the model and endpoint the load drove, and lists no engine keys."""
     import json as _json
 
-    from runbuilder import SimSpec, write_run
-
+    from tests.support.runbuilder import SimSpec, write_run
     from warehouse.ingest import ingest_run
 
     run_dir = write_run(tmp_path / "runs", SimSpec(run_id="sim-target", incident=None))

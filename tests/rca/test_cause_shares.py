@@ -1,7 +1,7 @@
 """rca.cause_shares: an earned 'unexplained', named shares only from measured signals."""
 
 import pytest
-from spikesignals import SpikeRun, spike_signals
+from tests.support.spikesignals import SpikeRun, spike_signals
 
 from rca.attribute import attribute_spike
 from rca.cause_shares import ShareInputs, cause_shares, verdict

@@ -6,10 +6,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from runbuilder import SimSpec, write_run
 
 from rca.analyze import analyze_run
 from rca.metric_rank import MIN_Z, cause_of, metric_series, rank_series
+from tests.support.runbuilder import SimSpec, write_run
 from warehouse.ingest import ingest_run
 
 

@@ -1,6 +1,6 @@
 """rca.outside_causes: client, network and host found from their own signals and named."""
 
-from spikesignals import SpikeRun, spike_signals
+from tests.support.spikesignals import SpikeRun, spike_signals
 
 from rca.attribute import attribute_spike
 

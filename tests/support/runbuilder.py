@@ -86,6 +86,18 @@ def _defaults(spec: SimSpec) -> float:
     return spec.magnitude or DEFAULT_MAGNITUDE.get(spec.incident, 0.0)
 
 
+def _gc_row(start_ns: int, pause_ms: float, generation: int, collected: int) -> dict:
+    """One collection of the engine process (pid 100, rank 0) in gc_pauses' columns."""
+    return {
+        "pid": 100,
+        "rank": 0,
+        "start_ns": start_ns,
+        "end_ns": start_ns + int(pause_ms * 1e6),
+        "generation": generation,
+        "collected": collected,
+    }
+
+
 def simulate(spec: SimSpec) -> dict[str, pa.Table]:
     """Run the simulation; returns the tables of a run directory keyed by file stem."""
     rng = np.random.default_rng(spec.seed)
@@ -193,32 +205,12 @@ def simulate(spec: SimSpec) -> dict[str, pa.Table]:
         gc_in_step = 0.0
         if spec.incident == "gc" and in_incident(t) and t >= next_gc_ns:
             pause = magnitude * float(rng.uniform(0.8, 1.2))
-            g_start = fwd_start + int(1e6)
-            gcs.append(
-                {
-                    "pid": 100,
-                    "rank": 0,
-                    "start_ns": g_start,
-                    "end_ns": g_start + int(pause * 1e6),
-                    "generation": 2,
-                    "collected": int(rng.integers(1000, 5000)),
-                }
-            )
+            gcs.append(_gc_row(fwd_start + int(1e6), pause, 2, int(rng.integers(1000, 5000))))
             gc_in_step = pause
             next_gc_ns = t + int(0.4e9)
         elif rng.random() < 0.02:  # routine young-generation collections, everywhere
             pause = float(rng.uniform(0.2, 1.0))
-            g_start = fwd_start + int(0.5e6)
-            gcs.append(
-                {
-                    "pid": 100,
-                    "rank": 0,
-                    "start_ns": g_start,
-                    "end_ns": g_start + int(pause * 1e6),
-                    "generation": 0,
-                    "collected": int(rng.integers(10, 200)),
-                }
-            )
+            gcs.append(_gc_row(fwd_start + int(0.5e6), pause, 0, int(rng.integers(10, 200))))
             gc_in_step = pause
         forward_ms += gc_in_step  # the pause lands inside the running stage
         churning = spec.incident == "alloc" and in_incident(t)

@@ -5,7 +5,7 @@ import json
 
 import httpx
 
-from loadgen.sse_server import SSEServer
+from tests.support.sse_server import SSEServer
 
 
 def _content_chunks(url: str, body: dict) -> int:

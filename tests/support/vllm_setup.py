@@ -3,21 +3,14 @@ the interpreter of the virtualenv `make setup-vllm` builds."""
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
 import psutil
 import pytest
 
-from engine.tokenizer import DEFAULT_TOKENIZER_PATH
 from flows.vllm_config import DEFAULT_VLLM_PYTHON
+from tests.support.hf_llama import save_tiny_llama
 
-# vLLM's chat endpoint needs a template; the completions endpoint does not.
-CHAT_TEMPLATE = (
-    "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}<|end|>\n"
-    "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
-)
 # vLLM on 2 busy cores: /health after 26-60 s quiet, a few minutes when the box is contended.
 STARTUP_TIMEOUT_S = 600
 
@@ -32,42 +25,22 @@ def vllm_python() -> str:
 def build_tiny_llama(folder: Path) -> Path:
     """A random 2-layer Llama (head_dim 64: vLLM's CPU attention rejects 16) with the project's
     tokenizer and a chat template, saved by transformers; ~70 MB in float32."""
-    import torch
-    import transformers
-
-    folder.mkdir(parents=True, exist_ok=True)
-    cfg = transformers.LlamaConfig(
-        vocab_size=32000,
+    tokenizer_config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": "<|bos|>",
+        "eos_token": "<|eos|>",
+        "pad_token": "<|pad|>",
+        "model_max_length": 512,
+    }
+    return save_tiny_llama(
+        folder,
+        tokenizer_config,
         hidden_size=256,
         intermediate_size=512,
-        num_hidden_layers=2,
-        num_attention_heads=4,
         num_key_value_heads=4,
         max_position_embeddings=512,
-        rope_theta=10000.0,
-        rms_norm_eps=1e-5,
-        tie_word_embeddings=False,
-        bos_token_id=0,
-        eos_token_id=1,
-        pad_token_id=2,
         torch_dtype="float32",
     )
-    torch.manual_seed(0)
-    transformers.LlamaForCausalLM(cfg).eval().save_pretrained(folder, safe_serialization=True)
-    shutil.copy(DEFAULT_TOKENIZER_PATH, folder / "tokenizer.json")
-    (folder / "tokenizer_config.json").write_text(
-        json.dumps(
-            {
-                "tokenizer_class": "PreTrainedTokenizerFast",
-                "bos_token": "<|bos|>",
-                "eos_token": "<|eos|>",
-                "pad_token": "<|pad|>",
-                "model_max_length": 512,
-                "chat_template": CHAT_TEMPLATE,
-            }
-        )
-    )
-    return folder
 
 
 def processes_using(path: Path) -> list[psutil.Process]:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from engine.server.socket_clock import (
+from spikelens_common.socket_clock import (
     StampingSocket,
     enable,
     keep_stamping_on,

@@ -11,7 +11,9 @@ Why: to calibrate and test the load generator (and bench/loadgen.py) without an 
 no inference, so the client is the only thing measured. GET /metrics exposes two vLLM-named series
 (requests finished, streams open) for the scraper's tests.
 
-Run standalone: python -m loadgen.sse_server --port 8123 --ttft-s 0.05 --itl-s 0.01
+Run standalone, from the repository root:
+
+    python -m tests.support.sse_server --port 8123 --ttft-s 0.05 --itl-s 0.01
 """
 
 from __future__ import annotations

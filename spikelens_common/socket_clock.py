@@ -31,6 +31,7 @@ import socket
 import struct
 import sys
 import time
+from collections.abc import Callable
 from functools import partial
 
 SO_TIMESTAMPNS = 35  # Linux (asm-generic and x86): SCM_TIMESTAMPNS has the same value
@@ -114,9 +115,8 @@ class StampingSocket:
         # isolated by a measurement: the multi-ms outliers seen under load turned out to be the
         # client's merged reads, loadgen/timed_socket.py.) The GIL release inside ``send`` comes
         # after the stamp and does not wait.
-        self.last_send_ns, sent = map(
-            operator.call, (time.time_ns, partial(self._sock.send, data, flags))
-        )
+        calls: tuple[Callable[[], int], ...] = (time.time_ns, partial(self._sock.send, data, flags))
+        self.last_send_ns, sent = map(operator.call, calls)
         return sent
 
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
