@@ -1,12 +1,12 @@
 """rca.cause_shares: an earned 'unexplained', named shares only from measured signals."""
 
 import pytest
-from tests.support.spikesignals import SpikeRun, spike_signals
 
 from rca.attribute import attribute_spike
 from rca.cause_shares import ShareInputs, cause_shares, verdict
 from rca.config import CAUSES, AttributeConfig, attribute_config
 from rca.outside_causes import OutsideExcess
+from tests.support.spikesignals import SpikeRun, spike_signals
 
 
 def _attribute(**fields):

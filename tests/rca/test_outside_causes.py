@@ -1,8 +1,7 @@
 """rca.outside_causes: client, network and host found from their own signals and named."""
 
-from tests.support.spikesignals import SpikeRun, spike_signals
-
 from rca.attribute import attribute_spike
+from tests.support.spikesignals import SpikeRun, spike_signals
 
 
 def _attribute(**fields):
