@@ -70,7 +70,7 @@ test: setup-test setup-vllm lint
 
 # The full evaluation suite (scenarios/eval/: 34 runs, 33 min of controls; ~60 min on 2 cores,
 # estimated) with BARO/NSigma/CIRCA peers and 95 % intervals.
-evaluate: setup-eval
+evaluate: setup-eval small-model
 	$(VENV)/bin/spikelens evaluate
 
 # Unit tests only (no end-to-end runs): the inner loop while developing.
