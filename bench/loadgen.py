@@ -411,8 +411,8 @@ def run_peer_comparison(args) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--users", type=int, default=32)
     parser.add_argument("--duration-s", type=float, default=10.0)
     parser.add_argument("--warmup-s", type=float, default=2.0)
@@ -437,31 +437,12 @@ def main() -> None:
     parser.add_argument(
         "--spikelens-child", nargs=2, metavar=("URL", "RUN_DIR"), help=argparse.SUPPRESS
     )
-    args = parser.parse_args()
-    if args.httpx_child:
-        print(json.dumps(asyncio.run(_httpx_main(args.httpx_child, args))))
-        return
-    if args.spikelens_child:
-        spikelens_child(*args.spikelens_child, args)
-        return
-    if args.repeats < 1:
-        parser.error(f"--repeats must be >= 1, got {args.repeats}")
-    if not args.skip_peers:
-        check_peers_venv(args.peers_venv)
-    if args.peers_only:
-        print(
-            json.dumps(
-                {
-                    "bench": "loadgen",
-                    "host": platform.node(),
-                    "cpus": os.cpu_count(),
-                    "peers": run_peer_comparison(args),
-                },
-                indent=2,
-            )
-        )
-        return
+    return parser
 
+
+def _run_clients(args: argparse.Namespace) -> tuple[dict, dict, dict | None]:
+    """Locust (line mode), plain httpx and Locust in byte mode against one no-op server, each
+    with the server's CPU use over its run."""
     port = free_port()
     server = start_server(port)
     url = f"http://127.0.0.1:{port}"
@@ -488,6 +469,37 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(timeout=10)
+    return locust, plain, byte
+
+
+def main() -> None:
+    parser = _parser()
+    args = parser.parse_args()
+    if args.httpx_child:
+        print(json.dumps(asyncio.run(_httpx_main(args.httpx_child, args))))
+        return
+    if args.spikelens_child:
+        spikelens_child(*args.spikelens_child, args)
+        return
+    if args.repeats < 1:
+        parser.error(f"--repeats must be >= 1, got {args.repeats}")
+    if not args.skip_peers:
+        check_peers_venv(args.peers_venv)
+    if args.peers_only:
+        print(
+            json.dumps(
+                {
+                    "bench": "loadgen",
+                    "host": platform.node(),
+                    "cpus": os.cpu_count(),
+                    "peers": run_peer_comparison(args),
+                },
+                indent=2,
+            )
+        )
+        return
+
+    locust, plain, byte = _run_clients(args)
     result = {
         "bench": "loadgen",
         "settings": {
