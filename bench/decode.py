@@ -270,6 +270,33 @@ def prefix_match(a: list[int], b: list[int]) -> float:
     return n / max(len(a), 1)
 
 
+def _measure(engine, hf, batch: list, n_out: list[int], a: argparse.Namespace) -> dict:
+    """One (workload, concurrency) cell: the engine and transformers on the same batch, the best
+    of `a.repeats` interleaved runs each, beside the LM-head floor."""
+    b, wanted = len(batch), sum(n_out)
+    engine_runs, hf_runs = [], []
+    for _ in range(a.repeats):  # interleaved, so a burst of other load hits both sides alike
+        engine_runs.append(run_engine(engine, batch, n_out))
+        hf_runs.append(run_hf(hf, batch, n_out))
+    engine_wall, engine_tokens = min(engine_runs, key=lambda r: r[0])
+    hf_wall, hf_tokens = min(hf_runs, key=lambda r: r[0])
+    floor = lm_head_floor(hf, n_out, max(a.repeats, 5))
+    return {
+        "output_tokens": wanted,
+        "prompt_tokens": sum(len(p) for p in batch),
+        "engine_tok_s": round(wanted / engine_wall, 1),
+        "hf_tok_s": round(wanted / hf_wall, 1),
+        "ratio": round(hf_wall / engine_wall, 2),
+        "lm_head_floor_s": round(floor, 4),
+        "ratio_ceiling": round(hf_wall / floor, 2),
+        "engine_lm_head_share": round(floor / engine_wall, 2),
+        "work_ratio": round(work_ratio(batch, n_out), 2),
+        "greedy_match": round(
+            sum(prefix_match(x, y) for x, y in zip(engine_tokens, hf_tokens)) / b, 3
+        ),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", default="small")
@@ -307,35 +334,10 @@ def main() -> None:
         for kind in a.workload:
             for b in a.concurrency:
                 batch, n_out = workload(kind, b, a.prompt_tokens, a.output_tokens, vocab)
-                wanted = sum(n_out)
-                engine_runs, hf_runs = [], []
-                for _ in range(
-                    a.repeats
-                ):  # interleaved, so a burst of other load hits both sides alike
-                    engine_runs.append(run_engine(engine, batch, n_out))
-                    hf_runs.append(run_hf(hf, batch, n_out))
-                engine_wall, engine_tokens = min(engine_runs, key=lambda r: r[0])
-                hf_wall, hf_tokens = min(hf_runs, key=lambda r: r[0])
-                floor = lm_head_floor(hf, n_out, max(a.repeats, 5))
-                row = {
-                    "workload": kind,
-                    "concurrency": b,
-                    "output_tokens": wanted,
-                    "prompt_tokens": sum(len(p) for p in batch),
-                    "engine_tok_s": round(wanted / engine_wall, 1),
-                    "hf_tok_s": round(wanted / hf_wall, 1),
-                    "ratio": round(hf_wall / engine_wall, 2),
-                    "lm_head_floor_s": round(floor, 4),
-                    "ratio_ceiling": round(hf_wall / floor, 2),
-                    "engine_lm_head_share": round(floor / engine_wall, 2),
-                    "work_ratio": round(work_ratio(batch, n_out), 2),
-                    "greedy_match": round(
-                        sum(prefix_match(x, y) for x, y in zip(engine_tokens, hf_tokens)) / b, 3
-                    ),
-                }
+                row = {"workload": kind, "concurrency": b, **_measure(engine, hf, batch, n_out, a)}
                 if a.http:
                     server_wall = run_server(config, batch, n_out, workdir, a.repeats)
-                    row["server_tok_s"] = round(wanted / server_wall, 1)
+                    row["server_tok_s"] = round(sum(n_out) / server_wall, 1)
                 results.append(row)
         engine.telemetry.close()
         gc.unfreeze()  # let interpreter shutdown release them normally

@@ -1,7 +1,7 @@
 """Benchmark: false alarms per hour of spike detection on simulated control runs with box noise,
 and detection + attribution of GC, penalty and load faults under the same noise.
 
-Runs use the engine simulation of the tests (tests/warehouse/runbuilder.py): stage times with
+Runs use the engine simulation of the tests (tests/support/runbuilder.py): stage times with
 lognormal noise, scheduler hiccups and bursts of contention from other tenants (every stage slower
 by 1.3–2× for 1–3 s), which is what a shared 2-core box does to a real run. Prints JSON.
 
@@ -17,12 +17,13 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "warehouse"))
-
-from runbuilder import SimSpec, write_run
+sys.path.insert(
+    0, str(Path(__file__).resolve().parent.parent)
+)  # the repository root: tests.support
 
 from rca.analyze import analyze_run
 from rca.evaluate import evaluate
+from tests.support.runbuilder import SimSpec, write_run
 from warehouse.ingest import ingest_run
 
 # (incident, magnitude): a control, GC storms of 150 and 60 ms pauses, +15 ms penalty per step,

@@ -65,20 +65,14 @@ def timed_ms(fn, iters: int, device) -> float:
     return statistics.median(times)
 
 
-def bench_shape(
-    batch: int, vocab: int, history: int, iters: int, device, peak: float | None
-) -> dict:
+def _penalised_batch(batch: int, vocab: int, history: int, device, gen):
+    """Sampling metadata of `batch` rows with every penalty and filter on, over `history`
+    random tokens each (half prompt, half output)."""
     import torch
 
-    from engine.kernels.penalties import fused_penalties_temperature
-    from engine.kernels.sample import row_seeds
-    from engine.kernels.topk_topp_sample import filtered_sample
     from engine.sampling import PenaltyState, SamplingMetadata
-    from engine.sampling.penalties import apply_penalties
-    from engine.sampling.sampler import reference_penalties, reference_sample
     from engine.sampling_params import SamplingParams
 
-    gen = torch.Generator(device="cpu").manual_seed(0)
     state = PenaltyState(batch, vocab, device)
     for slot in range(batch):
         ids = torch.randint(0, vocab, (history,), generator=gen)
@@ -94,7 +88,22 @@ def bench_shape(
             presence_penalty=0.2,
         )
     ] * batch
-    meta = SamplingMetadata.build(params, list(range(batch)), state)
+    return SamplingMetadata.build(params, list(range(batch)), state)
+
+
+def bench_shape(
+    batch: int, vocab: int, history: int, iters: int, device, peak: float | None
+) -> dict:
+    import torch
+
+    from engine.kernels.penalties import fused_penalties_temperature
+    from engine.kernels.sample import row_seeds
+    from engine.kernels.topk_topp_sample import filtered_sample
+    from engine.sampling.penalties import apply_penalties
+    from engine.sampling.sampler import reference_penalties, reference_sample
+
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    meta = _penalised_batch(batch, vocab, history, device, gen)
     logits = (torch.randn(batch, vocab, generator=gen) * 3).to(device)
     scaled = fused_penalties_temperature(logits, meta)
     seeds = row_seeds(meta)

@@ -1,7 +1,7 @@
 """Benchmark: how much load one Locust worker can generate, next to a plain asyncio + httpx
 client doing the same work, against a no-op streaming server. Prints one JSON object.
 
-Both clients run in their own process against `python -m loadgen.sse_server` (a third process,
+Both clients run in their own process against `python -m tests.support.sse_server` (a third process,
 zero delays, so the server answers as fast as it can); both keep `--users` streams open back to
 back (closed loop), read every SSE line, and parse it with the same `loadgen.sse.StreamState`.
 Figures per client, over the measured phase (after `--warmup-s`):
@@ -73,7 +73,8 @@ def free_port() -> int:
 
 def start_server(port: int) -> subprocess.Popen:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "loadgen.sse_server", "--port", str(port)],
+        [sys.executable, "-m", "tests.support.sse_server", "--port", str(port)],
+        cwd=_HERE.parent,  # the repository root: `-m` finds the tests package from there
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
@@ -104,17 +105,19 @@ def workload(args) -> dict:
 
 
 def run_locust_client(url: str, args, read_mode: str) -> dict:
-    from loadgen.runner import run_locust
+    from loadgen.runner import LocustRunOptions, run_locust
 
     with tempfile.TemporaryDirectory(prefix="bench-loadgen-") as run_dir:
         result = run_locust(
             url,
             run_dir,
-            workload(args),
-            {"shape": "constant", "users": args.users},
-            duration_s=args.duration_s,
-            warmup_s=args.warmup_s,
-            read_mode=read_mode,
+            LocustRunOptions(
+                workload(args),
+                {"shape": "constant", "users": args.users},
+                duration_s=args.duration_s,
+                warmup_s=args.warmup_s,
+                read_mode=read_mode,
+            ),
         )
         rows = pq.read_table(Path(run_dir) / "requests.parquet").to_pylist()
     ok = [r for r in rows if r["phase"] == "measure" and r["status"] == "ok"]
@@ -212,18 +215,20 @@ def run_accuracy(args) -> dict:
     """Loadgen's own timing error: 64 streams against the no-op server (in a thread of this
     otherwise idle process, 50 ms TTFT, 20 ms ITL) that stamps each chunk just before writing it;
     |client arrival − server write| for the first chunk and for the end of the stream."""
-    from loadgen.runner import run_locust
-    from loadgen.sse_server import SSEServer, SSEServerConfig
+    from loadgen.runner import LocustRunOptions, run_locust
+    from tests.support.sse_server import SSEServer, SSEServerConfig
 
     with tempfile.TemporaryDirectory(prefix="bench-accuracy-") as run_dir:
         with SSEServer(SSEServerConfig(ttft_s=0.05, itl_s=0.02)) as server:
             result = run_locust(
                 server.url,
                 run_dir,
-                workload(args),
-                {"shape": "constant", "users": 64},
-                duration_s=args.duration_s,
-                warmup_s=args.warmup_s,
+                LocustRunOptions(
+                    workload(args),
+                    {"shape": "constant", "users": 64},
+                    duration_s=args.duration_s,
+                    warmup_s=args.warmup_s,
+                ),
             )
         rows = pq.read_table(Path(run_dir) / "requests.parquet").to_pylist()
     served = {s.request_id: s for s in server.served}
@@ -261,15 +266,17 @@ def spikelens_child(url: str, run_dir: str, args) -> None:
     reports (loadgen.metrics.summarize) beside it for the parent."""
     from bench.peers.spikelens_output import CHILD_SUMMARY
     from loadgen.metrics import summarize
-    from loadgen.runner import run_locust
+    from loadgen.runner import LocustRunOptions, run_locust
 
     result = run_locust(
         url,
         run_dir,
-        workload(args),
-        {"shape": "constant", "users": args.users},
-        duration_s=args.duration_s,
-        warmup_s=args.warmup_s,
+        LocustRunOptions(
+            workload(args),
+            {"shape": "constant", "users": args.users},
+            duration_s=args.duration_s,
+            warmup_s=args.warmup_s,
+        ),
     )
     summary = summarize(
         pq.read_table(Path(run_dir) / "requests.parquet"),
@@ -306,7 +313,7 @@ def run_one_tool(tool: str, args, work: Path, tokenizer: Path) -> dict:
     from bench.peers import aiperf_output, commands, guidellm_output, spikelens_output
     from bench.peers.figures import tool_figures
     from bench.peers.process_tree import TreeSampler
-    from loadgen.sse_server import SSEServer, SSEServerConfig
+    from tests.support.sse_server import SSEServer, SSEServerConfig
 
     venv = Path(args.peers_venv)
     out = work / tool
@@ -404,8 +411,8 @@ def run_peer_comparison(args) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--users", type=int, default=32)
     parser.add_argument("--duration-s", type=float, default=10.0)
     parser.add_argument("--warmup-s", type=float, default=2.0)
@@ -430,31 +437,12 @@ def main() -> None:
     parser.add_argument(
         "--spikelens-child", nargs=2, metavar=("URL", "RUN_DIR"), help=argparse.SUPPRESS
     )
-    args = parser.parse_args()
-    if args.httpx_child:
-        print(json.dumps(asyncio.run(_httpx_main(args.httpx_child, args))))
-        return
-    if args.spikelens_child:
-        spikelens_child(*args.spikelens_child, args)
-        return
-    if args.repeats < 1:
-        parser.error(f"--repeats must be >= 1, got {args.repeats}")
-    if not args.skip_peers:
-        check_peers_venv(args.peers_venv)
-    if args.peers_only:
-        print(
-            json.dumps(
-                {
-                    "bench": "loadgen",
-                    "host": platform.node(),
-                    "cpus": os.cpu_count(),
-                    "peers": run_peer_comparison(args),
-                },
-                indent=2,
-            )
-        )
-        return
+    return parser
 
+
+def _run_clients(args: argparse.Namespace) -> tuple[dict, dict, dict | None]:
+    """Locust (line mode), plain httpx and Locust in byte mode against one no-op server, each
+    with the server's CPU use over its run."""
     port = free_port()
     server = start_server(port)
     url = f"http://127.0.0.1:{port}"
@@ -481,6 +469,37 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(timeout=10)
+    return locust, plain, byte
+
+
+def main() -> None:
+    parser = _parser()
+    args = parser.parse_args()
+    if args.httpx_child:
+        print(json.dumps(asyncio.run(_httpx_main(args.httpx_child, args))))
+        return
+    if args.spikelens_child:
+        spikelens_child(*args.spikelens_child, args)
+        return
+    if args.repeats < 1:
+        parser.error(f"--repeats must be >= 1, got {args.repeats}")
+    if not args.skip_peers:
+        check_peers_venv(args.peers_venv)
+    if args.peers_only:
+        print(
+            json.dumps(
+                {
+                    "bench": "loadgen",
+                    "host": platform.node(),
+                    "cpus": os.cpu_count(),
+                    "peers": run_peer_comparison(args),
+                },
+                indent=2,
+            )
+        )
+        return
+
+    locust, plain, byte = _run_clients(args)
     result = {
         "bench": "loadgen",
         "settings": {
@@ -489,7 +508,7 @@ def main() -> None:
             "warmup_s": args.warmup_s,
             "prompt_tokens": args.prompt_tokens,
             "output_tokens": args.output_tokens,
-            "server": "loadgen.sse_server (no-op, zero delays, own process)",
+            "server": "tests.support.sse_server (no-op, zero delays, own process)",
             "host": platform.node(),
             "cpus": os.cpu_count(),
         },

@@ -140,7 +140,7 @@ def _write_ground_truth(windows, t0_ns: int, duration_s: float, path: Path) -> N
     from loadgen.traffic_faults import FAULTS_SCHEMA
 
     end_of_run = t0_ns + int(duration_s * 1e9)
-    rows = {name: [] for name in FAULTS_SCHEMA.names}
+    rows: dict[str, list] = {name: [] for name in FAULTS_SCHEMA.names}
     for start_s, dur_s, params in windows:
         start = t0_ns + int(start_s * 1e9)
         if start >= end_of_run:

@@ -33,7 +33,7 @@ METRICS_SCHEMA = pa.schema(
 
 def parse_exposition(text: str, ts_ns: int) -> dict[str, list]:
     """Columns of METRICS_SCHEMA for one scrape's text (pure)."""
-    cols = {name: [] for name in METRICS_SCHEMA.names}
+    cols: dict[str, list] = {name: [] for name in METRICS_SCHEMA.names}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             cols["ts_ns"].append(ts_ns)
@@ -59,7 +59,7 @@ class MetricsScraper:
         self.interval_s = interval_s
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.timeout_s = timeout_s
-        self.cols = {name: [] for name in METRICS_SCHEMA.names}
+        self.cols: dict[str, list] = {name: [] for name in METRICS_SCHEMA.names}
         self.scrapes = 0
         self.errors = 0
         self.last_error: str | None = None

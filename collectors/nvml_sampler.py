@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import json
 import signal
 import threading
@@ -215,7 +216,9 @@ class NvmlSampler:
         nvml = self._nvml
         try:
             if nvml is None:
-                import pynvml as nvml
+                import pynvml
+
+                nvml = pynvml
             nvml.nvmlInit()
         except (
             Exception
@@ -257,7 +260,9 @@ class NvmlSampler:
         try:
             handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
             names = [
-                _text(_query(nvml, "name", lambda h=h: nvml.nvmlDeviceGetName(h), unsupported))
+                _text(
+                    _query(nvml, "name", functools.partial(nvml.nvmlDeviceGetName, h), unsupported)
+                )
                 for h in handles
             ]
             event_set = (
@@ -308,17 +313,13 @@ class NvmlSampler:
         event_set = _query(nvml, "xid", nvml.nvmlEventSetCreate, unsupported)
         if event_set is None:
             return None
+
+        def register(h: Any) -> bool:
+            nvml.nvmlDeviceRegisterEvents(h, nvml.nvmlEventTypeXidCriticalError, event_set)
+            return True
+
         registered = [
-            _query(
-                nvml,
-                "xid",
-                lambda h=h: (
-                    nvml.nvmlDeviceRegisterEvents(h, nvml.nvmlEventTypeXidCriticalError, event_set)
-                    or True
-                ),
-                unsupported,
-            )
-            for h in handles
+            _query(nvml, "xid", functools.partial(register, h), unsupported) for h in handles
         ]
         if not any(registered):
             _query(nvml, "xid_free", lambda: nvml.nvmlEventSetFree(event_set), {})

@@ -112,7 +112,7 @@ def _write_ground_truth(mine, t0_ns: int, duration_s: float, path: Path) -> None
     from loadgen.traffic_faults import FAULTS_SCHEMA
 
     end_of_run = t0_ns + int(duration_s * 1e9)
-    rows = {name: [] for name in FAULTS_SCHEMA.names}
+    rows: dict[str, list] = {name: [] for name in FAULTS_SCHEMA.names}
     for fault, params in mine:
         start = t0_ns + int(float(fault["start_s"]) * 1e9)
         if start >= end_of_run:

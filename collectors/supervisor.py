@@ -83,23 +83,24 @@ class CollectorSet:
 
     def stop(self) -> dict:
         """Stop every collector (last rows written); returns and writes the status."""
-        if self.metrics is not None:
+        metrics, proc, pyspy = self.metrics, self.proc, self.pyspy
+        if metrics is not None:
             self._stop_one(
                 "metrics",
                 lambda: {
-                    "rows": self.metrics.stop(),
-                    "scrapes": self.metrics.scrapes,
-                    "errors": self.metrics.errors,
-                    "last_error": self.metrics.last_error,
+                    "rows": metrics.stop(),
+                    "scrapes": metrics.scrapes,
+                    "errors": metrics.errors,
+                    "last_error": metrics.last_error,
                 },
             )
-        if self.proc is not None:
-            self._stop_one("proc", lambda: {"rows": self.proc.stop(), "ticks": self.proc.ticks})
-        if self.pyspy is not None:
+        if proc is not None:
+            self._stop_one("proc", lambda: {"rows": proc.stop(), "ticks": proc.ticks})
+        if pyspy is not None:
             self.tree.refresh()
-            self._stop_one("pyspy", lambda: self.pyspy.stop(self.tree.role))
-            if "error" in self.pyspy.status:
-                self.status["errors"].append(f"pyspy: {self.pyspy.status['error']}")
+            self._stop_one("pyspy", lambda: pyspy.stop(self.tree.role))
+            if "error" in pyspy.status:
+                self.status["errors"].append(f"pyspy: {pyspy.status['error']}")
         self.status["stopped_ns"] = time.time_ns()
         self.status["roles"] = {str(pid): role for pid, role in sorted(self.tree.roles.items())}
         (self.dir / f"collectors-{self.root_pid}.json").write_text(

@@ -304,12 +304,19 @@ class EngineConfig:
             )
 
     @property
+    def context_len(self) -> int:
+        """``max_model_len`` as construction resolved it (an int from then on)."""
+        if self.max_model_len is None:
+            raise ValueError("engine.max_model_len: unresolved (EngineConfig resolves it on init)")
+        return self.max_model_len
+
+    @property
     def token_budget(self) -> int:
         """Tokens one step may process (prefill + decode)."""
         return (
             self.max_num_batched_tokens
             if self.max_num_batched_tokens is not None
-            else max(self.max_model_len, self.max_num_seqs)
+            else max(self.context_len, self.max_num_seqs)
         )
 
     @classmethod

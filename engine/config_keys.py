@@ -24,6 +24,9 @@ FIRST_UNKNOWN = "{where}: unknown key '{key}' (valid keys: {valid})"
 class UnknownKeyError(ValueError):
     """A mapping holds a key its schema does not know (the default error of strict_keys)."""
 
+    field: str  # set by strict_keys: the path of the first unknown key
+    unknown: tuple[str, ...]  # every unknown key
+
 
 def field_path(where: str, key: str) -> str:
     """The path of `key` inside the mapping at `where` ('faults[0].params' + 'x')."""
@@ -50,7 +53,7 @@ def strict_keys(
     if sort_unknown:
         unknown = sorted(unknown)
     shown = sorted(known) if valid is None else list(valid)
-    err = error(
+    err: Any = error(  # any exception class: it gets the two attributes below
         message.format(
             where=where,
             key=unknown[0],

@@ -2,8 +2,9 @@
 
 A sequence owns a list of block ids (its block table); token ``i`` of the sequence lives in block
 ``table[i // block_size]`` at offset ``i % block_size``. The allocator hands out whole blocks and has
-a *budget* (usable blocks, ≤ total) so the ``memory.kv_pressure`` fault can shrink the cache
-without reallocating tensors.
+a *budget* (usable blocks, ≤ total) and a *ballast*: blocks really taken off the free list by
+something other than a sequence (the ``memory.kv_pressure`` fault: a co-tenant or a leak). Ballast
+blocks count as used, so ``num_used / num_blocks`` shows the pressure against the real capacity.
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ class BlockAllocator:
         self.num_blocks = num_blocks
         self._free = list(range(num_blocks - 1, -1, -1))  # pop() hands out 0, 1, 2, … first
         self._budget = num_blocks
+        self._ballast: list[int] = []  # blocks held by no sequence (see hold_ballast)
 
     @property
     def num_used(self) -> int:
+        """Blocks off the free list: held by sequences or by the ballast."""
         return self.num_blocks - len(self._free)
 
     @property
@@ -48,12 +51,33 @@ class BlockAllocator:
             raise ValueError(f"kv budget: must be in [1, {self.num_blocks}], got {budget}")
         self._budget = budget
 
+    @property
+    def num_ballast(self) -> int:
+        return len(self._ballast)
+
+    def hold_ballast(self, target: int) -> int:
+        """Move free blocks into the ballast until it holds ``target`` (or the free list is empty);
+        returns the blocks it holds. Nothing is taken from sequences: it grows as they free blocks."""
+        if isinstance(target, bool) or not isinstance(target, int) or target < 0:
+            raise ValueError(f"ballast target: must be an integer >= 0, got {target!r}")
+        while len(self._ballast) < target and self._free:
+            self._ballast.append(self._free.pop())
+        return len(self._ballast)
+
+    def release_ballast(self, n: int | None = None) -> None:
+        """Give ``n`` ballast blocks (None = all) back to the free list."""
+        n = len(self._ballast) if n is None else min(n, len(self._ballast))
+        for _ in range(n):
+            self._free.append(self._ballast.pop())
+
     def can_allocate(self, n: int) -> bool:
         return n <= self.num_available
 
     def allocate(self, n: int, ignore_budget: bool = False) -> list[int]:
         """Take ``n`` blocks; ``ignore_budget`` lets the scheduler keep one sequence alive under a
-        budget smaller than that sequence (only the physical free list then limits it)."""
+        budget smaller than that sequence (the physical free list, then the ballast, limit it)."""
+        if ignore_budget and n > len(self._free):
+            self.release_ballast(n - len(self._free))  # liveness: the lone sequence reclaims
         if not (self.can_allocate(n) or (ignore_budget and n <= len(self._free))):
             raise OutOfBlocks(
                 f"need {n} KV blocks, {self.num_available} available (budget {self._budget})"

@@ -85,7 +85,7 @@ class LLMEngine:
             self.device = resolve_device(config)
         try:
             self.model, self.tokenizer = load_model(config, self.device, 0, config.tp)
-            if config.max_model_len > self.model.args.max_position:
+            if config.context_len > self.model.args.max_position:
                 raise ValueError(
                     f"engine.max_model_len: must be <= the model's max_position={self.model.args.max_position}, got {config.max_model_len}"
                 )
@@ -99,7 +99,7 @@ class LLMEngine:
             args.n_layers,
             config.kv_blocks,
             config.block_size,
-            self.model.model.layers[0].self_attn.n_kv_heads,
+            self.model.model.decoder_layers()[0].self_attn.n_kv_heads,
             args.head_dim,
             self.model.lm_head.weight.dtype,
             self.device,
@@ -113,8 +113,6 @@ class LLMEngine:
         self.telemetry = Telemetry(run_dir)
         self._seqs: dict[str, Seq] = {}
         self._step = 0
-        # Hooks faults switch on (read once per step): penalty.slow_path installs a recount function.
-        self.penalty_slow_path = None
 
     # ---- requests -----------------------------------------------------------------------------
     def add_request(
@@ -128,7 +126,7 @@ class LLMEngine:
         prompt = list(prompt_ids)
         if not prompt:
             raise ValueError("prompt: must contain at least one token")
-        if len(prompt) >= self.config.max_model_len:
+        if len(prompt) >= self.config.context_len:
             raise ValueError(
                 f"prompt: {len(prompt)} tokens; must be < max_model_len={self.config.max_model_len}"
             )
@@ -201,10 +199,12 @@ class LLMEngine:
         if not self.scheduler.has_unfinished():
             return []
         clock = self.clock
+        # Fault windows open/close and state-only hooks run before the step's timers: a fault's
+        # cost must land where its phenomenon's does (see each kind's module), not in schedule_ms.
+        self.faults.begin_step(self, time.time_ns())
         faults0 = page_faults()
         start_ns = time.time_ns()
         m0 = clock.mark()
-        self.faults.begin_step(self, start_ns)
         if self.comm is not None:
             self.comm.begin_step()
         batch = self.scheduler.schedule()
@@ -215,36 +215,19 @@ class LLMEngine:
         seqs = batch.sequences
         input_ids, positions, attn = self._prepare_inputs(batch)
         params_list = [s.params for s in seqs]
-        slots = [s.slot for s in seqs]
+        slots = [s.running_slot() for s in seqs]
         m1 = clock.mark()
         if self.tp is not None:  # workers run the same forward on their slices
-            self.tp.broadcast_step(
-                StepHeader(
-                    step=self._step,
-                    num_tokens=int(input_ids.numel()),
-                    num_decode=attn.num_decode,
-                    max_blocks=int(attn.decode_block_tables.shape[1]),
-                    num_prefill=len(attn.prefill_lens),
-                    batch_size=len(seqs),
-                    kv_used=kv_used,
-                    kv_total=self.kv.allocator.budget,
-                    preempted=batch.preempted,
-                    waiting=len(self.scheduler.waiting),
-                ),
-                input_ids,
-                positions,
-                attn,
-            )
+            self._broadcast_step(self.tp, batch, input_ids, positions, attn, kv_used)
 
+        self.faults.in_forward(self)  # e.g. memory.alloc_churn: the forward's own allocations
         logits = self.model(input_ids, positions, attn, self.kv.layers, self.comm)  # [B, V] fp32
         m2 = clock.mark()
 
         for s in (
             batch.prefill
         ):  # new or recomputed: rebuild counts from its tokens (survives preemption)
-            self.penalty_state.assign(s.slot, s.prompt_ids, s.output_ids)
-        if self.penalty_slow_path is not None:  # penalty.slow_path fault: recount every history
-            self.penalty_slow_path(self, batch.decode)
+            self.penalty_state.assign(s.running_slot(), s.prompt_ids, s.output_ids)
         m3 = clock.mark()
         meta = SamplingMetadata.build(
             params_list, slots, self.penalty_state
@@ -260,13 +243,29 @@ class LLMEngine:
         outputs = self._process_outputs(seqs, token_ids)
         end_ns = time.time_ns()
         self.faults.end_step(end_ns)
-        alloc = self.kv.allocator
+        marks = (m0, m1, m2, m3, m4, m5, m6)
+        self._record_step(batch, attn, (start_ns, end_ns), marks, kv_used, faults0)
+        self._step += 1
+        return outputs
+
+    def _record_step(
+        self,
+        batch: ScheduledBatch,
+        attn: AttentionBatch,
+        span_ns: tuple[int, int],
+        marks: tuple[Any, ...],  # StageClock marks m0..m6 (ns, or CUDA events)
+        kv_used: int,
+        faults0: int,
+    ) -> None:
+        """One row of step telemetry: the stage times between the step's clock marks
+        (schedule, forward, penalties, sampling), the batch and the KV cache."""
+        clock, (m0, m1, m2, m3, m4, m5, m6) = self.clock, marks
         self.telemetry.steps.record(
             StepRecord(
                 step=self._step,
-                start_ns=start_ns,
-                end_ns=end_ns,
-                batch_size=len(seqs),
+                start_ns=span_ns[0],
+                end_ns=span_ns[1],
+                batch_size=len(batch.sequences),
                 prefill_tokens=sum(attn.prefill_lens),
                 decode_tokens=len(batch.decode),
                 schedule_ms=clock.ms(m0, m1),
@@ -275,7 +274,7 @@ class LLMEngine:
                 sample_ms=clock.ms(m3, m4) + clock.ms(m5, m6),
                 comm_ms=self.comm.take_ms() if self.comm is not None else 0.0,
                 kv_blocks_used=kv_used,
-                kv_blocks_total=alloc.budget,
+                kv_blocks_total=self.kv.allocator.budget,
                 preempted=batch.preempted,
                 waiting=len(self.scheduler.waiting),
                 page_faults=page_faults() - faults0,
@@ -284,8 +283,31 @@ class LLMEngine:
                 else None,
             )
         )
-        self._step += 1
-        return outputs
+
+    def _broadcast_step(
+        self,
+        tp: TPGroup,
+        batch: ScheduledBatch,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        attn: AttentionBatch,
+        kv_used: int,
+    ) -> None:
+        """Send the step's header and inputs to the tensor-parallel workers."""
+        header = StepHeader(
+            step=self._step,
+            num_tokens=int(input_ids.numel()),
+            num_decode=attn.num_decode,
+            max_blocks=int(attn.decode_block_tables.shape[1]),
+            num_prefill=len(attn.prefill_lens),
+            batch_size=len(batch.sequences),
+            kv_used=kv_used,
+            kv_total=self.kv.allocator.budget,
+            preempted=batch.preempted,
+            waiting=len(self.scheduler.waiting),
+            link_extra_floats=self.comm.link_extra_floats if self.comm else 0,
+        )
+        tp.broadcast_step(header, input_ids, positions, attn)
 
     def _prepare_inputs(
         self, batch: ScheduledBatch
@@ -338,7 +360,7 @@ class LLMEngine:
             reason = None
             if (tok == eos and not p.ignore_eos) or tok in p.stop_token_ids:
                 reason = "stop"
-            elif len(seq.output_ids) >= p.max_tokens or seq.num_tokens >= self.config.max_model_len:
+            elif len(seq.output_ids) >= p.max_tokens or seq.num_tokens >= self.config.context_len:
                 reason = "length"
             if reason is not None:
                 self.scheduler.finish(seq, reason, now)
@@ -356,6 +378,8 @@ class LLMEngine:
         return outputs
 
     def _log_finished(self, seq: Seq) -> None:
+        if seq.done_ns is None or seq.finish_reason is None:
+            raise RuntimeError(f"{seq.request_id}: logged before the scheduler finished it")
         self._seqs.pop(seq.request_id, None)
         self.telemetry.requests.record(
             seq.request_id,

@@ -262,9 +262,16 @@ class LlamaBody(nn.Module):
         self.layers = nn.ModuleList(DecoderLayer(args, tp_size) for _ in range(args.n_layers))
         self.norm = RMSNorm(args.dim, args.norm_eps)
 
+    def decoder_layers(self) -> list[DecoderLayer]:
+        """The layers as DecoderLayers (nn.ModuleList's items are typed as plain Modules)."""
+        return [layer for layer in self.layers if isinstance(layer, DecoderLayer)]
+
 
 class DecoderModel(nn.Module):
     """The whole decoder: ``forward`` fills the KV cache and returns fp32 logits [B, V]."""
+
+    rope_cos: torch.Tensor  # buffers (register_buffer): [max_position, head_dim]
+    rope_sin: torch.Tensor
 
     def __init__(self, args: ModelArgs, tp_rank: int = 0, tp_size: int = 1):
         super().__init__()
@@ -347,7 +354,7 @@ class DecoderModel(nn.Module):
     def fuse_projections(self) -> None:
         """(Re)build the fused q/k/v and gate/up weights from the current parameters. Needed after
         ``Module.to`` moves or casts the model (it copies each view apart); idempotent."""
-        for layer in self.model.layers:
+        for layer in self.model.decoder_layers():
             layer.self_attn.fuse()
             layer.mlp.fuse()
 

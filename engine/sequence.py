@@ -32,6 +32,12 @@ class Sequence:
     finish_reason: str | None = None  # stop | length | abort
     num_preemptions: int = 0
 
+    def running_slot(self) -> int:
+        """The penalty-state row; an error for a sequence that holds none (not running)."""
+        if self.slot is None:
+            raise RuntimeError(f"{self.request_id}: no penalty-state slot (not running)")
+        return self.slot
+
     @property
     def num_tokens(self) -> int:
         return len(self.prompt_ids) + len(self.output_ids)

@@ -15,8 +15,12 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tokenizers import Tokenizer as HFTokenizer
+
+if TYPE_CHECKING:
+    import jinja2
 
 BOS, EOS, PAD = "<|bos|>", "<|eos|>", "<|pad|>"
 END_OF_TURN = "<|end|>"
@@ -57,7 +61,9 @@ class Tokenizer:
             [self.eos_token_id, *(self._require_id(t) for t in extra_stop_tokens)]
         )
         self._chat_template_source = chat_template
-        self._jinja_template = None  # compiled lazily: only HF checkpoints carry one
+        self._jinja_template: jinja2.Template | None = (
+            None  # compiled lazily: only HF checkpoints carry one
+        )
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
@@ -145,6 +151,8 @@ class Tokenizer:
         return ids
 
     def _apply_jinja(self, msgs: list[ChatMessage]) -> list[int]:
+        if self._chat_template_source is None:
+            raise ValueError("chat template: this tokenizer has none (tokenizer_config.json)")
         if self._jinja_template is None:
             import jinja2.sandbox  # a checkpoint's template is data, so render it sandboxed
 
@@ -167,7 +175,9 @@ def _as_message(m: ChatMessage | dict, index: int) -> ChatMessage:
     if isinstance(m, ChatMessage):
         msg = m
     elif isinstance(m, dict):
-        msg = ChatMessage(role=m.get("role"), content=m.get("content"))
+        role: Any = m.get("role")  # checked below, with the message's index
+        content: Any = m.get("content")
+        msg = ChatMessage(role=role, content=content)
     else:
         raise ValueError(f"messages[{index}]: expected an object with role and content")
     if msg.role not in ROLE_TOKENS:

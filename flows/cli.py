@@ -12,6 +12,7 @@ import threading
 import time
 from importlib import resources
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 from rich.console import Console
@@ -117,7 +118,7 @@ def _with_progress(title: str, fn, *args, **kwargs):
             logger.removeHandler(handler)
 
 
-def _fail(message: str, code: int = 2) -> None:
+def _fail(message: str, code: int = 2) -> NoReturn:
     console.print(f"[red]error:[/red] {message}", highlight=False)
     raise typer.Exit(code)
 
@@ -375,7 +376,10 @@ def capacity(
             )
         else:
             kind = "users" if users is not None else "rate"
-            options = CapacityOptions(kind=kind, loads=tuple(parse_loads(users or rates, kind)))
+            loads = users if users is not None else rates
+            if loads is None:
+                _fail("give --users 2,4,8 or --rates 1,2,4")
+            options = CapacityOptions(kind=kind, loads=tuple(parse_loads(loads, kind)))
         options = dataclasses.replace(options, slo=_slo_option(slo), attainment=attainment)
         resolve_slo(str(scenario), options)  # fail fast, before Prefect starts
     except (ValueError, ScenarioError, SpecError, CapacityError) as e:
@@ -481,22 +485,7 @@ def engine(
     `spikelens engine --model DIR` needs no other flag: the context length comes from the
     checkpoint. With --config FILE, the flags given override the file's values.
     """
-    import json
-
-    if kv_blocks is not None and kv_cache_memory_bytes is not None:
-        _fail("give the KV cache size once: --kv-blocks or --kv-cache-memory-bytes")
-    if device in ("cuda", "auto"):
-        from rich.markup import escape
-
-        from flows.requirements import note
-
-        missing = note("engine --device cuda")
-        if missing:
-            console.print(
-                f"[yellow]note:[/yellow] {escape(missing)}", highlight=False, soft_wrap=True
-            )
-    if model_arg and model and model_arg != model:
-        _fail(f"give the model once: MODEL {model_arg!r} and --model {model!r} differ")
+    _check_engine_flags(model_arg, model, kv_blocks is not None, kv_cache_memory_bytes, device)
     engine_flags = {
         "model": model or model_arg,
         "max_model_len": max_model_len,
@@ -512,27 +501,47 @@ def engine(
     }
     data = _engine_run_config(config, engine_flags, {"model_name": served_model_name})
     run_dir = run_dir or StatePaths.from_env().ensure().runs / "adhoc-engine"
+    raise typer.Exit(_serve_engine(data, run_dir, host, port))
+
+
+def _check_engine_flags(
+    model_arg: str | None,
+    model: str | None,
+    kv_blocks_given: bool,
+    kv_cache_memory_bytes: str | None,
+    device: str | None,
+) -> None:
+    """Flags that contradict each other fail (exit 2); a GPU device notes what is missing."""
+    if kv_blocks_given and kv_cache_memory_bytes is not None:
+        _fail("give the KV cache size once: --kv-blocks or --kv-cache-memory-bytes")
+    if device in ("cuda", "auto"):
+        _note_missing_requirements("engine --device cuda")
+    if model_arg and model and model_arg != model:
+        _fail(f"give the model once: MODEL {model_arg!r} and --model {model!r} differ")
+
+
+def _note_missing_requirements(what: str) -> None:
+    """Print (not fail) what `what` needs and this machine lacks (flows.requirements)."""
+    from rich.markup import escape
+
+    from flows.requirements import note
+
+    missing = note(what)
+    if missing:
+        console.print(f"[yellow]note:[/yellow] {escape(missing)}", highlight=False, soft_wrap=True)
+
+
+def _serve_engine(data: dict, run_dir: Path, host: str, port: int) -> int:
+    """`python -m engine serve` on the merged config (kept in run_dir for the record) until it
+    stops; its exit code."""
+    import json
+
     run_dir.mkdir(parents=True, exist_ok=True)
     merged = run_dir / "engine-config.json"  # what the server ran with, for the record
     merged.write_text(json.dumps(data, indent=1))
-    raise typer.Exit(
-        _serve_until_stopped(
-            [
-                sys.executable,
-                "-m",
-                "engine",
-                "serve",
-                "--config",
-                str(merged),
-                "--run-dir",
-                str(run_dir),
-                "--host",
-                host,
-                "--port",
-                str(port),
-            ]
-        )
-    )
+    command = [sys.executable, "-m", "engine", "serve", "--config", str(merged)]
+    command += ["--run-dir", str(run_dir), "--host", host, "--port", str(port)]
+    return _serve_until_stopped(command)
 
 
 def _engine_run_config(config: Path | None, engine_flags: dict, server_flags: dict) -> dict:
@@ -551,7 +560,8 @@ def _engine_run_config(config: Path | None, engine_flags: dict, server_flags: di
     for block, flags in (("engine", engine_flags), ("server", server_flags)):
         given = {k: v for k, v in flags.items() if v is not None}
         if given:
-            base = data.get(block) if isinstance(data.get(block), dict) else {}
+            current = data.get(block)
+            base = current if isinstance(current, dict) else {}
             data[block] = {**base, **given}
     return data
 
@@ -667,12 +677,29 @@ def evaluate(
     rescore: str | None = typer.Option(
         None, help="Id of an earlier evaluation: re-analyse and score its runs, run nothing."
     ),
+    peer_methods: str = typer.Option(
+        "baro,nsigma,circa",
+        help="RCAEval methods scored as peers, comma-separated (with --peers).",
+    ),
+    seed: int = typer.Option(0, help="Seed of the random floor and the bootstrap intervals."),
 ) -> None:
     """Run a suite of fault scenarios; score detection and attribution vs ground truth and peers."""
     if peers:  # BARO/NSigma need the eval extra: say so now, not after the suite has run
         _require("evaluate")
-    from flows.evaluate import default_suite_dir, evaluation, previous_suite, suite_scenarios
+    from flows.evaluate import (
+        default_suite_dir,
+        evaluation,
+        previous_suite,
+        suite_scenarios,
+        unregistered_kinds,
+    )
     from flows.scenario import ScenarioError, load_scenario
+    from rca.peers import PEER_METHODS
+
+    methods = tuple(m.strip() for m in peer_methods.split(",") if m.strip()) if peers else ()
+    for m in methods:
+        if m not in PEER_METHODS:
+            _fail(f"--peer-methods: {m!r} is not one of {', '.join(PEER_METHODS)}")
 
     folder = suite_dir or default_suite_dir()
     try:
@@ -680,7 +707,8 @@ def evaluate(
             previous_suite(StatePaths.from_env().reports, rescore)
         else:
             for scenario in suite_scenarios(folder):
-                load_scenario(scenario)
+                if not unregistered_kinds(scenario):  # those cases are skipped, and listed
+                    load_scenario(scenario)
     except (ScenarioError, FileNotFoundError) as e:
         _fail(str(e))
     _supervise()
@@ -690,8 +718,9 @@ def evaluate(
             evaluation,
             str(folder),
             None,
-            ("baro", "nsigma") if peers else (),
+            methods,
             rescore,
+            seed,
         )
     except KeyboardInterrupt:
         _fail("interrupted; the engine and Locust were stopped", 130)

@@ -242,8 +242,11 @@ def deploy_to_pool(
     params = {**nightly_parameters(config_dir, base=source.resolve()), **(parameters or {})}
     from prefect import Flow
 
+    # Prefect's sync/async dispatch types both results as "X | Coroutine"; called sync, they are X
     remote = Flow.from_source(source=str(source.resolve()), entrypoint=flow.file_path)
-    return remote.deploy(
+    if not isinstance(remote, Flow):
+        raise DeployError(f"{flow.file_path}: Flow.from_source returned {type(remote).__name__}")
+    deployment_id = remote.deploy(
         name=name,
         work_pool_name=pool,
         schedules=[schedule.to_prefect()],
@@ -252,6 +255,9 @@ def deploy_to_pool(
         print_next_steps=False,
         ignore_warnings=True,
     )
+    if not isinstance(deployment_id, UUID):
+        raise DeployError(f"deploy {name!r}: Prefect returned {type(deployment_id).__name__}")
+    return deployment_id
 
 
 def deploy(

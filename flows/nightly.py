@@ -61,6 +61,8 @@ def find_baseline(
 ) -> list[str]:
     """The pinned run, or the last N passing nightlies of this scenario before `before_ns`."""
     if config.baseline == "pinned":
+        if config.pinned_run_id is None:
+            raise ValueError("pinned_run_id: required when baseline is pinned")
         return [config.pinned_run_id]
     from warehouse.db import connect
     from warehouse.queries import query

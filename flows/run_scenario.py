@@ -15,15 +15,18 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prefect import flow
 from prefect.exceptions import TerminationSignal
 
 from collectors import collect_dir, hook_env
 from collectors.cpu_contention import CpuContention
+from collectors.delay_proxy import DelayProxy
 from collectors.process_faults import KINDS as PROCESS_FAULT_KINDS
 from collectors.process_faults import arm as arm_process_faults
 from collectors.process_faults import schedule_env
+from engine.server.launch import EngineProcess
 from flows.manifest import RunManifest, new_run_id
 from flows.paths import StatePaths
 from flows.scenario import Scenario, load_scenario
@@ -46,7 +49,11 @@ from flows.tasks import (
     summarize_load,
     write_manifest,
 )
+from flows.vllm_process import VllmProcess
 from loadgen.traffic_faults import for_loadgen
+
+if TYPE_CHECKING:
+    from collectors.supervisor import CollectorSet
 
 
 @dataclass
@@ -138,6 +145,8 @@ def run_scenario(
                 raise
     if failure is not None:
         raise failure
+    if finished is None:  # _finish returned or raised: with no failure it ran
+        raise RuntimeError(f"run {run_id}: the analysis did not run")
     analysis, report = finished
     return IncidentResult(
         run_id=run_id,
@@ -192,29 +201,41 @@ class _Serving:
     run_dir: Path
     faults: list[dict]
     url: str = ""
-    engine: object = None
-    collectors: object = None
+    engine: EngineProcess | VllmProcess | None = None
+    collectors: CollectorSet | None = None
     hogs: CpuContention | None = None
+    proxy: DelayProxy | None = None  # network.delay: loadgen sends through it
 
     def start(self, run_id: str, manifest: RunManifest) -> None:
         scenario, run_dir = self.scenario, self.run_dir
+        engine: EngineProcess | VllmProcess
         if scenario.engine is not None:
-            self.engine = start_engine(run_id, scenario.engine.to_dict(), self.faults, run_dir)
-            root_pid, role = self.engine.proc.pid, "engine"
+            engine = start_engine(run_id, scenario.engine.to_dict(), self.faults, run_dir)
+            root_pid, role = engine.running().pid, "engine"
         elif scenario.vllm is not None:
             # every process of vLLM's tree inherits the GC hook through its environment
-            self.engine = start_vllm(
+            engine = start_vllm(
                 scenario.vllm, run_dir, env_hook=lambda env: _vllm_env(run_dir, self.faults, env)
             )
-            manifest.extra["vllm"] = self.engine.describe()
+            manifest.extra["vllm"] = engine.describe()
             write_manifest(manifest, run_dir)
-            root_pid, role = self.engine.root_pid, "vllm"
-        else:
+            root_pid, role = engine.running().pid, "vllm"
+        elif scenario.target is not None:
             self.url = scenario.target
+            self._start_proxy()
             return
-        self.url = self.engine.url
+        else:
+            raise ValueError(f"{scenario.path}: give one of engine, vllm or target")
+        self.engine = engine
+        self.url = engine.url
         self.collectors = start_collectors(run_dir, root_pid, role, f"{self.url}/metrics")
         self.hogs = CpuContention(self.faults, root_pid, run_dir, scenario.duration_s)
+        self._start_proxy()
+
+    def _start_proxy(self) -> None:
+        """network.delay: loadgen's URL becomes the delaying proxy's (same URL without one)."""
+        self.proxy = DelayProxy(self.faults, self.run_dir, self.scenario.duration_s)
+        self.url = self.proxy.start(self.url)
 
     def arm(self, t0_ns: int) -> None:
         """Start every fault clock at the start of measured load."""
@@ -222,6 +243,8 @@ class _Serving:
             self.engine.arm_faults(t0_ns)
         if self.hogs is not None:
             self.hogs.arm(t0_ns)
+        if self.proxy is not None:
+            self.proxy.arm(t0_ns)
         if self.scenario.vllm is not None and any(
             f["kind"] in PROCESS_FAULT_KINDS for f in self.faults
         ):
@@ -234,6 +257,8 @@ class _Serving:
             )
 
     def stop(self, manifest: RunManifest) -> None:
+        if self.proxy is not None:
+            self.proxy.stop()
         if self.hogs is not None:
             self.hogs.stop()
         if self.collectors is not None:
@@ -241,7 +266,7 @@ class _Serving:
         if self.engine is not None:
             code = (
                 stop_vllm(self.engine)
-                if self.scenario.vllm is not None
+                if isinstance(self.engine, VllmProcess)
                 else stop_engine(self.engine)
             )
             if code not in (0, None, -15):

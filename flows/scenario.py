@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
 from collectors.cpu_contention import KIND as CPU_CONTENTION
 from collectors.cpu_contention import make_params as make_cpu_contention_params
+from collectors.delay_proxy import KIND as NETWORK_DELAY
+from collectors.delay_proxy import make_params as make_network_delay_params
 from collectors.process_faults import KINDS as PROCESS_FAULT_KINDS
 from collectors.process_faults import make_params as make_process_fault_params
 from engine.config import EngineConfig
@@ -46,6 +49,7 @@ _TOP_KEYS = {
 }
 _TARGET_KEYS = ("url", "model")
 ENDPOINTS = ("chat", "completions")
+_T = TypeVar("_T")
 
 
 class ScenarioError(ValueError):
@@ -189,107 +193,179 @@ def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> 
     return parse_scenario(raw, path=path, text=text, lines=_lines(node) if node else {})
 
 
+@dataclass(frozen=True)
+class _Source:
+    """The scenario mapping being parsed, with where it came from: every step's errors name the
+    file, the line and the key through it."""
+
+    raw: dict[str, Any]
+    path: str
+    lines: dict[tuple, int]
+
+    def error(self, key: str, message: str, at: tuple | None = None) -> ScenarioError:
+        """An error on `key`, at the line of the key path `at` (None: no line)."""
+        return ScenarioError(self.path, self.lines.get(at) if at else None, key, message)
+
+    def fail(self, block: tuple, message: str, error: Exception | None = None) -> ScenarioError:
+        """An error somewhere inside `block`, at the line of the key the message names."""
+        line, key = _blame(self.lines, block, message, getattr(error, "field", None))
+        return ScenarioError(self.path, line, key, message)
+
+
+@dataclass(frozen=True)
+class _Runtime:
+    """What the scenario runs against: exactly one of our engine, a vLLM we start, a target."""
+
+    engine: EngineConfig | None
+    vllm: VllmConfig | None
+    target: str | None
+    model: str | None
+
+
 def parse_scenario(
     raw: dict[str, Any],
     path: str = "<scenario>",
     text: str = "",
     lines: dict[tuple, int] | None = None,
 ) -> Scenario:
-    """Validate a scenario mapping (from YAML or built in code)."""
-    lines = lines or {}
-
-    def fail(block: tuple, message: str, error: Exception | None = None) -> ScenarioError:
-        line, key = _blame(lines, block, message, getattr(error, "field", None))
-        return ScenarioError(path, line, key, message)
-
-    try:
-        strict_keys(raw, _TOP_KEYS, "", message="unknown key; valid keys: {valid}")
-    except UnknownKeyError as e:
-        raise ScenarioError(path, lines.get((e.unknown[0],)), e.field, str(e)) from None
-
-    def number(key: str, default: float | None, lo: float, hi: float) -> float:
-        value = raw.get(key, default)
-        if value is None:
-            raise ScenarioError(path, None, key, "is required")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
-            raise ScenarioError(
-                path, lines.get((key,)), key, f"must be a number in [{lo:g}, {hi:g}], got {value!r}"
-            )
-        return float(value)
-
-    duration_s = number("duration_s", None, 1, 86_400)
-    warmup_s = number("warmup_s", 5, 0, 3_600)
-    seed = int(number("seed", 0, 0, 2**31 - 1))
+    """Validate a scenario mapping (from YAML or built in code), one section after the other:
+    top-level keys, run length and seed, engine or target, endpoint, workload and load, SLO,
+    faults. The first error found is raised."""
+    src = _Source(raw, path, lines or {})
+    _check_top_keys(src)
+    duration_s = _number(src, "duration_s", None, 1, 86_400)
+    warmup_s = _number(src, "warmup_s", 5, 0, 3_600)
+    seed = int(_number(src, "seed", 0, 0, 2**31 - 1))
     name = raw.get("name") or Path(path).stem
     if not isinstance(name, str):
-        raise ScenarioError(path, lines.get(("name",)), "name", "must be a string")
+        raise src.error("name", "must be a string", ("name",))
+    runtime = _runtime(src)
+    endpoint = _endpoint(src, own_engine=runtime.engine is not None)
+    workload = _section(src, "workload", WorkloadSpec.from_dict)
+    load = _section(src, "load", LoadSpec.from_dict)
+    _check_slo(src)
+    faults = _faults(src, runtime)
+    _check_fault_windows(src, runtime, faults, duration_s)
+    return Scenario(
+        name=name,
+        duration_s=duration_s,
+        warmup_s=warmup_s,
+        engine=runtime.engine,
+        target=runtime.target,
+        workload=workload,
+        load=load,
+        faults=tuple(faults),
+        seed=seed,
+        path=path,
+        raw=raw,
+        text=text or yaml.safe_dump(raw, sort_keys=False),
+        vllm=runtime.vllm,
+        model=runtime.model,
+        endpoint=endpoint,
+    )
 
+
+def _check_top_keys(src: _Source) -> None:
+    try:
+        strict_keys(src.raw, _TOP_KEYS, "", message="unknown key; valid keys: {valid}")
+    except UnknownKeyError as e:
+        raise src.error(e.field, str(e), (e.unknown[0],)) from None
+
+
+def _number(src: _Source, key: str, default: float | None, lo: float, hi: float) -> float:
+    """A top-level number in [lo, hi]; `default` None: the key is required."""
+    value = src.raw.get(key, default)
+    if value is None:
+        raise src.error(key, "is required")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+        raise src.error(key, f"must be a number in [{lo:g}, {hi:g}], got {value!r}", (key,))
+    return float(value)
+
+
+def _runtime(src: _Source) -> _Runtime:
+    """`engine:` (ours, or `kind: vllm`) or `target:`, exactly one of them."""
+    raw = src.raw
     if ("engine" in raw) == ("target" in raw):
-        raise ScenarioError(
-            path,
-            None,
-            "engine/target",
-            "give exactly one of `engine:` (start our engine) or `target:` (a URL)",
+        raise src.error(
+            "engine/target", "give exactly one of `engine:` (start our engine) or `target:` (a URL)"
         )
-    engine = vllm = None
-    target, model = raw.get("target"), None
-    if "engine" in raw:
-        block = raw["engine"] or {}
-        if not isinstance(block, dict):
-            raise fail(("engine",), "must be a mapping")
-        try:
-            if engine_kind(block) == "vllm":
-                vllm = VllmConfig.from_dict(block)
-            else:
-                engine = EngineConfig.from_dict({k: v for k, v in block.items() if k != "kind"})
-        except (ValueError, KeyError, TypeError) as e:
-            raise fail(("engine",), str(e).strip("'\""), e) from None
-    else:
-        target, model = _target(raw["target"], path, lines)
-    endpoint = raw.get("endpoint", default_endpoint(engine is not None))
+    if "target" in raw:
+        target, model = _target(raw["target"], src.path, src.lines)
+        return _Runtime(engine=None, vllm=None, target=target, model=model)
+    block = raw["engine"] or {}
+    if not isinstance(block, dict):
+        raise src.fail(("engine",), "must be a mapping")
+    try:
+        if engine_kind(block) == "vllm":
+            return _Runtime(engine=None, vllm=VllmConfig.from_dict(block), target=None, model=None)
+        engine = EngineConfig.from_dict({k: v for k, v in block.items() if k != "kind"})
+    except (ValueError, KeyError, TypeError) as e:
+        raise src.fail(("engine",), str(e).strip("'\""), e) from None
+    return _Runtime(engine=engine, vllm=None, target=None, model=None)
+
+
+def _endpoint(src: _Source, own_engine: bool) -> str:
+    endpoint = src.raw.get("endpoint", default_endpoint(own_engine))
     if endpoint not in ENDPOINTS:
-        raise ScenarioError(
-            path,
-            lines.get(("endpoint",)),
-            "endpoint",
-            f"must be one of {', '.join(ENDPOINTS)}, got {endpoint!r}",
+        raise src.error(
+            "endpoint", f"must be one of {', '.join(ENDPOINTS)}, got {endpoint!r}", ("endpoint",)
         )
+    return endpoint
 
+
+def _section(src: _Source, key: str, parse: Callable[[dict[str, Any]], _T]) -> _T:
+    """A block validated by the module that owns it (`workload:`, `load:`); absent: defaults."""
     try:
-        workload = WorkloadSpec.from_dict(raw.get("workload") or {})
+        return parse(src.raw.get(key) or {})
     except (ValueError, KeyError, TypeError) as e:
-        raise fail(("workload",), str(e).strip("'\""), e) from None
+        raise src.fail((key,), str(e).strip("'\""), e) from None
+
+
+def _check_slo(src: _Source) -> None:
+    """Goodput objectives, e.g. {ttft_ms: 500, tpot_ms: 50}, checked by loadgen.metrics."""
+    if "slo" not in src.raw:
+        return
+    from loadgen.metrics import SLO
+
+    slo = src.raw["slo"]
     try:
-        load = LoadSpec.from_dict(raw.get("load") or {})
-    except (ValueError, KeyError, TypeError) as e:
-        raise fail(("load",), str(e).strip("'\""), e) from None
+        SLO.from_dict(slo if isinstance(slo, dict) else {"": slo})
+    except (ValueError, TypeError) as e:
+        raise src.fail(("slo",), str(e), e) from None
 
-    if "slo" in raw:  # goodput objectives, e.g. {ttft_ms: 500, tpot_ms: 50}
-        from loadgen.metrics import SLO
 
-        try:
-            SLO.from_dict(raw["slo"] if isinstance(raw["slo"], dict) else {"": raw["slo"]})
-        except (ValueError, TypeError) as e:
-            raise fail(("slo",), str(e), e) from None
-
-    # Faults are validated by their owners: the engine's parser and injector params, and
-    # loadgen's for the traffic kinds it applies. Their messages start with `faults[i]`.
+def _faults(src: _Source, runtime: _Runtime) -> list[FaultSpec]:
+    """Faults are validated by their owners: the engine's parser and injector params, and
+    loadgen's for the traffic kinds it applies. Their messages start with `faults[i]`."""
+    own = runtime.engine is not None  # spikelens' engine applies its kinds; else loadgen may
     try:
-        faults = parse_fault_specs(raw.get("faults"))
+        faults = parse_fault_specs(src.raw.get("faults"))
         for f in faults:
-            if vllm is not None and f.kind in PROCESS_FAULT_KINDS:  # applied by the GC hook
+            if runtime.vllm is not None and f.kind in PROCESS_FAULT_KINDS:  # by the GC hook
                 make_process_fault_params(f.kind, f.params)
             elif f.kind == CPU_CONTENTION:  # applied by the flow beside any engine it starts
                 make_cpu_contention_params(f.params)
-            elif f.kind in ENGINE_KINDS and not (engine is None and f.kind in OWN_ENGINE_APPLIES):
+            elif f.kind == NETWORK_DELAY:  # a proxy the flow puts between loadgen and the engine
+                make_network_delay_params(f.params)
+            elif f.kind in ENGINE_KINDS and not (own is False and f.kind in OWN_ENGINE_APPLIES):
                 ENGINE_KINDS[f.kind].make_params(f.params)
-        traffic_faults(for_loadgen([dataclasses.asdict(f) for f in faults], engine is not None))
+        traffic_faults(for_loadgen([dataclasses.asdict(f) for f in faults], own))
     except (ValueError, TypeError) as e:
         index = re.match(r"faults\[(\d+)\]", str(e))
-        raise fail(("faults", int(index.group(1))) if index else ("faults",), str(e), e) from None
+        block = ("faults", int(index.group(1))) if index else ("faults",)
+        raise src.fail(block, str(e), e) from None
+    return faults
+
+
+def _check_fault_windows(
+    src: _Source, runtime: _Runtime, faults: list[FaultSpec], duration_s: float
+) -> None:
+    """Each fault applies to what this scenario runs, inside the measured duration."""
+    vllm = runtime.vllm
     for i, f in enumerate(faults):
+        at = ("faults", i)
         if (
-            engine is None
+            runtime.engine is None
             and f.kind in ENGINE_KINDS
             and not (vllm is not None and f.kind in {*PROCESS_FAULT_KINDS, *OWN_ENGINE_APPLIES})
         ):
@@ -298,49 +374,28 @@ def parse_scenario(
                 if vllm is not None
                 else ""
             )
-            raise ScenarioError(
-                path,
-                lines.get(("faults", i)),
+            raise src.error(
                 f"faults[{i}].kind",
                 f"{f.kind!r} is injected by spikelens' own engine; with vLLM or a "
                 f"target only loadgen's kinds apply: "
                 f"{', '.join(sorted(set(TRAFFIC_KINDS) - OWN_ENGINE_APPLIES))}"
                 + (f"; and {also}" if also else ""),
+                at,
             )
-        if f.kind == CPU_CONTENTION and target is not None:
-            raise ScenarioError(
-                path,
-                lines.get(("faults", i)),
+        if f.kind == CPU_CONTENTION and runtime.target is not None:
+            raise src.error(
                 f"faults[{i}].kind",
                 f"{f.kind!r} pins hog processes to the CPUs of an engine spikelens "
                 f"starts; a `target:` is not started here",
+                at,
             )
         if f.start_s + f.duration_s > duration_s:
-            raise ScenarioError(
-                path,
-                lines.get(("faults", i)),
+            raise src.error(
                 f"faults[{i}]",
                 f"window {f.start_s:g}–{f.start_s + f.duration_s:g} s ends after "
                 f"duration_s={duration_s:g}",
+                at,
             )
-
-    return Scenario(
-        name=name,
-        duration_s=duration_s,
-        warmup_s=warmup_s,
-        engine=engine,
-        target=target,
-        workload=workload,
-        load=load,
-        faults=tuple(faults),
-        seed=seed,
-        path=path,
-        raw=raw,
-        text=text or yaml.safe_dump(raw, sort_keys=False),
-        vllm=vllm,
-        model=model,
-        endpoint=endpoint,
-    )
 
 
 def _target(value: Any, path: str, lines: dict[tuple, int]) -> tuple[str, str | None]:
@@ -367,7 +422,8 @@ def _target(value: Any, path: str, lines: dict[tuple, int]) -> tuple[str, str | 
                 "target.model",
                 f"must be a model id (a non-empty string), got {model!r}",
             )
-        where, key, value = ("target", "url"), "target.url", value.get("url")
+        where: tuple[str, ...] = ("target", "url")
+        key, value = "target.url", value.get("url")
     else:
         where, key = ("target",), "target"
     if not (isinstance(value, str) and re.match(r"^https?://", value)):

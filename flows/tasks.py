@@ -11,7 +11,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prefect import task
 from prefect.cache_policies import NONE
@@ -21,6 +21,10 @@ from flows.manifest import RunManifest
 from flows.supervisor import die_with_parent
 from flows.vllm_config import VllmConfig
 from flows.vllm_process import VllmProcess
+
+if TYPE_CHECKING:
+    from collectors import CollectorSet
+    from loadgen.runner import LocustResult
 
 # The CLI listens on this logger to draw its progress display; Prefect's UI shows task states.
 progress = logging.getLogger("spikelens.progress")
@@ -56,7 +60,10 @@ def start_vllm(
     progress.info("starting vLLM (%s)", config.model)
     handle = VllmProcess(config, run_dir, preexec_fn=die_with_parent, env_hook=env_hook).start()
     progress.info(
-        "vLLM %s up at %s after %.0f s", handle.build.version, handle.url, handle.startup_s
+        "vLLM %s up at %s after %.0f s",
+        handle.build.version if handle.build else "?",
+        handle.url,
+        handle.startup_s,
     )
     return handle
 
@@ -125,7 +132,7 @@ def stop_nvml_sampler(proc: subprocess.Popen, run_dir: Path) -> dict:
 @task(name="start-collectors", cache_policy=NONE)
 def start_collectors(
     run_dir: Path, root_pid: int, role: str, metrics_url: str | None = None
-) -> Any:
+) -> CollectorSet:
     """Outside-in telemetry of an engine's process tree (py-spy stacks, /proc CPU and scheduling,
     /metrics at 4 Hz) into run_dir/collect; the GC hook runs inside the engine (its launcher)."""
     from collectors import CollectorSet
@@ -135,7 +142,7 @@ def start_collectors(
 
 
 @task(name="stop-collectors", cache_policy=NONE)
-def stop_collectors(handle: Any) -> dict:
+def stop_collectors(handle: CollectorSet) -> dict:
     """Stop the collectors (each writes its last rows); their status goes into run.json."""
     return handle.stop()
 
@@ -163,12 +170,15 @@ def drive_load(
     api_key: str | None = None,
     model_name: str = "spikelens",
     endpoint: str = "chat",
-) -> Any:
+) -> LocustResult:
     """Run Locust as a subprocess against `url`; raw samples land in `run_dir`.
 
     The runner enforces its own hard deadline (duration + warm-up + grace) on the subprocess.
     """
-    from loadgen.runner import run_locust  # imports no locust: the runner spawns a subprocess
+    from loadgen.runner import (  # imports no locust: the runner spawns a subprocess
+        LocustRunOptions,
+        run_locust,
+    )
 
     progress.info(
         "load: %.0f s warm-up + %.0f s measured",
@@ -176,22 +186,21 @@ def drive_load(
         duration_s,
         extra={"duration_s": warmup_s + duration_s},
     )
-    return run_locust(
-        host=url,
-        run_dir=run_dir,
+    options = LocustRunOptions(
         workload=workload,
         load=load,
         duration_s=duration_s,
         warmup_s=warmup_s,
         seed=seed,
         tokenizer_path=tokenizer_path,
-        on_load_start=on_load_start,
         faults=faults,
         metrics_url=metrics_url,
         api_key=api_key,
-        preexec_fn=die_with_parent,
         model_name=model_name,
         endpoint=endpoint,
+    )
+    return run_locust(
+        url, run_dir, options, on_load_start=on_load_start, preexec_fn=die_with_parent
     )
 
 

@@ -92,6 +92,8 @@ class VllmConfig:
             value = getattr(self, key)
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise fail(key, f"must be a non-empty string, got {value!r}")
+        lo: float  # the integer bounds first, then the real ones
+        hi: float
         for key, lo, hi in (
             ("max_num_seqs", 1, 65_536),
             ("max_model_len", 16, 10_000_000),

@@ -186,6 +186,8 @@ class VllmProcess(SupervisedServer):
 
     def env(self) -> dict[str, str]:
         """The server's environment: vllm_env, then env_hook's additions."""
+        if self.build is None:
+            raise RuntimeError("VllmProcess.env(): the vLLM build is known only after start()")
         env = vllm_env(self.config, self.build)
         return self.env_hook(env) if self.env_hook is not None else env
 
@@ -229,10 +231,11 @@ class VllmProcess(SupervisedServer):
 
     def _wait_healthy(self, started: float) -> None:
         deadline = started + self.config.startup_timeout_s
+        proc = self.running()
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
+            if proc.poll() is not None:
                 raise VllmLaunchError(
-                    f"vLLM exited with {self.proc.returncode} during startup "
+                    f"vLLM exited with {proc.returncode} during startup "
                     f"(log: {self.log_path}):\n{self.log_tail()}"
                 )
             try:

@@ -11,21 +11,27 @@ Pure and seeded: the same arguments give the same schedule in every process.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 from loadgen.spec import LoadSpec
 from loadgen.traffic_faults import TrafficFault, burst_edges, burst_factor
 
 
 def arrival_times(
-    load: LoadSpec, warmup_s: float, duration_s: float, seed: int, faults: list[TrafficFault] = ()
+    load: LoadSpec,
+    warmup_s: float,
+    duration_s: float,
+    seed: int,
+    faults: Sequence[TrafficFault] = (),
 ) -> Iterator[float]:
     """Send times in [0, warmup_s + duration_s), ascending (a generator: long runs stay small).
     Burst windows are times after load start, so they are shifted by warmup_s here."""
     if load.shape not in ("open", "poisson"):
         raise ValueError(f"load.shape {load.shape!r} has no rate schedule")
     end = warmup_s + duration_s
-    edges = [warmup_s + t for t in burst_edges(faults)] + [end]
+    if load.rate is None:
+        raise ValueError(f"load.rate: required for load.shape {load.shape!r}")
+    edges = [warmup_s + t for t in burst_edges(list(faults))] + [end]
     rng = random.Random(f"arrivals/{seed}")
     t = 0.0
     for edge in sorted(edges):

@@ -67,7 +67,7 @@ class HealthMonitor:
 
     def __init__(self, worker: str):
         self.worker = worker
-        self.rows = {name: [] for name in HEALTH_SCHEMA.names}
+        self.rows: dict[str, list] = {name: [] for name in HEALTH_SCHEMA.names}
         self._second: list[float] = []
         self._measured_lags: list[float] = []
         self._second_delays: list[float] = []

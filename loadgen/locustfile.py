@@ -24,7 +24,9 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass
 from itertools import count
+from typing import Any
 
 import gevent
 import gevent.pool
@@ -35,6 +37,8 @@ from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner, WorkerRunner
 
 from loadgen.arrivals import arrival_times, for_worker
 from loadgen.client_health import PROBE_INTERVAL_S, HealthMonitor
+from loadgen.client_stall import KIND as CLIENT_STALL
+from loadgen.client_stall import blocking_sleep, run_stalls
 from loadgen.error_guard import STOP_MARKER, ErrorGuard, ErrorGuardConfig
 from loadgen.prompts import PromptBuilder
 from loadgen.recorder import Recorder
@@ -85,12 +89,15 @@ class Clock:
         self.load_start_ns = start_ns + int(CONFIG.warmup_s * 1e9)
         self.end_ns = self.load_start_ns + int(CONFIG.duration_s * 1e9)
 
+    def started(self) -> tuple[int, int, int]:
+        """(start, load start, end) in ns; an error if read before `set()`."""
+        if self.start_ns is None or self.load_start_ns is None or self.end_ns is None:
+            raise RuntimeError("the run's clock is read before load started (Clock.set)")
+        return self.start_ns, self.load_start_ns, self.end_ns
+
     def phase(self, t_ns: int) -> str:
-        return (
-            "warmup"
-            if t_ns < self.load_start_ns
-            else ("measure" if t_ns < self.end_ns else "after")
-        )
+        _, load_start_ns, end_ns = self.started()
+        return "warmup" if t_ns < load_start_ns else ("measure" if t_ns < end_ns else "after")
 
 
 CLOCK = Clock()
@@ -123,6 +130,20 @@ def _start_clock(start_ns: int) -> None:
     CLOCK.set(start_ns)
     gevent.spawn(_probe_lag)
     gevent.spawn(_sample_health)
+    gevent.spawn(_stall_clock)
+
+
+def _stall_clock() -> None:
+    """client.stall: block this whole process on the fault clock (loadgen.client_stall)."""
+    windows = [(f.start_s, f.duration_s, f.params) for f in FAULTS if f.kind == CLIENT_STALL]
+    if windows:
+        _, load_start_ns, _ = CLOCK.started()
+        run_stalls(
+            windows,
+            lambda: (time.time_ns() - load_start_ns) / 1e9,
+            gevent.sleep,
+            blocking_sleep(),
+        )
 
 
 @events.test_start.add_listener
@@ -148,14 +169,15 @@ def closed_loop_users(t_s: float) -> int:
 def _drive_shape(runner) -> None:
     """Closed loop: move the user count at each change of the shape or of a burst. Then quit
     exactly at the end (the streams still in flight are cancelled and recorded)."""
+    _, load_start_ns, end_ns = CLOCK.started()
     if not LOAD.open_loop:
         for t_s in sorted(set(change_times(LOAD, CONFIG.duration_s)) | set(burst_edges(FAULTS))):
-            at_ns = CLOCK.load_start_ns + int(t_s * 1e9)
-            if at_ns >= CLOCK.end_ns:
+            at_ns = load_start_ns + int(t_s * 1e9)
+            if at_ns >= end_ns:
                 break
             _sleep_until(at_ns)
             runner.start(closed_loop_users(t_s), spawn_rate(LOAD) * burst_factor(FAULTS, t_s))
-    _sleep_until(CLOCK.end_ns)
+    _sleep_until(end_ns)
     if isinstance(runner, MasterRunner):
         _stop_workers_and_collect_stats(runner)
     runner.quit()
@@ -223,7 +245,7 @@ def _sample_health() -> None:
     recorder: Recorder = STATE["recorder"]
     proc = psutil.Process()
     proc.cpu_percent(None)  # starts the interval
-    next_ns = CLOCK.start_ns + 10**9
+    next_ns = CLOCK.started()[0] + 10**9
     while True:
         _sleep_until(next_ns)
         now = time.time_ns()
@@ -287,7 +309,7 @@ def _sse_lines(response, read_mode: str, sock: TimedSocket | None, measured: boo
             seen_ns = time.time_ns()
             if not line:
                 return
-            if sock is not None and sock.rx_stamped:
+            if sock is not None and sock.rx_stamped and sock.rx_ns is not None:
                 health.add_read_delay((seen_ns - sock.rx_ns) / 1e6, measured)
                 arrival_ns, uncertain = line_arrival(sock, sock_response._body_buffer)
                 yield line, arrival_ns, True, uncertain
@@ -315,21 +337,8 @@ def stream_request(
     """Send one streaming request and record it; re-raises GreenletExit after recording the
     request as 'cancelled' (the user was stopped mid-stream)."""
     recorder: Recorder = STATE["recorder"]
-    recorder.start(
-        {
-            "request_id": plan.request_id,
-            "user": user_name,
-            "worker": str(worker),
-            "phase": "warmup" if intended_ns < CLOCK.load_start_ns else "measure",
-            "intended_send_ns": intended_ns,
-            "prompt_tokens_target": plan.prompt_tokens_target,
-            "max_tokens": plan.max_tokens,
-            "fault": fault,
-            **plan.sampling,
-        }
-    )
+    recorder.start(_planned_row(plan, intended_ns, user_name, worker, fault))
     state = StreamState()
-    n_bytes = 0
     body, headers = plan.body_bytes(), plan.headers(API_KEY)  # built before the send time is taken
     in_flight = recorder.in_flight[plan.request_id]
     sent_ns = in_flight["sent_ns"] = time.time_ns()  # until the socket says when the bytes left
@@ -337,7 +346,7 @@ def stream_request(
         "POST",
         plan.path,
         name=EVENT_NAME,
-        data=body,
+        data=body,  # type: ignore[arg-type]  # locust annotates str|dict; geventhttpclient sends bytes as-is
         headers=headers,
         stream=True,
         catch_response=True,
@@ -348,47 +357,27 @@ def stream_request(
         in_flight["arrival_clock"] = "read"  # until every line of the stream came kernel-stamped
         http_status = response.status_code or 0
         in_flight["http_status"] = http_status
-        error = None
-        kernel_clock = False  # every line of the stream came kernel-stamped
+        read = _StreamRead()
         try:
             if getattr(response, "error", None) is not None and http_status == 0:
-                error = f"connection: {response.error!r}"
+                read.error = f"connection: {response.error!r}"
             elif http_status != 200:
-                error = f"HTTP {http_status}: {(response.text or '')[:500]}"
+                read.error = f"HTTP {http_status}: {(response.text or '')[:500]}"
             else:
-                measured = CLOCK.phase(intended_ns) == "measure"
-                kernel_clock = sock is not None
-                first_uncertain = (
-                    None  # the first content line's time: a later packet's, loosely bounded
-                )
-                for line, arrival_ns, stamped, uncertain in _sse_lines(
-                    response, CONFIG.read_mode, sock, measured
-                ):
-                    state.feed_line(line, arrival_ns)
-                    n_bytes += len(line)
-                    kernel_clock &= stamped
-                    if first_uncertain is None and state.first_token_ns is not None:
-                        first_uncertain = uncertain
-                kernel_clock &= n_bytes > 0
-                if kernel_clock:
-                    in_flight["arrival_clock"] = "merged" if first_uncertain else "kernel"
-                    if first_uncertain is not None:  # only streams that had a first token count
-                        STATE["health"].add_first_token(first_uncertain, measured)
-                if state.error:
-                    error = state.error
-                elif not state.done:
-                    error = "stream ended before data: [DONE]"
+                _read_stream(response, sock, intended_ns, state, in_flight, read)
         except GreenletExit:
             response.request_meta["response_time"] = (time.time_ns() - sent_ns) / 1e6
             response.failure("cancelled")
             _finish(recorder, plan, state, status="cancelled", error="user stopped mid-stream")
             raise
         except Exception as exc:  # a broken connection mid-stream is a failed request, not a crash
-            error = f"{type(exc).__name__}: {exc}"
+            read.error = f"{type(exc).__name__}: {exc}"
+        error = read.error
         # the end of the body reached the socket at the last read's stamp (line mode)
-        done_ns = sock.rx_ns if kernel_clock and not error else time.time_ns()
+        rx_ns = sock.rx_ns if sock is not None and read.kernel_clock and not error else None
+        done_ns = rx_ns if rx_ns is not None else time.time_ns()
         response.request_meta["response_time"] = (done_ns - sent_ns) / 1e6
-        response.request_meta["response_length"] = n_bytes
+        response.request_meta["response_length"] = read.n_bytes
         if error:
             response.failure(error)
         else:
@@ -396,6 +385,64 @@ def stream_request(
         _finish(
             recorder, plan, state, status="error" if error else "ok", error=error, done_ns=done_ns
         )
+
+
+def _planned_row(
+    plan: RequestPlan, intended_ns: int, user_name: str, worker: int, fault: str | None
+) -> dict[str, Any]:
+    """What is known of a request before it is sent: who sends it, when, and what it asks."""
+    return {
+        "request_id": plan.request_id,
+        "user": user_name,
+        "worker": str(worker),
+        "phase": "warmup" if intended_ns < CLOCK.started()[1] else "measure",
+        "intended_send_ns": intended_ns,
+        "prompt_tokens_target": plan.prompt_tokens_target,
+        "max_tokens": plan.max_tokens,
+        "fault": fault,
+        **plan.sampling,
+    }
+
+
+@dataclass
+class _StreamRead:
+    """How far the read of one response got: kept by the caller, so that a stream broken
+    mid-way still reports the bytes it had."""
+
+    n_bytes: int = 0
+    kernel_clock: bool = False  # every line of the stream came kernel-stamped
+    error: str | None = None
+
+
+def _read_stream(
+    response: Any,
+    sock: TimedSocket | None,
+    intended_ns: int,
+    state: StreamState,
+    in_flight: dict[str, Any],
+    read: _StreamRead,
+) -> None:
+    """Feed a 200 response's SSE lines to `state`; note which clock their arrivals are on."""
+    measured = CLOCK.phase(intended_ns) == "measure"
+    read.kernel_clock = sock is not None
+    first_uncertain = None  # the first content line's time: a later packet's, loosely bounded
+    for line, arrival_ns, stamped, uncertain in _sse_lines(
+        response, CONFIG.read_mode, sock, measured
+    ):
+        state.feed_line(line, arrival_ns)
+        read.n_bytes += len(line)
+        read.kernel_clock &= stamped
+        if first_uncertain is None and state.first_token_ns is not None:
+            first_uncertain = uncertain
+    read.kernel_clock &= read.n_bytes > 0
+    if read.kernel_clock:
+        in_flight["arrival_clock"] = "merged" if first_uncertain else "kernel"
+        if first_uncertain is not None:  # only streams that had a first token count
+            STATE["health"].add_first_token(first_uncertain, measured)
+    if state.error:
+        read.error = state.error
+    elif not state.done:
+        read.error = "stream ended before data: [DONE]"
 
 
 def _finish(
@@ -433,9 +480,10 @@ def _finish(
 def _sampling_fault(t_ns: int, request_id: str):
     """The traffic fault (penalty.repetition / penalty.heavy_traffic / memory.kv_pressure) that
     rewrites request `request_id` due at t_ns, or None."""
-    if t_ns < CLOCK.load_start_ns:
+    load_start_ns = CLOCK.started()[1]
+    if t_ns < load_start_ns:
         return None
-    return sampling_fault_at(FAULTS, (t_ns - CLOCK.load_start_ns) / 1e9, request_id)
+    return sampling_fault_at(FAULTS, (t_ns - load_start_ns) / 1e9, request_id)
 
 
 class ChatStreamUser(FastHttpUser):

@@ -190,11 +190,7 @@ def summarize(
     ok_ids = ok["request_id"].combine_chunks()
     gaps = itl_gaps(tokens.filter(pc.is_in(tokens["request_id"], value_set=ok_ids)))
     if duration_s is None:
-        start, end = (
-            pc.min(requests["intended_send_ns"]).as_py(),
-            pc.max(requests["done_ns"]).as_py(),
-        )
-        duration_s = (end - start) / 1e9 if start is not None and end is not None else 0.0
+        duration_s = _rows_span_s(requests)
     status_counts = {s: 0 for s in ("ok", "error", "cancelled")}
     for row in requests.group_by("status").aggregate([("request_id", "count")]).to_pylist():
         status_counts[row["status"]] = row["request_id_count"]
@@ -221,6 +217,30 @@ def summarize(
         "request_throughput": rate(status_counts["ok"]),
         "output_throughput": rate(out_tokens),
         "total_token_throughput": rate(out_tokens + prompt_tokens),
+        **_latency_views(ok, gaps, metrics),
+    }
+    if slo is not None:
+        good = sum(
+            slo.met(r["ttft_ms"], r["tpot_ms"], r["e2e_ms"])
+            for r in ok.select(["ttft_ms", "tpot_ms", "e2e_ms"]).to_pylist()
+        )
+        summary["slo"] = dataclasses.asdict(slo)
+        summary["good_requests"] = good
+        summary["goodput"] = rate(good)
+    return summary
+
+
+def _rows_span_s(requests: pa.Table) -> float:
+    """From the first intended send to the last end of the rows, seconds (0 without rows)."""
+    start = pc.min(requests["intended_send_ns"]).as_py()
+    end = pc.max(requests["done_ns"]).as_py()
+    return (end - start) / 1e9 if start is not None and end is not None else 0.0
+
+
+def _latency_views(ok: pa.Table, gaps: pa.Table, metrics: pa.Table) -> dict:
+    """Latency statistics of the completed requests under vLLM's definitions, from the intended
+    send times, and as GuideLLM and genai-perf define them."""
+    return {
         "vllm": {
             "ttft_ms": stats(ok["ttft_ms"]),
             "tpot_ms": stats(ok["tpot_ms"]),
@@ -244,12 +264,3 @@ def summarize(
             "e2e_ms": stats(ok["last_chunk_ms"]),
         },
     }
-    if slo is not None:
-        good = sum(
-            slo.met(r["ttft_ms"], r["tpot_ms"], r["e2e_ms"])
-            for r in ok.select(["ttft_ms", "tpot_ms", "e2e_ms"]).to_pylist()
-        )
-        summary["slo"] = dataclasses.asdict(slo)
-        summary["good_requests"] = good
-        summary["goodput"] = rate(good)
-    return summary

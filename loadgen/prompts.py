@@ -15,6 +15,10 @@ import random
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 # Re-encoding a cut can shift the count by a token or two at the edges (a word split across the
 # cut); this many corrections of the cut length, then this many other start offsets, are tried.
@@ -52,8 +56,13 @@ class PromptBuilder:
         """True when prompt lengths are exact token counts (a tokenizer was given)."""
         return self.tokenizer is not None
 
+    def _require_tokenizer(self) -> Tokenizer:
+        if self.tokenizer is None:
+            raise ValueError("tokenizer_path: exact token counts need a tokenizer")
+        return self.tokenizer
+
     def count_ids(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text, add_special_tokens=False).ids
+        return self._require_tokenizer().encode(text, add_special_tokens=False).ids
 
     def count_tokens(self, text: str) -> int:
         """Tokens in `text` under the tokenizer, or words when there is none."""
@@ -83,7 +92,7 @@ class PromptBuilder:
         take = n_tokens
         text, err = "", n_tokens
         for _ in range(_MAX_LENGTH_FIXES):
-            text = self.tokenizer.decode(self._cycle(self.ids, start, take)).strip()
+            text = self._require_tokenizer().decode(self._cycle(self.ids, start, take)).strip()
             err = self.count_tokens(text) - n_tokens
             if err == 0 or take - err < 1:
                 break

@@ -16,6 +16,7 @@ import os
 import time
 from array import array
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -102,10 +103,10 @@ class Recorder:
         self.parts_dir = Path(parts_dir)
         self.tag = tag
         self.in_flight: dict[str, dict] = {}
-        self.requests = {name: [] for name in REQUESTS_SCHEMA.names}
+        self.requests: dict[str, list] = {name: [] for name in REQUESTS_SCHEMA.names}
         # one entry per content chunk: numbers in typed arrays (~24 bytes a chunk with the id
         # reference, instead of ~60 as Python ints), so long runs stay small in memory
-        self.tokens = {
+        self.tokens: dict[str, Any] = {  # request ids in a list, numbers in typed arrays
             "request_id": [],
             "index": array("i"),
             "arrival_ns": array("q"),

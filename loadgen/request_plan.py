@@ -77,6 +77,8 @@ class RequestFactory:
         if workload.source != "builtin" and pool is None:
             from loadgen.sources import load_prompt_file
 
+            if workload.path is None:
+                raise ValueError(f"workload.path: required for workload.source {workload.source!r}")
             self.pool = load_prompt_file(workload.path, workload.source)
 
     def user_rng(self, worker: int, user: int) -> random.Random:
@@ -109,7 +111,10 @@ class RequestFactory:
         if repetition is not None:
             sampling = {**sampling, **repetition.sampling_overrides()}
             max_tokens = repetition.output_tokens(max_tokens, self.workload.output_tokens.max)
-        return self.build(request_id, text, prompt_len, max_tokens, sampling)
+        plan = self.build(request_id, text, prompt_len, max_tokens, sampling)
+        if repetition is not None and repetition.honours_eos:
+            plan.body.pop("ignore_eos", None)  # penalty.repetition: the output may end on EOS
+        return plan
 
     def from_replay(self, entry, rng: random.Random, request_id: str) -> RequestPlan:
         """A plan for a replay.ReplayEntry: its body as given (always streamed with usage), its

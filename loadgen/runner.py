@@ -1,9 +1,10 @@
 """Run Locust as a subprocess against an OpenAI-compatible server and collect its raw samples.
 
-What: `run_locust(...)` writes the run config, starts `python -m locust -f loadgen/locustfile.py
---headless …` in its own process group, calls `on_load_start(t0_ns)` at the moment warm-up ends,
-waits (hard timeout), merges every Locust process's parts into `requests.parquet` and
-`tokens.parquet` in the run directory, and returns a LocustResult.
+What: `run_locust(host, run_dir, LocustRunOptions(...))` writes the run config, starts
+`python -m locust -f loadgen/locustfile.py --headless …` in its own process group, calls
+`on_load_start(t0_ns)` at the moment warm-up ends, waits (hard timeout), merges every Locust
+process's parts into `requests.parquet` and `tokens.parquet` in the run directory, and returns a
+LocustResult.
 Why a subprocess: importing locust (gevent monkey-patching) into the Prefect or torch process
 hangs them (STACK-NOTES). This module imports neither locust nor gevent.
 On any exception or KeyboardInterrupt the whole process group is terminated (SIGTERM: Locust
@@ -27,9 +28,10 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from collectors.metrics_scraper import MetricsScraper
 from loadgen.client_health import merge_health
@@ -77,130 +79,199 @@ class LocustResult:
     stopped_early: dict | None = None
 
 
+@dataclass(frozen=True)
+class LocustRunOptions:
+    """What one Locust run drives, for how long, and how it reads and records (`run_locust`).
+
+    Settings only: the two callbacks (`on_load_start`, `preexec_fn`) are code, not settings, and
+    stay arguments of `run_locust`. Checked when the run starts, before Locust does (SpecError
+    naming the field)."""
+
+    # the requests: a WorkloadSpec, its mapping, or a preset name ("smoke", ...)
+    workload: WorkloadSpec | dict | str
+    # the arrivals: a LoadSpec, its mapping, or a preset name
+    load: LoadSpec | dict | str
+    duration_s: float  # measured load after the warm-up, seconds (> 0)
+    warmup_s: float = 0.0  # first seconds of load, recorded with phase 'warmup' (>= 0)
+    seed: int = 0  # run seed of the workload's draws and the arrival schedule
+    tokenizer_path: str | Path | None = None  # tokenizers JSON for exact prompt token counts
+    model_name: str = "spikelens"  # the `model` field of every request body
+    # hard limit on the whole Locust run, seconds; None: STARTUP_TIMEOUT_S + warmup_s +
+    # duration_s + SHUTDOWN_GRACE_S
+    timeout_s: float | None = None
+    api_key: str | None = None  # Bearer token, handed over in the environment, never on disk
+    endpoint: str = "chat"  # "chat" (/v1/chat/completions) or "completions" (/v1/completions)
+    # "line": read the body a line at a time off the socket buffer; "byte": one recv per byte
+    read_mode: str = "line"
+    request_timeout_s: float = 600.0  # network timeout between bytes of one request, seconds
+    log_lines: int = 60  # lines of Locust's output kept for stdout_tail and error messages
+    # the scenario's whole fault list ({kind, start_s, duration_s, params} mappings or FaultSpec
+    # -like objects): loadgen applies load.burst and the penalty kinds, records them in
+    # faults.loadgen.parquet, and skips the engine's kinds
+    faults: Sequence[Any] = ()
+    # Locust worker processes: 0 runs one process; N (<= 256) a master and N workers
+    # (`--processes N`), every worker's samples merged
+    workers: int = 0
+    # a Prometheus endpoint scraped into metrics.parquet while Locust runs; None: no scraping
+    metrics_url: str | None = None
+    metrics_interval_s: float = 0.25  # seconds between two scrapes of metrics_url
+    # send vLLM's `ignore_eos` (exact output lengths); False for targets that reject unknown
+    # fields (outputs may then end before max_tokens)
+    ignore_eos: bool = True
+    # stop early when the load is mostly errors (the result's `stopped_early` says why); None
+    # lets a failing run go its full length
+    error_guard: ErrorGuardConfig | None = field(default_factory=ErrorGuardConfig)
+
+
 def run_locust(
     host: str,
     run_dir: str | Path,
-    workload: WorkloadSpec | dict | str,
-    load: LoadSpec | dict | str,
-    duration_s: float,
-    warmup_s: float = 0.0,
-    seed: int = 0,
-    tokenizer_path: str | Path | None = None,
-    model_name: str = "spikelens",
-    on_load_start: Callable[[int], None] | None = None,
+    options: LocustRunOptions,
     *,
-    timeout_s: float | None = None,
-    api_key: str | None = None,
-    endpoint: str = "chat",
-    read_mode: str = "line",
-    request_timeout_s: float = 600.0,
-    log_lines: int = 60,
-    faults: list[dict] | None = None,
-    workers: int = 0,
-    metrics_url: str | None = None,
-    metrics_interval_s: float = 0.25,
+    on_load_start: Callable[[int], None] | None = None,
     preexec_fn: Callable[[], None] | None = None,
-    ignore_eos: bool = True,
-    error_guard: ErrorGuardConfig | None = ErrorGuardConfig(),
 ) -> LocustResult:
-    """Drive `host` with `workload` under `load` for warmup_s + duration_s; see module doc.
+    """Drive `host` (the server root, http(s)://) as `options` say for warmup_s + duration_s,
+    recording into `run_dir`; see the module doc.
     Blocks until Locust exits; raises LoadgenError (after killing the group) if it does not
-    within timeout_s (default warm-up + duration + startup and shutdown allowances).
-    `faults`: the scenario's whole fault list ({kind, start_s, duration_s, params}); loadgen
-    applies load.burst and penalty.repetition, records them in faults.loadgen.parquet, and skips
-    the engine's kinds.
-    `workers`: N > 0 runs a Locust master and N worker processes (`--processes N`); every
-    worker's samples are merged. `metrics_url`: scrape that Prometheus endpoint every
-    `metrics_interval_s` into metrics.parquet while Locust runs. `preexec_fn` runs in the Locust
-    child before exec (e.g. PR_SET_PDEATHSIG, so a SIGKILLed caller leaves no Locust behind).
+    within options.timeout_s. `on_load_start(t0_ns)` is called when the warm-up ends.
+    `preexec_fn` runs in the Locust child before exec (e.g. PR_SET_PDEATHSIG, so a SIGKILLed
+    caller leaves no Locust behind).
     If the wait is interrupted (any exception, KeyboardInterrupt, a termination signal raised in
     this thread), Locust is terminated and what it recorded is still merged — requests.parquet,
     tokens.parquet, client_health.parquet and faults.loadgen.parquet up to that moment — before
-    the exception propagates. `ignore_eos=False` leaves vLLM's `ignore_eos` out of the bodies, for
-    targets that reject unknown fields (outputs may then end before max_tokens).
-    `error_guard`: when the load is mostly errors, Locust stops early and the result's
-    `stopped_early` says why (loadgen.error_guard); None lets a failing run go its full length."""
-    workload, load = workload_from(workload), load_from(load)
-    mine = traffic_faults([_fault_dict(f) for f in faults or []])
-    _check_inputs(host, workload, duration_s, warmup_s, workers, tokenizer_path)
-    run_dir = Path(run_dir)
-    parts_dir = _fresh_parts_dir(run_dir)
-    replay_path = None
-    if load.shape == "replay":
-        replay_path = str(
-            write_normalised(load_trace(load.trace, load.speed), parts_dir / "replay.jsonl")
-        )
-    config = RunConfig(
-        parts_dir=str(parts_dir),
-        run_tag=run_dir.name or "run",
-        warmup_s=warmup_s,
-        duration_s=duration_s,
-        seed=seed,
-        workload=workload.to_dict(),
-        load=load.to_dict(),
-        model_name=model_name,
-        tokenizer_path=str(tokenizer_path) if tokenizer_path else None,
-        endpoint=endpoint,
-        request_timeout_s=request_timeout_s,
-        read_mode=read_mode,
-        faults=[f.to_dict() for f in mine],
-        workers=workers,
-        replay_path=replay_path,
-        ignore_eos=ignore_eos,
-        error_guard=dataclasses.asdict(error_guard) if error_guard is not None else None,
-    )
-    config_path = config.write(parts_dir / "config.json")
-    stats_base = parts_dir / "locust_stats"  # Locust appends ".json"
-    stats_path = stats_base.with_suffix(".json")
-    stats_path.unlink(missing_ok=True)
-    env = {**os.environ, CONFIG_ENV: str(config_path), "PYTHONUNBUFFERED": "1"}
-    if api_key:
-        env[API_KEY_ENV] = api_key
-    if timeout_s is None:
-        timeout_s = STARTUP_TIMEOUT_S + warmup_s + duration_s + SHUTDOWN_GRACE_S
-
-    deadline = time.monotonic() + timeout_s
-    output = _OutputReader(parts_dir / "locust.log", log_lines)
+    the exception propagates."""
+    run = _prepare_run(host, Path(run_dir), options)
+    output = _OutputReader(run.parts_dir / "locust.log", options.log_lines)
     scraper = (
         MetricsScraper(
-            metrics_url, run_dir / "metrics.parquet", metrics_interval_s, api_key=api_key
+            options.metrics_url,
+            run.run_dir / "metrics.parquet",
+            options.metrics_interval_s,
+            api_key=options.api_key,
         )
-        if metrics_url
+        if options.metrics_url
         else None
     )
     try:
         proc = subprocess.Popen(
-            locust_command(host, load, config, stats_base),
+            locust_command(host, run.load, run.config, run.stats_base),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            env=env,
+            env=run.env,
             start_new_session=True,  # own process group: killed as one
             preexec_fn=preexec_fn,
         )
     except BaseException:
         output.close()
         raise
-    clock = _LoadClock(warmup_s)
+    clock = _LoadClock(options.warmup_s)
     try:
-        returncode = _wait_for_locust(
-            proc, output, scraper, clock, deadline, on_load_start, timeout_s
-        )
+        returncode = _wait_for_locust(proc, output, scraper, clock, run, on_load_start)
     except BaseException as failure:
-        _salvage(failure, proc, output, scraper, parts_dir, run_dir, mine, clock, duration_s)
+        _salvage(failure, proc, output, scraper, run, clock)
         raise
     output.close()
+    return _collect(run, returncode, output, scraper, clock)
+
+
+@dataclass(frozen=True)
+class _PreparedRun:
+    """Everything decided before Locust starts: where its parts go, its config and environment,
+    the faults loadgen applies itself, and the deadline of the whole run."""
+
+    run_dir: Path
+    parts_dir: Path
+    load: LoadSpec
+    config: RunConfig
+    stats_base: Path  # Locust's --json-file (it appends ".json")
+    env: dict[str, str]
+    faults: list  # the loadgen-owned faults (TrafficFault)
+    duration_s: float
+    timeout_s: float
+    deadline: float  # time.monotonic() past which Locust is stopped
+
+
+def _prepare_run(host: str, run_dir: Path, options: LocustRunOptions) -> _PreparedRun:
+    """Check the inputs, empty the parts folder, write Locust's config file: no process yet."""
+    workload, load = workload_from(options.workload), load_from(options.load)
+    mine = traffic_faults([_fault_dict(f) for f in options.faults or []])
+    _check_inputs(host, workload, options)
+    parts_dir = _fresh_parts_dir(run_dir)
+    replay_path = None
+    if load.shape == "replay" and load.trace is not None:  # LoadSpec requires a trace for replay
+        replay_path = str(
+            write_normalised(load_trace(load.trace, load.speed), parts_dir / "replay.jsonl")
+        )
+    guard = options.error_guard
+    config = RunConfig(
+        parts_dir=str(parts_dir),
+        run_tag=run_dir.name or "run",
+        warmup_s=options.warmup_s,
+        duration_s=options.duration_s,
+        seed=options.seed,
+        workload=workload.to_dict(),
+        load=load.to_dict(),
+        model_name=options.model_name,
+        tokenizer_path=str(options.tokenizer_path) if options.tokenizer_path else None,
+        endpoint=options.endpoint,
+        request_timeout_s=options.request_timeout_s,
+        read_mode=options.read_mode,
+        faults=[f.to_dict() for f in mine],
+        workers=options.workers,
+        replay_path=replay_path,
+        ignore_eos=options.ignore_eos,
+        error_guard=dataclasses.asdict(guard) if guard is not None else None,
+    )
+    config_path = config.write(parts_dir / "config.json")
+    stats_base = parts_dir / "locust_stats"
+    stats_base.with_suffix(".json").unlink(missing_ok=True)
+    env = {**os.environ, CONFIG_ENV: str(config_path), "PYTHONUNBUFFERED": "1"}
+    if options.api_key:
+        env[API_KEY_ENV] = options.api_key
+    timeout_s = options.timeout_s
+    if timeout_s is None:
+        timeout_s = STARTUP_TIMEOUT_S + options.warmup_s + options.duration_s + SHUTDOWN_GRACE_S
+    return _PreparedRun(
+        run_dir=run_dir,
+        parts_dir=parts_dir,
+        load=load,
+        config=config,
+        stats_base=stats_base,
+        env=env,
+        faults=mine,
+        duration_s=options.duration_s,
+        timeout_s=timeout_s,
+        deadline=time.monotonic() + timeout_s,
+    )
+
+
+def _collect(
+    run: _PreparedRun,
+    returncode: int,
+    output: _OutputReader,
+    scraper: MetricsScraper | None,
+    clock: _LoadClock,
+) -> LocustResult:
+    """After Locust exited: merge its parts, read its final stats, write loadgen's faults."""
     metrics_rows = scraper.stop() if scraper is not None else 0
-    recorded, chunks, health = _merge(parts_dir, run_dir)
+    recorded, chunks, health = _merge(run.parts_dir, run.run_dir)
+    stats_path = run.stats_base.with_suffix(".json")
     if not stats_path.exists():
         raise LoadgenError(f"locust exited ({returncode}) without final stats\n{output.tail()}")
     sent, failed = _event_counts(stats_path)
-    if mine:
-        write_faults(mine, clock.load_started_ns, duration_s, run_dir / "faults.loadgen.parquet")
+    if run.faults:
+        write_faults(
+            run.faults,
+            clock.measured_from(),
+            run.duration_s,
+            run.run_dir / "faults.loadgen.parquet",
+        )
     return LocustResult(
         requests_sent=sent,
         requests_failed=failed,
         returncode=returncode,
-        load_started_ns=clock.load_started_ns,
+        load_started_ns=clock.measured_from(),
         stdout_tail=output.tail(),
         requests_recorded=recorded,
         chunks_recorded=chunks,
@@ -213,15 +284,10 @@ def run_locust(
     )
 
 
-def _check_inputs(
-    host: str,
-    workload: WorkloadSpec,
-    duration_s: float,
-    warmup_s: float,
-    workers: int,
-    tokenizer_path: str | Path | None,
-) -> None:
+def _check_inputs(host: str, workload: WorkloadSpec, options: LocustRunOptions) -> None:
     """Everything that can be wrong before Locust starts, named (SpecError)."""
+    duration_s, warmup_s, workers = options.duration_s, options.warmup_s, options.workers
+    tokenizer_path = options.tokenizer_path
     if duration_s <= 0:
         raise SpecError(f"duration_s must be > 0, got {duration_s!r}")
     if warmup_s < 0:
@@ -237,7 +303,7 @@ def _check_inputs(
             PromptBuilder(tokenizer_path)  # a missing or broken tokenizer fails here, not in Locust
         except Exception as exc:
             raise SpecError(f"tokenizer_path {tokenizer_path}: {exc}") from None
-    if workload.source != "builtin":
+    if workload.source != "builtin" and workload.path is not None:  # WorkloadSpec requires one
         from loadgen.sources import load_prompt_file
 
         load_prompt_file(workload.path, workload.source)  # bad files fail here, naming the line
@@ -261,15 +327,20 @@ class _LoadClock:
     started_ns: int = 0
     load_started_ns: int | None = None
 
+    def measured_from(self) -> int:
+        """The start of measured load; only known once Locust printed its start marker."""
+        if self.load_started_ns is None:
+            raise LoadgenError("locust's start marker was never read: no measured load")
+        return self.load_started_ns
+
 
 def _wait_for_locust(
     proc: subprocess.Popen,
     output: _OutputReader,
     scraper: MetricsScraper | None,
     clock: _LoadClock,
-    deadline: float,
+    run: _PreparedRun,
     on_load_start: Callable[[int], None] | None,
-    timeout_s: float,
 ) -> int:
     """Follow Locust to its end: note the start of measured load (and tell the caller at that
     moment), then wait for the exit; LoadgenError past the deadline."""
@@ -277,17 +348,17 @@ def _wait_for_locust(
         scraper.start()
     output.follow(proc)
     clock.started_ns = output.wait_for_start(
-        proc, min(deadline, time.monotonic() + STARTUP_TIMEOUT_S)
+        proc, min(run.deadline, time.monotonic() + STARTUP_TIMEOUT_S)
     )
     clock.load_started_ns = clock.started_ns + int(clock.warmup_s * 1e9)
     if on_load_start is not None:
         _sleep_until_ns(clock.load_started_ns)
         on_load_start(clock.load_started_ns)
     try:
-        return proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        return proc.wait(timeout=max(0.0, run.deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
         raise LoadgenError(
-            f"locust overran its {timeout_s:.0f} s timeout\n{output.tail()}"
+            f"locust overran its {run.timeout_s:.0f} s timeout\n{output.tail()}"
         ) from None
 
 
@@ -296,11 +367,8 @@ def _salvage(
     proc: subprocess.Popen,
     output: _OutputReader,
     scraper: MetricsScraper | None,
-    parts_dir: Path,
-    run_dir: Path,
-    mine: list,
+    run: _PreparedRun,
     clock: _LoadClock,
-    duration_s: float,
 ) -> None:
     """After a failed or interrupted wait: stop Locust and keep what it measured (the caller
     may still analyse a failed run); a failure to merge is noted on the original failure."""
@@ -313,11 +381,13 @@ def _salvage(
         if scraper is not None:
             scraper.stop()
         try:
-            _merge(parts_dir, run_dir)
+            _merge(run.parts_dir, run.run_dir)
             started = clock.load_started_ns
-            if mine and started is not None and time.time_ns() > started:
-                measured_s = min(duration_s, (time.time_ns() - started) / 1e9)
-                write_faults(mine, started, measured_s, run_dir / "faults.loadgen.parquet")
+            if run.faults and started is not None and time.time_ns() > started:
+                measured_s = min(run.duration_s, (time.time_ns() - started) / 1e9)
+                write_faults(
+                    run.faults, started, measured_s, run.run_dir / "faults.loadgen.parquet"
+                )
         except Exception as merge_error:
             failure.add_note(f"merging loadgen's parts also failed: {merge_error!r}")
 
@@ -450,6 +520,8 @@ class _OutputReader:
         self.thread.start()
 
     def _read(self, proc: subprocess.Popen) -> None:
+        if proc.stdout is None:
+            raise LoadgenError("locust was started without a stdout pipe")
         for raw in proc.stdout:
             line = raw.decode("utf-8", errors="replace").rstrip("\n")
             if line.startswith(START_MARKER):

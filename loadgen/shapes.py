@@ -27,7 +27,11 @@ def target_users(load: LoadSpec, t_s: float, duration_s: float) -> int:
         return users
     if load.shape == "spike":
         in_spike = load.spike_start_s <= t < load.spike_start_s + load.spike_duration_s
-        return load.spike_users if in_spike else load.users
+        if not in_spike:
+            return load.users
+        if load.spike_users is None:
+            raise ValueError("load.spike_users: required for load.shape 'spike'")
+        return load.spike_users
     raise ValueError(f"load.shape {load.shape!r} is not a closed-loop shape")
 
 

@@ -14,7 +14,7 @@ connection is a ``TimedSocket``:
   for the first request of a new connection, when ``connect`` began, so TTFT holds the TCP
   handshake as it does in vLLM's ``bench serve``, but not the wait for a pooled connection;
 - ``rx_ns``: the kernel's receive time of the last packet the latest ``recv`` took
-  (``SO_TIMESTAMPNS``, see ``engine.server.socket_clock``); ``read_ns`` the time of that read.
+  (``SO_TIMESTAMPNS``, see ``spikelens_common.socket_clock``); ``read_ns`` the time of that read.
   A line the parser returns ends in the bytes of the latest ``recv`` or of an earlier one whose
   stamp is still current (no read happened since), so ``rx_ns`` right after ``readline`` is
   when the line's last byte arrived — never earlier, and never later than the read. If bytes
@@ -35,7 +35,7 @@ import time
 import gevent.socket
 from geventhttpclient.connectionpool import ConnectionPool
 
-from engine.server.socket_clock import StampingHold, enable, keep_stamping_on, recv_stamped
+from spikelens_common.socket_clock import StampingHold, enable, keep_stamping_on, recv_stamped
 
 _HOLD: list[StampingHold] = []  # install()'s hold on the kernel's stamping, for the process's life
 
@@ -93,12 +93,15 @@ def line_arrival(sock: TimedSocket, rest: bytes | bytearray) -> tuple[int, bool]
     nothing else came with it). Uncertain: later bytes came in the same read, so the stamp may be
     a later packet's, and the window back to ``earliest_arrival_ns()`` is wider than
     MERGED_TOLERANCE_NS."""
+    rx_ns = sock.rx_ns
+    if rx_ns is None:
+        raise RuntimeError("line_arrival before any read of the socket")
     if len(rest) <= 2 and not bytes(rest).strip(
         b"\r\n"
     ):  # nothing past the line's event: its own stamp
-        return sock.rx_ns, False
+        return rx_ns, False
     earliest = sock.earliest_arrival_ns()  # only for merged lines (this runs for every stream line)
-    return sock.rx_ns, earliest is None or sock.rx_ns - earliest > MERGED_TOLERANCE_NS
+    return rx_ns, earliest is None or rx_ns - earliest > MERGED_TOLERANCE_NS
 
 
 def _create_timed_socket(
@@ -112,7 +115,8 @@ def install() -> None:
     and the kernel stamps packets from the first one on (``keep_stamping_on``)."""
     if not _HOLD:
         _HOLD.append(keep_stamping_on())
-    ConnectionPool._create_tcp_socket = _create_timed_socket
+    # geventhttpclient has no hook for its socket factory: the method is replaced on the class
+    ConnectionPool._create_tcp_socket = _create_timed_socket  # type: ignore[method-assign,assignment]
 
 
 def timed_socket_of(response) -> TimedSocket | None:

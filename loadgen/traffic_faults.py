@@ -1,5 +1,6 @@
 """Faults that loadgen applies to the traffic itself: `load.burst`, `penalty.repetition`,
-`penalty.heavy_traffic`, and `memory.kv_pressure` where spikelens' own engine does not serve.
+`penalty.heavy_traffic`, and `memory.kv_pressure` where spikelens' own engine does not serve;
+and to its own process: `client.stall` (loadgen.client_stall).
 
 What: `traffic_faults(faults)` keeps the scenario faults loadgen owns (docs/INTERFACES.md: each
 process gets the whole list and skips kinds it does not own) with validated params; the
@@ -10,8 +11,10 @@ request overrides apply; `write_faults` records the windows in `faults.loadgen.p
 - load.burst (cause load): the arrival rate multiplies by `factor` for the window — closed loop:
   users × factor; open loop: rate × factor. Not an engine fault: the control case.
 - penalty.repetition (cause penalty): requests sent inside the window use sampling settings under
-  which outputs loop until max_tokens (greedy, no penalties) and ask for the workload's longest
-  output (`output_tokens.max` unless params.max_tokens), so longer outputs hold batch slots.
+  which outputs loop until max_tokens (greedy, a negative frequency penalty that rewards repeating
+  what was already said) and allow the workload's longest output (`output_tokens.max` unless
+  params.max_tokens); they honour EOS (no `ignore_eos`), so a model that ends its passages on its
+  own returns short outputs without the loop and long ones only because it loops.
 - penalty.heavy_traffic (cause penalty): a share (`share`) of the requests sent inside the window
   carry frequency, presence and repetition penalties (any engine: the engine's penalty code runs
   for them); which requests is decided by a hash of the request id, so the rng's draws and the
@@ -37,6 +40,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine.config_keys import strict_keys
+from loadgen.client_stall import StallParams
 from loadgen.errors import SpecError
 from loadgen.spec import SAMPLING_RANGES, _check_number
 
@@ -58,9 +62,12 @@ class BurstParams:
 
 @dataclass(frozen=True)
 class RepetitionParams:
-    temperature: float = 0.0  # greedy: the tiny model then repeats itself until max_tokens
+    honours_eos = True  # class constant: these requests never send ignore_eos (they may stop)
+    temperature: float = 0.0  # greedy: a small model falls into a loop and rarely picks EOS
     max_tokens: int | None = None  # None: the workload's output_tokens.max (the longest it allows)
-    frequency_penalty: float = 0.0  # penalties off, so nothing breaks the loop
+    frequency_penalty: float = (
+        -2.0
+    )  # the most negative allowed: each repeat makes the next likelier
     presence_penalty: float = 0.0
     repetition_penalty: float = 1.0
 
@@ -78,6 +85,7 @@ class RepetitionParams:
 
 @dataclass(frozen=True)
 class HeavyTrafficParams:
+    honours_eos = False  # the workload's own ignore_eos stays: only the penalties change
     share: float = 0.5  # fraction of the window's requests that carry the penalties, in (0, 1]
     frequency_penalty: float = 1.0  # OpenAI ranges; all three on, so every penalty path runs
     presence_penalty: float = 0.5
@@ -101,6 +109,7 @@ class LongPromptParams:
     prompt_tokens: int = 384
     share: float = 1.0  # fraction of the window's requests that get the long prompt, in (0, 1]
     max_tokens: int | None = None  # None: the drawn output length
+    honours_eos = False  # the workload's own ignore_eos stays: only the prompt grows
 
     def sampling_overrides(self) -> dict:
         return {}
@@ -117,6 +126,7 @@ KINDS: dict[str, tuple[str, type]] = {
     "penalty.repetition": ("penalty", RepetitionParams),
     "penalty.heavy_traffic": ("penalty", HeavyTrafficParams),
     "memory.kv_pressure": ("memory", LongPromptParams),
+    "client.stall": ("client", StallParams),
 }
 # Kinds loadgen applies only when spikelens' own engine does not serve the run (it applies them
 # itself, with its own params).
@@ -177,8 +187,13 @@ def traffic_faults(faults: list[dict] | None, where: str = "faults") -> list[Tra
         _check_number(
             f"{label}.duration_s", fault.get("duration_s"), 0, 86_400, low_inclusive=False
         )
-        parsed = params_cls(**params)
-        if kind == "load.burst":
+        try:
+            parsed = params_cls(**params)
+        except ValueError as e:  # the params check themselves (client.stall)
+            raise SpecError(f"{label}.{str(e).removeprefix(kind + '.')}") from None
+        if kind == "client.stall":
+            pass
+        elif kind == "load.burst":
             _check_number(f"{label}.params.factor", parsed.factor, 0, 1000, low_inclusive=False)
         elif kind == "memory.kv_pressure":
             _check_long_prompt(label, parsed)
@@ -274,7 +289,7 @@ def write_faults(
     Locust controller switches users at these times (gevent timers, ~ms) and a request's sampling
     is chosen by its intended send time."""
     end_of_run = load_started_ns + int(duration_s * 1e9)
-    rows = {name: [] for name in FAULTS_SCHEMA.names}
+    rows: dict[str, list[Any]] = {name: [] for name in FAULTS_SCHEMA.names}
     for fault in faults:
         start = load_started_ns + int(fault.start_s * 1e9)
         if start >= end_of_run:

@@ -27,5 +27,5 @@ SQL in warehouse/queries/<name>.sql (one query a file, a chain of CTEs) and read
 `query(conn, "<name>", ...)`; use RunHeader/read_run_header for the header; add a
 `render_<page>(context: <Page>Context, out_dir, ...)` in templates/render.py with its template,
 and the page's kind to index.RUN_KINDS if it writes a report.json. Test the builder against a
-warehouse from tests/warehouse/runbuilder.py in tests/pages/test_<page>.py.
+warehouse from tests/support/runbuilder.py in tests/pages/test_<page>.py.
 """

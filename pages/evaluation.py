@@ -7,13 +7,12 @@ Scoring stays in rca.evaluate; this module only lays its figures out for the pag
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pages.fields import ContextError, need_share, one_of, relative_href
 from pages.run_header import RunHeader
-from rca.config import CAUSES
-from rca.evaluate import MISSED, per_cause_scores
+from rca.evaluate import ANSWERS, MISSED, per_cause_scores
 
 
 @dataclass(frozen=True)
@@ -46,6 +45,9 @@ class MethodRow:
     method: str
     scores: Mapping[str, float | None]  # column key → value (None: not measured)
     note: str = ""
+    # column key → (low, high) of the value's 95 % interval; a key absent: no interval
+    intervals: Mapping[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    events: int | None = None  # events the row was scored on (the same for every method)
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,7 @@ class EvaluationContext:
     methods: tuple[MethodRow, ...]
     cases: tuple[Case, ...] = ()
     headline: str = ""
+    skipped: tuple[str, ...] = ()  # suite cases not run: their fault kind is not registered
 
     def __post_init__(self) -> None:
         if len(self.confusion) != len(self.labels):
@@ -92,52 +95,82 @@ def _per_cause(confusion: dict) -> tuple[CauseScore, ...]:
 
 
 _PEER_NOTES = {
-    "baro": "rcaeval BARO, top metric → cause",
-    "nsigma": "rcaeval NSigma, top metric → cause",
-    "random": "uniform random cause (floor)",
+    "baro": "RCAEval BARO on the cleaned per-spike frame; ranked metrics → causes",
+    "nsigma": "RCAEval NSigma on the cleaned per-spike frame; ranked metrics → causes",
+    "circa": "RCAEval CIRCA (PC graph + regression hypothesis tests); ranked metrics → causes",
+    "random": "causes in a uniformly random order (floor)",
 }
 METHOD_COLUMNS = (
-    MethodColumn("accuracy", "attribution accuracy"),
+    MethodColumn("accuracy", "attribution accuracy (AC@1)"),
     MethodColumn("macro_f1", "macro-F1 (detected events)"),
+    MethodColumn("ac_at_3", "AC@3"),
+    MethodColumn("avg_at_5", "Avg@5"),
+    MethodColumn(
+        "accuracy_lead", "spikelens' lead in accuracy", better="lower"
+    ),  # bold: closest peer
     MethodColumn("detection_f1", "spike F1"),
     MethodColumn("false_alarms_per_hour", "false alarms", "/h", "lower"),
 )
+_RANK_KEYS = ("accuracy", "macro_f1", "ac_at_3", "avg_at_5")
+
+
+def _span(interval: Mapping | None) -> tuple[float | None, float | None] | None:
+    if not interval or interval.get("low") is None:
+        return None
+    return (interval["low"], interval["high"])
+
+
+def _rank_row(name: str, scores: Mapping, note: str) -> MethodRow:
+    values: dict[str, float | None] = {k: scores.get(k) for k in _RANK_KEYS}
+    spans = {k: _span(scores.get(f"{k}_interval")) for k in _RANK_KEYS}
+    lead = scores.get("accuracy_lead")
+    if lead is not None:
+        values["accuracy_lead"] = lead.get("value")
+        spans["accuracy_lead"] = _span(lead)
+    return MethodRow(
+        name,
+        values,
+        note,
+        {k: v for k, v in spans.items() if v is not None},
+        scores.get("events"),
+    )
 
 
 def _methods(result: dict) -> tuple[MethodRow, ...]:
-    det, ctl = result["detection"], result["controls"]
+    det, ctl, iv = result["detection"], result["controls"], result.get("intervals", {})
+    ours = result.get("spikelens") or {
+        "accuracy": result["attribution"]["accuracy"],
+        "macro_f1": result["attribution"]["macro_f1"],
+    }
+    row = _rank_row("spikelens", ours, "stage decomposition + evidence; its causes by share")
+    spans = dict(row.intervals)
+    for key, src in (("detection_f1", "f1"), ("false_alarms_per_hour", "false_alarms_per_hour")):
+        if _span(iv.get(src)) is not None:
+            spans[key] = _span(iv.get(src))  # type: ignore[assignment]
     rows = [
         MethodRow(
             "spikelens",
             {
-                "accuracy": result["attribution"]["accuracy"],
-                "macro_f1": result["attribution"]["macro_f1"],
+                **row.scores,
                 "detection_f1": det["f1"],
                 "false_alarms_per_hour": ctl["false_alarms_per_hour"],
             },
-            "stage decomposition + evidence",
+            row.note,
+            spans,
+            row.events,
         )
     ]
     for name, peer in result["peers"].items():
-        rows.append(
-            MethodRow(
-                name,
-                {
-                    "accuracy": peer["accuracy"],
-                    "macro_f1": peer["macro_f1"],
-                    "detection_f1": None,
-                    "false_alarms_per_hour": None,
-                },
-                _PEER_NOTES.get(name, "")
-                + (f"; {peer['failures']} failed" if peer.get("failures") else ""),
-            )
-        )
+        note = _PEER_NOTES.get(name, "")
+        if peer.get("failures"):
+            note += f"; {peer['failures']} failed"
+        rows.append(_rank_row(name, peer, note))
     return tuple(rows)
 
 
 def build_evaluation_context(result: dict, run: RunHeader) -> EvaluationContext:
     """The evaluation page of rca.evaluate.evaluate()'s `result`; `run` is the suite as a run."""
-    labels = (*CAUSES, MISSED)
+    labels = ANSWERS  # every cause a fault can stand for, 'unexplained' and 'missed'
     confusion = result["attribution"]["confusion"]
     det, ctl = result["detection"], result["controls"]
     cases = tuple(
@@ -155,7 +188,13 @@ def build_evaluation_context(result: dict, run: RunHeader) -> EvaluationContext:
     right = sum(c.truth == c.predicted for c in cases)
     headline = f"{right} of {len(cases)} injected faults found and attributed to the right cause"
     if det["f1"] is not None and ctl["false_alarms_per_hour"] is not None:
-        headline += f"; spike F1 {det['f1']:.2f}, {ctl['false_alarms_per_hour']:.1f} false alarms/hour on controls"
+        headline += (
+            f"; spike F1 {det['f1']:.2f}, {ctl['false_alarms_per_hour']:.1f} false alarms/hour"
+        )
+        fa = result.get("intervals", {}).get("false_alarms_per_hour") or {}
+        if fa.get("high") is not None:
+            headline += f" (95 % ≤ {fa['high']:.1f})"
+        headline += f" over {ctl['hours'] * 60:.0f} min of controls"
     return EvaluationContext(
         run=run,
         headline=headline + ".",
@@ -165,4 +204,8 @@ def build_evaluation_context(result: dict, run: RunHeader) -> EvaluationContext:
         method_columns=METHOD_COLUMNS,
         methods=_methods(result),
         cases=cases,
+        skipped=tuple(
+            f"{s['scenario']} ({', '.join(s['unregistered_kinds'])})"
+            for s in result.get("skipped", ())
+        ),
     )

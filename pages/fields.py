@@ -42,6 +42,14 @@ def finite(value: Any) -> float | None:
     return None if math.isnan(f) or math.isinf(f) else f
 
 
+def real(value: Any, field: str) -> float:
+    """A required finite float: None, NaN or ±inf is a ContextError naming `field`."""
+    f = finite(value)
+    if f is None:
+        raise ContextError(field, f"expected a finite number, got {value!r}")
+    return f
+
+
 def count(value: Any) -> int | None:
     """An integer count or None."""
     return None if value is None else int(value)

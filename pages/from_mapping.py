@@ -17,11 +17,14 @@ import types
 import typing
 from collections.abc import Mapping
 from functools import cache
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pages.fields import ContextError, one_of
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
 
 
 def from_mapping(cls: type[T], data: Any, where: str = "context") -> T:
@@ -92,7 +95,7 @@ def _value(hint: Any, value: Any, where: str) -> Any:
             raise ContextError(where, f"expected a dict, got {type(value).__name__}")
         item = args[1] if len(args) == 2 else Any
         return {k: _value(item, v, f"{where}.{k}") for k, v in value.items()}
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return from_mapping(hint, value, where)
     if hint in (float, int):
         if isinstance(value, bool) or not isinstance(value, numbers.Real):

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from pages.fields import ContextError, count, finite, need_share
+from pages.fields import ContextError, count, finite, need_share, real
 from pages.run_header import RunHeader, read_run_header
 from rca.attribute import time_masks
 from rca.evaluate import match_events
@@ -69,11 +69,14 @@ class Spike:
     severity: str | float | None = None
     severity_score: float | None = None
     summary: str | None = ""  # one line of why, from the attribution
-    coverage: float | None = None  # share of the excess the measured signals account for
+    coverage: float | None = None  # share of the excess the engine's step slowdown accounts for
+    uncovered: float | None = None  # share of the excess no measured signal covers
 
     def __post_init__(self) -> None:
         if self.end_s < self.start_s:
             raise ContextError("end_s", f"{self.end_s!r} is before start_s {self.start_s!r}")
+        if self.uncovered is not None:
+            need_share(self.uncovered, "uncovered")
         object.__setattr__(
             self, "attributions", tuple(sorted(self.attributions, key=lambda a: -float(a.share)))
         )
@@ -254,13 +257,15 @@ def build_incident_context(db_path: str | Path, run_id: str) -> IncidentContext:
         [s for s in rows["spikes"] if not s["suppressed"]], rows["attributions"], rows["evidence"]
     )
     n_suppressed = sum(bool(s["suppressed"]) for s in rows["spikes"])
-    totals = Totals(
-        **{
-            k: (count(v) if k in ("requests", "errors", "output_tokens") else finite(v))
-            for k, v in rows["totals"][0].items()
-        }
-    )
+    totals_row: dict[str, Any] = {
+        k: (count(v) if k in ("requests", "errors", "output_tokens") else finite(v))
+        for k, v in rows["totals"][0].items()
+    }
+    totals = Totals(**totals_row)
     measurement = rows["measurement_check"][0]
+    measurement_row: dict[str, Any] = {
+        k: (count(v) if k == "requests" else finite(v)) for k, v in measurement.items()
+    }
     return IncidentContext(
         run=run,
         headline=_with_suppressed(_headline(spikes, totals, run.duration_s), n_suppressed),
@@ -269,24 +274,21 @@ def build_incident_context(db_path: str | Path, run_id: str) -> IncidentContext:
         window_s=window_s,
         windows=_windows(rows["windows"], rows["step_stages"]),
         steps=_steps_with_ranks(rows["step_timeline"], rows["step_rank_series"]),
-        nvml=tuple(
-            NvmlSample(**{k: (v if k == "gpu" else finite(v)) for k, v in r.items()})
-            for r in _downsample_rows(rows["nvml_samples"], MAX_STEPS)
-        ),
+        nvml=tuple(_nvml_sample(r) for r in _downsample_rows(rows["nvml_samples"], MAX_STEPS)),
         gc_pauses=_gc_pauses(rows["gc_pauses"]),
         spikes=spikes,
         comparison=_comparison(
             rows["windows"], rows["step_stages"], rows["gc_pauses"], spikes, window_s
         ),
         faults=_faults(rows["faults"], spikes, window_s),
-        measurement=(
-            Measurement(
-                **{k: (count(v) if k == "requests" else finite(v)) for k, v in measurement.items()}
-            )
-            if measurement["requests"]
-            else None
-        ),
+        measurement=(Measurement(**measurement_row) if measurement["requests"] else None),
     )
+
+
+def _nvml_sample(row: dict[str, Any]) -> NvmlSample:
+    """One NVML row: the GPU index as it is, every reading finite or None."""
+    values: dict[str, Any] = {k: (v if k == "gpu" else finite(v)) for k, v in row.items()}
+    return NvmlSample(**values)
 
 
 def _spikes(
@@ -332,6 +334,7 @@ def _spikes(
                 severity_score=finite(s["severity_score"]),
                 summary=s["summary"],
                 coverage=finite(s["coverage"]),
+                uncovered=finite(s.get("uncovered")),
             )
         )
     return tuple(out)
@@ -382,7 +385,7 @@ def _steps_with_ranks(steps: list[dict], rank_steps: list[dict]) -> tuple[StepPo
         extra = by_step.get((s["step"], 0), {})
         out.append(
             StepPoint(
-                t_s=finite(s["t_s"]),
+                t_s=real(s["t_s"], "steps.t_s"),
                 rank=0,
                 **{k: finite(s[k]) for k in _STAGES},
                 **{k: finite(extra.get(k)) for k in _QUEUE},
@@ -392,7 +395,7 @@ def _steps_with_ranks(steps: list[dict], rank_steps: list[dict]) -> tuple[StepPo
     for rank in sorted({r["rank"] for r in others}):
         rows = [r for r in others if r["rank"] == rank]
         out += [
-            StepPoint(t_s=finite(r["t_s"]), rank=rank, comm_ms=finite(r["comm_ms"]))
+            StepPoint(t_s=real(r["t_s"], "steps.t_s"), rank=rank, comm_ms=finite(r["comm_ms"]))
             for r in _downsample_rows(rows, MAX_STEPS)
         ]
     return tuple(out)
@@ -454,7 +457,8 @@ def _spike_and_normal(
     t = np.arange(n) * window_s
     in_spike, normal = np.zeros(n, dtype=bool), np.ones(n, dtype=bool)
     for s in spikes:
-        inside, normal = time_masks(t, s, list(spikes), window_s, guard)
+        # time_masks reads only start_s/end_s; it is annotated with rca.detect's Spike
+        inside, normal = time_masks(t, s, list(spikes), window_s, guard)  # type: ignore[arg-type]
         in_spike |= inside
     return in_spike, normal
 
@@ -567,8 +571,8 @@ def _faults(
         Fault(
             kind=f["kind"],
             cause=f["cause"],
-            start_s=finite(f["start_s"]),
-            end_s=finite(f["end_s"]),
+            start_s=real(f["start_s"], "faults.start_s"),
+            end_s=real(f["end_s"], "faults.end_s"),
             detected=i in matched,
             attributed_cause=spikes[matched[i]].top_cause if i in matched else None,
             params=f.get("params"),

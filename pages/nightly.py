@@ -39,7 +39,7 @@ class MetricRow:
 
     def __post_init__(self) -> None:
         one_of(self.verdict, VERDICTS, "verdict")
-        if None not in (self.ci_low, self.ci_high) and self.ci_low > self.ci_high:
+        if self.ci_low is not None and self.ci_high is not None and self.ci_low > self.ci_high:
             raise ContextError("ci_low", f"{self.ci_low!r} is above ci_high {self.ci_high!r}")
         if self.rel_delta is None and self.delta is not None and self.baseline:
             object.__setattr__(self, "rel_delta", self.delta / self.baseline)

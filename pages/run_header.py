@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import duckdb
 import yaml
 
 from pages.fields import iso_utc
+from warehouse.db import DbConnection
 from warehouse.queries import query
 
 
@@ -46,9 +46,7 @@ def _json(text: str | None) -> Any:
     return json.loads(text) if text else None
 
 
-def read_run_header(
-    conn: duckdb.DuckDBPyConnection, run_id: str, with_scenario: bool = True
-) -> RunHeader:
+def read_run_header(conn: DbConnection, run_id: str, with_scenario: bool = True) -> RunHeader:
     """The header of `run_id`; KeyError when it is not in the warehouse.
 
     `with_scenario=False` leaves the scenario YAML out (the nightly, replay and sweep pages show

@@ -12,7 +12,6 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 
 from rca.attribute import Attribution, RunSignals, attribute_spike
@@ -21,7 +20,7 @@ from rca.detect import Baseline, Spike, detect_spikes
 from rca.metric_rank import attribute_by_metrics
 from rca.process_evidence import ProcessSignals
 from rca.stepcost import step_arrays
-from warehouse.db import connect
+from warehouse.db import DbConnection, connect
 from warehouse.queries import query
 from warehouse.store import replace_run_rows
 
@@ -42,7 +41,7 @@ class Analysis:
     suppressed: list[Spike] = field(default_factory=list)
 
 
-def load_signals(conn: duckdb.DuckDBPyConnection, run_id: str, window_s: float) -> RunSignals:
+def load_signals(conn: DbConnection, run_id: str, window_s: float) -> RunSignals:
     """Read what detection and attribution need; raises KeyError if the run is not ingested."""
     if not query(conn, "run_header", run_id=run_id):
         raise KeyError(f"run {run_id!r} is not in the warehouse (ingest it first)")
@@ -59,12 +58,13 @@ def load_signals(conn: duckdb.DuckDBPyConnection, run_id: str, window_s: float) 
         metric_windows=query(conn, "metric_windows", run_id=run_id, window_s=window_s),
         client_windows=query(conn, "client_windows", run_id=run_id, window_s=window_s),
         history_windows=query(conn, "history_windows", run_id=run_id, window_s=window_s),
+        transit_windows=query(conn, "transit_windows", run_id=run_id, window_s=window_s),
         process=ProcessSignals.load(conn, run_id, window_s),
     )
 
 
 def analyze(
-    conn: duckdb.DuckDBPyConnection,
+    conn: DbConnection,
     run_id: str,
     window_s: float = 1.0,
     detect: DetectConfig | None = None,
@@ -103,8 +103,80 @@ def analyze(
     )
 
 
+# The Arrow schemas of the tables `result_tables` returns, in the order it returns them.
+RESULT_SCHEMAS: dict[str, pa.Schema] = {
+    "spikes": pa.schema(
+        [
+            ("run_id", pa.string()),
+            ("spike_id", pa.int32()),
+            ("metric", pa.string()),
+            ("metrics", pa.list_(pa.string())),
+            ("detector", pa.string()),
+            ("start_s", pa.float64()),
+            ("end_s", pa.float64()),
+            ("peak_ms", pa.float64()),
+            ("baseline_ms", pa.float64()),
+            ("severity", pa.string()),
+            ("severity_score", pa.float64()),
+            ("top_cause", pa.string()),
+            ("summary", pa.string()),
+            ("coverage", pa.float64()),
+            ("uncovered", pa.float64()),
+            ("attribution_method", pa.string()),
+            ("suppressed", pa.bool_()),
+        ]
+    ),
+    "attributions": pa.schema(
+        [
+            ("run_id", pa.string()),
+            ("spike_id", pa.int32()),
+            ("cause", pa.string()),
+            ("share", pa.float64()),
+            ("confidence", pa.float64()),
+            ("excess_ms", pa.float64()),
+        ]
+    ),
+    "evidence": pa.schema(
+        [
+            ("run_id", pa.string()),
+            ("spike_id", pa.int32()),
+            ("cause", pa.string()),
+            ("signal", pa.string()),
+            ("value", pa.float64()),
+            ("baseline", pa.float64()),
+            ("unit", pa.string()),
+            ("note", pa.string()),
+            ("pearson_r", pa.float64()),
+        ]
+    ),
+    "analyses": pa.schema(
+        [
+            ("run_id", pa.string()),
+            ("window_s", pa.float64()),
+            ("baselines", pa.string()),
+            ("config", pa.string()),
+        ]
+    ),
+}
+
+
 def result_tables(analysis: Analysis) -> dict[str, pa.Table]:
     """The rows of `spikes`, `attributions` and `evidence` for an analysis, as Arrow tables."""
+    spikes, attrs, evidence = _spike_rows(analysis)
+    rows = {
+        "analyses": [_analysis_row(analysis)],
+        "spikes": spikes,
+        "attributions": attrs,
+        "evidence": evidence,
+    }
+    return {
+        name: pa.Table.from_pylist(rows[name], schema=schema)
+        for name, schema in RESULT_SCHEMAS.items()
+    }
+
+
+def _spike_rows(analysis: Analysis) -> tuple[list[dict], list[dict], list[dict]]:
+    """(spikes, attributions, evidence) rows, reported and suppressed spikes alike."""
     rid = analysis.run_id
     spikes, attrs, evidence = [], [], []
     suppressed_ids = {s.spike_id for s in analysis.suppressed}
@@ -126,6 +198,7 @@ def result_tables(analysis: Analysis) -> dict[str, pa.Table]:
                 "top_cause": a.top_cause,
                 "summary": a.summary,
                 "coverage": a.coverage,
+                "uncovered": a.uncovered,
                 "attribution_method": a.method,
                 "suppressed": s.spike_id in suppressed_ids,
             }
@@ -155,51 +228,11 @@ def result_tables(analysis: Analysis) -> dict[str, pa.Table]:
                         "pearson_r": e.pearson_r,
                     }
                 )
-    schemas = {
-        "spikes": pa.schema(
-            [
-                ("run_id", pa.string()),
-                ("spike_id", pa.int32()),
-                ("metric", pa.string()),
-                ("metrics", pa.list_(pa.string())),
-                ("detector", pa.string()),
-                ("start_s", pa.float64()),
-                ("end_s", pa.float64()),
-                ("peak_ms", pa.float64()),
-                ("baseline_ms", pa.float64()),
-                ("severity", pa.string()),
-                ("severity_score", pa.float64()),
-                ("top_cause", pa.string()),
-                ("summary", pa.string()),
-                ("coverage", pa.float64()),
-                ("attribution_method", pa.string()),
-                ("suppressed", pa.bool_()),
-            ]
-        ),
-        "attributions": pa.schema(
-            [
-                ("run_id", pa.string()),
-                ("spike_id", pa.int32()),
-                ("cause", pa.string()),
-                ("share", pa.float64()),
-                ("confidence", pa.float64()),
-                ("excess_ms", pa.float64()),
-            ]
-        ),
-        "evidence": pa.schema(
-            [
-                ("run_id", pa.string()),
-                ("spike_id", pa.int32()),
-                ("cause", pa.string()),
-                ("signal", pa.string()),
-                ("value", pa.float64()),
-                ("baseline", pa.float64()),
-                ("unit", pa.string()),
-                ("note", pa.string()),
-                ("pearson_r", pa.float64()),
-            ]
-        ),
-    }
+    return spikes, attrs, evidence
+
+
+def _analysis_row(analysis: Analysis) -> dict:
+    """The `analyses` row: window, per-metric baselines and the configs used (JSON)."""
     baselines = {
         m: {
             "median_ms": b.median_ms,
@@ -209,27 +242,13 @@ def result_tables(analysis: Analysis) -> dict[str, pa.Table]:
         }
         for m, b in analysis.baselines.items()
     }
-    analyses = [
-        {
-            "run_id": rid,
-            "window_s": analysis.window_s,
-            "baselines": json.dumps(baselines),
-            "config": json.dumps(
-                {"detect": asdict(analysis.detect), "attribute": asdict(analysis.attribute)}
-            ),
-        }
-    ]
-    schemas["analyses"] = pa.schema(
-        [
-            ("run_id", pa.string()),
-            ("window_s", pa.float64()),
-            ("baselines", pa.string()),
-            ("config", pa.string()),
-        ]
-    )
-    rows = {"analyses": analyses, "spikes": spikes, "attributions": attrs, "evidence": evidence}
     return {
-        name: pa.Table.from_pylist(rows[name], schema=schema) for name, schema in schemas.items()
+        "run_id": analysis.run_id,
+        "window_s": analysis.window_s,
+        "baselines": json.dumps(baselines),
+        "config": json.dumps(
+            {"detect": asdict(analysis.detect), "attribute": asdict(analysis.attribute)}
+        ),
     }
 
 

@@ -1,16 +1,20 @@
-"""Attribute a spike to causes: decompose its excess step time by stage, back it with evidence.
+"""Attribute a spike to causes: decompose its excess, back each cause with evidence.
 
 1. Steps inside the spike vs baseline steps (outside every spike, `guard_windows` on each side):
    rca.stepcost splits the mean excess per step into penalty / memory / communication / load /
    unexplained, after taking each step's GC overlap out of the stages it landed in.
 2. Coverage: the step excess explains the latency rise only in part for TTFT/E2E (queueing):
    coverage = step slowdown / latency rise (P99 of steps for ITL P99; mean step for TTFT/E2E,
-   which accumulate many steps). The uncovered part is queueing, blamed on what made the queue
-   grow: inflated outputs (penalty: repetition loops), preemptions (memory), arrivals (load);
-   else the step causes in proportion.
-3. Shares sum to 1 over causes (never above 1 after rounding). Confidence of a cause = half how
-   far its main signal rose above baseline noise (z/5, capped) + half its Pearson r with the
-   latency series; unexplained gets 1 − the best confidence among causes with share > 0.1.
+   which accumulate many steps). The queueing rest is blamed on what made the queue grow:
+   outputs that loop (penalty: a repeated-3-gram rise, not mere length), preemptions (memory),
+   arrivals or longer outputs without loops (load).
+3. Outside the engine (rca.outside_causes): client − server time per window (client, network)
+   and an engine process's CPU wait (host).
+4. rca.cause_shares turns these into shares of the excess, leaving uncovered what no signal
+   covers (the 'unexplained' share); the verdict is 'unexplained' when the named causes cover
+   less than `min_explained_share`. Confidence of a cause = half how far its main signal rose
+   above baseline noise (z/5, capped) + half its Pearson r with the latency series; unexplained
+   gets 1 − the best confidence among causes with share > 0.1.
 
 Pure: inputs are not mutated; numpy only, no DB access (rca.analyze reads the warehouse).
 """
@@ -21,11 +25,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rca.cause_evidence import EngineFacts, EngineSeries, engine_evidence, main_signals
+from rca.cause_shares import ShareInputs, cause_shares, verdict
 from rca.config import CAUSES, AttributeConfig
 from rca.detect import Spike
 from rca.evidence import Evidence, EvidenceBuilder, output_series, pause_stats, straggler
+from rca.outside_causes import OutsideExcess, OutsideInputs, outside_excess
 from rca.process_evidence import ProcessSignals, process_evidence
-from rca.stepcost import StepCostModel, decompose_step_excess, mean_or_zero
+from rca.stepcost import Decomposition, StepCostModel, decompose_step_excess, mean_or_zero
 
 
 @dataclass
@@ -48,6 +55,7 @@ class Attribution:
     summary: str  # e.g. "GC gen-2 pauses, 187 ms on average"
     method: str = "stages"  # 'stages' (step traces) | 'metric_rank' (rca.metric_rank)
     host_contention: bool = False  # every engine stage slowed alike, no batch growth (rca.stepcost)
+    uncovered: float = 0.0  # share of the latency excess no measured signal covers
 
 
 @dataclass
@@ -64,6 +72,7 @@ class RunSignals:
     metric_windows: list[dict] = field(default_factory=list)  # query `metric_windows`
     client_windows: list[dict] = field(default_factory=list)  # query `client_windows`
     history_windows: list[dict] = field(default_factory=list)  # query `history_windows`
+    transit_windows: list[dict] = field(default_factory=list)  # query `transit_windows`
     process: ProcessSignals = field(
         default_factory=ProcessSignals
     )  # the collectors' per-process rows
@@ -125,20 +134,155 @@ def time_masks(
     return in_spike, base
 
 
-def _shares(components: dict, coverage: float, queue_cause: str | None) -> dict[str, float]:
-    """Cause shares: step components scaled by coverage, the queueing rest to `queue_cause`
-    (None: to the step components in proportion, or unexplained when there are none)."""
-    total = sum(components.values())
-    shares = {c: (coverage * v / total if total > 1e-9 else 0.0) for c, v in components.items()}
-    queue = 1.0 - coverage if total > 1e-9 else 1.0
-    if queue_cause is not None:
-        shares[queue_cause] += queue
-    elif total > 1e-9:
-        for c, v in components.items():
-            shares[c] += queue * v / total
-    else:
-        shares["unexplained"] += queue
-    return shares
+@dataclass(frozen=True)
+class SpikeFrame:
+    """One spike's masks over windows and steps, and its latency series."""
+
+    spike: Spike
+    n: int  # windows in the run
+    win_spike: np.ndarray
+    win_base: np.ndarray
+    st_spike: np.ndarray
+    st_base: np.ndarray
+    latency: np.ndarray  # the spike metric per window, ms
+
+    @classmethod
+    def of(cls, spike: Spike, spikes: list[Spike], signals: RunSignals, guard: int) -> SpikeFrame:
+        n = len(signals.windows)
+        win_spike, win_base = window_masks(n, spike, spikes, guard)
+        st_spike, st_base = time_masks(signals.steps["t_s"], spike, spikes, signals.window_s, guard)
+        latency = window_series(signals.windows, f"{spike.metric}_ms")
+        return cls(spike, n, win_spike, win_base, st_spike, st_base, latency)
+
+    def rose(self, series: np.ndarray, factor: float, slack: float = 0.0) -> bool:
+        return (
+            mean_or_zero(series[self.win_spike])
+            > factor * mean_or_zero(series[self.win_base]) + slack
+        )
+
+    @property
+    def latency_excess_ms(self) -> float:
+        return mean_or_zero(self.latency[self.win_spike]) - self.spike.baseline_ms
+
+
+def _decompose(
+    frame: SpikeFrame, steps: dict[str, np.ndarray], config: AttributeConfig
+) -> tuple[StepCostModel, Decomposition]:
+    """The cost model fitted on quiet baseline steps, and the spike's step excess by cause."""
+    quiet = frame.st_base & (np.nan_to_num(steps["gc_ms"]) == 0)
+    if quiet.sum() < config.min_model_steps or np.nanstd(steps["decode_tokens"][quiet]) < 0.5:
+        quiet = np.nan_to_num(steps["gc_ms"]) == 0  # batch never varied off-spike: use the run
+    model = StepCostModel.fit(steps, quiet)
+    return model, decompose_step_excess(steps, frame.st_spike, frame.st_base, model, config)
+
+
+def _step_coverage(
+    frame: SpikeFrame, steps: dict[str, np.ndarray], dec: Decomposition
+) -> tuple[float, float, float, float]:
+    """(coverage, relative step rise, baseline step ms, spike step ms): how much of the latency
+    rise the step slowdown accounts for (P99 of steps for ITL P99, mean step for TTFT/E2E)."""
+    spike = frame.spike
+    rel_lat = frame.latency_excess_ms / spike.baseline_ms if spike.baseline_ms > 0 else 0.0
+    stat = _p99 if spike.metric == "itl_p99" else mean_or_zero
+    base_step = stat(steps["dur_ms"][frame.st_base])
+    spike_step = stat(steps["dur_ms"][frame.st_spike])
+    rel_step = (spike_step - base_step) / base_step if base_step > 0 else 0.0
+    coverage = float(np.clip(rel_step / rel_lat, 0.0, 1.0)) if rel_lat > 0 else 1.0
+    if sum(dec.components_ms.values()) <= 1e-9:
+        coverage = 0.0
+    mean_base = mean_or_zero(steps["dur_ms"][frame.st_base])
+    return coverage, rel_step, mean_base, mean_or_zero(steps["dur_ms"][frame.st_spike])
+
+
+def _engine_series(frame: SpikeFrame, signals: RunSignals) -> EngineSeries:
+    sw, n = signals.step_windows, frame.n
+    history = _by_window(signals.history_windows, "history_tokens", n)
+    history[history <= 0] = np.nan  # no request in flight: no ratio
+    outputs = output_series(signals.request_outputs, n)
+    return EngineSeries(
+        gc_ms=window_series(sw, "gc_ms", n),
+        penalty_sample_ms=window_series(sw, "penalty_ms", n)
+        + np.nan_to_num(window_series(sw, "sample_ms", n)),
+        penalty_ms=window_series(sw, "penalty_ms", n),
+        comm_ms=window_series(sw, "comm_max_ms", n),
+        batch=window_series(sw, "batch_size", n),
+        waiting=window_series(sw, "waiting", n),
+        preemptions=window_series(sw, "preemptions", n),
+        kv_usage=window_series(sw, "kv_usage", n),
+        page_faults=window_series(sw, "page_faults", n),
+        other_ms=window_series(sw, "other_ms", n),
+        history_tokens=history,
+        output_tokens=window_series(signals.windows, "output_tokens_mean"),
+        arrivals=window_series(signals.windows, "arrivals"),
+        hit_max_tokens=outputs["hit_max_tokens"],
+        repeated_3gram_rate=outputs["repeated_3gram_rate"],
+        nvml_mem_fraction=_nvml_series(signals.nvml_windows, "mem_fraction", n),
+        nvml_sm_clock=_nvml_series(signals.nvml_windows, "sm_clock", n),
+    )
+
+
+def _loops(frame: SpikeFrame, s: EngineSeries, config: AttributeConfig) -> bool:
+    """Did the outputs loop? Their repeated-3-gram rate rose by `loop_rate_rise` (needs token ids)."""
+    rate = s.repeated_3gram_rate
+    spike, base = rate[frame.win_spike], rate[frame.win_base]
+    if not np.isfinite(spike).any() or not np.isfinite(base).any():
+        return False
+    return mean_or_zero(spike) - mean_or_zero(base) >= config.loop_rate_rise
+
+
+def _queue_cause(
+    frame: SpikeFrame, s: EngineSeries, dec: Decomposition, config: AttributeConfig
+) -> tuple[str | None, str]:
+    """What made the queue grow, and in words: outputs that loop (penalty), preemptions
+    (memory), more requests or longer outputs without loops (load: more work asked), else
+    nothing measured (None)."""
+    out_rise = frame.rose(s.output_tokens, config.output_inflation)
+    if out_rise and _loops(frame, s, config):
+        return "penalty", "outputs looped (repeated 3-grams rose) and grew toward max_tokens"
+    if dec.preemption_rise:
+        return "memory", "KV cache exhausted: sequences preempted and recomputed"
+    if frame.rose(s.arrivals, 1 + config.load_rise, 0.5):
+        return "load", "more requests: batch and queue grew"
+    if out_rise:
+        return "load", "longer outputs without loops: more work per request"
+    if dec.waiting_rise and sum(dec.components_ms.values()) <= 1e-9:
+        return "load", "more requests: batch and queue grew"
+    return None, ""
+
+
+def _confidence(
+    ev: EvidenceBuilder,
+    s: EngineSeries,
+    outside: OutsideExcess,
+    shares: dict[str, float],
+    loops: bool,
+) -> dict[str, float]:
+    """cause → 0..1 from its main signal's rise and r (rca.evidence.strength)."""
+    signals = {**main_signals(s, loops), **outside.signals}
+    conf = {c: ev.strength(signals[c]) if c in signals else 0.0 for c in CAUSES}
+    conf["unexplained"] = 1.0 - max(
+        (conf[c] for c in CAUSES if c != "unexplained" and shares[c] > 0.1), default=0.0
+    )
+    return {c: round(float(np.clip(v, 0.0, 1.0)), 4) for c, v in conf.items()}
+
+
+def _cause_list(
+    shares: dict[str, float],
+    conf: dict[str, float],
+    components: dict[str, float],
+    evidence: dict[str, list[Evidence]],
+) -> list[CauseShare]:
+    """CauseShares with share > 0, largest first, rounded so they never sum above 1."""
+    causes = [
+        CauseShare(c, round(shares[c], 4), conf[c], components.get(c, 0.0), evidence.get(c, []))
+        for c in CAUSES
+        if shares[c] > 1e-4
+    ]
+    causes.sort(key=lambda cs: -cs.share)
+    overshoot = sum(cs.share for cs in causes) - 1.0
+    if overshoot > 0 and causes:
+        causes[0].share = round(causes[0].share - overshoot, 4)
+    return causes
 
 
 def attribute_spike(
@@ -146,266 +290,138 @@ def attribute_spike(
 ) -> Attribution:
     """Attribution of one spike (see module docstring); `spikes` = all spikes, kept out of baselines."""
     config = config or AttributeConfig()
-    w = signals.window_s
-    n = len(signals.windows)
-    win_spike, win_base = window_masks(n, spike, spikes, config.guard_windows)
+    frame = SpikeFrame.of(spike, spikes, signals, config.guard_windows)
     steps = signals.steps
-    st_spike, st_base = time_masks(steps["t_s"], spike, spikes, w, config.guard_windows)
-
-    quiet = st_base & (np.nan_to_num(steps["gc_ms"]) == 0)
-    if quiet.sum() < config.min_model_steps or np.nanstd(steps["decode_tokens"][quiet]) < 0.5:
-        quiet = np.nan_to_num(steps["gc_ms"]) == 0  # batch never varied off-spike: use the run
-    model = StepCostModel.fit(steps, quiet)
-    dec = decompose_step_excess(steps, st_spike, st_base, model, config)
-
-    # How much of the latency rise the step slowdown accounts for.
-    latency = window_series(signals.windows, f"{spike.metric}_ms")
-    lat_spike = mean_or_zero(latency[win_spike])
-    rel_lat = (lat_spike - spike.baseline_ms) / spike.baseline_ms if spike.baseline_ms > 0 else 0.0
-    stat = _p99 if spike.metric == "itl_p99" else mean_or_zero
-    base_step, spike_step = stat(steps["dur_ms"][st_base]), stat(steps["dur_ms"][st_spike])
-    rel_step = (spike_step - base_step) / base_step if base_step > 0 else 0.0
-    coverage = float(np.clip(rel_step / rel_lat, 0.0, 1.0)) if rel_lat > 0 else 1.0
-    if sum(dec.components_ms.values()) <= 1e-9:
-        coverage = 0.0
-
-    # What made the queue grow.
-    def rose(series: np.ndarray, factor: float, slack: float = 0.0) -> bool:
-        return mean_or_zero(series[win_spike]) > factor * mean_or_zero(series[win_base]) + slack
-
-    out_len = window_series(signals.windows, "output_tokens_mean")
-    arrivals = window_series(signals.windows, "arrivals")
-    outputs = output_series(signals.request_outputs, n)
-    out_rise = rose(out_len, config.output_inflation)
-    arrival_rise = rose(arrivals, 1 + config.load_rise, 0.5)
-    queue_cause = (
-        "penalty"
-        if out_rise
-        else "memory"
-        if dec.preemption_rise
-        else "load"
-        if arrival_rise or (dec.waiting_rise and sum(dec.components_ms.values()) <= 1e-9)
-        else None
+    model, dec = _decompose(frame, steps, config)
+    coverage, rel_step, base_step, spike_step = _step_coverage(frame, steps, dec)
+    series = _engine_series(frame, signals)
+    ev = EvidenceBuilder(frame.latency, frame.win_spike, frame.win_base)
+    outside = outside_excess(
+        OutsideInputs(
+            spike.metric,
+            frame.latency_excess_ms,
+            signals.transit_windows,
+            signals.client_windows,
+            signals.process,
+            frame.n,
+        ),
+        ev,
+        config,
     )
-    shares = _shares(dec.components_ms, coverage, queue_cause)
-
-    # Evidence and confidence.
-    sw = signals.step_windows
-    ev = EvidenceBuilder(latency, win_spike, win_base)
-    gc_ms, pen = (
-        window_series(sw, "gc_ms", n),
-        window_series(sw, "penalty_ms", n) + np.nan_to_num(window_series(sw, "sample_ms", n)),
+    queue_cause, queue_reason = _queue_cause(frame, series, dec, config)
+    shares = cause_shares(
+        ShareInputs(
+            dec.components_ms,
+            coverage,
+            rel_step >= config.min_step_rise,
+            queue_cause,
+            base_step,
+            spike_step,
+            outside,
+        ),
+        config,
     )
-    comm, batch = window_series(sw, "comm_max_ms", n), window_series(sw, "batch_size", n)
-    waiting, preempt = window_series(sw, "waiting", n), window_series(sw, "preemptions", n)
-    history = _by_window(signals.history_windows, "history_tokens", n)
-    history[history <= 0] = np.nan  # no request in flight: no ratio
-    spike_pauses = pause_stats(signals.gc_pauses, win_spike, w)
-    base_pauses = pause_stats(signals.gc_pauses, win_base, w)
-    gen_txt = f"gen-{spike_pauses.generation} " if spike_pauses.generation is not None else ""
-    rank, rank_share = straggler(steps, st_spike)
-    evidence = {
-        "memory": [
-            ev.series("gc_overlap_ms_per_step", gc_ms, "ms", "GC pause time inside engine steps"),
-            Evidence(
-                "gc_pauses_per_min",
-                spike_pauses.per_min,
-                base_pauses.per_min,
-                "1/min",
-                f"{spike_pauses.count} pauses in the spike",
-                None,
-            ),
-            Evidence(
-                "gc_mean_pause_ms",
-                spike_pauses.mean_ms,
-                base_pauses.mean_ms,
-                "ms",
-                f"mean {gen_txt}pause (the generation with the most pause time)",
-                None,
-            ),
-            ev.series(
-                "preemptions_per_window",
-                preempt,
-                "count",
-                "sequences preempted (KV blocks ran out)",
-            ),
-            ev.series(
-                "kv_usage", window_series(sw, "kv_usage", n), "fraction", "KV blocks used / total"
-            ),
-            ev.series(
-                "page_faults_per_step",
-                window_series(sw, "page_faults", n),
-                "count",
-                "page faults of the stepping thread per step (allocation churn maps fresh pages)",
-            ),
-            ev.series(
-                "nvml_mem_fraction",
-                _nvml_series(signals.nvml_windows, "mem_fraction", n),
-                "fraction",
-                "GPU memory used / total (NVML)",
-            ),
-        ],
-        "penalty": [
-            ev.series(
-                "penalty_sample_ms_per_step", pen, "ms", "penalty + sampling stage time per step"
-            ),
-            ev.series(
-                "penalty_ms_per_1k_history",
-                window_series(sw, "penalty_ms", n) / (history / 1000.0),
-                "ms",
-                "penalty time per 1,000 tokens of history held (rises on a slow path)",
-            ),
-            ev.series(
-                "history_tokens",
-                history,
-                "tokens",
-                "tokens of history held by running requests (estimated)",
-            ),
-            ev.series(
-                "output_tokens_per_request",
-                out_len,
-                "tokens",
-                "mean output length of finished requests",
-            ),
-            ev.series(
-                "hit_max_tokens",
-                outputs["hit_max_tokens"],
-                "fraction",
-                "outputs that ran to max_tokens",
-            ),
-            ev.series(
-                "repeated_3gram_rate",
-                outputs["repeated_3gram_rate"],
-                "fraction",
-                "repeated 3-grams in outputs (repetition loops)",
-            ),
-        ],
-        "communication": [
-            ev.series(
-                "comm_wait_ms_per_step",
-                comm,
-                "ms",
-                "longest collective (all-reduce) wait across ranks per step",
-            ),
-            Evidence(
-                "straggler_rank",
-                None if rank is None else float(rank),
-                None,
-                "rank",
-                f"waited least in {rank_share:.0%} of the spike's steps (arrives last)"
-                if rank is not None
-                else "single rank",
-                None,
-            ),
-        ],
-        "load": [
-            ev.series("arrivals_per_s", arrivals, "1/s", "requests sent per second", 1.0 / w),
-            ev.series("batch_size", batch, "seqs", "running sequences per step"),
-            ev.series("waiting", waiting, "seqs", "sequences waiting for admission"),
-            Evidence(
-                "forward_ms_from_batch",
-                dec.load_forward_ms,
-                0.0,
-                "ms",
-                f"forward growth the cost model predicts from the batch ({model.per_decode:.3f} ms/seq)",
-                None,
-            ),
-        ],
-        "unexplained": [
-            Evidence(
-                "forward_residual_ms",
-                dec.forward_residual_ms,
-                0.0,
-                "ms",
-                "forward growth not explained by batch size or GC",
-                None,
-            ),
-            ev.series(
-                "other_ms_per_step",
-                window_series(sw, "other_ms", n),
-                "ms",
-                "step time outside every stage timer",
-            ),
-            ev.series(
-                "nvml_sm_clock",
-                _nvml_series(signals.nvml_windows, "sm_clock", n),
-                "MHz",
-                "GPU SM clock (a drop means throttling)",
-            ),
-            ev.series(
-                "client_lag_p99_ms",
-                _by_window(signals.client_windows, "lag_p99_ms", n),
-                "ms",
-                "load generator event-loop lag (a starved client delays chunks itself)",
-            ),
-        ],
-    }
-    evidence = {c: [e for e in rows if e is not None] for c, rows in evidence.items()}
-    # beside the step traces: what the collectors saw from outside, per process and code region
-    for cause, rows in process_evidence(signals.process, latency, win_spike, win_base, w).items():
-        evidence[cause].extend(rows)
-    main_signal = {
-        "memory": gc_ms + np.nan_to_num(preempt),
-        "penalty": out_len if out_rise else pen,
-        "communication": comm,
-        "load": np.nan_to_num(batch) + np.nan_to_num(waiting) + np.nan_to_num(arrivals),
-    }
-    conf = {c: ev.strength(s) for c, s in main_signal.items()}
-    conf["unexplained"] = 1.0 - max((conf[c] for c in conf if shares[c] > 0.1), default=0.0)
-
-    causes = [
-        CauseShare(
-            c,
-            round(shares[c], 4),
-            round(float(np.clip(conf[c], 0.0, 1.0)), 4),
-            dec.components_ms[c],
-            evidence[c],
-        )
-        for c in CAUSES
-        if shares[c] > 1e-4
-    ]
-    causes.sort(key=lambda cs: -cs.share)
-    overshoot = sum(cs.share for cs in causes) - 1.0  # rounding must never push the sum over 1
-    if overshoot > 0 and causes:
-        causes[0].share = round(causes[0].share - overshoot, 4)
-    top = causes[0].cause if causes else "unexplained"
-    if top == "memory" and spike_pauses.mean_ms and spike_pauses.mean_ms >= 1.0:
-        summary = f"GC {gen_txt}pauses, {spike_pauses.mean_ms:.0f} ms on average"
-    elif top == "memory" and dec.preemption_rise:
-        summary = "KV cache exhausted: sequences preempted and recomputed"
-    elif top == "memory" and dec.allocation_churn:
-        pf = mean_or_zero(steps["page_faults"][st_spike])
-        summary = (
-            f"allocation churn: {pf:,.0f} page faults per step"
-            if pf
-            else "allocator retries per step rose"
-        )
-    elif top == "penalty":
-        summary = (
-            "outputs grew toward max_tokens (repetition loops)"
-            if out_rise
-            else f"penalty + sampling time per step up {dec.components_ms['penalty']:.1f} ms"
-        )
-    elif top == "communication":
-        summary = f"collective wait per step up {dec.components_ms['communication']:.1f} ms" + (
-            f", rank {rank} arrives last" if rank is not None and rank_share >= 0.6 else ""
-        )
-    elif top == "load":
-        summary = "more requests: batch and queue grew"
-    elif dec.uniform_slowdown is not None:
-        summary = (
-            f"every engine stage slowed alike ({dec.uniform_slowdown:.1f}x) with no batch growth: "
-            "CPU contention from other processes or throttling"
-        )
-    else:
-        summary = "no engine signal accounts for it"
+    evidence = _evidence(frame, signals, series, dec, model, outside)
+    loops = _loops(frame, series, config)
+    causes = _cause_list(
+        shares, _confidence(ev, series, outside, shares, loops), dec.components_ms, evidence
+    )
+    top = verdict(shares, config)
     return Attribution(
         spike.spike_id,
         causes,
         top,
         coverage,
-        mean_or_zero(steps["dur_ms"][st_spike]) - mean_or_zero(steps["dur_ms"][st_base]),
+        spike_step - base_step,
         dec.components_ms,
-        summary,
+        _summary(top, frame, signals, dec, outside, shares, (queue_cause, queue_reason)),
         host_contention=dec.uniform_slowdown is not None,
+        uncovered=round(shares["unexplained"], 4),
     )
+
+
+def _evidence(
+    frame: SpikeFrame,
+    signals: RunSignals,
+    series: EngineSeries,
+    dec: Decomposition,
+    model: StepCostModel,
+    outside: OutsideExcess,
+) -> dict[str, list[Evidence]]:
+    """cause → Evidence: the engine's step windows, outside the engine, the collectors' rows."""
+    ev = EvidenceBuilder(frame.latency, frame.win_spike, frame.win_base)
+    w = signals.window_s
+    facts = EngineFacts(
+        dec,
+        model,
+        pause_stats(signals.gc_pauses, frame.win_spike, w),
+        pause_stats(signals.gc_pauses, frame.win_base, w),
+        w,
+    )
+    evidence = engine_evidence(ev, series, facts, signals.steps, frame.st_spike)
+    for cause, rows in outside.evidence.items():
+        evidence.setdefault(cause, []).extend(rows)
+    found = process_evidence(signals.process, frame.latency, frame.win_spike, frame.win_base, w)
+    for cause, rows in found.items():
+        evidence.setdefault(cause, []).extend(rows)
+    return evidence
+
+
+def _memory_summary(frame: SpikeFrame, signals: RunSignals, dec: Decomposition) -> str:
+    pauses = pause_stats(signals.gc_pauses, frame.win_spike, signals.window_s)
+    if pauses.mean_ms and pauses.mean_ms >= 1.0:
+        gen = f"gen-{pauses.generation} " if pauses.generation is not None else ""
+        return f"GC {gen}pauses, {pauses.mean_ms:.0f} ms on average"
+    if dec.preemption_rise:
+        return "KV cache exhausted: sequences preempted and recomputed"
+    if dec.allocation_churn:
+        pf = mean_or_zero(signals.steps["page_faults"][frame.st_spike])
+        return (
+            f"allocation churn: {pf:,.0f} page faults per step"
+            if pf
+            else "allocator retries per step rose"
+        )
+    return f"memory time per step up {dec.components_ms['memory']:.1f} ms"
+
+
+def _summary(
+    top: str,
+    frame: SpikeFrame,
+    signals: RunSignals,
+    dec: Decomposition,
+    outside: OutsideExcess,
+    shares: dict[str, float],
+    queue: tuple[str | None, str],
+) -> str:
+    """The top cause in words, e.g. "GC gen-2 pauses, 187 ms on average"."""
+    if queue[0] == top and top in ("penalty", "load"):
+        return queue[1]
+    if top == "memory":
+        return _memory_summary(frame, signals, dec)
+    if top == "penalty":
+        return f"penalty + sampling time per step up {dec.components_ms['penalty']:.1f} ms"
+    if top == "communication":
+        rank, rank_share = straggler(signals.steps, frame.st_spike)
+        late = f", rank {rank} arrives last" if rank is not None and rank_share >= 0.6 else ""
+        return f"collective wait per step up {dec.components_ms['communication']:.1f} ms{late}"
+    if top == "load":
+        return "more requests: batch and queue grew"
+    if top == "client":
+        return (
+            f"the load generator read late: client − server time up {outside.transit_rise_ms:.1f} ms"
+            if outside.transit_rise_ms > 0
+            else f"the load generator read late: its lag p99 up {outside.client_lag_rise_ms:.0f} ms"
+        )
+    if top == "network":
+        return f"transit between client and engine up {outside.transit_rise_ms:.1f} ms; engine times flat"
+    if top == "host":
+        return (
+            f"engine process (pid {outside.host_pid}) waited for a CPU: contention from outside it"
+        )
+    covered = 1.0 - shares["unexplained"]
+    if dec.uniform_slowdown is not None:
+        return (
+            f"every engine stage slowed alike ({dec.uniform_slowdown:.1f}x) with no batch growth; "
+            f"measured signals cover {covered:.0%} of the excess"
+        )
+    return f"measured signals cover {covered:.0%} of the excess; no cause accounts for the rest"

@@ -194,6 +194,8 @@ def next_search_load(steps: list[StepOutcome], options: SearchOptions) -> float 
         nxt = _rounded(max(low / 2, floor), options.kind)
         return nxt if nxt < low and nxt not in tried else None
     lo, hi = knee.capacity, knee.first_fail
+    if lo is None or hi is None:  # find_knee sets both when the status is "found"
+        raise ValueError(f"knee {knee.status!r} without capacity and first_fail: {knee}")
     if hi - lo <= options.resolution:
         return None
     mid = _rounded((lo + hi) / 2, options.kind)

@@ -190,7 +190,7 @@ def _run_samples(conn, run_id: str) -> dict[str, Samples]:
         for m, groups in by_metric.items()
     }
     windows = query(conn, "windows", run_id=run_id, window_s=1.0)
-    out["throughput"] = Samples.from_groups([[w["tokens"]] for w in windows])
+    out["throughput"] = Samples.from_groups([np.array([w["tokens"]]) for w in windows])
     return out
 
 

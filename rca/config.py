@@ -11,7 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 
 METRICS = ("itl_p99", "ttft_p99", "e2e_p99")
-CAUSES = ("penalty", "memory", "communication", "load", "unexplained")
+# Inside the serving stack, outside it (the load generator, the path to the engine, the machine's
+# CPUs), and 'unexplained': what the measured signals do not cover.
+CAUSES = (
+    "penalty",
+    "memory",
+    "communication",
+    "load",
+    "client",
+    "network",
+    "host",
+    "unexplained",
+)
 
 
 @dataclass(frozen=True)
@@ -79,6 +90,44 @@ class AttributeConfig:
     # box, bursts of CPU contention from other tenants make exactly these; they are stored with
     # suppressed=true and counted in the report's headline, not listed as incidents.
     report_unexplained_minor: bool = False
+    # The named causes must cover at least this share of the spike's latency excess, else the
+    # verdict is 'unexplained': below half, what nobody covers outweighs what the signals name,
+    # and picking the largest of the small shares would be a guess dressed as a finding.
+    min_explained_share: float = 0.5
+    # A stage's excess below this fraction of the baseline step is noise, not a cause: on a shared
+    # 2-core box a stage's mean over a few seconds of steps moves by ~1 % of the step on its own.
+    min_component_rel: float = 0.02
+    # The step slowdown must be at least this fraction of the baseline step before the queueing
+    # it causes (TTFT/E2E beyond the step excess) is shared out over the step causes.
+    min_step_rise: float = 0.1
+    # Repeated-3-gram rate of outputs (spike minus baseline) that makes longer outputs loops
+    # (penalty); longer outputs without it are demand, not a penalty fault.
+    loop_rate_rise: float = 0.2
+    # The client − server time (p99 per window) must grow by at least this many ms to count as
+    # time spent outside the engine: stamping at both ends jitters by ~0.1 ms on loopback.
+    min_transit_rise_ms: float = 2.0
+    # The load generator's event-loop lag or read delay (p99) must rise by this many ms to call
+    # the client late: 10 ms is the client health limit, half of it is already far above noise.
+    client_lag_rise_ms: float = 5.0
+    # Rise in the share of first tokens stamped merged with a later packet that marks a late reader.
+    merged_first_rise: float = 0.05
+    # An engine process's run-queue wait must rise by this many ms per second (and beat 3 std of
+    # its baseline) to count as CPU lost to another process.
+    runq_rise_ms_per_s: float = 20.0
+
+    def __post_init__(self) -> None:
+        for name in ("min_explained_share", "min_component_rel", "min_step_rise"):
+            v = getattr(self, name)
+            if not 0.0 <= v <= 1.0:
+                raise ValueError(f"AttributeConfig.{name} must be in [0, 1], got {v}")
+        _positive(
+            self,
+            "loop_rate_rise",
+            "min_transit_rise_ms",
+            "client_lag_rise_ms",
+            "merged_first_rise",
+            "runq_rise_ms_per_s",
+        )
 
 
 def _positive(obj, *names: str) -> None:

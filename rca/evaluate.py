@@ -9,8 +9,15 @@ each side. Then over all runs:
   attribution  accuracy = matched pairs whose top cause is the fault's cause / matched pairs;
                macro-F1 over causes and the confusion matrix, where a missed fault is predicted
                'missed' (so misses cost attribution recall too).
-Peers (rca.peers: BARO, NSigma, random) attribute the same matched events (the same detection,
-the spike start as the anomaly time), so the comparison isolates attribution quality.
+  intervals    every figure with its 95 % interval (rca.intervals): a seeded bootstrap over
+               events for detection and attribution, the exact Poisson interval for false alarms
+               per hour on the controls' hours.
+Ranking, as RCAEval scores it (rca.rank_scores): AC@1 (= accuracy), AC@3, Avg@5 over ranked
+causes — spikelens' verdict then its other causes by share; each peer's ranked metrics mapped to
+causes. Peers (rca.peers: BARO, NSigma and the other RCAEval methods asked for, and a random
+floor) rank the same matched events, with the spike as the anomaly segment, so the comparison
+isolates attribution; `accuracy_lead` is spikelens' accuracy minus the peer's on those events,
+with a paired bootstrap interval.
 
 Reads analyses/spikes/faults through the warehouse; pure otherwise. Output is JSON-able.
 """
@@ -18,16 +25,24 @@ Reads analyses/spikes/faults through the warehouse; pure otherwise. Output is JS
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from rca.config import CAUSES
+from rca.intervals import BootstrapOptions, bootstrap, poisson_rate
+from rca.peers import DEFAULT_PEERS, PEER_METHODS
+from rca.rank_scores import RankedEvent, ac_at, avg_at
 from warehouse.db import connect
 from warehouse.queries import query
 
 MISSED = "missed"
+# The causes a fault can stand for: macro-F1 and the confusion matrix run over these (those the
+# suite injects), 'unexplained' is a possible answer and 'missed' a fault no spike matched.
+EVAL_CAUSES = ("penalty", "memory", "communication", "load", "client", "network", "host")
+ANSWERS = (*EVAL_CAUSES, "unexplained", MISSED)
 
 
 @dataclass
@@ -107,9 +122,10 @@ def attribution_scores(y_true: list[str], y_pred: list[str]) -> dict:
     counted wrong (detection and attribution together), and the confusion matrix."""
     detected = [(t, p) for t, p in zip(y_true, y_pred) if p != MISSED]
     labels = sorted(set(y_true))
-    confusion = {t: {p: 0 for p in (*CAUSES, MISSED)} for t in labels}
+    confusion = {t: {p: 0 for p in ANSWERS} for t in labels}
     for t, p in zip(y_true, y_pred):
-        confusion[t][p] += 1
+        row = confusion[t]
+        row[p] = row.get(p, 0) + 1
     return {
         "accuracy": _ratio(sum(t == p for t, p in detected), len(detected)),
         "macro_f1": _macro_f1([t for t, _ in detected], [p for _, p in detected]),
@@ -159,16 +175,45 @@ def score(outcomes: list[RunOutcome]) -> dict:
     }
 
 
-def peer_scores(
+def _ranked_spikes(conn, o: RunOutcome) -> dict[int, tuple[str, ...]]:
+    """spike_id → spikelens' causes, its verdict first, then the others by share."""
+    by_spike: dict[int, list[str]] = {}
+    for a in query(conn, "attributions", run_id=o.run_id):
+        by_spike.setdefault(int(a["spike_id"]), []).append(str(a["cause"]))
+    out = {}
+    for s in o.spikes:
+        rest = [c for c in by_spike.get(int(s["spike_id"]), []) if c != s["top_cause"]]
+        out[int(s["spike_id"])] = (str(s["top_cause"]), *rest)
+    return out
+
+
+def spikelens_events(db_path: str | Path, outcomes: list[RunOutcome]) -> list[RankedEvent]:
+    """spikelens' ranked causes for every matched fault, in suite order."""
+    conn = connect(db_path, read_only=True)
+    try:
+        events = []
+        for o in outcomes:
+            ranked = _ranked_spikes(conn, o) if o.matches else {}
+            for i, j in sorted(o.matches):
+                events.append(
+                    RankedEvent(o.faults[i]["cause"], ranked[int(o.spikes[j]["spike_id"])])
+                )
+        return events
+    finally:
+        conn.close()
+
+
+def peer_events(
     db_path: str | Path, outcomes: list[RunOutcome], methods: tuple[str, ...], seed: int = 0
-) -> dict:
-    """Attribution of the same matched events by each peer method and the random floor."""
+) -> dict[str, dict]:
+    """Each peer's ranked causes for the same matched faults (rca.peers), plus the random floor.
+    Returns method → {events: [RankedEvent], failures, seconds, top_metrics}."""
     from rca.analyze import load_signals
-    from rca.peers import peer_cause, random_cause, signal_frame
+    from rca.peers import peer_answer, peer_frame, random_ranking
 
     rng = random.Random(seed)
-    results = {
-        m: {"y_true": [], "y_pred": [], "failures": 0, "top_metrics": {}}
+    out: dict[str, dict[str, Any]] = {
+        m: {"events": [], "failures": 0, "seconds": 0.0, "top_metrics": {}}
         for m in (*methods, "random")
     }
     conn = connect(db_path, read_only=True)
@@ -176,28 +221,103 @@ def peer_scores(
         for o in outcomes:
             if not o.matches:
                 continue
-            frame = signal_frame(load_signals(conn, o.run_id, o.window_s)) if methods else None
-            for i, j in o.matches:
-                truth = o.faults[i]["cause"]
+            signals = load_signals(conn, o.run_id, o.window_s) if methods else None
+            transit = query(conn, "peer_transit_windows", run_id=o.run_id, window_s=o.window_s)
+            for i, j in sorted(o.matches):
+                truth, spike = o.faults[i]["cause"], o.spikes[j]
+                others = [(s["start_s"], s["end_s"]) for k, s in enumerate(o.spikes) if k != j]
+                frame = (
+                    peer_frame(signals, (spike["start_s"], spike["end_s"]), others, transit)
+                    if signals is not None
+                    else None
+                )
                 for m in methods:
-                    cause, metric, failed = peer_cause(m, frame, o.spikes[j]["start_s"])
-                    r = results[m]
-                    r["y_true"].append(truth)
-                    r["y_pred"].append(cause)
-                    r["failures"] += failed
-                    r["top_metrics"][metric] = r["top_metrics"].get(metric, 0) + 1
-                results["random"]["y_true"].append(truth)
-                results["random"]["y_pred"].append(random_cause(rng))
+                    answer = peer_answer(m, frame, spike["start_s"])
+                    r = out[m]
+                    r["events"].append(RankedEvent(truth, answer.causes))
+                    r["failures"] += answer.failed
+                    r["seconds"] += answer.seconds
+                    top = answer.metrics[0] if answer.metrics else None
+                    r["top_metrics"][str(top)] = r["top_metrics"].get(str(top), 0) + 1
+                out["random"]["events"].append(RankedEvent(truth, random_ranking(rng, EVAL_CAUSES)))
     finally:
         conn.close()
+    return out
+
+
+def _accuracy(events: Sequence[RankedEvent]) -> float | None:
+    return _ratio(sum(e.top == e.truth for e in events), len(events))
+
+
+def _events_macro_f1(events: Sequence[RankedEvent]) -> float | None:
+    return _macro_f1([e.truth for e in events], [e.top for e in events])
+
+
+def method_scores(events: list[RankedEvent], options: BootstrapOptions) -> dict:
+    """One method on its events: accuracy (= AC@1), macro-F1 over the causes present, AC@3, Avg@5,
+    each with its bootstrap interval over the events, and the confusion matrix."""
+    stats = {
+        "accuracy": _accuracy,
+        "macro_f1": _events_macro_f1,
+        "ac_at_1": lambda ev: ac_at(ev, 1),
+        "ac_at_3": lambda ev: ac_at(ev, 3),
+        "avg_at_5": lambda ev: avg_at(ev, 5),
+    }
+    out: dict = {"events": len(events)}
+    for name, fn in stats.items():
+        interval = bootstrap(events, fn, options)
+        out[name] = interval.value
+        out[f"{name}_interval"] = interval.to_dict()
+    out["confusion"] = attribution_scores([e.truth for e in events], [e.top for e in events])[
+        "confusion"
+    ]
+    return out
+
+
+def accuracy_lead(
+    ours: list[RankedEvent], theirs: list[RankedEvent], options: BootstrapOptions
+) -> dict:
+    """spikelens' accuracy minus a peer's on the same events, with a paired bootstrap interval."""
+    if len(ours) != len(theirs):
+        raise ValueError(f"paired events differ in number: {len(ours)} vs {len(theirs)}")
+    pairs = list(zip(ours, theirs))
+
+    def lead(ps: Sequence[tuple[RankedEvent, RankedEvent]]) -> float | None:
+        if not ps:
+            return None
+        return sum((a.top == a.truth) - (b.top == b.truth) for a, b in ps) / len(ps)
+
+    return bootstrap(pairs, lead, options).to_dict()
+
+
+def detection_intervals(outcomes: list[RunOutcome], options: BootstrapOptions) -> dict:
+    """Bootstrap intervals of detection precision, recall and F1 over events (each fault a TP or
+    FN, each unmatched spike an FP) and the exact Poisson interval of false alarms per hour."""
+    events = []
+    for o in outcomes:
+        events += ["tp"] * len(o.matches) + ["fn"] * (len(o.faults) - len(o.matches))
+        events += ["fp"] * (len(o.spikes) - len(o.matches))
+
+    def counts(ev: Sequence[str]) -> tuple[int, int, int]:
+        return ev.count("tp"), ev.count("fp"), ev.count("fn")
+
+    def f1(ev: Sequence[str]) -> float | None:
+        tp, fp, fn = counts(ev)
+        return _ratio(2 * tp, 2 * tp + fp + fn)
+
+    controls = [o for o in outcomes if not o.faults]
+    hours = sum(o.duration_s for o in controls) / 3600.0
     return {
-        m: {
-            **attribution_scores(r["y_true"], r["y_pred"]),
-            "events": len(r["y_true"]),
-            "failures": r["failures"],
-            "top_metrics": {str(k): v for k, v in r["top_metrics"].items()},
-        }
-        for m, r in results.items()
+        "precision": bootstrap(
+            events, lambda ev: _ratio(counts(ev)[0], sum(counts(ev)[:2])), options
+        ).to_dict(),
+        "recall": bootstrap(
+            events, lambda ev: _ratio(counts(ev)[0], counts(ev)[0] + counts(ev)[2]), options
+        ).to_dict(),
+        "f1": bootstrap(events, f1, options).to_dict(),
+        "false_alarms_per_hour": poisson_rate(
+            sum(len(o.spikes) for o in controls), hours
+        ).to_dict(),
     }
 
 
@@ -205,12 +325,18 @@ def evaluate(
     db_path: str | Path,
     run_ids: list[str],
     tolerance_windows: int = 2,
-    peers: tuple[str, ...] = ("baro", "nsigma"),
+    peers: tuple[str, ...] = DEFAULT_PEERS,
     seed: int = 0,
+    bootstrap_reps: int = 2000,
 ) -> dict:
-    """Score analysed runs; `peers=()` skips BARO/NSigma (the random floor always runs)."""
+    """Score analysed runs; `peers=()` skips the RCAEval methods (the random floor always runs).
+    `seed` drives the random floor and every bootstrap: the same seed, the same figures."""
     if tolerance_windows < 0:
         raise ValueError(f"tolerance_windows must be >= 0, got {tolerance_windows}")
+    unknown = [m for m in peers if m not in PEER_METHODS]
+    if unknown:
+        raise ValueError(f"peers: {unknown[0]!r} is not one of {', '.join(PEER_METHODS)}")
+    options = BootstrapOptions(reps=bootstrap_reps, seed=seed)
     conn = connect(db_path, read_only=True)
     try:
         outcomes = [load_outcome(conn, rid, tolerance_windows) for rid in run_ids]
@@ -218,34 +344,46 @@ def evaluate(
         conn.close()
     result = score(outcomes)
     result["tolerance_windows"] = tolerance_windows
-    result["peers"] = peer_scores(db_path, outcomes, tuple(peers), seed)
-    result["per_run"] = [
-        {
-            "run_id": o.run_id,
-            "faults": o.faults,
-            "spikes": o.spikes,
-            "verdicts": [
-                {
-                    "kind": f["kind"],
-                    "cause": f["cause"],
-                    "detected": i in dict(o.matches),
-                    "attributed_cause": o.spikes[dict(o.matches)[i]]["top_cause"]
-                    if i in dict(o.matches)
-                    else None,
-                }
-                for i, f in enumerate(o.faults)
-            ],
-            "false_alarms": len(o.spikes) - len(o.matches),
+    result["bootstrap"] = {"reps": options.reps, "seed": options.seed, "level": options.level}
+    result["intervals"] = detection_intervals(outcomes, options)
+    ours = spikelens_events(db_path, outcomes)
+    result["spikelens"] = method_scores(ours, options)
+    result["peers"] = {}
+    for m, r in peer_events(db_path, outcomes, tuple(peers), seed).items():
+        result["peers"][m] = {
+            **method_scores(r["events"], options),
+            "failures": r["failures"],
+            "seconds": r["seconds"],
+            "top_metrics": r["top_metrics"],
+            "accuracy_lead": accuracy_lead(ours, r["events"], options),
         }
-        for o in outcomes
-    ]
+    result["per_run"] = [_per_run(o) for o in outcomes]
     return result
+
+
+def _per_run(o: RunOutcome) -> dict:
+    matched = dict(o.matches)
+    return {
+        "run_id": o.run_id,
+        "faults": o.faults,
+        "spikes": o.spikes,
+        "verdicts": [
+            {
+                "kind": f["kind"],
+                "cause": f["cause"],
+                "detected": i in matched,
+                "attributed_cause": o.spikes[matched[i]]["top_cause"] if i in matched else None,
+            }
+            for i, f in enumerate(o.faults)
+        ],
+        "false_alarms": len(o.spikes) - len(o.matches),
+    }
 
 
 def per_cause_scores(confusion: dict) -> list[dict]:
     """Precision, recall, F1 and support per true cause, from a confusion dict truth → predicted → n."""
     out = []
-    for cause in CAUSES:
+    for cause in (*EVAL_CAUSES, "unexplained"):
         support = sum(confusion.get(cause, {}).values())
         predicted = sum(row.get(cause, 0) for row in confusion.values())
         tp = confusion.get(cause, {}).get(cause, 0)

@@ -9,6 +9,9 @@ Signals per cause (docs/design.md's table):
                  max_tokens, repeated 3-gram rate of outputs (needs engine output token ids)
   communication  collective wait per step (longest across ranks), the straggler rank
   load           arrivals per second, batch size, waiting sequences, batch-predicted forward growth
+  client         load generator lag and read delay, merged first tokens (rca.outside_causes)
+  network        client − server p99 and the server's own p99 (rca.outside_causes)
+  host           an engine process's run-queue wait, involuntary switches, own CPU time
   unexplained    forward residual, time outside stage timers, GPU SM clock (throttling)
 
 Pure: window series are numpy arrays [n_windows]; masks select spike / baseline windows.
@@ -87,8 +90,8 @@ def pause_stats(pauses: list[dict], windows_mask: np.ndarray, window_s: float) -
 def output_series(request_outputs: list[dict], n_windows: int) -> dict[str, np.ndarray]:
     """Per window of completion: share of outputs that hit max_tokens, mean repeated 3-gram rate
     (NaN where no request finished, or no token ids were logged)."""
-    hit = [[] for _ in range(n_windows)]
-    rep = [[] for _ in range(n_windows)]
+    hit: list[list[float]] = [[] for _ in range(n_windows)]
+    rep: list[list[float]] = [[] for _ in range(n_windows)]
     for r in request_outputs:
         w = r["window"]
         if not 0 <= w < n_windows:

@@ -318,5 +318,13 @@ def attribute_by_metrics(
         else "no metric moved beyond its baseline noise"
     )
     return Attribution(
-        spike.spike_id, causes, top, 0.0, 0.0, {c: 0.0 for c in CAUSES}, summary, "metric_rank"
+        spike.spike_id,
+        causes,
+        top,
+        0.0,
+        0.0,
+        {c: 0.0 for c in CAUSES},
+        summary,
+        "metric_rank",
+        uncovered=round(shares["unexplained"], 4),
     )

@@ -6,8 +6,9 @@ process whose signal rose most and by how much, as Evidence rows beside the step
   memory         GC pause ms per second of a process (GC hook), and its stack share in gc
   communication  share of non-idle stack samples in collective_wait
   load           share in scheduler and in http_serialization (more requests, more of both)
-  unexplained    run-queue wait ms/s and involuntary switches/s of a process (/proc): a process
-                 waiting for a CPU; and the share in model_forward
+  host           run-queue wait ms/s and involuntary switches/s of a process (/proc): a process
+                 waiting for a CPU
+  unexplained    the share in model_forward
 e.g. "engine (pid 41): 38 % of its non-idle stack samples in sampling_penalties during the spike
 vs 2 % before".
 What these signals cannot tell apart is written into the note, not guessed: a region's share
@@ -67,7 +68,7 @@ class _Rise:
     marked: bool
 
 
-def _per_pid(
+def per_pid(
     rows: list[dict], key: str, n: int, fill: float = np.nan, where=lambda r: True
 ) -> dict[int, tuple[str, np.ndarray]]:
     out: dict[int, tuple[str, np.ndarray]] = {}
@@ -82,7 +83,7 @@ def _per_pid(
     return out
 
 
-def _biggest_rise(
+def biggest_rise(
     series: dict[int, tuple[str, np.ndarray]],
     in_spike: np.ndarray,
     in_base: np.ndarray,
@@ -104,8 +105,8 @@ def _biggest_rise(
 def _share_series(rows: list[dict], region: str, n: int) -> dict[int, tuple[str, np.ndarray]]:
     """busy_share of `region` per process that was ever sampled in it; 0 in windows where the
     process was sampled busy but not in that region, NaN where it was not sampled busy at all."""
-    busy = _per_pid(rows, "busy_share", n, where=lambda r: r["region"] != "idle")
-    share = _per_pid(rows, "busy_share", n, where=lambda r: r["region"] == region)
+    busy = per_pid(rows, "busy_share", n, where=lambda r: r["region"] != "idle")
+    share = per_pid(rows, "busy_share", n, where=lambda r: r["region"] == region)
     out = {}
     for pid, (role, in_region) in share.items():
         values = np.where(np.isfinite(busy[pid][1]), 0.0, np.nan)
@@ -122,11 +123,35 @@ def process_evidence(
 ) -> dict[str, list[Evidence]]:
     """cause → Evidence rows from the collectors (empty lists when a run has no collector files)."""
     n = len(latency)
-    out: dict[str, list[Evidence]] = {}
-    marked: dict[str, str] = {}  # cause → short description of a marked rise
-    rows: list[tuple[str, _Rise, Evidence]] = []
+    rows = _stack_rows(signals, latency, in_spike, in_base, n)
+    gc = _gc_row(signals, latency, in_spike, in_base, window_s)
+    if gc is not None:
+        rows.append(gc)
+    runq = biggest_rise(
+        per_pid(signals.cpu_windows, "runq_wait_ms_per_s", n),
+        in_spike,
+        in_base,
+        RISE_FLOOR["runq_wait_ms_per_s"],
+    )
+    if runq is not None:
+        rows.append(("host", runq, _runq_evidence(signals, runq, latency, in_spike, in_base, n)))
+    return _cross_referenced(rows)
+
+
+_Row = tuple[str, _Rise, Evidence]  # cause, the rise, its evidence
+
+
+def _stack_rows(
+    signals: ProcessSignals,
+    latency: np.ndarray,
+    in_spike: np.ndarray,
+    in_base: np.ndarray,
+    n: int,
+) -> list[_Row]:
+    """Per region of REGION_CAUSES, the process whose share of stack samples there rose most."""
+    rows: list[_Row] = []
     for region, cause in REGION_CAUSES:
-        rise = _biggest_rise(
+        rise = biggest_rise(
             _share_series(signals.stack_windows, region, n), in_spike, in_base, RISE_FLOOR["share"]
         )
         if rise is None:
@@ -135,59 +160,58 @@ def process_evidence(
             f"{rise.role} (pid {rise.pid}): {rise.during:.0%} of its non-idle stack samples in {region} "
             f"during the spike vs {rise.before:.0%} before (py-spy)"
         )
-        rows.append(
-            (
-                cause,
-                rise,
-                Evidence(
-                    f"stack_share.{region}",
-                    rise.during,
-                    rise.before,
-                    "fraction",
-                    note,
-                    pearson(rise.series, latency),
-                ),
-            )
+        evidence = Evidence(
+            f"stack_share.{region}",
+            rise.during,
+            rise.before,
+            "fraction",
+            note,
+            pearson(rise.series, latency),
         )
-    gc = _biggest_rise(
-        _per_pid(signals.gc_windows, "pause_ms", n, fill=0.0),
+        rows.append((cause, rise, evidence))
+    return rows
+
+
+def _gc_row(
+    signals: ProcessSignals,
+    latency: np.ndarray,
+    in_spike: np.ndarray,
+    in_base: np.ndarray,
+    window_s: float,
+) -> _Row | None:
+    """The process whose GC pause time per second rose most (memory), if one rose enough."""
+    gc = biggest_rise(
+        per_pid(signals.gc_windows, "pause_ms", len(latency), fill=0.0),
         in_spike,
         in_base,
         RISE_FLOOR["gc_ms_per_s"] * window_s,
     )
-    if gc is not None:
-        per_s = 1.0 / window_s
-        note = (
-            f"{gc.role} (pid {gc.pid}): GC {gc.during * per_s:.0f} ms/s during the spike vs "
-            f"{gc.before * per_s:.0f} before (GC hook inside the process)"
-        )
-        rows.append(
-            (
-                "memory",
-                gc,
-                Evidence(
-                    "gc_ms_per_s.process",
-                    gc.during * per_s,
-                    gc.before * per_s,
-                    "ms/s",
-                    note,
-                    pearson(gc.series, latency),
-                ),
-            )
-        )
-    runq = _biggest_rise(
-        _per_pid(signals.cpu_windows, "runq_wait_ms_per_s", n),
-        in_spike,
-        in_base,
-        RISE_FLOOR["runq_wait_ms_per_s"],
+    if gc is None:
+        return None
+    per_s = 1.0 / window_s
+    note = (
+        f"{gc.role} (pid {gc.pid}): GC {gc.during * per_s:.0f} ms/s during the spike vs "
+        f"{gc.before * per_s:.0f} before (GC hook inside the process)"
     )
-    if runq is not None:
-        rows.append(
-            ("unexplained", runq, _runq_evidence(signals, runq, latency, in_spike, in_base, n))
-        )
+    evidence = Evidence(
+        "gc_ms_per_s.process",
+        gc.during * per_s,
+        gc.before * per_s,
+        "ms/s",
+        note,
+        pearson(gc.series, latency),
+    )
+    return ("memory", gc, evidence)
+
+
+def _cross_referenced(rows: list[_Row]) -> dict[str, list[Evidence]]:
+    """cause → evidence; a marked rise names the other causes' marked rises of the same windows
+    (and a share says it is relative), since these signals alone do not order them."""
+    marked: dict[str, str] = {}  # cause → short description of a marked rise
     for cause, rise, evidence in rows:
         if rise.marked:
             marked.setdefault(cause, f"{cause} ({evidence.signal} of {rise.role})")
+    out: dict[str, list[Evidence]] = {}
     for cause, rise, evidence in rows:
         if rise.marked:
             others = [text for c, text in marked.items() if c != cause]
@@ -214,10 +238,8 @@ def _runq_evidence(
     n: int,
 ) -> Evidence:
     """Run-queue wait of the process with the largest rise, with its own CPU time beside it."""
-    cpu = _per_pid(signals.cpu_windows, "cpu_ms_per_s", n).get(runq.pid, ("", np.full(n, np.nan)))[
-        1
-    ]
-    invol = _per_pid(signals.cpu_windows, "involuntary_switches_per_s", n).get(
+    cpu = per_pid(signals.cpu_windows, "cpu_ms_per_s", n).get(runq.pid, ("", np.full(n, np.nan)))[1]
+    invol = per_pid(signals.cpu_windows, "involuntary_switches_per_s", n).get(
         runq.pid, ("", np.full(n, np.nan))
     )[1]
     cpu_s, cpu_b = mean_or_zero(cpu[in_spike]), mean_or_zero(cpu[in_base])
@@ -261,8 +283,7 @@ class ProcessSeries:
 def process_series(signals: ProcessSignals, n: int, window_s: float) -> list[ProcessSeries]:
     """Every process's stack-region shares, GC ms/s and run-queue wait ms/s (the signals
     `process_evidence` reads) as series over n windows, each with the cause it speaks for.
-    Run-queue wait speaks for `unexplained`: the taxonomy has no host cause (yet); its text says
-    whether the process's own CPU time rose (`runq_note`)."""
+    Run-queue wait speaks for `host`; its text says whether the process's own CPU time rose."""
     out = []
     for region, cause in REGION_CAUSES:
         for pid, (role, values) in _share_series(signals.stack_windows, region, n).items():
@@ -279,7 +300,7 @@ def process_series(signals: ProcessSignals, n: int, window_s: float) -> list[Pro
                     "py-spy",
                 )
             )
-    for pid, (role, values) in _per_pid(signals.gc_windows, "pause_ms", n, fill=0.0).items():
+    for pid, (role, values) in per_pid(signals.gc_windows, "pause_ms", n, fill=0.0).items():
         out.append(
             ProcessSeries(
                 f"{role} (pid {pid}) gc_ms_per_s",
@@ -293,11 +314,11 @@ def process_series(signals: ProcessSignals, n: int, window_s: float) -> list[Pro
                 "GC hook inside the process",
             )
         )
-    for pid, (role, values) in _per_pid(signals.cpu_windows, "runq_wait_ms_per_s", n).items():
+    for pid, (role, values) in per_pid(signals.cpu_windows, "runq_wait_ms_per_s", n).items():
         out.append(
             ProcessSeries(
                 f"{role} (pid {pid}) runq_wait_ms_per_s",
-                "unexplained",
+                "host",
                 "runq_wait_ms_per_s",
                 "ms/s",
                 values,
@@ -322,14 +343,13 @@ def describe_rise(
         text += "; a share is relative: more work in this region or less elsewhere look alike"
     if series.kind == "runq_wait_ms_per_s":
         n = len(series.values)
-        cpu = _per_pid(signals.cpu_windows, "cpu_ms_per_s", n).get(
+        cpu = per_pid(signals.cpu_windows, "cpu_ms_per_s", n).get(
             series.pid, ("", np.full(n, np.nan))
         )[1]
         cpu_s, cpu_b = mean_or_zero(cpu[in_spike]), mean_or_zero(cpu[in_base])
         text += f"; its own CPU {cpu_s:.0f} vs {cpu_b:.0f} ms/s" + (
             "; it rose too: its own threads may be competing — run-queue delay alone cannot tell"
             if cpu_s > 1.2 * cpu_b + 20
-            else "; it did no more work itself: CPU contention from outside the process (host; "
-            "counted as unexplained, the taxonomy has no host cause)"
+            else "; it did no more work itself: CPU contention from outside the process (host)"
         )
     return text

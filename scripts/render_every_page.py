@@ -19,9 +19,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "warehouse"))
-
-from runbuilder import SimSpec, write_run
+sys.path.insert(
+    0, str(Path(__file__).resolve().parent.parent)
+)  # the repository root: tests.support
 
 from flows.evaluate import score_suite, write_outputs
 from flows.nightly import compare, default_config_dir, render_nightly_report
@@ -29,6 +29,7 @@ from flows.nightly_config import NightlyConfig
 from flows.replay import compare_with_original, render_comparison
 from flows.sweep import render_sweep_report, summarise_cells
 from flows.tasks import refresh_index, render_report
+from tests.support.runbuilder import SimSpec, write_run
 
 SPECS = (
     SimSpec(run_id="r1-gc", incident="gc"),

@@ -17,7 +17,9 @@ from __future__ import annotations
 import html
 import itertools
 import math
+from collections.abc import Sequence
 from statistics import fmean, median
+from typing import Any
 
 from templates.timeline_svg import LATENCY_SERIES
 
@@ -48,6 +50,9 @@ CAUSE_COLORS = {
     "memory": "#dc2626",
     "communication": "#7c3aed",
     "load": "#2563eb",
+    "client": "#0891b2",
+    "network": "#059669",
+    "host": "#be185d",
     "unexplained": "#6b7280",
 }
 _FONT = {"family": "system-ui, sans-serif", "size": 12}
@@ -123,7 +128,7 @@ def _has(rows: list[dict], key: str) -> bool:
     return any(r.get(key) is not None for r in rows)
 
 
-def fault_shapes(faults: list[dict]) -> list[dict]:
+def fault_shapes(faults: Sequence[dict]) -> list[dict]:
     """A dark strip above the plot per injected fault (the ground truth), as on the SVG timeline."""
     return [
         {
@@ -142,7 +147,7 @@ def fault_shapes(faults: list[dict]) -> list[dict]:
 
 
 def latency_figure(
-    windows: list[dict], spikes: list[dict], gc_pauses: list[dict], faults: list[dict] = ()
+    windows: list[dict], spikes: list[dict], gc_pauses: list[dict], faults: Sequence[dict] = ()
 ) -> dict | None:
     """Latency percentiles per window (log axis) over a lane of GC pause durations; faults on top."""
     if not windows:
@@ -150,7 +155,7 @@ def latency_figure(
     rows = sorted(windows, key=lambda w: float(w["t_s"]))
     half = _window_width(rows) / 2
     x = [float(w["t_s"]) + half for w in rows]
-    data = [
+    data: list[dict[str, Any]] = [
         {
             "type": "scatter",
             "mode": "lines",
@@ -320,7 +325,7 @@ def nvml_figure(nvml: list[dict], spikes: list[dict]) -> dict | None:
     gpus = sorted({int(r["gpu"]) for r in nvml if r.get("gpu") is not None})
     if not gpus:
         return None
-    data = []
+    data: list[dict[str, Any]] = []
     for gpu in gpus:
         rows = sorted((r for r in nvml if r.get("gpu") == gpu), key=lambda r: float(r["t_s"]))
         x = [float(r["t_s"]) for r in rows]

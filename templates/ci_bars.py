@@ -12,7 +12,7 @@ PAD = 6
 
 def ci_bar(delta: float | None, ci_low: float | None, ci_high: float | None) -> dict | None:
     """{zero, lo, hi, point} x positions in [PAD, WIDTH-PAD]; None when the interval is unknown."""
-    if None in (delta, ci_low, ci_high):
+    if delta is None or ci_low is None or ci_high is None:
         return None
     reach = max(abs(ci_low), abs(ci_high), abs(delta)) * 1.1 or 1.0
     half = (WIDTH - 2 * PAD) / 2

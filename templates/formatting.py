@@ -7,6 +7,7 @@ a missing figure (None, NaN) must read as an em dash rather than "None" or "nan"
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 MISSING = "—"
@@ -105,7 +106,7 @@ def fmt_metric(name: Any) -> str:
     return METRIC_LABELS.get(str(name).removesuffix("_ms"), str(name))
 
 
-FILTERS = {
+FILTERS: dict[str, Callable[..., str]] = {
     "num": fmt_num,
     "sig": fmt_sig,
     "ms": fmt_ms,

@@ -5,6 +5,8 @@ Pure: maps numbers to CSS colours; no state.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 # Light yellow → orange → dark red, the same ramp as Plotly's YlOrRd.
 _RAMP = ((255, 255, 204), (254, 178, 76), (240, 59, 32), (128, 0, 38))
 
@@ -26,11 +28,11 @@ def ramp_color(value: float | None, lo: float, hi: float, reverse: bool = False)
 
 
 def grid_rows(
-    xs: list, ys: list, cells: list[dict], key: str, higher_is_worse: bool = True
+    xs: Sequence, ys: Sequence, cells: list[dict], key: str, higher_is_worse: bool = True
 ) -> list[dict]:
     """Rows of a heatmap table, one per y value: {y, cells: [{x, value, requests, bg, fg}]}."""
     by_cell = {(c["x"], c["y"]): c for c in cells}
-    values = [c.get(key) for c in cells if c.get(key) is not None]
+    values = [v for c in cells if (v := c.get(key)) is not None]
     lo, hi = (min(values), max(values)) if values else (0.0, 0.0)
     rows = []
     for y in ys:
@@ -46,7 +48,7 @@ def grid_rows(
     return rows
 
 
-def matrix_rows(labels: list[str], matrix: list[list[float]]) -> list[dict]:
+def matrix_rows(labels: Sequence[str], matrix: Sequence[Sequence[float]]) -> list[dict]:
     """Rows of a confusion-matrix table, shaded per row (share of that truth class); diagonal marked."""
     rows = []
     for i, label in enumerate(labels):

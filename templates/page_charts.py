@@ -7,6 +7,7 @@ Same rules as templates/charts.py: plain dicts embedded as JSON, labels from a r
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 
 from templates.charts import base_layout, chart_entry, column_values, summarize
 
@@ -107,7 +108,7 @@ def sweep_heatmap_figures(ctx: dict) -> list[dict]:
     return out
 
 
-def confusion_figure(labels: list[str], matrix: list[list[float]]) -> dict:
+def confusion_figure(labels: Sequence[str], matrix: Sequence[Sequence[float]]) -> dict:
     """Truth (rows) × predicted (columns) counts as an annotated heatmap: [{id, figure, summary}]."""
     names = [html.escape(str(label)) for label in labels]
     data = [

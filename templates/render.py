@@ -90,6 +90,10 @@ def copy_static(
         shutil.copyfile(STATIC_DIR / name, target / name)
     if with_plotly:
         plotly_js = plotly_js_path()
+        if plotly_js is None:
+            raise RuntimeError(
+                "with_plotly: the `plotly` package (its plotly.min.js) is not installed"
+            )
         dest = target / PLOTLY_JS
         # 4.8 MB per report: hard-link the installed file when the filesystem allows (every report
         # stays self-contained, the disk holds one copy), else copy; skip when already in place.
@@ -169,7 +173,7 @@ def correlations_from_evidence(spikes: tuple[Spike, ...]) -> tuple[Correlation, 
         for e in a.evidence
         if e.pearson_r is not None
     ]
-    return tuple(sorted(rows, key=lambda r: -abs(r.r)))
+    return tuple(sorted(rows, key=lambda r: -abs(r.r or 0.0)))
 
 
 def render_incident(
@@ -351,7 +355,7 @@ def render_evaluation(
         )
     best = {}
     for col in ctx.method_columns:
-        values = [m.scores.get(col.key) for m in ctx.methods if m.scores.get(col.key) is not None]
+        values = [v for m in ctx.methods if (v := m.scores.get(col.key)) is not None]
         best[col.key] = (max(values) if col.better == "higher" else min(values)) if values else None
     charts = (
         [confusion_figure(ctx.labels, ctx.confusion)] if _want_charts(interactive) and total else []

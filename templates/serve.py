@@ -128,16 +128,22 @@ def make_handler(root: Path) -> type[BaseHTTPRequestHandler]:
     return ReportHandler
 
 
+class ReportServer(ThreadingHTTPServer):
+    """The report server; `quiet` silences its request log."""
+
+    quiet: bool = False
+
+
 def make_server(
     root: str | Path, host: str = "127.0.0.1", port: int = 8080, quiet: bool = False
-) -> ThreadingHTTPServer:
+) -> ReportServer:
     """A bound, not yet serving server (port 0 picks a free port: read server.server_address)."""
     root = Path(root)
     if not root.is_dir():
         raise ValueError(f"root: {str(root)!r} is not a directory")
     if not 0 <= int(port) <= 65535:
         raise ValueError(f"port: must be in [0, 65535], got {port!r}")
-    server = ThreadingHTTPServer((host, int(port)), make_handler(root))
+    server = ReportServer((host, int(port)), make_handler(root))
     server.daemon_threads = True
     server.quiet = quiet
     return server

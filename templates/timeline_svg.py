@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import median
 
@@ -113,7 +114,7 @@ def latency_timeline(
     spikes: list[dict],
     gc_pauses: list[dict],
     layout: Layout = Layout(),
-    faults: list[dict] = (),
+    faults: Sequence[dict] = (),
 ) -> Timeline:
     """Lay out window percentiles (lines), spikes (shaded bands), GC pauses (ticks in a lane) and
     injected faults (a strip above the plot), so detection can be checked against the truth."""
@@ -129,7 +130,6 @@ def latency_timeline(
     if not times or not values:
         return out
     out.empty = False
-
     t_end = max(
         [times[-1] + width_s]
         + [float(s["end_s"]) for s in spikes]
@@ -137,20 +137,52 @@ def latency_timeline(
     )
     t_start = min([times[0]] + [float(s["start_s"]) for s in spikes])
     t_end = max([t_end] + [float(f["end_s"]) for f in faults])
-    span = max(t_end - t_start, 1e-9)
     y_lo = 10 ** math.floor(math.log10(min(values)))
     y_hi = 10 ** math.ceil(math.log10(max(values)))
     if y_hi <= y_lo:
         y_hi = y_lo * 10
+    scale = _Scale(layout, t_start, max(t_end - t_start, 1e-9), y_lo, y_hi)
+    out.series = _series_paths(windows, width_s, scale)
+    out.bands = [_spike_band(s, scale) for s in spikes]
+    out.fault_marks = [_fault_mark(f, scale) for f in faults]
+    out.gc_marks = _gc_marks(gc_pauses, scale)
+    step = _x_step(scale.span_s)
+    tick = math.ceil(t_start / step) * step
+    while tick <= t_end + 1e-9:
+        out.x_ticks.append({"x": scale.x_of(tick), "label": fmt_clock(tick)})
+        tick += step
+    out.y_ticks = [{"y": scale.y_of(v), "label": fmt_ms(v)} for v in _y_ticks(y_lo, y_hi)]
+    return out
 
-    def x_of(t_s: float) -> float:
-        return round(layout.left + (t_s - t_start) / span * layout.plot_w, 1)
 
-    def y_of(ms: float) -> float:
-        frac = (math.log10(ms) - math.log10(y_lo)) / (math.log10(y_hi) - math.log10(y_lo))
-        return round(layout.top + (1 - frac) * layout.plot_h, 1)
+@dataclass(frozen=True)
+class _Scale:
+    """Seconds to x (linear) and milliseconds to y (log) in the plot area of `layout`."""
 
+    layout: Layout
+    t_start: float
+    span_s: float
+    y_lo: float
+    y_hi: float
+
+    def x_of(self, t_s: float) -> float:
+        return round(self.layout.left + (t_s - self.t_start) / self.span_s * self.layout.plot_w, 1)
+
+    def y_of(self, ms: float) -> float:
+        lo, hi = math.log10(self.y_lo), math.log10(self.y_hi)
+        frac = (math.log10(ms) - lo) / (hi - lo)
+        return round(self.layout.top + (1 - frac) * self.layout.plot_h, 1)
+
+    def band(self, start_s: float, end_s: float, **text: str) -> dict:
+        """{x, w, **text} of a time range, at least 1 px wide."""
+        x0, x1 = self.x_of(start_s), self.x_of(end_s)
+        return {"x": x0, "w": max(round(x1 - x0, 1), 1.0), **text}
+
+
+def _series_paths(windows: list[dict], width_s: float, scale: _Scale) -> list[dict]:
+    """One SVG path per latency series, through the middle of each window."""
     ordered = sorted(windows, key=lambda w: float(w["t_s"]))
+    out = []
     for key, label, css in LATENCY_SERIES:
         parts, pen_down = [], False
         for w in ordered:
@@ -159,53 +191,48 @@ def latency_timeline(
                 pen_down = False  # a window without samples breaks the line instead of bridging it
                 continue
             cmd = "L" if pen_down else "M"
-            parts.append(f"{cmd}{x_of(float(w['t_s']) + width_s / 2)} {y_of(float(v))}")
+            parts.append(f"{cmd}{scale.x_of(float(w['t_s']) + width_s / 2)} {scale.y_of(float(v))}")
             pen_down = True
         if parts:
-            out.series.append({"key": key, "label": label, "css": css, "d": " ".join(parts)})
+            out.append({"key": key, "label": label, "css": css, "d": " ".join(parts)})
+    return out
 
-    for s in spikes:
-        x0, x1 = x_of(float(s["start_s"])), x_of(float(s["end_s"]))
-        out.bands.append(
-            {
-                "x": x0,
-                "w": max(round(x1 - x0, 1), 1.0),
-                "label": f"#{s['spike_id']}",
-                "title": f"spike #{s['spike_id']}: {s['metric']} {fmt_clock(s['start_s'])}–{fmt_clock(s['end_s'])}, "
-                f"peak {fmt_ms(s['peak_ms'])} vs {fmt_ms(s['baseline_ms'])}, {s['top_cause']}",
-            }
-        )
 
-    for f in faults:
-        x0, x1 = x_of(float(f["start_s"])), x_of(float(f["end_s"]))
-        out.fault_marks.append(
-            {
-                "x": x0,
-                "w": max(round(x1 - x0, 1), 1.0),
-                "title": f"injected {f['kind']} ({f['cause']}) {fmt_clock(f['start_s'])}–{fmt_clock(f['end_s'])}",
-            }
-        )
+def _spike_band(s: dict, scale: _Scale) -> dict:
+    return scale.band(
+        float(s["start_s"]),
+        float(s["end_s"]),
+        label=f"#{s['spike_id']}",
+        title=f"spike #{s['spike_id']}: {s['metric']} {fmt_clock(s['start_s'])}–{fmt_clock(s['end_s'])}, "
+        f"peak {fmt_ms(s['peak_ms'])} vs {fmt_ms(s['baseline_ms'])}, {s['top_cause']}",
+    )
 
+
+def _fault_mark(f: dict, scale: _Scale) -> dict:
+    return scale.band(
+        float(f["start_s"]),
+        float(f["end_s"]),
+        title=f"injected {f['kind']} ({f['cause']}) {fmt_clock(f['start_s'])}–{fmt_clock(f['end_s'])}",
+    )
+
+
+def _gc_marks(gc_pauses: list[dict], scale: _Scale) -> list[dict]:
+    """A tick per GC pause in the lane under the plot, its height growing with the pause."""
+    layout = scale.layout
     longest = max((float(g["duration_ms"]) for g in gc_pauses), default=0.0)
     lane_bottom = layout.top + layout.plot_h + layout.gc_lane
+    out = []
     for g in gc_pauses:
         dur = float(g["duration_ms"])
         # Tick height grows with the pause (min 3 px so short pauses stay visible).
         h = 3 + (layout.gc_lane - 4) * (dur / longest if longest > 0 else 0)
         gen = g.get("generation")
-        out.gc_marks.append(
+        out.append(
             {
-                "x": x_of(float(g["t_s"])),
+                "x": scale.x_of(float(g["t_s"])),
                 "y1": round(lane_bottom - h, 1),
                 "y2": lane_bottom,
                 "title": f"GC{' gen ' + str(gen) if gen is not None else ''} at {fmt_clock(g['t_s'])}: {fmt_ms(dur)}",
             }
         )
-
-    step = _x_step(span)
-    tick = math.ceil(t_start / step) * step
-    while tick <= t_end + 1e-9:
-        out.x_ticks.append({"x": x_of(tick), "label": fmt_clock(tick)})
-        tick += step
-    out.y_ticks = [{"y": y_of(v), "label": fmt_ms(v)} for v in _y_ticks(y_lo, y_hi)]
     return out

@@ -19,7 +19,7 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import duckdb
 
@@ -61,17 +61,25 @@ def latest_version() -> int:
     return BASE_VERSION + len(migrations())
 
 
-def schema_version(conn: duckdb.DuckDBPyConnection) -> int:
+def schema_version(conn: DbConnection) -> int:
     """The version stored in the database; 0 for a database without the schema."""
-    exists = conn.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_version'"
-    ).fetchone()[0]
+    exists = _scalar(
+        conn, "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_version'"
+    )
     if not exists:
         return 0
-    return int(conn.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()[0])
+    return int(_scalar(conn, "SELECT coalesce(max(version), 0) FROM schema_version"))
 
 
-def _apply(conn: duckdb.DuckDBPyConnection, sql: str, version: int, name: str) -> None:
+def _scalar(conn: DbConnection, sql: str) -> Any:
+    """The one value of an aggregate query (which always returns one row)."""
+    row = conn.execute(sql).fetchone()
+    if row is None:
+        raise SchemaError(f"no row from {sql!r}")
+    return row[0]
+
+
+def _apply(conn: DbConnection, sql: str, version: int, name: str) -> None:
     conn.execute("BEGIN TRANSACTION")
     try:
         conn.execute(sql)
@@ -85,7 +93,7 @@ def _apply(conn: duckdb.DuckDBPyConnection, sql: str, version: int, name: str) -
         raise
 
 
-def migrate(conn: duckdb.DuckDBPyConnection) -> int:
+def migrate(conn: DbConnection) -> int:
     """Bring the schema to the latest version; returns the version reached. Idempotent."""
     current = schema_version(conn)
     if current == 0:
@@ -239,7 +247,7 @@ class Connection:
             self._conn.close()
         finally:
             if self._lock is not None:
-                self._lock, lock = None, self._lock
+                lock, self._lock = self._lock, None
                 lock.release()
 
     def __enter__(self) -> Connection:
@@ -247,3 +255,7 @@ class Connection:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+# What the warehouse's functions take: `connect()`'s connection or a bare DuckDB one (in-memory).
+DbConnection = duckdb.DuckDBPyConnection | Connection

@@ -13,14 +13,12 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
-import duckdb
-
-from warehouse.db import connect
+from warehouse.db import DbConnection, connect
 
 _SAFE_RUN_ID = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
-def _run_tables(conn: duckdb.DuckDBPyConnection) -> list[str]:
+def _run_tables(conn: DbConnection) -> list[str]:
     rows = conn.execute(
         "SELECT DISTINCT c.table_name FROM information_schema.columns c "
         "JOIN information_schema.tables t USING (table_schema, table_name) "

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.feather as feather
 import pyarrow.parquet as pq
 
-from warehouse.db import connect
+from warehouse.db import DbConnection, connect
 from warehouse.run_files import DEFAULTS, RUN_FILES, RUN_JSON, RunFile
 
 # run.json keys copied into columns of `runs` (the whole file is kept in runs.run_json too).
@@ -138,7 +138,7 @@ def _load_file(spec: RunFile, path: Path) -> _Loaded | None:
     return _Loaded(spec, path, table)
 
 
-def _table_columns(conn: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]]:
+def _table_columns(conn: DbConnection, table: str) -> list[tuple[str, str]]:
     """(name, type) of a warehouse table's columns, in table order."""
     return conn.execute(
         "SELECT column_name, data_type FROM information_schema.columns "
@@ -147,7 +147,7 @@ def _table_columns(conn: duckdb.DuckDBPyConnection, table: str) -> list[tuple[st
     ).fetchall()
 
 
-def _run_tables(conn: duckdb.DuckDBPyConnection) -> list[str]:
+def _run_tables(conn: DbConnection) -> list[str]:
     """Every table holding per-run rows (found from the schema, so new tables are covered)."""
     rows = conn.execute(
         "SELECT DISTINCT c.table_name FROM information_schema.columns c "
@@ -183,7 +183,7 @@ def _insert_select(loaded: _Loaded, columns: list[tuple[str, str]], view: str) -
     )
 
 
-def _insert_run(conn: duckdb.DuckDBPyConnection, run: dict) -> None:
+def _insert_run(conn: DbConnection, run: dict) -> None:
     row = {"run_id": run["run_id"], "run_json": json.dumps(run)}
     for key in _RUN_SCALARS:
         row[key] = run.get(key)
@@ -198,7 +198,7 @@ def _insert_run(conn: duckdb.DuckDBPyConnection, run: dict) -> None:
     )
 
 
-def ingest_into(conn: duckdb.DuckDBPyConnection, run_dir: str | Path) -> dict[str, int]:
+def ingest_into(conn: DbConnection, run_dir: str | Path) -> dict[str, int]:
     """Ingest `run_dir` through an open read-write connection; see the module docstring.
 
     Returns {table: rows inserted} for `runs` and every table that had a file (0-row files count).

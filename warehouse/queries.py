@@ -10,7 +10,7 @@ import re
 from functools import cache
 from pathlib import Path
 
-import duckdb
+from warehouse.db import DbConnection
 
 QUERIES_DIR = Path(__file__).parent / "queries"
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
@@ -32,7 +32,7 @@ def parameters(name: str) -> set[str]:
     return set(_PARAM.findall(_STRING_OR_COMMENT.sub("", load_sql(name))))
 
 
-def query(conn: duckdb.DuckDBPyConnection, name: str, **params) -> list[dict]:
+def query(conn: DbConnection, name: str, **params) -> list[dict]:
     """Run queries/<name>.sql with `params` bound to its $names; returns rows as dicts.
 
     Missing or unexpected parameters are an error naming them (DuckDB's own message does not

@@ -6,13 +6,12 @@ replaced in one transaction through Arrow, so a reader never sees half an analys
 
 from __future__ import annotations
 
-import duckdb
 import pyarrow as pa
 
+from warehouse.db import DbConnection
 
-def replace_run_rows(
-    conn: duckdb.DuckDBPyConnection, run_id: str, tables: dict[str, pa.Table]
-) -> None:
+
+def replace_run_rows(conn: DbConnection, run_id: str, tables: dict[str, pa.Table]) -> None:
     """For each {table: rows}: delete the run's rows, insert `rows` (columns matched by name).
 
     Every given Arrow table with rows must carry a `run_id` column equal to `run_id` on each
@@ -21,9 +20,7 @@ def replace_run_rows(
     replace_rows(conn, "run_id", run_id, tables)
 
 
-def replace_rows(
-    conn: duckdb.DuckDBPyConnection, key: str, value: str, tables: dict[str, pa.Table]
-) -> None:
+def replace_rows(conn: DbConnection, key: str, value: str, tables: dict[str, pa.Table]) -> None:
     """replace_run_rows for rows keyed by another column (e.g. a capacity sweep's sweep_id):
     for each {table: rows}, delete the rows whose `key` is `value`, insert `rows`, all in one
     transaction. Rows must carry `key` equal to `value`; an empty table only deletes."""

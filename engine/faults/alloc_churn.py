@@ -4,6 +4,9 @@ On the CPU each tensor is bigger than glibc's mmap threshold (32 MiB at most), s
 fresh pages and takes a page fault per 4 KiB page when they are written (``page_faults`` in
 steps.parquet), then unmaps them. On CUDA the caching allocator is emptied after each step so the
 next step goes back to ``cudaMalloc`` (allocator retries/fragmentation under memory pressure).
+
+Where the cost lands: inside the forward pass (``forward_ms``), where a model's activation
+buffers are allocated; the injector's ``forward`` hook runs there, not in the scheduler.
 """
 
 from __future__ import annotations
@@ -42,6 +45,9 @@ class AllocChurn:
         pass
 
     def apply(self, engine) -> None:
+        pass  # the cost is the forward's: see forward
+
+    def forward(self, engine) -> None:
         n = (
             self.params.mb_per_step * (1 << 20) // 4 // self.params.tensors
         )  # fp32 elements per tensor

@@ -85,6 +85,14 @@ class FaultClock:
                 f.applied_start_ns = now_ns
             f.injector.apply(engine)
 
+    def in_forward(self, engine) -> None:
+        """Run the ``forward(engine)`` hook of each active fault that has one (called by the engine
+        inside its forward timer, for costs that belong to the forward pass)."""
+        for f in self._active:
+            hook = getattr(f.injector, "forward", None)
+            if hook is not None:
+                hook(engine)
+
     def end_step(self, now_ns: int) -> None:
         for f in self._active:
             f.applied_end_ns = now_ns

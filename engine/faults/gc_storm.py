@@ -1,19 +1,24 @@
-"""``memory.gc_storm``: allocation churn of short-lived cyclic objects inside the serving loop.
+"""``memory.gc_storm``: a thread of the server process churns cyclic garbage for the window.
 
-Each step of the window allocates ``objects_per_step`` small reference cycles and keeps them alive
-for ``live_steps`` steps (a ring), then drops them. Because they outlive young collections they are
-promoted to the oldest generation, which makes CPython run full (generation 2) collections often;
-each full pass walks the whole heap (the engine process holds ~180k tracked objects; an optional
-``ballast_objects`` heap kept alive during the window makes the pauses longer). The collections happen inside
-allocation, i.e. inside engine steps — what a leaky request-handling path does to a real server.
+What a leaky background task (a metrics exporter, a request logger) does to a server: a daemon
+thread allocates ``objects_per_tick`` small reference cycles every ``tick_s``, keeps each batch
+reachable for ``live_ticks`` ticks (so it outlives young collections and is promoted to the oldest
+generation), then drops it. CPython therefore runs full (generation 2) collections often; each pass
+walks the whole heap (the engine process holds ~180k tracked objects; ``ballast_objects`` kept
+alive during the window makes every pass longer). The parameters are those of the GC hook that
+injects the same storm into an engine spikelens cannot change (collectors' process faults).
 
-Outside the window nothing is allocated and nothing is retained: ``stop`` drops the ring and the
-ballast and collects once, so the garbage left behind does not cause pauses later.
+Where the cost lands: a collection runs in whichever thread's allocation triggers it, under the
+GIL, so the step loop stalls whether it triggered the pass or waits for the GIL while the churn
+thread's pass runs; the pauses show up in ``gc.parquet`` (the process's own GC probe) and as
+longer steps, in whatever stage was running. Nothing runs inside the step loop on the fault's
+behalf. ``stop`` ends the thread, drops its garbage and collects once.
 """
 
 from __future__ import annotations
 
 import gc
+import threading
 from collections import deque
 from dataclasses import dataclass
 
@@ -22,22 +27,18 @@ from engine.faults.registry import register
 
 @dataclass(frozen=True)
 class GcStormParams:
-    # Defaults measured with bench/gc_storm.py (small model, 16 users, 2 shared cores): ~1.7 full
-    # collections/s of ~230 ms each inside the window, none outside; step p99 2.7x the baseline.
-    objects_per_step: int = (
-        10_000  # cycles allocated per step (each: two dicts pointing at each other)
-    )
-    live_steps: int = (
-        4  # steps a cycle stays reachable before it becomes garbage (→ promoted to gen 2)
-    )
+    # Defaults follow the process hook's: 50 ticks/s of 20k cycles (two dicts each), ~1M cycles/s.
+    objects_per_tick: int = 20_000
+    live_ticks: int = 4  # ticks a batch stays reachable (it outlives young collections)
+    tick_s: float = 0.02  # pause between batches
     # Extra GC-tracked containers kept alive during the window: each full pass walks them too, so
     # pauses grow with it (the engine's own heap, ~180k objects, is walked anyway); 0 = none.
     ballast_objects: int = 0
 
     def __post_init__(self):
         for name, lo, hi in (
-            ("objects_per_step", 1, 10_000_000),
-            ("live_steps", 1, 10_000),
+            ("objects_per_tick", 1, 10_000_000),
+            ("live_ticks", 1, 10_000),
             ("ballast_objects", 0, 50_000_000),
         ):
             v = getattr(self, name)
@@ -45,33 +46,60 @@ class GcStormParams:
                 raise ValueError(
                     f"memory.gc_storm.params.{name}: must be an integer in [{lo}, {hi}], got {v!r}"
                 )
+        t = self.tick_s
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0.001 <= t <= 10:
+            raise ValueError(f"memory.gc_storm.params.tick_s: must be in [0.001, 10], got {t!r}")
+
+
+_BALLAST_CHUNK = 25_000  # ballast lists added per tick until it is complete (keeps stop prompt)
+
+
+def churn_batch(n: int) -> list[dict]:
+    """``n`` reference cycles (two dicts pointing at each other): only the cyclic GC frees them."""
+    batch = []
+    for i in range(n):
+        a: dict = {"i": i}
+        b: dict = {"peer": a}
+        a["peer"] = b
+        batch.append(a)
+    return batch
 
 
 @register("memory.gc_storm", GcStormParams)
 class GcStorm:
     def __init__(self, params: GcStormParams):
         self.params = params
-        self._ring: deque[list] = deque(maxlen=params.live_steps)
-        self._ballast: list | None = None
+        self._halt = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.batches = 0  # batches allocated by the thread (for tests and benches)
 
     def start(self, engine) -> None:
-        # [i] lists: tracked by the GC, so every full collection walks them.
-        self._ballast = (
-            [[i] for i in range(self.params.ballast_objects)]
-            if self.params.ballast_objects
-            else None
-        )
+        self._halt.clear()
+        self._thread = threading.Thread(target=self._run, name="gc-storm", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        p = self.params
+        # [i] lists: tracked by the GC, so every full collection walks them. Grown a chunk a tick
+        # beside the churn, so the storm starts at once and a closing window stops it promptly.
+        ballast: list[list[int]] = []
+        ring: deque[list] = deque(maxlen=p.live_ticks)
+        while not self._halt.wait(p.tick_s):
+            if len(ballast) < p.ballast_objects:
+                ballast += [
+                    [i] for i in range(min(_BALLAST_CHUNK, p.ballast_objects - len(ballast)))
+                ]
+            ring.append(churn_batch(p.objects_per_tick))  # the oldest batch becomes garbage
+            self.batches += 1
+        ring.clear()
+        del ballast
 
     def apply(self, engine) -> None:
-        batch = []
-        for i in range(self.params.objects_per_step):
-            a: dict = {"i": i}
-            b: dict = {"peer": a}
-            a["peer"] = b  # a reference cycle: only the cyclic GC can free it
-            batch.append(a)
-        self._ring.append(batch)  # the batch from live_steps ago falls out and becomes garbage
+        pass  # the thread does the work
 
     def stop(self, engine) -> None:
-        self._ring.clear()
-        self._ballast = None
+        self._halt.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
         gc.collect()  # reclaim the storm's garbage now, inside the recorded window

@@ -1,18 +1,19 @@
-"""``penalty.slow_path``: the penalty stage recounts every sequence's history from scratch each step.
+"""``penalty.slow_path``: the penalty bookkeeping falls back to recounting every history each step.
 
 The normal path keeps persistent per-slot counts and adds one token per step. The slow path is the
-naive implementation: build dense one-hot matrices ``[history, V]`` of the prompt and the output and
-reduce them, for every decoding sequence, every step — so ``penalty_ms`` grows with batch size ×
-history length × vocabulary. The counts it writes equal the persistent ones, so outputs do not
-change: only the cost does (as with a real slow code path).
+naive implementation a regression could bring back: after each draw, every updated sequence's
+counts and prompt mask are rebuilt from its whole history with dense one-hot reductions
+(``PenaltyState.recount_passes``), so the cost grows with batch size x history length x vocabulary.
+The values written equal the persistent ones, so outputs do not change: only the cost does.
+
+Where the cost lands: where the sampler's state update runs, after the draw and before the step's
+read-back of the sampled ids, i.e. inside ``sample_ms`` and the step time; ``penalty_ms`` (the
+penalty arithmetic on the logits) is untouched, as in an engine that times only the whole sampler.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import torch
-import torch.nn.functional as F
 
 from engine.faults.registry import register
 
@@ -33,35 +34,16 @@ class SlowPathParams:
             )
 
 
-def recount_histories(engine, seqs, passes: int = 1) -> None:
-    """Rewrite each sequence's penalty row from its whole history (mutates engine.penalty_state)."""
-    state = engine.penalty_state
-    V = state.vocab_size
-    for _ in range(passes):
-        for s in seqs:
-            prompt = torch.tensor(s.prompt_ids, device=state.device)
-            output = torch.tensor(s.output_ids, dtype=torch.long, device=state.device)
-            counts = (
-                F.one_hot(output, V).sum(0)
-                if len(s.output_ids)
-                else torch.zeros(V, dtype=torch.long)
-            )  # [V]
-            mask = F.one_hot(prompt, V).amax(0).bool()  # [V]
-            state.output_counts[s.slot].copy_(counts)
-            state.prompt_mask[s.slot].copy_(mask)
-
-
 @register("penalty.slow_path", SlowPathParams)
 class PenaltySlowPath:
     def __init__(self, params: SlowPathParams):
         self.params = params
 
     def start(self, engine) -> None:
-        passes = self.params.passes
-        engine.penalty_slow_path = lambda eng, seqs: recount_histories(eng, seqs, passes)
+        engine.penalty_state.recount_passes = self.params.passes
 
     def apply(self, engine) -> None:
-        pass  # the engine calls the installed hook inside its penalty stage
+        pass  # state: PenaltyState.update runs the slow path itself
 
     def stop(self, engine) -> None:
-        engine.penalty_slow_path = None
+        engine.penalty_state.recount_passes = 0

@@ -2,7 +2,10 @@
 
 An injector is a class built from its params dataclass, with three hooks called by the
 ``FaultClock`` from the engine's step loop: ``start(engine)`` when the window opens,
-``apply(engine)`` at the start of every step inside the window, ``stop(engine)`` when it closes.
+``apply(engine)`` at the start of every step inside the window (before the step's timers start:
+only cheap state changes belong there), ``stop(engine)`` when it closes. An injector whose cost
+belongs to the forward pass also has ``forward(engine)``, called inside the forward timer. Each kind's
+module docstring says where its cost lands.
 """
 
 from __future__ import annotations
@@ -27,6 +30,10 @@ FAULT_CAUSES: dict[str, str] = {
     "load.burst": "load",
     # applied from the flow side by collectors.cpu_contention (any engine spikelens starts)
     "host.cpu_contention": "host",
+    # applied by loadgen to its own processes (loadgen.client_stall)
+    "client.stall": "client",
+    # applied from the flow side by a delaying TCP proxy between loadgen and the engine
+    "network.delay": "network",
 }
 
 

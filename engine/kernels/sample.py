@@ -20,6 +20,10 @@ def row_seeds(meta: SamplingMetadata, generator: torch.Generator | None = None) 
 
     Draws on the device (no sync); `generator` (on that device) makes unseeded rows reproducible.
     """
+    if meta.seeds is None or meta.seeded is None:
+        raise ValueError(
+            "row_seeds: the metadata carries no seeds (build it with SamplingMetadata.build)"
+        )
     fresh = torch.randint(
         0,
         2**62,

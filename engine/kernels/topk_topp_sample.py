@@ -94,6 +94,103 @@ def _pivot_search(
 
 
 @triton.jit
+def _row_max(row_ptr, vocab_size, BLOCK: tl.constexpr):
+    """Pass 1: the row's max and its first index (the greedy token; torch.argmax takes the
+    first too)."""
+    best = tl.full([], float("-inf"), tl.float32)
+    best_col = tl.full([], 0, tl.int32)
+    for start in range(0, vocab_size, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(row_ptr + cols, mask=cols < vocab_size, other=float("-inf"))
+        block_max, block_arg = tl.max(x, axis=0, return_indices=True)
+        best_col = tl.where(block_max > best, start + block_arg, best_col)
+        best = tl.maximum(best, block_max)
+    return best, best_col
+
+
+@triton.jit
+def _floor_key(
+    row_ptr,
+    batch_row,
+    vocab_size,
+    best,
+    top_k_ptr,
+    top_p_ptr,
+    min_p_ptr,
+    USE_MIN_P: tl.constexpr,
+    USE_TOP_K: tl.constexpr,
+    USE_TOP_P: tl.constexpr,
+    BLOCK: tl.constexpr,
+    PIVOTS: tl.constexpr,
+    ROUNDS: tl.constexpr,
+):
+    """The lowest key a token may have to stay in the race: min-p, then top-k, then top-p
+    (each over what the previous ones kept)."""
+    floor_key = tl.full([], -2147483648, tl.int32)  # keep everything
+    if USE_MIN_P:
+        # p < min_p * p_max  <=>  x < max + log(min_p); min_p == 0 keeps all.
+        min_p = tl.load(min_p_ptr + batch_row)
+        min_p_key = _key(best + tl.log(tl.where(min_p > 0, min_p, 1.0)))
+        floor_key = tl.where(min_p > 0, tl.maximum(floor_key, min_p_key), floor_key)
+    if USE_TOP_K:
+        top_k = tl.load(top_k_ptr + batch_row).to(tl.float32)
+        kth = _pivot_search(
+            row_ptr, vocab_size, floor_key, best, top_k, False, BLOCK, PIVOTS, ROUNDS
+        )
+        floor_key = tl.maximum(floor_key, kth.to(tl.int32))
+    if USE_TOP_P:
+        mass = tl.zeros([BLOCK], dtype=tl.float32)
+        for start in range(0, vocab_size, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            x = tl.load(row_ptr + cols, mask=cols < vocab_size, other=float("-inf"))
+            keep = (_key(x) >= floor_key) & (cols < vocab_size)
+            mass += tl.where(keep, tl.exp(x - best), 0.0)
+        limit = tl.load(top_p_ptr + batch_row) * tl.sum(mass, axis=0)
+        nucleus = _pivot_search(
+            row_ptr, vocab_size, floor_key, best, limit, True, BLOCK, PIVOTS, ROUNDS
+        )
+        floor_key = tl.maximum(floor_key, nucleus.to(tl.int32))
+    return floor_key
+
+
+@triton.jit
+def _race(
+    row_ptr,
+    batch_row,
+    vocab_size,
+    floor_key,
+    best_col,
+    seeds_ptr,
+    noise_ptr,
+    noise_row_stride,
+    HAS_NOISE: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    """Last pass: the race among kept tokens (x - log(E), E exponential noise); the winner."""
+    seed = tl.load(seeds_ptr + batch_row)
+    race_best = tl.full([], float("-inf"), tl.float32)
+    race_col = best_col  # the top token is always kept; it wins if every score underflows
+    for start in range(0, vocab_size, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(row_ptr + cols, mask=cols < vocab_size, other=float("-inf"))
+        if HAS_NOISE:
+            exp_noise = tl.load(
+                noise_ptr + batch_row * noise_row_stride + cols,
+                mask=cols < vocab_size,
+                other=1.0,
+            )
+        else:
+            # U is in [0, 1); the smallest normal fp32 keeps -log(U) finite when U == 0.
+            exp_noise = -tl.log(tl.maximum(tl.rand(seed, cols), 1.1754943508222875e-38))
+        score = x - tl.log(exp_noise)
+        score = tl.where((_key(x) >= floor_key) & (cols < vocab_size), score, float("-inf"))
+        block_max, block_arg = tl.max(score, axis=0, return_indices=True)
+        race_col = tl.where(block_max > race_best, start + block_arg, race_col)
+        race_best = tl.maximum(race_best, block_max)
+    return race_col
+
+
+@triton.jit
 def _filtered_sample_kernel(
     x_ptr,
     x_row_stride,
@@ -117,67 +214,38 @@ def _filtered_sample_kernel(
 ):
     batch_row = tl.program_id(0).to(tl.int64)
     row_ptr = x_ptr + batch_row * x_row_stride
-
-    # Pass 1: row max and its first index (the greedy token; torch.argmax also takes the first).
-    best = tl.full([], float("-inf"), tl.float32)
-    best_col = tl.full([], 0, tl.int32)
-    for start in range(0, vocab_size, BLOCK):
-        cols = start + tl.arange(0, BLOCK)
-        x = tl.load(row_ptr + cols, mask=cols < vocab_size, other=float("-inf"))
-        block_max, block_arg = tl.max(x, axis=0, return_indices=True)
-        best_col = tl.where(block_max > best, start + block_arg, best_col)
-        best = tl.maximum(best, block_max)
-
-    floor_key = tl.full([], -2147483648, tl.int32)  # keep everything
+    best, best_col = _row_max(row_ptr, vocab_size, BLOCK)
     if tl.load(greedy_ptr + batch_row) != 0:
         tl.store(ids_ptr + batch_row, best_col.to(tl.int64))
         tl.store(threshold_ptr + batch_row, best)
     else:
-        if USE_MIN_P:
-            # p < min_p * p_max  <=>  x < max + log(min_p); min_p == 0 keeps all.
-            min_p = tl.load(min_p_ptr + batch_row)
-            min_p_key = _key(best + tl.log(tl.where(min_p > 0, min_p, 1.0)))
-            floor_key = tl.where(min_p > 0, tl.maximum(floor_key, min_p_key), floor_key)
-        if USE_TOP_K:
-            top_k = tl.load(top_k_ptr + batch_row).to(tl.float32)
-            kth = _pivot_search(
-                row_ptr, vocab_size, floor_key, best, top_k, False, BLOCK, PIVOTS, ROUNDS
-            )
-            floor_key = tl.maximum(floor_key, kth.to(tl.int32))
-        if USE_TOP_P:
-            mass = tl.zeros([BLOCK], dtype=tl.float32)
-            for start in range(0, vocab_size, BLOCK):
-                cols = start + tl.arange(0, BLOCK)
-                x = tl.load(row_ptr + cols, mask=cols < vocab_size, other=float("-inf"))
-                keep = (_key(x) >= floor_key) & (cols < vocab_size)
-                mass += tl.where(keep, tl.exp(x - best), 0.0)
-            limit = tl.load(top_p_ptr + batch_row) * tl.sum(mass, axis=0)
-            nucleus = _pivot_search(
-                row_ptr, vocab_size, floor_key, best, limit, True, BLOCK, PIVOTS, ROUNDS
-            )
-            floor_key = tl.maximum(floor_key, nucleus.to(tl.int32))
-
-        # Last pass: the race among kept tokens.
-        seed = tl.load(seeds_ptr + batch_row)
-        race_best = tl.full([], float("-inf"), tl.float32)
-        race_col = best_col  # the top token is always kept; it wins if every score underflows
-        for start in range(0, vocab_size, BLOCK):
-            cols = start + tl.arange(0, BLOCK)
-            x = tl.load(row_ptr + cols, mask=cols < vocab_size, other=float("-inf"))
-            if HAS_NOISE:
-                exp_noise = tl.load(
-                    noise_ptr + batch_row * noise_row_stride + cols,
-                    mask=cols < vocab_size,
-                    other=1.0,
-                )
-            else:
-                # U is in [0, 1); the smallest normal fp32 keeps -log(U) finite when U == 0.
-                exp_noise = -tl.log(tl.maximum(tl.rand(seed, cols), 1.1754943508222875e-38))
-            score = x - tl.log(exp_noise)
-            score = tl.where((_key(x) >= floor_key) & (cols < vocab_size), score, float("-inf"))
-            block_max, block_arg = tl.max(score, axis=0, return_indices=True)
-            race_col = tl.where(block_max > race_best, start + block_arg, race_col)
-            race_best = tl.maximum(race_best, block_max)
+        floor_key = _floor_key(
+            row_ptr,
+            batch_row,
+            vocab_size,
+            best,
+            top_k_ptr,
+            top_p_ptr,
+            min_p_ptr,
+            USE_MIN_P,
+            USE_TOP_K,
+            USE_TOP_P,
+            BLOCK,
+            PIVOTS,
+            ROUNDS,
+        )
+        race_col = _race(
+            row_ptr,
+            batch_row,
+            vocab_size,
+            floor_key,
+            best_col,
+            seeds_ptr,
+            noise_ptr,
+            noise_row_stride,
+            HAS_NOISE,
+            BLOCK,
+        )
         tl.store(ids_ptr + batch_row, race_col.to(tl.int64))
         tl.store(threshold_ptr + batch_row, _key_to_float(floor_key))
 

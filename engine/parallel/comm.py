@@ -5,8 +5,9 @@ broadcast of the step's inputs) — i.e. waiting for the slowest peer plus the t
 time is taken with events around each collective (read after the step's sync). Faults:
 - straggler: this rank sleeps *before* entering a collective (it arrives late), so the *other*
   ranks' ``comm_ms`` grows while its own does not;
-- slow link: every collective carries an extra delay and/or extra payload *inside* the timed region,
-  so every rank's ``comm_ms`` grows.
+- slow link: every all-reduce carries ``link_extra_floats`` more fp32 elements in the same
+  collective (one padded buffer), so the transport really moves more bytes and every rank's
+  ``comm_ms`` grows with the transfer; ``bytes_reduced`` counts what this rank all-reduced.
 """
 
 from __future__ import annotations
@@ -27,10 +28,9 @@ class TPComm:
         # Fault hooks (set by comm.straggler / comm.slow_link injectors).
         self.straggle_ms = 0.0
         self.straggle_every_collective = False
-        self.link_delay_ms = 0.0
-        self.link_extra: torch.Tensor | None = (
-            None  # extra payload all-reduced with every collective
-        )
+        self.link_extra_floats = 0  # extra fp32 payload carried by every all-reduce
+        self._link_buffer: torch.Tensor | None = None  # [n + extra], reused while sizes allow
+        self.bytes_reduced = 0  # payload bytes this rank has all-reduced (cumulative)
 
     def begin_step(self) -> None:
         self._first_in_step = True
@@ -43,11 +43,25 @@ class TPComm:
         self._timed(lambda: self._all_reduce_slow_link(t))
 
     def _all_reduce_slow_link(self, t: torch.Tensor) -> None:
-        if self.link_delay_ms:
-            time.sleep(self.link_delay_ms / 1e3)
-        if self.link_extra is not None:
-            dist.all_reduce(self.link_extra)
-        dist.all_reduce(t)
+        if not self.link_extra_floats:
+            dist.all_reduce(t)
+            self.bytes_reduced += t.numel() * t.element_size()
+            return
+        n = t.numel()
+        buf = self._padded_buffer(n + self.link_extra_floats, t.dtype)
+        buf[:n].copy_(t.reshape(-1))
+        buf[n:].zero_()  # the padding sums zeros: only the transfer changes
+        dist.all_reduce(buf)
+        t.copy_(buf[:n].view(t.shape))
+        self.bytes_reduced += buf.numel() * buf.element_size()
+
+    def _padded_buffer(self, size: int, dtype: torch.dtype) -> torch.Tensor:
+        buf = self._link_buffer
+        if buf is None or buf.numel() < size or buf.dtype != dtype:
+            buf = torch.zeros(size, dtype=dtype, device=self.device)
+            self._link_buffer = buf
+        buf = buf[:size]
+        return buf
 
     def broadcast(self, t: torch.Tensor, src: int = 0, timed: bool = True) -> None:
         """Broadcast from ``src`` (mutates ``t`` on receivers)."""

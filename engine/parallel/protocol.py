@@ -11,6 +11,7 @@ from engine.model import AttentionBatch
 
 OP_STEP, OP_ARM, OP_FLUSH, OP_STOP = 1, 2, 3, 4
 # op, T, nd, max_blocks, n_prefill, B, step, kv_used, kv_total, preempted, waiting, arg
+# (a step's arg: the extra all-reduce payload of comm.slow_link, decided by rank 0 for every rank)
 HEADER_LEN = 12
 
 
@@ -28,6 +29,9 @@ class StepHeader:
     kv_total: int
     preempted: int
     waiting: int
+    # comm.slow_link: extra fp32 elements every all-reduce of this step carries, on every rank (all
+    # ranks must all-reduce buffers of one size, so rank 0's fault clock decides for all).
+    link_extra_floats: int = 0
 
     def to_tensor(self) -> torch.Tensor:
         return torch.tensor(
@@ -43,7 +47,7 @@ class StepHeader:
                 self.kv_total,
                 self.preempted,
                 self.waiting,
-                0,
+                self.link_extra_floats,
             ],
             dtype=torch.long,
         )
@@ -61,6 +65,7 @@ class StepHeader:
             kv_total=h[8],
             preempted=h[9],
             waiting=h[10],
+            link_extra_floats=h[11],
         )
 
     @property

@@ -74,7 +74,7 @@ def worker_main(
         args.n_layers,
         config.kv_blocks,
         config.block_size,
-        model.model.layers[0].self_attn.n_kv_heads,
+        model.model.decoder_layers()[0].self_attn.n_kv_heads,
         args.head_dim,
         model.lm_head.weight.dtype,
         device,
@@ -121,6 +121,7 @@ def _run_step(
     start_ns = time.time_ns()
     fault_sched.begin_step(ctx, start_ns)
     comm.begin_step()
+    comm.link_extra_floats = h.link_extra_floats  # rank 0 decides: buffers must match
     payload = torch.empty(h.payload_len, dtype=torch.long, device=device)
     comm.broadcast(payload, timed=False)  # sent right after the header: part of receiving the step
     ids, pos, attn = unpack_step(h, payload)

@@ -125,13 +125,7 @@ class SamplingMetadata:
         `step_seed(params.seed, tokens generated so far)` (from `state`), so it is reproducible alone,
         in any batch, and across preemption. Host -> device copies only; never reads the device.
         """
-        batch = len(params_list)
-        if len(slots) != batch:
-            raise ValueError(f"slots has {len(slots)} rows but params_list has {batch}")
-        if step_seeds is not None and len(step_seeds) != batch:
-            raise ValueError(f"step_seeds has {len(step_seeds)} rows but params_list has {batch}")
-        if batch == 0:
-            raise ValueError("params_list is empty: a step samples at least one row")
+        _check_rows(params_list, slots, step_seeds)
         vocab = state.vocab_size
         device = state.device
         greedy = [p.is_greedy for p in params_list]
@@ -140,15 +134,7 @@ class SamplingMetadata:
             + [[float(getattr(p, name)) for p in params_list] for name in _FLOAT_FIELDS[1:]],
             dtype=torch.float32,
         )  # [6, B] on the host, one transfer below
-        row_seeds: list[int | None] = []
-        for row, (params, slot) in enumerate(zip(params_list, slots)):
-            override = step_seeds[row] if step_seeds is not None else None
-            if params.is_greedy or (params.seed is None and override is None):
-                row_seeds.append(None)
-                continue
-            position = state.num_output_tokens[slot] if slot != PAD_SLOT else 0
-            seed = override if override is not None else step_seed(params.seed, position)
-            row_seeds.append(seed & (2**63 - 1))  # int64-packable, accepted by manual_seed
+        row_seeds = _row_seeds(params_list, slots, state, step_seeds)
         ints = torch.tensor(
             [
                 [min(p.top_k, vocab) if p.top_k_enabled else vocab for p in params_list],
@@ -161,13 +147,7 @@ class SamplingMetadata:
         floats = floats.to(device, non_blocking=True)
         ints = ints.to(device, non_blocking=True)
 
-        generators: dict[int, torch.Generator] = {}
-        for row, seed in enumerate(row_seeds):
-            if seed is not None:
-                generator = torch.Generator(device=device)
-                generator.manual_seed(seed)
-                generators[row] = generator
-
+        generators = _generators(row_seeds, device)
         # Valid values below fp32's smallest normal (top_p = 5e-324 is in (0, 1]) would round to 0
         # and turn "keep the top token" into "keep nothing": keep them positive.
         floats[1].clamp_(min=torch.finfo(torch.float32).tiny)
@@ -193,6 +173,55 @@ class SamplingMetadata:
             params=tuple(params_list),
             **host_flags(params_list, vocab),
         )
+
+
+def _check_rows(
+    params_list: Sequence[SamplingParams],
+    slots: Sequence[int],
+    step_seeds: Sequence[int | None] | None,
+) -> None:
+    """One slot (and step seed, if given) per row, and at least one row."""
+    batch = len(params_list)
+    if len(slots) != batch:
+        raise ValueError(f"slots has {len(slots)} rows but params_list has {batch}")
+    if step_seeds is not None and len(step_seeds) != batch:
+        raise ValueError(f"step_seeds has {len(step_seeds)} rows but params_list has {batch}")
+    if batch == 0:
+        raise ValueError("params_list is empty: a step samples at least one row")
+
+
+def _row_seeds(
+    params_list: Sequence[SamplingParams],
+    slots: Sequence[int],
+    state: PenaltyState,
+    step_seeds: Sequence[int | None] | None,
+) -> list[int | None]:
+    """Each row's seed for this step's draw (None: greedy, or sampled from the global RNG)."""
+    row_seeds: list[int | None] = []
+    for row, (params, slot) in enumerate(zip(params_list, slots)):
+        override = step_seeds[row] if step_seeds is not None else None
+        if params.is_greedy or (params.seed is None and override is None):
+            row_seeds.append(None)
+            continue
+        if override is not None:
+            seed = override
+        else:
+            assert params.seed is not None  # neither greedy nor unseeded: checked just above
+            position = state.num_output_tokens[slot] if slot != PAD_SLOT else 0
+            seed = step_seed(params.seed, position)
+        row_seeds.append(seed & (2**63 - 1))  # int64-packable, accepted by manual_seed
+    return row_seeds
+
+
+def _generators(row_seeds: list[int | None], device: torch.device) -> dict[int, torch.Generator]:
+    """A seeded generator per seeded row (row index → generator)."""
+    generators: dict[int, torch.Generator] = {}
+    for row, seed in enumerate(row_seeds):
+        if seed is not None:
+            generator = torch.Generator(device=device)
+            generator.manual_seed(seed)
+            generators[row] = generator
+    return generators
 
 
 def host_flags(params: Sequence[SamplingParams], vocab_size: int) -> dict[str, bool]:

@@ -5,7 +5,9 @@ fused GPU kernel streams), plus the slot's history ids (prompt then output, [S, 
 torch path gathers, so its penalty cost is O(history) rather than O(V)). All stay on the logits'
 device and are updated in place after every sampled token. Why persistent: recounting a sequence's
 whole history every step costs O(history) per step and grows with it (that is exactly the
-`penalty.slow_path` fault). Padding never counts: ids outside [0, V) and slot -1 land in a spare
+`penalty.slow_path` fault, which switches `recount_passes` on: `update` then also rebuilds every
+updated slot's counts and mask from its whole history the naive way, so the cost lands where this
+bookkeeping runs, after the draw). Padding never counts: ids outside [0, V) and slot -1 land in a spare
 column / spare row that no reader sees, so no host-side filtering (and no sync) is needed.
 """
 
@@ -56,6 +58,10 @@ class PenaltyState:
         # draw's seed from it) and history length per slot (prompt + output).
         self.num_output_tokens = [0] * max_slots
         self.history_len = [0] * max_slots
+        # Slow path (0 = off): after each update, rebuild each updated slot's counts and mask from
+        # its whole history this many times with dense one-hot reductions, O(history x V) per slot
+        # instead of O(1). The values written equal the incremental ones, so outputs do not change.
+        self.recount_passes = 0
 
     def assign(
         self,
@@ -110,6 +116,24 @@ class PenaltyState:
         self._history[
             rows, torch.tensor(positions, dtype=torch.long).to(self.device, non_blocking=True)
         ] = ids
+        for _ in range(self.recount_passes):
+            for slot in dict.fromkeys(s for s in slot_list if s != PAD_SLOT):
+                self.recount_from_history(slot)
+
+    def recount_from_history(self, slot: int) -> None:
+        """Rebuild `slot`'s counts and prompt mask from its stored history with dense one-hot
+        reductions ([history, V] each): the naive implementation the persistent state avoids.
+        Mutates the slot's rows with the values they already hold; no sync."""
+        self._check_slot(slot)
+        n_out = self.num_output_tokens[slot]
+        n_prompt = self.history_len[slot] - n_out
+        history = self._history[slot, : self.history_len[slot]]
+        V1 = self.vocab_size + 1  # padding ids are stored as V: they land in the spare column
+        counts = torch.nn.functional.one_hot(history[n_prompt:], V1).sum(0)
+        mask = torch.nn.functional.one_hot(history[:n_prompt], V1).amax(0).bool()
+        counts[self.vocab_size], mask[self.vocab_size] = 0, False
+        self._counts_storage[slot].copy_(counts)
+        self._prompt_storage[slot].copy_(mask)
 
     def release(self, slot: int) -> None:
         """Forget `slot` (finished or preempted sequence). Mutates; a later `assign` rebuilds it."""

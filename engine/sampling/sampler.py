@@ -93,6 +93,8 @@ def reference_penalties(logits: torch.Tensor, meta: SamplingMetadata) -> torch.T
     if meta.no_penalties:
         return logits
     ids = meta.history_ids
+    if ids is None:
+        raise ValueError("penalties: the metadata has penalties but no history_ids")
     return apply_penalties_at(
         logits,
         ids,

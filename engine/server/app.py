@@ -68,7 +68,7 @@ def create_app(engine: Any, config: ServerConfig | None = None) -> FastAPI:
     _add_info_routes(app, service)
     _add_generation_routes(app, service)
     _add_control_routes(app, service)
-    app.openapi = service.openapi
+    app.openapi = service.openapi  # type: ignore[method-assign]  # FastAPI's documented override
     return app
 
 

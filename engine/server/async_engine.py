@@ -183,13 +183,13 @@ class AsyncEngine:
             stream._put(EngineDeadError(reason))
             if self.metrics is not None:
                 self.metrics.aborted.inc()
-            self._submit(lambda engine, rid=request_id: engine.abort_request(rid))
+            self._submit(_abort(request_id))
         return len(streams)
 
     async def run_in_engine(self, fn: Callable[[Any], Any]) -> Any:
         """Run ``fn(engine)`` on the engine thread between two steps and return its result."""
         self._check_alive()
-        fut = self._loop.create_future()
+        fut = self._running_loop().create_future()
 
         def call(engine):
             try:
@@ -203,6 +203,12 @@ class AsyncEngine:
         return await fut
 
     # ---- internals --------------------------------------------------------------------------------
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop `start()` captured; an error before it."""
+        if self._loop is None:
+            raise RuntimeError("AsyncEngine is not started: call start() in the event loop")
+        return self._loop
+
     def _check_alive(self) -> None:
         if self.error is not None:
             raise EngineDeadError(f"the engine stopped after an error: {self.error!r}")
@@ -232,7 +238,9 @@ class AsyncEngine:
                     outputs = engine.step()
                     self.steps += 1
                     if outputs:
-                        self._loop.call_soon_threadsafe(self._deliver, outputs, time.time_ns())
+                        self._running_loop().call_soon_threadsafe(
+                            self._deliver, outputs, time.time_ns()
+                        )
                     if metrics is not None:
                         metrics.engine_stepped(engine)
                 else:
@@ -286,6 +294,11 @@ class AsyncEngine:
         streams, self._streams = self._streams, {}
         for stream in streams.values():
             stream._put(error)
+
+
+def _abort(request_id: str) -> Command:
+    """The engine-thread command that aborts `request_id`."""
+    return lambda engine: engine.abort_request(request_id)
 
 
 def _settle(fut: asyncio.Future, result: Any, error: BaseException | None) -> None:

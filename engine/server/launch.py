@@ -33,7 +33,23 @@ class SupervisedServer:
     """What every server spikelens starts as a child shares: the tail of its log for error
     messages, and `with` = start ... stop. Subclasses set `log_path` and define start/stop."""
 
-    log_path: Path
+    proc: subprocess.Popen | None
+
+    @property
+    def log_path(self) -> Path:
+        raise NotImplementedError
+
+    def start(self) -> SupervisedServer:
+        raise NotImplementedError
+
+    def stop(self, timeout_s: float = 30.0) -> int:
+        raise NotImplementedError
+
+    def running(self) -> subprocess.Popen:
+        """The child process; an error before `start()` (nothing to wait for or signal)."""
+        if self.proc is None:
+            raise RuntimeError(f"{type(self).__name__} is not started: call start() first")
+        return self.proc
 
     def log_tail(self, n_chars: int = 4000) -> str:
         try:
@@ -130,10 +146,11 @@ class EngineProcess(SupervisedServer):
 
     def _wait_healthy(self) -> None:
         deadline = time.monotonic() + self.startup_timeout_s
+        proc = self.running()
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
+            if proc.poll() is not None:
                 raise RuntimeError(
-                    f"engine exited with {self.proc.returncode} during startup:\n{self.log_tail()}"
+                    f"engine exited with {proc.returncode} during startup:\n{self.log_tail()}"
                 )
             try:
                 if httpx.get(self.url + "/health", timeout=1.0).status_code == 200:
@@ -153,7 +170,7 @@ class EngineProcess(SupervisedServer):
 
     def _signal_group(self, sig: int) -> None:
         try:
-            os.killpg(self.proc.pid, sig)
+            os.killpg(self.running().pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
 

@@ -265,16 +265,14 @@ def engine_openapi(app: FastAPI, limits: ServerLimits) -> dict[str, Any]:
         "ignored (as vLLM does); every value outside its stated range answers 400.",
     )
     doc.setdefault("components", {})["schemas"] = {**RESPONSE_SCHEMAS, **_request_schemas(limits)}
+    doc["paths"] = {**_openai_paths(), **_spikelens_paths()}
+    return doc
+
+
+def _openai_paths() -> dict[str, Any]:
+    """The routes vLLM serves too: health, metrics, models and the two generation endpoints."""
     health = _object(["status"], status={"const": "ok"})
-    arm_body = _object(
-        ["t0_ns"],
-        t0_ns={
-            "type": "integer",
-            "minimum": 1,
-            "description": "wall-clock ns at which measured load started",
-        },
-    )
-    doc["paths"] = {
+    return {
         "/health": {
             "get": {
                 "summary": "Liveness",
@@ -314,6 +312,20 @@ def engine_openapi(app: FastAPI, limits: ServerLimits) -> dict[str, Any]:
                 "Chat completion (OpenAI / vLLM)",
             )
         },
+    }
+
+
+def _spikelens_paths() -> dict[str, Any]:
+    """spikelens' own control routes: arm the fault clock, flush the telemetry."""
+    arm_body = _object(
+        ["t0_ns"],
+        t0_ns={
+            "type": "integer",
+            "minimum": 1,
+            "description": "wall-clock ns at which measured load started",
+        },
+    )
+    return {
         "/spikelens/arm": {
             "post": {
                 "summary": "Start the fault clock",
@@ -345,4 +357,3 @@ def engine_openapi(app: FastAPI, limits: ServerLimits) -> dict[str, Any]:
             }
         },
     }
-    return doc

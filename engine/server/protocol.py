@@ -43,22 +43,25 @@ SAMPLING_FIELDS = (
 REQUEST_RANGES: dict[str, Range] = {"n": Range(1, 1, integer=True, off="only 1 is supported")}
 
 
-def _ranged(valid: Range):
-    """A number type whose schema states ``valid`` (the value is checked against the same Range)."""
-    return Annotated[int if valid.integer else float, WithJsonSchema(valid.json_schema())]
+def _ranged(valid: Range, kind: type) -> WithJsonSchema:
+    """The schema of a number field that states ``valid`` (the value is checked against the same
+    Range); ``kind`` is the field's Python type, which must agree with the Range's ``integer``."""
+    if valid.integer != (kind is int):
+        raise TypeError(f"range {valid} is {'integer' if valid.integer else 'real'}, not {kind}")
+    return WithJsonSchema(valid.json_schema())
 
 
-Temperature = _ranged(SAMPLING_RANGES["temperature"])
-TopP = _ranged(SAMPLING_RANGES["top_p"])
-TopK = _ranged(SAMPLING_RANGES["top_k"])
-MinP = _ranged(SAMPLING_RANGES["min_p"])
-FrequencyPenalty = _ranged(SAMPLING_RANGES["frequency_penalty"])
-PresencePenalty = _ranged(SAMPLING_RANGES["presence_penalty"])
-RepetitionPenalty = _ranged(SAMPLING_RANGES["repetition_penalty"])
-MaxTokens = _ranged(SAMPLING_RANGES["max_tokens"])
-Seed = _ranged(SAMPLING_RANGES["seed"])
-StopTokenId = _ranged(STOP_TOKEN_ID_RANGE)
-N = _ranged(REQUEST_RANGES["n"])
+Temperature = Annotated[float, _ranged(SAMPLING_RANGES["temperature"], float)]
+TopP = Annotated[float, _ranged(SAMPLING_RANGES["top_p"], float)]
+TopK = Annotated[int, _ranged(SAMPLING_RANGES["top_k"], int)]
+MinP = Annotated[float, _ranged(SAMPLING_RANGES["min_p"], float)]
+FrequencyPenalty = Annotated[float, _ranged(SAMPLING_RANGES["frequency_penalty"], float)]
+PresencePenalty = Annotated[float, _ranged(SAMPLING_RANGES["presence_penalty"], float)]
+RepetitionPenalty = Annotated[float, _ranged(SAMPLING_RANGES["repetition_penalty"], float)]
+MaxTokens = Annotated[int, _ranged(SAMPLING_RANGES["max_tokens"], int)]
+Seed = Annotated[int, _ranged(SAMPLING_RANGES["seed"], int)]
+StopTokenId = Annotated[int, _ranged(STOP_TOKEN_ID_RANGE, int)]
+N = Annotated[int, _ranged(REQUEST_RANGES["n"], int)]
 
 
 class StreamOptions(BaseModel):
@@ -97,7 +100,8 @@ class _SamplingRequest(BaseModel):
 
     @property
     def continuous_usage(self) -> bool:
-        return bool(self.include_usage and self.stream_options.continuous_usage_stats)
+        options = self.stream_options
+        return bool(self.include_usage and options and options.continuous_usage_stats)
 
     def requested_max_tokens(self) -> tuple[int | None, str]:
         """The client's output-length limit and the field it came from (for error messages)."""
@@ -147,13 +151,17 @@ class CompletionRequest(_SamplingRequest):
             return p
         if not p:
             raise invalid_request("prompt: must not be empty", "prompt")
-        if all(isinstance(x, int) for x in p):
-            return list(p)
+        ids = [x for x in p if isinstance(x, int)]
+        if len(ids) == len(p):
+            return ids
         if len(p) != 1:
             raise invalid_request(
                 f"prompt: one prompt per request is supported, got {len(p)}", "prompt"
             )
-        return p[0]
+        first = p[0]
+        if isinstance(first, int):
+            raise invalid_request("prompt: token ids and strings cannot be mixed", "prompt")
+        return first
 
 
 # Roles newer OpenAI clients send, mapped onto the three the chat templates know.

@@ -26,8 +26,8 @@ from engine.config import EngineConfig
 from engine.config_keys import ALL_UNKNOWN, strict_keys
 from engine.server.app import create_app
 from engine.server.config import ServerConfig
-from engine.server.socket_clock import keep_stamping_on
 from engine.server.wire_clock import WireH11Protocol
+from spikelens_common.socket_clock import keep_stamping_on
 
 log = logging.getLogger("engine.server")
 
@@ -130,7 +130,8 @@ def serve(
             access_log=False,
             lifespan="on",
             http=WireH11Protocol,  # stamps when each request's bytes were read (server_requests.parquet)
-            timeout_graceful_shutdown=grace_s + 5.0,
+            # uvicorn annotates int, but only hands it to asyncio.wait_for: a float is exact
+            timeout_graceful_shutdown=grace_s + 5.0,  # type: ignore[arg-type]
         ),
         app,
         grace_s,

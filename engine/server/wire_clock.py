@@ -8,7 +8,7 @@ generator against the server (|client − server| p99 ≤ 2 ms) the server must 
 the bytes are. One row per request, with
 
 - ``received_ns``: when the request's first bytes reached the server's socket — the kernel's
-  receive time (``SO_TIMESTAMPNS``, engine/server/socket_clock.py), read with the data by
+  receive time (``SO_TIMESTAMPNS``, spikelens_common/socket_clock.py), read with the data by
   ``WireH11Protocol``, uvicorn's h11 protocol. The event loop reads them later: at 64 streams on
   2 cores its read came p99 76 ms after the kernel had the bytes (it is streaming the other
   responses, and shares the GIL with the step thread), and the ASGI call later still
@@ -29,13 +29,15 @@ the streamed body), and written next to the engine's files at flush and shutdown
 from __future__ import annotations
 
 import time
+from collections.abc import MutableMapping
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from engine.server.socket_clock import StampingSocket, stamp_transport_reads
 from engine.telemetry.table_buffer import TableBuffer
+from spikelens_common.socket_clock import StampingSocket, stamp_transport_reads
 
 SERVER_REQUEST_SCHEMA = pa.schema(
     [
@@ -88,7 +90,7 @@ class WireH11Protocol(H11Protocol):
             self._pending = None
 
 
-def mark_content(scope: dict) -> None:
+def mark_content(scope: MutableMapping[str, Any]) -> None:
     """Called by a streaming handler just before it yields its first chunk with generated text:
     the next body message the middleware sends is the one a client's TTFT ends at."""
     scope[_CONTENT_KEY] = True

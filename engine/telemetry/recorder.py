@@ -42,19 +42,19 @@ class Telemetry:
                 self.gc.buffer.write(ranks_dir / f"gc.rank{self.rank}.parquet"),
             ]
         return [
-            self._write_merged(self.steps.buffer, "steps"),
-            self._write_merged(self.gc.buffer, "gc"),
+            self._write_merged(self.steps.buffer, "steps", self.run_dir),
+            self._write_merged(self.gc.buffer, "gc", self.run_dir),
             self.requests.buffer.write(self.run_dir / "engine_requests.parquet"),
         ]
 
-    def _write_merged(self, buffer: TableBuffer, stem: str) -> Path:
+    def _write_merged(self, buffer: TableBuffer, stem: str, run_dir: Path) -> Path:
         """Rank 0's rows plus every worker rank's file, as one table."""
         parts = [buffer.to_table()]
         parts += [
             pq.read_table(p).cast(buffer.schema)
-            for p in sorted((self.run_dir / RANKS_DIR).glob(f"{stem}.rank*.parquet"))
+            for p in sorted((run_dir / RANKS_DIR).glob(f"{stem}.rank*.parquet"))
         ]
-        return write_table_atomic(pa.concat_tables(parts), self.run_dir / f"{stem}.parquet")
+        return write_table_atomic(pa.concat_tables(parts), run_dir / f"{stem}.parquet")
 
     def close(self) -> None:
         self.gc.uninstall()

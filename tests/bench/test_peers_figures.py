@@ -12,7 +12,7 @@ import pytest
 from bench.peers import aiperf_output, guidellm_output, spikelens_output
 from bench.peers.figures import MEDIAN_KEYS, median_of_runs, peer_ratios, tool_figures
 from bench.peers.process_tree import TreeSampler
-from loadgen.sse_server import ServedRequest
+from tests.support.sse_server import ServedRequest
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 FIELDS = {

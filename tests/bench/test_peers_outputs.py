@@ -9,7 +9,7 @@ import pytest
 from bench.peers import aiperf_output, guidellm_output, spikelens_output
 from bench.peers.figures import ttft_error
 from bench.peers.report import distribution, percentile
-from loadgen.sse_server import ServedRequest
+from tests.support.sse_server import ServedRequest
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

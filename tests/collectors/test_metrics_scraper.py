@@ -6,7 +6,7 @@ import time
 import pyarrow.parquet as pq
 
 from collectors.metrics_scraper import MetricsScraper, parse_exposition
-from loadgen.sse_server import SSEServer
+from tests.support.sse_server import SSEServer
 
 
 def test_parse_exposition_keeps_every_sample_with_sorted_labels():

@@ -7,7 +7,7 @@ import pytest
 
 from collectors import CollectorOptions, CollectorSet, collect_dir
 from collectors.pyspy import find_py_spy
-from loadgen.sse_server import SSEServer
+from tests.support.sse_server import SSEServer
 
 
 @pytest.mark.skipif(find_py_spy() is None, reason="py-spy is not installed")

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-from vllm_support import (
+
+from tests.support.vllm_setup import (
     STARTUP_TIMEOUT_S,
     build_tiny_llama,
     processes_using,

@@ -2,28 +2,11 @@
 vLLM's own signals and the collectors' (never from the fault's label), through the real CLI.
 
 The cases are the scenarios of scenarios/eval-vllm/ (`make evaluate-vllm` runs them all and
-scores them). CI runs the clean run and the two cheapest robust faults, KV pressure and a load
-burst: both act through vLLM's own scheduler, whose signals (preemptions, KV usage, waiting and
-running requests) are scraped from /metrics, so they do not depend on the box being quiet.
-The GC storm, penalty-heavy traffic and CPU contention run with SPIKELENS_E2E_VLLM_FAULTS=1.
-
-Measured on the shared 2-core box (2026-12-01, load average 8-11 from five other sessions):
-clean 2 of 2 runs without a spike; KV pressure 2 of 2 found and top cause memory (evidence:
-queue time read as preemption's, vllm:num_preemptions_total up from 0); the load burst as set
-now (4x the users against a batch of 4) 1 of 1 found and top cause load (earlier settings: 3x
-against a batch of 8 found no spike; the first 4x run was blamed on memory by a per-request
-histogram's count, fixed in rca.metric_rank). Each case takes 3.5-4 min there (vLLM starts in
-60-70 s, Prefect's flow start 15-40 s, 33 s of load); the three CI cases 10.5-11.6 min.
-One `make evaluate-vllm` after that (load average ~7, ~1.8 min a run): clean no spike, GC storm
-found (20-23 s) and memory 0.91; KV pressure and the burst acted (TTFT p99 650-1146 ms in the
-window vs a 191 ms median) but were not flagged: the detector's spread (1.4826·MAD over every
-window, the fault's 8 of 30 included) was 200 ms, so its threshold was 1192 ms; penalty-heavy
-traffic and CPU contention: no spike in their window (one false spike each, elsewhere).
-So: KV pressure 2 of 3, burst 1 of 2 at these settings, clean 3 of 3, GC storm 1 of 1,
-penalty and CPU contention 0 of 1 — not yet reliable on this box. KV pressure now asks for 96
-output tokens (was 48) so its requests hold their blocks twice as long: 1 run since, TTFT p99
-3017 ms vs 157 ms, found (16-25 s) and memory 0.61 (7 preemptions, queue time read as theirs);
-then this file's KV pressure and burst tests together passed once more (5.6 min for the two).
+scores them). CI runs the clean run and KV pressure: it acts through vLLM's own scheduler, whose
+signals (preemptions, KV usage, waiting requests) are scraped from /metrics, and it was the most
+reliable case on a shared box. The load burst, GC storm, penalty-heavy traffic and CPU
+contention run with SPIKELENS_E2E_VLLM_FAULTS=1; their hit counts so far are in
+docs/benchmarks.md ("Faults on vLLM").
 """
 
 import json
@@ -34,13 +17,15 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from vllm_support import STARTUP_TIMEOUT_S, build_tiny_llama, vllm_python
+
+from tests.support.vllm_setup import STARTUP_TIMEOUT_S, build_tiny_llama, vllm_python
 
 SUITE = Path(__file__).resolve().parents[2] / "scenarios" / "eval-vllm"
 FAULT_WINDOW_S = (15, 23)  # every fault scenario of the suite: from 15 s for 8 s
 ALL = os.environ.get("SPIKELENS_E2E_VLLM_FAULTS") == "1"
 opt_in = pytest.mark.skipif(
-    not ALL, reason="vLLM fault e2e beyond CI's two: set SPIKELENS_E2E_VLLM_FAULTS=1"
+    not ALL,
+    reason="vLLM fault e2e beyond CI's clean run and KV pressure: set SPIKELENS_E2E_VLLM_FAULTS=1",
 )
 pytestmark = pytest.mark.e2e
 
@@ -122,6 +107,7 @@ def test_kv_pressure_is_memory_from_vllm_preemptions(checkpoint, tmp_path):
         db.close()
 
 
+@opt_in
 def test_load_burst_is_load_from_vllm_queue(checkpoint, tmp_path):
     db, run_id = run_case(tmp_path, checkpoint, "load-burst")
     try:
@@ -158,13 +144,14 @@ def test_heavy_traffic_is_penalty(checkpoint, tmp_path):
 
 @opt_in
 def test_cpu_contention_shows_as_run_queue_wait_of_a_vllm_process(checkpoint, tmp_path):
-    """`host` is not an attribution cause yet: the evidence says what the signals show (a vLLM
-    process waited for a CPU while doing no more work itself)."""
+    """The evidence says what the signals show: a vLLM process waited for a CPU while doing no
+    more work itself (its run-queue wait speaks for `host`), and host is the verdict."""
     db, run_id = run_case(tmp_path, checkpoint, "cpu-contention")
     try:
         assert truth(db, run_id) == [("host.cpu_contention", "host")]
-        spike_id, _ = spike_in_window(db, run_id)
+        spike_id, top = spike_in_window(db, run_id)
         found = notes(db, run_id, spike_id)
         assert any("CPU contention from outside the process" in n for n in found), found
+        assert top == "host", found
     finally:
         db.close()

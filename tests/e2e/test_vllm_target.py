@@ -12,9 +12,9 @@ from pathlib import Path
 import duckdb
 import httpx
 import pytest
-from vllm_support import STARTUP_TIMEOUT_S, build_tiny_llama, vllm_python
 
 from engine.server.launch import free_port
+from tests.support.vllm_setup import STARTUP_TIMEOUT_S, build_tiny_llama, vllm_python
 
 pytestmark = pytest.mark.e2e
 

@@ -1,7 +1,6 @@
 """A tiny random Llama saved by transformers loads into our decoder with logits within 1e-4 (fp32),
 through prefill and through paged decode steps, and the engine serves it (greedy == HF generate)."""
 
-import json
 import shutil
 
 import pytest
@@ -14,51 +13,23 @@ from engine.llm_engine import LLMEngine
 from engine.model import AttentionBatch
 from engine.sampling_params import SamplingParams
 from engine.tokenizer import DEFAULT_TOKENIZER_PATH
+from tests.support.hf_llama import save_tiny_llama
 
 transformers = pytest.importorskip("transformers")
-
-CHAT_TEMPLATE = (
-    "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}<|end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
-)
 
 
 @pytest.fixture(scope="module")
 def hf_folder(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tiny-llama")
-    cfg = transformers.LlamaConfig(
-        vocab_size=32000,
+    # HF's init (std 0.02) gives near-uniform logits; widen them so greedy is meaningful
+    return save_tiny_llama(
+        tmp_path_factory.mktemp("tiny-llama"),
+        {"bos_token": "<|bos|>", "eos_token": {"content": "<|eos|>"}},
+        lm_head_scale=50,
         hidden_size=64,
         intermediate_size=160,
-        num_hidden_layers=2,
-        num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=256,
-        rope_theta=10000.0,
-        rms_norm_eps=1e-5,
-        tie_word_embeddings=False,
-        bos_token_id=0,
-        eos_token_id=1,
-        pad_token_id=2,
     )
-    torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(cfg).eval()
-    with (
-        torch.no_grad()
-    ):  # HF's init (std 0.02) gives near-uniform logits; widen them so greedy is meaningful
-        model.lm_head.weight.mul_(50)
-    model.save_pretrained(folder, safe_serialization=True)
-    shutil.copy(DEFAULT_TOKENIZER_PATH, folder / "tokenizer.json")
-    (folder / "tokenizer_config.json").write_text(
-        json.dumps(
-            {
-                "bos_token": "<|bos|>",
-                "eos_token": {"content": "<|eos|>"},
-                "chat_template": CHAT_TEMPLATE,
-            }
-        )
-    )
-    return folder
 
 
 @pytest.fixture(scope="module")

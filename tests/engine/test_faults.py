@@ -2,6 +2,7 @@
 
 import gc
 import json
+import threading
 import time
 
 import pyarrow.parquet as pq
@@ -53,7 +54,14 @@ def test_nothing_happens_before_arm(tiny_config):
 
 
 def test_gc_storm_pauses_land_inside_its_window_only(tmp_path, tiny_config):
-    params = {"objects_per_step": 3000, "live_steps": 4, "ballast_objects": 50_000}
+    params = {"objects_per_tick": 3000, "live_ticks": 4, "tick_s": 0.005, "ballast_objects": 50_000}
+    threads: list[str] = []  # the thread each full collection ran in
+    record = lambda phase, info: (  # noqa: E731
+        phase == "start"
+        and info["generation"] == 2
+        and threads.append(threading.current_thread().name)
+    )
+    gc.callbacks.append(record)
     eng = LLMEngine(
         tiny_config(),
         run_dir=tmp_path,
@@ -73,6 +81,10 @@ def test_gc_storm_pauses_land_inside_its_window_only(tmp_path, tiny_config):
             i += 1
         eng.step()
     eng.close()
+    gc.callbacks.remove(record)
+    # Driven from another thread of the process: its allocations trigger full collections.
+    assert "gc-storm" in threads
+    assert not [t for t in threading.enumerate() if t.name == "gc-storm"]  # stopped with the window
     faults = pq.read_table(tmp_path / "faults.parquet").to_pylist()
     assert len(faults) == 1
     f = faults[0]

@@ -30,3 +30,20 @@ def test_budget_shrinks_availability_without_touching_held_blocks():
 
 def test_blocks_needed():
     assert [blocks_needed(n, 4) for n in (1, 4, 5, 8, 9)] == [1, 1, 2, 2, 3]
+
+
+def test_ballast_takes_only_free_blocks_and_counts_as_used():
+    a = BlockAllocator(10)
+    held = a.allocate(4)
+    assert a.hold_ballast(8) == 6  # only the free blocks: nothing is taken from a sequence
+    assert (a.num_used, a.num_available, a.budget) == (10, 0, 10)
+    a.free(held)
+    assert a.hold_ballast(8) == 8 and a.num_used == 8  # it grows as blocks are freed
+    with pytest.raises(OutOfBlocks):
+        a.allocate(3)
+    assert len(a.allocate(3, ignore_budget=True)) == 3  # a lone sequence reclaims ballast blocks
+    assert a.num_ballast == 7
+    a.release_ballast()
+    assert (a.num_ballast, a.num_used) == (0, 3)
+    with pytest.raises(ValueError, match="ballast target"):
+        a.hold_ballast(-1)

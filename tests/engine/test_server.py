@@ -213,7 +213,7 @@ def test_arm_validates_t0_and_flush_writes_files(client, server):
 
 
 def _kernel_stamps() -> bool:
-    from engine.server.socket_clock import keep_stamping_on
+    from spikelens_common.socket_clock import keep_stamping_on
 
     hold = keep_stamping_on()
     hold.close()

@@ -1,6 +1,7 @@
 """Tensor parallelism (tp: 2, gloo on CPU): greedy output equals tp: 1, every rank writes comm_ms per
 step, and the comm.* faults show as communication time where docs/design.md says (straggler: the *other*
-rank waits; slow link: every rank waits)."""
+rank waits; slow link: every rank moves more bytes and waits); TPComm's padded all-reduce keeps the
+values and counts the bytes."""
 
 import statistics
 import time
@@ -43,7 +44,13 @@ def test_comm_faults_show_in_comm_ms(tmp_path, tiny_config):
             "duration_s": 1.0,
             "params": {"rank": 1, "delay_ms": 30},
         },
-        {"kind": "comm.slow_link", "start_s": 2.4, "duration_s": 1.0, "params": {"delay_ms": 8}},
+        # 4 MiB of extra payload in every all-reduce: the transport moves it (~5 ms a call on gloo)
+        {
+            "kind": "comm.slow_link",
+            "start_s": 2.4,
+            "duration_s": 1.0,
+            "params": {"extra_floats": 1 << 20},
+        },
     ]
     eng = LLMEngine(tiny_config(tp=2), run_dir=tmp_path, faults=faults)
     try:
@@ -84,5 +91,29 @@ def test_comm_faults_show_in_comm_ms(tmp_path, tiny_config):
     slow = {rank: med(rank, lambda s: within(s, "comm.slow_link")) for rank in (0, 1)}
     # Straggler on rank 1: rank 0 waits ~30 ms per step; rank 1 itself does not.
     assert strag[0] > base[0] + 15 and strag[1] < strag[0] - 15
-    # Slow link: 4 all-reduces per step (2 layers) x 8 ms on both ranks.
-    assert slow[0] > base[0] + 15 and slow[1] > base[1] + 15
+    # Slow link: 4 all-reduces per step (2 layers), each moving 4 MiB more, on both ranks.
+    assert slow[0] > base[0] + 8 and slow[1] > base[1] + 8
+    slow_steps = sum(1 for r in steps if r["rank"] == 0 and within(r["step"], "comm.slow_link"))
+    assert eng.comm.bytes_reduced >= slow_steps * 4 * (1 << 20) * 4  # the bytes really moved
+
+
+def test_slow_link_pads_the_collective_and_keeps_values(tmp_path):
+    import torch
+    import torch.distributed as dist
+
+    from engine.parallel.comm import TPComm
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
+    try:
+        comm = TPComm(0, 1, torch.device("cpu"))
+        t = torch.arange(6, dtype=torch.float32).view(2, 3)
+        comm.all_reduce(t)
+        plain = comm.bytes_reduced
+        comm.link_extra_floats = 1000
+        for _ in range(2):  # the reused buffer's padding is zeroed every call
+            comm.all_reduce(t)
+        assert plain == 6 * 4 and comm.bytes_reduced - plain == 2 * (6 + 1000) * 4
+        assert t.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+        assert comm.take_ms() > 0
+    finally:
+        dist.destroy_process_group()

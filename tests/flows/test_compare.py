@@ -3,7 +3,6 @@ copy does not, and an unknown run id is a usage error (exit 2) naming it."""
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -11,11 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "warehouse"))
-
-from runbuilder import SimSpec, write_run
-
 from flows.compare import CompareUsageError, compare_stored_runs
+from tests.support.runbuilder import SimSpec, write_run
 from warehouse.ingest import ingest_run
 
 

@@ -3,19 +3,15 @@ simulated nightly runs ingested into DuckDB: a penalty slowdown regresses ITL; a
 same engine does not; the baseline is the last passing nightlies of the same scenario."""
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 from prefect import flow
 from prefect.testing.utilities import prefect_test_harness
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "warehouse"))
-
-from runbuilder import SimSpec, write_run
-
 from flows.nightly import compare, find_baseline
 from flows.nightly_config import NightlyConfig
+from tests.support.runbuilder import SimSpec, write_run
 from warehouse.ingest import ingest_run
 
 

@@ -115,7 +115,7 @@ def test_slo_block_is_validated_with_its_line(tmp_path):
     "params,needle",
     [
         ("{objects_per_stepp: 10}", "objects_per_stepp"),  # engine kind: unknown param
-        ("{live_steps: 0}", "live_steps"),  # engine kind: out of range
+        ("{live_ticks: 0}", "live_ticks"),  # engine kind: out of range
     ],
 )
 def test_fault_params_are_checked_by_their_owner(tmp_path, params, needle):
@@ -308,3 +308,22 @@ def test_cpu_contention_is_accepted_for_started_engines_only(tmp_path):
     with pytest.raises(ScenarioError) as e:
         load_scenario(write(tmp_path, GOOD + fault.replace("processes: 2", "processes: 0")))
     assert e.value.key.startswith("faults") and "params.processes" in str(e.value)
+
+
+def test_client_stall_and_network_delay_work_for_any_engine_or_target(tmp_path):
+    faults = (
+        "faults:\n  - {kind: client.stall, start_s: 1, duration_s: 2, params: {pause_ms: 100}}\n"
+        "  - {kind: network.delay, start_s: 4, duration_s: 2, params: {delay_ms: 30}}\n"
+    )
+    for head in (GOOD, "duration_s: 10\ntarget: http://127.0.0.1:1\n"):
+        parsed = load_scenario(write(tmp_path, head + faults)).faults
+        assert [(f.kind, f.cause) for f in parsed] == [
+            ("client.stall", "client"),
+            ("network.delay", "network"),
+        ]
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(write(tmp_path, GOOD + faults.replace("delay_ms: 30", "delay_ms: -1")))
+    assert e.value.key.startswith("faults") and "params.delay_ms" in str(e.value)
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(write(tmp_path, GOOD + faults.replace("pause_ms: 100", "pause_ms: 0")))
+    assert e.value.key == "faults[0].params.pause_ms" and "[1, 10000]" in str(e.value)

@@ -140,3 +140,12 @@ def test_env_hook_adds_to_the_servers_environment(ckpt, tmp_path):
     handle.build = CPU
     assert handle.env()["PYTHONPATH"] == "/hook" and handle.env()["VLLM_CPU_KVCACHE_SPACE"] == "1"
     assert handle.describe()["env"] == {"VLLM_CPU_KVCACHE_SPACE": "1"}
+
+
+def test_env_before_start_is_a_clear_error(ckpt, tmp_path):
+    """The environment depends on the build, known only once start() has asked the interpreter."""
+    handle = VllmProcess(VllmConfig.from_dict({"model": ckpt}), tmp_path)
+    with pytest.raises(RuntimeError, match=r"only after start\(\)"):
+        handle.env()
+    with pytest.raises(RuntimeError, match=r"VllmProcess is not started"):
+        handle.running()

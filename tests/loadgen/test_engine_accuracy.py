@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from loadgen.client_health import percentile
-from loadgen.runner import run_locust
+from loadgen.runner import LocustRunOptions, run_locust
 
 pytestmark = pytest.mark.e2e
 
@@ -40,8 +40,8 @@ WORKLOAD = {
 
 def test_client_and_server_timestamps_agree_at_64_streams(tmp_path):
     from engine.server.launch import EngineProcess
-    from engine.server.socket_clock import keep_stamping_on
     from engine.tokenizer import DEFAULT_TOKENIZER_PATH
+    from spikelens_common.socket_clock import keep_stamping_on
 
     hold = (
         keep_stamping_on()
@@ -57,11 +57,13 @@ def test_client_and_server_timestamps_agree_at_64_streams(tmp_path):
         result = run_locust(
             engine.url,
             tmp_path,
-            WORKLOAD,
-            {"shape": "constant", "users": STREAMS},
-            duration_s=8,
-            warmup_s=3,
-            tokenizer_path=DEFAULT_TOKENIZER_PATH,
+            LocustRunOptions(
+                WORKLOAD,
+                {"shape": "constant", "users": STREAMS},
+                duration_s=8,
+                warmup_s=3,
+                tokenizer_path=DEFAULT_TOKENIZER_PATH,
+            ),
         )
     client = pq.read_table(tmp_path / "requests.parquet").to_pylist()
     wire = {

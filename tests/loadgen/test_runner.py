@@ -11,8 +11,8 @@ import psutil
 import pyarrow.parquet as pq
 import pytest
 
-from loadgen.runner import run_locust
-from loadgen.sse_server import SSEServer, SSEServerConfig
+from loadgen.runner import LocustRunOptions, run_locust
+from tests.support.sse_server import SSEServer, SSEServerConfig
 
 FIXED = {
     "prompt_tokens": {"mean": 8, "min": 8, "max": 8},
@@ -37,14 +37,16 @@ def test_every_request_and_chunk_is_recorded_with_ttft_from_the_first_content_ch
         result = run_locust(
             server.url,
             tmp_path,
-            FIXED,
-            {"shape": "constant", "users": 3},
-            duration_s=1.5,
-            warmup_s=0.5,
-            seed=3,
+            LocustRunOptions(
+                FIXED,
+                {"shape": "constant", "users": 3},
+                duration_s=1.5,
+                warmup_s=0.5,
+                seed=3,
+                api_key="sk-test-123",
+                read_mode=read_mode,
+            ),
             on_load_start=calls.append,
-            api_key="sk-test-123",
-            read_mode=read_mode,
         )
     requests, tokens = read(tmp_path)
     assert result.returncode == 0
@@ -90,10 +92,9 @@ def test_requests_in_flight_at_the_stop_are_recorded_as_cancelled(tmp_path):
         result = run_locust(
             server.url,
             tmp_path,
-            FIXED,
-            {"shape": "constant", "users": 2},
-            duration_s=1.0,
-            warmup_s=0.0,
+            LocustRunOptions(
+                FIXED, {"shape": "constant", "users": 2}, duration_s=1.0, warmup_s=0.0
+            ),
         )
     requests, tokens = read(tmp_path)
     assert result.requests_sent == len(requests) == 2 == result.requests_failed
@@ -108,7 +109,9 @@ def test_requests_in_flight_at_the_stop_are_recorded_as_cancelled(tmp_path):
 def test_open_loop_streams_open_at_the_stop_are_cancelled_too(tmp_path):
     with SSEServer(SSEServerConfig(ttft_s=0.05, itl_s=0.5)) as server:  # a stream takes > 2 s
         result = run_locust(
-            server.url, tmp_path, FIXED, {"shape": "open", "rate": 4.0}, duration_s=1.0
+            server.url,
+            tmp_path,
+            LocustRunOptions(FIXED, {"shape": "open", "rate": 4.0}, duration_s=1.0),
         )
     requests, _ = read(tmp_path)
     assert result.requests_sent == len(requests) == len(server.served) == 4
@@ -125,9 +128,9 @@ def test_connection_errors_are_recorded_as_errors(tmp_path):
     result = run_locust(
         f"http://127.0.0.1:{free_port()}",
         tmp_path,
-        FIXED,
-        {"shape": "constant", "users": 1, "think_time_s": 0.2},
-        duration_s=1.0,
+        LocustRunOptions(
+            FIXED, {"shape": "constant", "users": 1, "think_time_s": 0.2}, duration_s=1.0
+        ),
     )
     requests, _ = read(tmp_path)
     assert result.requests_sent == result.requests_failed == len(requests) > 0
@@ -140,10 +143,12 @@ def test_http_errors_are_recorded_with_status_and_body(tmp_path):
         result = run_locust(
             server.url,
             tmp_path,
-            FIXED,
-            {"shape": "constant", "users": 1, "think_time_s": 0.2},
-            duration_s=1.0,
-            model_name="nope",
+            LocustRunOptions(
+                FIXED,
+                {"shape": "constant", "users": 1, "think_time_s": 0.2},
+                duration_s=1.0,
+                model_name="nope",
+            ),
         )
     requests, tokens = read(tmp_path)
     assert result.requests_sent == result.requests_failed == len(requests) > 0 and tokens == []
@@ -162,12 +167,14 @@ def test_a_run_that_is_mostly_errors_stops_early_and_says_why(tmp_path, workers)
         result = run_locust(
             server.url,
             tmp_path,
-            FIXED,
-            {"shape": "constant", "users": 2},
-            duration_s=60.0,
-            model_name="nope",
-            workers=workers,
-            error_guard=ErrorGuardConfig(min_requests=30, max_error_share=0.9),
+            LocustRunOptions(
+                FIXED,
+                {"shape": "constant", "users": 2},
+                duration_s=60.0,
+                model_name="nope",
+                workers=workers,
+                error_guard=ErrorGuardConfig(min_requests=30, max_error_share=0.9),
+            ),
         )
     requests, _ = read(tmp_path)
     verdict = result.stopped_early
@@ -193,15 +200,17 @@ def test_an_interrupted_wait_kills_the_locust_group_and_keeps_what_was_measured(
         run_locust(
             server.url,
             tmp_path,
-            FIXED,
-            {"shape": "constant", "users": 1},
-            duration_s=30,
-            warmup_s=0.5,
+            LocustRunOptions(
+                FIXED,
+                {"shape": "constant", "users": 1},
+                duration_s=30,
+                warmup_s=0.5,
+                faults=[
+                    {"kind": "load.burst", "start_s": 0.2, "duration_s": 10},
+                    {"kind": "load.burst", "start_s": 20, "duration_s": 1},
+                ],
+            ),
             on_load_start=explode,
-            faults=[
-                {"kind": "load.burst", "start_s": 0.2, "duration_s": 10},
-                {"kind": "load.burst", "start_s": 20, "duration_s": 1},
-            ],
             preexec_fn=lambda: None,
         )
     assert set(psutil.Process().children(recursive=True)) - before == set()
@@ -242,10 +251,9 @@ def test_loadgen_faults_burst_users_and_switch_sampling_in_their_windows(tmp_pat
         result = run_locust(
             server.url,
             tmp_path,
-            workload,
-            {"shape": "constant", "users": 1},
-            duration_s=2.0,
-            faults=faults,
+            LocustRunOptions(
+                workload, {"shape": "constant", "users": 1}, duration_s=2.0, faults=faults
+            ),
         )
     requests, _ = read(tmp_path)
     t0 = result.load_started_ns
@@ -281,10 +289,9 @@ def test_heavy_traffic_penalises_a_share_of_the_window_in_the_open_loop(tmp_path
         result = run_locust(
             server.url,
             tmp_path,
-            FIXED,
-            {"shape": "constant", "rate": 40},
-            duration_s=2.0,
-            faults=faults,
+            LocustRunOptions(
+                FIXED, {"shape": "constant", "rate": 40}, duration_s=2.0, faults=faults
+            ),
         )
     requests, _ = read(tmp_path)
     t0 = result.load_started_ns
@@ -303,13 +310,19 @@ def test_open_loop_sends_on_its_schedule_and_replay_repeats_the_run(tmp_path):
 
     load = {"shape": "open", "rate": 20.0}
     with SSEServer(SSEServerConfig(ttft_s=0.01, itl_s=0.005)) as server:
-        first = run_locust(server.url, tmp_path / "a", "smoke", load, duration_s=2.0, warmup_s=0.5)
+        first = run_locust(
+            server.url,
+            tmp_path / "a",
+            LocustRunOptions("smoke", load, duration_s=2.0, warmup_s=0.5),
+        )
         replayed = run_locust(
             server.url,
             tmp_path / "b",
-            "smoke",
-            {"shape": "replay", "trace": str(tmp_path / "a"), "speed": 2.0},
-            duration_s=2.0,
+            LocustRunOptions(
+                "smoke",
+                {"shape": "replay", "trace": str(tmp_path / "a"), "speed": 2.0},
+                duration_s=2.0,
+            ),
         )
     a, _ = read(tmp_path / "a")
     schedule = list(arrival_times(LoadSpec(**load), 0.5, 2.0, seed=0))
@@ -333,13 +346,15 @@ def test_distributed_workers_merge_every_sample_and_metrics_are_scraped(tmp_path
         result = run_locust(
             server.url,
             tmp_path,
-            "smoke",
-            {"shape": "poisson", "rate": 30.0},
-            duration_s=1.5,
-            warmup_s=0.5,
-            workers=2,
-            metrics_url=server.url + "/metrics",
-            metrics_interval_s=0.25,
+            LocustRunOptions(
+                "smoke",
+                {"shape": "poisson", "rate": 30.0},
+                duration_s=1.5,
+                warmup_s=0.5,
+                workers=2,
+                metrics_url=server.url + "/metrics",
+                metrics_interval_s=0.25,
+            ),
         )
     requests, tokens = read(tmp_path)
     assert result.requests_sent == len(requests) == len(server.served) > 0
@@ -378,15 +393,14 @@ def test_distributed_workers_merge_every_sample_and_metrics_are_scraped(tmp_path
 def test_bad_arguments_fail_before_locust_starts(tmp_path, kwargs, message):
     from loadgen.errors import SpecError
 
-    args = {
-        "host": "http://127.0.0.1:9",
-        "run_dir": tmp_path,
+    host = kwargs.pop("host", "http://127.0.0.1:9")
+    options = {
         "workload": FIXED,
         "load": {"shape": "constant", "users": 1},
         "duration_s": 1.0,
         **kwargs,
     }
     with pytest.raises(SpecError) as err:
-        run_locust(**args)
+        run_locust(host, tmp_path, LocustRunOptions(**options))
     assert message in str(err.value)
     assert not (tmp_path / "loadgen" / "locust.log").exists()  # nothing was started

@@ -4,7 +4,7 @@ import pytest
 
 from engine.server.launch import free_port
 from loadgen.served_models import ModelDiscoveryError, served_model
-from loadgen.sse_server import SSEServer, SSEServerConfig
+from tests.support.sse_server import SSEServer, SSEServerConfig
 
 
 def test_first_model_id_of_v1_models():

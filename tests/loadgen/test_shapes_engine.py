@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from loadgen.arrivals import arrival_times
-from loadgen.runner import run_locust
+from loadgen.runner import LocustRunOptions, run_locust
 from loadgen.spec import LoadSpec
 
 pytestmark = pytest.mark.e2e
@@ -35,9 +35,8 @@ def engine(tmp_path_factory):
 
 
 def run(engine, run_dir, load, **kw):
-    result = run_locust(
-        engine.url, run_dir, WORKLOAD, load, duration_s=DURATION_S, warmup_s=WARMUP_S, **kw
-    )
+    options = LocustRunOptions(WORKLOAD, load, duration_s=DURATION_S, warmup_s=WARMUP_S, **kw)
+    result = run_locust(engine.url, run_dir, options)
     rows = pq.read_table(run_dir / "requests.parquet").to_pylist()
     assert result.requests_sent == len(rows) > 0
     assert {r["status"] for r in rows} <= {"ok", "cancelled"}, Counter(r["error"] for r in rows)

@@ -21,7 +21,7 @@ SLACK_NS = 50_000_000  # half of it: room for a loaded CI box preempting a threa
 SCRIPT = f"""
 import json, socket, threading, time
 from geventhttpclient.connectionpool import ConnectionPool
-from engine.server.socket_clock import keep_stamping_on
+from spikelens_common.socket_clock import keep_stamping_on
 from loadgen.timed_socket import TimedSocket, install, line_arrival
 
 listener = socket.create_server(("127.0.0.1", 0))

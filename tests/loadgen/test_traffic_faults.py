@@ -94,7 +94,9 @@ def test_repetition_overrides_sampling_and_asks_for_the_longest_output_without_s
     normal = factory.plan(random.Random(1), "a")
     looped = factory.plan(random.Random(1), "a", RepetitionParams())
     assert looped.max_tokens == 40 and looped.body["max_tokens"] == 40
-    assert looped.sampling["temperature"] == 0.0 and looped.sampling["frequency_penalty"] == 0.0
+    assert looped.sampling["temperature"] == 0.0 and looped.sampling["frequency_penalty"] == -2.0
+    # EOS honoured for the fault's requests only: a long output then means a loop, not max_tokens.
+    assert normal.body["ignore_eos"] is True and "ignore_eos" not in looped.body
     assert looped.body["messages"] == normal.body["messages"]  # same prompt: rng advanced alike
     assert factory.plan(random.Random(1), "a", RepetitionParams(max_tokens=12)).max_tokens == 12
 

@@ -24,3 +24,27 @@ def test_evaluation_context_renders(warehouse_with, tmp_path):
     assert [m.method for m in ctx.methods] == ["spikelens", "random"]
     assert ctx.headline.startswith("1 of 1 injected faults")
     assert render_evaluation(ctx, tmp_path / "eval").exists()
+
+
+def test_methods_table_shows_intervals_ranking_columns_and_skipped_cases(warehouse_with, tmp_path):
+    ids = []
+    for spec in ({"incident": "gc"}, {"incident": "load"}, {"incident": None}):
+        db, run_id = warehouse_with(**spec)
+        analyze_run(db, run_id)
+        ids.append(run_id)
+    result = evaluate(db, ids, peers=(), bootstrap_reps=200)
+    result["skipped"] = [
+        {"scenario": "client-stall-low.yaml", "unregistered_kinds": ["client.stall"]}
+    ]
+    ctx = build_evaluation_context(result, RunHeader(run_id="eval-2", command="spikelens evaluate"))
+    ours, floor = ctx.methods
+    assert ours.events == floor.events == 2
+    assert set(ours.intervals) >= {"accuracy", "ac_at_3", "avg_at_5", "false_alarms_per_hour"}
+    low, high = ours.intervals["false_alarms_per_hour"]
+    assert low == 0.0 and high > 0  # no alarm in 40 s of control, but not "0 ± 0"
+    assert "accuracy_lead" in floor.scores and "accuracy_lead" not in ours.scores
+    assert ctx.skipped == ("client-stall-low.yaml (client.stall)",)
+    assert "(95 % ≤" in ctx.headline
+    html = render_evaluation(ctx, tmp_path / "eval").read_text()
+    assert "AC@3" in html and "Avg@5" in html and 'class="muted small ci"' in html
+    assert "client-stall-low.yaml" in html

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from pages.fields import ContextError, finite, iso_utc, relative_href
+from pages.fields import ContextError, finite, iso_utc, real, relative_href
 
 
 def test_finite_replaces_nan_and_inf_and_unwraps_numpy():
@@ -51,3 +51,10 @@ def test_links_with_a_scheme_host_or_absolute_path_are_refused(href):
     with pytest.raises(ContextError, match="x: must be a relative link") as caught:
         relative_href(href, "x")
     assert caught.value.field == "x"
+
+
+@pytest.mark.parametrize("value", [None, math.nan, math.inf])
+def test_real_requires_a_finite_number_and_names_the_field(value):
+    assert real(2, "steps.t_s") == 2.0
+    with pytest.raises(ContextError, match=r"steps\.t_s: expected a finite number"):
+        real(value, "steps.t_s")

@@ -27,6 +27,7 @@ def test_gc_incident_context(warehouse_with):
     (spike,) = ctx.spikes
     assert spike.top_cause == "memory" and spike.attributions[0].cause == "memory"
     assert spike.attributions[0].evidence[0].signal == "gc_overlap_ms_per_step"
+    assert spike.uncovered is not None and spike.uncovered < 0.5
     (fault,) = ctx.faults
     assert fault.detected and fault.attributed_cause == "memory"
     assert (fault.start_s, fault.end_s) == (20.0, 28.0)
@@ -106,8 +107,8 @@ def test_measurement_check_compares_client_and_socket_times(tmp_path):
     the requests were stamped by the kernel at both ends."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from runbuilder import SimSpec, write_run
 
+    from tests.support.runbuilder import SimSpec, write_run
     from warehouse.ingest import ingest_run
 
     run_dir = write_run(tmp_path / "runs", SimSpec(run_id="sim-wire", incident=None))
@@ -160,8 +161,7 @@ def test_a_target_run_shows_its_url_instead_of_an_engine(tmp_path):
     target URL, the model and endpoint the load drove, and lists no engine keys."""
     import json as _json
 
-    from runbuilder import SimSpec, write_run
-
+    from tests.support.runbuilder import SimSpec, write_run
     from warehouse.ingest import ingest_run
 
     run_dir = write_run(tmp_path / "runs", SimSpec(run_id="sim-target", incident=None))

@@ -67,8 +67,7 @@ def test_a_metric_row_checks_itself():
 def test_the_trend_lists_every_nightly_of_the_scenario(tmp_path):
     import json
 
-    from runbuilder import SimSpec, write_run
-
+    from tests.support.runbuilder import SimSpec, write_run
     from warehouse.ingest import ingest_run
 
     db = tmp_path / "w.duckdb"

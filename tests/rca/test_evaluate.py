@@ -61,6 +61,9 @@ def test_attribution_scores_macro_f1():
         "memory": 1,
         "communication": 0,
         "load": 1,
+        "client": 0,
+        "network": 0,
+        "host": 0,
         "unexplained": 0,
         MISSED: 0,
     }
@@ -76,8 +79,14 @@ def test_evaluate_on_simulated_runs(warehouse_with):
         db, run_id = warehouse_with(**spec)
         analyze_run(db, run_id)
         ids.append(run_id)
-    out = evaluate(db, ids, peers=())
+    out = evaluate(db, ids, peers=(), bootstrap_reps=200)
     assert out["detection"]["f1"] == 1.0 and out["attribution"]["accuracy"] == 1.0
+    assert out["spikelens"]["accuracy"] == out["spikelens"]["ac_at_1"] == 1.0
+    assert out["spikelens"]["avg_at_5"] == 1.0 and out["spikelens"]["events"] == 2
+    # no false alarm in 40 s of control: 0/h, but the exact upper bound is 3.69 / (40/3600 h)
+    fa = out["intervals"]["false_alarms_per_hour"]
+    assert fa["value"] == 0.0 and fa["high"] == pytest.approx(3.689 * 90, rel=1e-3)
+    assert out["intervals"]["f1"]["value"] == 1.0
     assert out["controls"] == {
         "runs": 1,
         "hours": pytest.approx(40 / 3600),
@@ -92,7 +101,49 @@ def test_peer_methods_rank_on_the_same_events(warehouse_with):
     pytest.importorskip("RCAEval")
     db, run_id = warehouse_with(incident="comm", tp=2)
     analyze_run(db, run_id)
-    out = evaluate(db, [run_id], peers=("baro", "nsigma"))
+    out = evaluate(db, [run_id], peers=("baro", "nsigma"), bootstrap_reps=200)
     for method in ("baro", "nsigma"):
         assert out["peers"][method]["events"] == 1 and out["peers"][method]["failures"] == 0
+        assert out["peers"][method]["ac_at_3"] is not None
+        assert "accuracy_lead" in out["peers"][method]
     assert out["peers"]["baro"]["top_metrics"] == {"comm_ms": 1}
+
+
+def test_the_same_seed_gives_the_same_figures_twice(warehouse_with):
+    ids = []
+    for spec in ({"incident": "gc"}, {"incident": "load"}, {"incident": "penalty"}):
+        db, run_id = warehouse_with(**spec)
+        analyze_run(db, run_id)
+        ids.append(run_id)
+    first = evaluate(db, ids, peers=(), seed=3, bootstrap_reps=300)
+    again = evaluate(db, ids, peers=(), seed=3, bootstrap_reps=300)
+    for key in ("intervals", "spikelens", "peers"):
+        assert first[key] == again[key]
+
+
+def test_unknown_peer_is_an_error_naming_the_valid_ones(warehouse_with):
+    db, run_id = warehouse_with(incident="gc")
+    with pytest.raises(ValueError, match="peers: 'rcd' is not one of baro, nsigma, circa"):
+        evaluate(db, [run_id], peers=("rcd",))
+
+
+def test_method_scores_and_the_paired_accuracy_lead():
+    from rca.evaluate import accuracy_lead, method_scores
+    from rca.intervals import BootstrapOptions
+    from rca.rank_scores import RankedEvent
+
+    ours = [RankedEvent("memory", ("memory",))] * 8 + [RankedEvent("load", ("penalty", "load"))] * 2
+    theirs = (
+        [RankedEvent("memory", ("load", "memory"))] * 5
+        + [RankedEvent("memory", ("memory",))] * 3
+        + [RankedEvent("load", ("load",))] * 2
+    )
+    options = BootstrapOptions(reps=500, seed=0)
+    s = method_scores(ours, options)
+    assert s["accuracy"] == 0.8 and s["ac_at_3"] == 1.0
+    assert s["accuracy_interval"]["low"] <= 0.8 <= s["accuracy_interval"]["high"]
+    lead = accuracy_lead(ours, theirs, options)
+    assert lead["value"] == pytest.approx(0.8 - 0.5)
+    assert lead["low"] <= lead["value"] <= lead["high"]
+    with pytest.raises(ValueError, match="paired events differ"):
+        accuracy_lead(ours, theirs[:3], options)

@@ -6,10 +6,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from runbuilder import SimSpec, write_run
 
 from rca.analyze import analyze_run
 from rca.metric_rank import MIN_Z, cause_of, metric_series, rank_series
+from tests.support.runbuilder import SimSpec, write_run
 from warehouse.ingest import ingest_run
 
 
@@ -213,8 +213,8 @@ def test_a_gc_storm_in_engine_core_is_memory_and_outside_cpu_contention_says_hos
     ]
     s, signals = _process_run(n, spike, cpu=cpu)
     a = attribute_by_metrics(s, [s], signals)
-    assert a.top_cause == "unexplained"
-    assert "CPU contention from outside the process (host" in a.causes[0].evidence[0].note
+    assert a.top_cause == "host"
+    assert "CPU contention from outside the process (host)" in a.causes[0].evidence[0].note
 
 
 def _ranked(name: str, cause: str, z: float, spike: float = 1.0, base: float = 0.0):

@@ -79,7 +79,7 @@ def test_runq_wait_says_whether_the_process_itself_did_more_work(cpu, says):
     in_spike = np.isin(np.arange(n), list(spike))
     latency = np.where(in_spike, 50.0, 10.0)
     signals = ProcessSignals(cpu_windows=_cpu_rows(n, spike, (5.0, 250.0), cpu))
-    ev = process_evidence(signals, latency, in_spike, ~in_spike, 1.0)["unexplained"][0]
+    ev = process_evidence(signals, latency, in_spike, ~in_spike, 1.0)["host"][0]
     assert ev.signal == "runq_wait_ms_per_s.process" and ev.value == 250.0 and ev.baseline == 5.0
     assert ev.note.startswith("EngineCore (pid 7): waited 250 ms/s for a CPU") and says in ev.note
 

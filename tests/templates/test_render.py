@@ -10,6 +10,7 @@ import pytest
 from pages.fields import ContextError
 from pages.from_mapping import from_mapping
 from pages.incident import IncidentContext
+from templates import render
 from templates.render import headline_from_spikes, plotly_js_path, render_incident
 
 
@@ -316,3 +317,24 @@ def test_measurement_check_says_which_clocks_were_compared(
         )
     )
     assert says in tree.find("p", id="measurement-check").text
+
+
+def test_plotly_assets_without_plotly_are_a_clear_error(tmp_path, monkeypatch):
+    """with_plotly and no plotly.min.js installed: say so, not a TypeError on None."""
+    monkeypatch.setattr(render, "plotly_js_path", lambda: None)
+    with pytest.raises(RuntimeError, match="plotly"):
+        render.copy_static(tmp_path, with_plotly=True)
+
+
+def test_spike_shows_the_share_no_signal_covers(incident_context, tmp_path, parse):
+    spike = incident_context["spikes"][0]
+    spike["uncovered"] = 0.62
+    spike["top_cause"] = "unexplained"
+    tree = parse(
+        render_incident(_typed(incident_context), tmp_path / "r", interactive=False).read_text(
+            encoding="utf-8"
+        )
+    )
+    text = tree.find("p", cls="uncovered").text
+    assert "cover 38% of the excess" in text and "62% is not covered" in text
+    assert "too much to name a cause" in text

@@ -1,13 +1,8 @@
 """Fixtures of the warehouse tests: run directories built by runbuilder (a small engine simulation)."""
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from runbuilder import SimSpec, write_run
+from tests.support.runbuilder import SimSpec, write_run
 
 
 @pytest.fixture

@@ -5,8 +5,7 @@ import subprocess
 import sys
 import textwrap
 
-from runbuilder import SimSpec, write_run
-
+from tests.support.runbuilder import SimSpec, write_run
 from warehouse.db import connect
 
 WRITER = textwrap.dedent("""

@@ -353,3 +353,42 @@ def test_metric_histogram_quantiles_and_counter_rates(tmp_path, make_run):
     assert counter[1]["kind"] == "counter" and counter[1]["rate_per_s"] == pytest.approx(12.0)
     assert gauge[2]["kind"] == "gauge" and gauge[2]["mean_value"] == pytest.approx(0.9)
     assert gauge[1]["max_value"] == pytest.approx(0.2) and gauge[1]["rate_per_s"] is None
+
+
+def test_transit_windows_split_client_from_server_time(tmp_path, make_run):
+    """Server stamps 1 ms inside the client's on each side before 5 s, 10 ms after: the gap
+    (client − server) is 2 ms, then 20 ms, for TTFT and E2E alike."""
+    run_dir = make_run(duration_s=10.0)
+    req = pq.read_table(run_dir / "requests.parquet").to_pylist()
+    rows = []
+    for r in req:
+        if r.get("first_token_ns") is None or r.get("done_ns") is None or r.get("sent_ns") is None:
+            continue
+        d = 1_000_000 if r["first_token_ns"] < T0 + 5_000_000_000 else 10_000_000
+        rows.append(
+            {
+                "request_id": r["request_id"],
+                "path": "/v1/completions",
+                "status": 200,
+                "streamed": True,
+                "received_ns": r["sent_ns"] + d,
+                "app_start_ns": r["sent_ns"] + d,
+                "first_content_ns": r["first_token_ns"] - d,
+                "done_ns": r["done_ns"] - d,
+                "received_clock": "kernel",
+            }
+        )
+    pq.write_table(pa.Table.from_pylist(rows), run_dir / "server_requests.parquet")
+    db_path = tmp_path / "w.duckdb"
+    ingest_run(db_path, run_dir)
+    conn = connect(db_path)
+    out = query(conn, "transit_windows", run_id=RUN_ID, window_s=1.0)
+    conn.close()
+    by_w = {r["window"]: r for r in out}
+    assert by_w[1]["ttft_gap_mean_ms"] == pytest.approx(2.0)
+    assert by_w[7]["ttft_gap_mean_ms"] == pytest.approx(20.0)
+    late = by_w[7]
+    assert late["client_ttft_p99_ms"] - late["server_ttft_p99_ms"] == pytest.approx(20.0)
+    assert late["ttft_pairs"] > 0
+    assert late["merged_first_share"] is None  # the simulation records no arrival clock
+    assert [r["window"] for r in out] == sorted(by_w)

@@ -1,0 +1,90 @@
+"""Share out a spike's latency excess over causes, and leave uncovered what nobody measured.
+
+1. client and network take the growth of client − server time (rca.outside_causes), first:
+   it happened outside the engine whatever the engine did. Where the server timed its own
+   sockets, the engine causes below cover at most the rise of the server's own p99.
+2. host takes the part of the spike's step time its engine process spent waiting for a CPU
+   beyond baseline, out of the step components (contention slows every stage alike, so the
+   time first comes out of the unexplained residual, then out of the others in proportion).
+3. The step slowdown covers `coverage` of the excess, shared over the step components; a
+   component below `min_component_rel` of the baseline step is noise and stays uncovered, and
+   so does the unexplained residual (forward growth nothing accounts for, time outside timers).
+4. The rest of the excess is queueing: it goes to the cause that made the queue grow (loops,
+   preemptions, arrivals), else to the step causes in proportion if the step slowdown itself
+   was marked (>= `min_step_rise`), else it stays uncovered.
+The uncovered share is the 'unexplained' share; shares sum to 1. The verdict is the largest
+named share, or 'unexplained' when the named shares together cover less than
+`min_explained_share`. Pure arithmetic on dicts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rca.config import CAUSES, AttributeConfig
+from rca.outside_causes import OutsideExcess
+
+NAMED = tuple(c for c in CAUSES if c != "unexplained")
+
+
+@dataclass(frozen=True)
+class ShareInputs:
+    components_ms: dict[str, float]  # cause → excess ms per step (rca.stepcost)
+    coverage: float  # step slowdown / latency rise, 0..1
+    step_marked: bool  # the step slowdown beat min_step_rise
+    queue_cause: str | None  # what made the queue grow, if anything measured did
+    base_step_ms: float  # mean baseline step
+    spike_step_ms: float  # mean spike step
+    outside: OutsideExcess
+
+
+def _with_host(components: dict[str, float], host_ms: float) -> dict[str, float]:
+    """Move host_ms out of the step components: out of the residual first, then in proportion."""
+    comps = {c: max(0.0, v) for c, v in components.items()}
+    host_ms = min(host_ms, sum(comps.values()))
+    from_residual = min(host_ms, comps.get("unexplained", 0.0))
+    comps["unexplained"] = comps.get("unexplained", 0.0) - from_residual
+    rest = host_ms - from_residual
+    others = sum(v for c, v in comps.items() if c != "unexplained")
+    if rest > 0 and others > 0:
+        for c in comps:
+            if c != "unexplained":
+                comps[c] -= rest * comps[c] / others
+    comps["host"] = comps.get("host", 0.0) + host_ms
+    return comps
+
+
+def cause_shares(inputs: ShareInputs, config: AttributeConfig) -> dict[str, float]:
+    """cause → share of the latency excess, 'unexplained' = the uncovered rest (see docstring)."""
+    shares = {c: 0.0 for c in CAUSES}
+    shares["client"] = inputs.outside.client_share
+    shares["network"] = inputs.outside.network_share
+    room = max(0.0, 1.0 - shares["client"] - shares["network"])
+    if inputs.outside.server_share is not None:  # the engine covers at most what its server saw
+        room = min(room, inputs.outside.server_share)
+    comps = _with_host(
+        inputs.components_ms, inputs.outside.host_step_fraction * inputs.spike_step_ms
+    )
+    total = sum(comps.values())
+    floor = config.min_component_rel * inputs.base_step_ms
+    kept = {c: v for c, v in comps.items() if c != "unexplained" and v > 0 and v >= floor}
+    coverage = min(inputs.coverage, room) if total > 1e-9 else 0.0
+    for c, v in kept.items():
+        shares[c] += coverage * v / total
+    queue = room - coverage
+    if inputs.queue_cause is not None:
+        shares[inputs.queue_cause] += queue
+    elif inputs.step_marked and kept:
+        kept_total = sum(kept.values())
+        for c, v in kept.items():
+            shares[c] += queue * v / kept_total
+    shares["unexplained"] = max(0.0, 1.0 - sum(shares[c] for c in NAMED))
+    return shares
+
+
+def verdict(shares: dict[str, float], config: AttributeConfig) -> str:
+    """The largest named share, or 'unexplained' when the named ones cover too little."""
+    covered = sum(shares[c] for c in NAMED)
+    if covered < config.min_explained_share:
+        return "unexplained"
+    return max(NAMED, key=lambda c: shares[c])

@@ -1,0 +1,218 @@
+"""Causes outside the engine: the load generator, the path to the engine, the machine's CPUs.
+
+  client   the load generator itself is late: its event-loop lag or read delay rose, or more of
+           its first tokens came merged with a later packet (it read late); it then covers the
+           growth of client − server time (TTFT/E2E) up to the rise of its lag / read delay,
+           and for ITL that rise
+  network  the rest of the growth of client − server time: transit between them
+  host     an engine process waited longer for a CPU (/proc run-queue delay) while doing no more
+           work itself: the share of its spike step time spent runnable but waiting, beyond baseline
+
+client − server time is the p99 of each side's latency per window: the client's from its kernel
+receive stamps, the server's from its own socket stamps (query `transit_windows`), so their gap
+is what happened between the two sockets and in the client, never inside the engine. Each rise
+must beat its floor in AttributeConfig and 3 standard deviations of its baseline windows.
+Pure: window rows in, shares and Evidence out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rca.config import AttributeConfig
+from rca.evidence import Evidence, EvidenceBuilder
+from rca.process_evidence import ProcessSignals, biggest_rise, per_pid
+from rca.stepcost import mean_or_zero
+
+# spike metric → (client p99 column, server p99 column) of query transit_windows
+_TRANSIT = {
+    "ttft_p99": ("client_ttft_p99_ms", "server_ttft_p99_ms"),
+    "e2e_p99": ("client_e2e_p99_ms", "server_e2e_p99_ms"),
+}
+
+
+@dataclass
+class OutsideExcess:
+    """What the signals outside the engine cover of one spike."""
+
+    client_share: float = 0.0  # of the spike's latency excess
+    network_share: float = 0.0
+    host_step_fraction: float = 0.0  # of the spike's mean step time: CPU wait beyond baseline
+    transit_rise_ms: float = 0.0  # client − server p99, spike − baseline (0 when not marked)
+    client_lag_rise_ms: float = 0.0  # the client's lag / read delay p99 rise (0 when not marked)
+    # share of the excess the engine server's own p99 rise accounts for (None: no server times):
+    # what engine causes can cover at most
+    server_share: float | None = None
+    client_late: bool = False
+    host_pid: int | None = None
+    evidence: dict[str, list[Evidence]] = field(default_factory=dict)
+    signals: dict[str, np.ndarray] = field(default_factory=dict)  # cause → main window series
+
+
+@dataclass(frozen=True)
+class OutsideInputs:
+    """The window series this module reads, each [n_windows] (NaN where not measured)."""
+
+    metric: str
+    latency_excess_ms: float  # spike mean of the metric − its baseline
+    transit: list[dict]  # query transit_windows
+    client: list[dict]  # query client_windows
+    process: ProcessSignals
+    n: int
+
+
+def _column(rows: list[dict], key: str, n: int) -> np.ndarray:
+    out = np.full(n, np.nan)
+    for r in rows:
+        if r.get(key) is not None and 0 <= r["window"] < n:
+            out[r["window"]] = float(r[key])
+    return out
+
+
+def marked_rise(
+    series: np.ndarray, in_spike: np.ndarray, in_base: np.ndarray, floor: float
+) -> float:
+    """spike mean − baseline mean when it beats `floor` and 3 baseline std, else 0."""
+    s, b = series[in_spike], series[in_base]
+    s, b = s[np.isfinite(s)], b[np.isfinite(b)]
+    if not len(s) or not len(b):
+        return 0.0
+    rise = float(np.mean(s) - np.mean(b))
+    noise = float(np.std(b)) if len(b) > 1 else 0.0
+    return rise if rise > max(floor, 3 * noise) else 0.0
+
+
+def _client_late(
+    inputs: OutsideInputs, ev: EvidenceBuilder, config: AttributeConfig, out: OutsideExcess
+) -> float:
+    """Marks the client late when its lag, read delay or merged-first share rose; returns the ms
+    by which its lag / read delay rose (what a late reader adds to a gap between chunks)."""
+    lag = _column(inputs.client, "lag_p99_ms", inputs.n)
+    read = _column(inputs.client, "read_delay_p99_ms", inputs.n)
+    merged = _column(inputs.transit, "merged_first_share", inputs.n)
+    rises = [
+        marked_rise(lag, ev.in_spike, ev.in_base, config.client_lag_rise_ms),
+        marked_rise(read, ev.in_spike, ev.in_base, config.client_lag_rise_ms),
+    ]
+    merged_rise = marked_rise(merged, ev.in_spike, ev.in_base, config.merged_first_rise)
+    out.client_late = max(rises) > 0 or merged_rise > 0
+    rows = [
+        ev.series(
+            "client_lag_p99_ms", lag, "ms", "load generator event-loop lag (p99, worst process)"
+        ),
+        ev.series(
+            "client_read_delay_p99_ms", read, "ms", "stream data waiting in the client's socket"
+        ),
+        ev.series(
+            "merged_first_share",
+            merged,
+            "fraction",
+            "first tokens stamped only with a later packet (the client read late)",
+        ),
+        ev.series(
+            "slot_waits_per_window",
+            _column(inputs.client, "slot_waits", inputs.n),
+            "count",
+            "arrivals that waited for a free client slot",
+        ),
+    ]
+    out.evidence["client"] = [e for e in rows if e is not None]
+    out.signals["client"] = np.fmax(lag, read)
+    return max(rises)
+
+
+def _transit(
+    inputs: OutsideInputs, ev: EvidenceBuilder, config: AttributeConfig, out: OutsideExcess
+) -> float:
+    """client − server p99 rise in ms for TTFT/E2E spikes (0 for ITL or without server stamps)."""
+    if inputs.metric not in _TRANSIT:
+        return 0.0
+    client_col, server_col = _TRANSIT[inputs.metric]
+    client = _column(inputs.transit, client_col, inputs.n)
+    server = _column(inputs.transit, server_col, inputs.n)
+    gap = client - server
+    rows = [
+        ev.series(
+            f"{client_col[:-3]}_minus_server_ms",
+            gap,
+            "ms",
+            "client − server p99: outside the engine",
+        ),
+        ev.series(server_col, server, "ms", "the engine server's own p99 (its socket stamps)"),
+    ]
+    out.evidence["network"] = [e for e in rows if e is not None]
+    out.signals["network"] = gap
+    if np.isfinite(server[ev.in_spike]).any() and np.isfinite(server[ev.in_base]).any():
+        rise = mean_or_zero(server[ev.in_spike]) - mean_or_zero(server[ev.in_base])
+        excess = inputs.latency_excess_ms
+        out.server_share = float(np.clip(rise / excess, 0.0, 1.0)) if excess > 0 else None
+    return marked_rise(gap, ev.in_spike, ev.in_base, config.min_transit_rise_ms)
+
+
+def _host(
+    inputs: OutsideInputs, ev: EvidenceBuilder, config: AttributeConfig, out: OutsideExcess
+) -> None:
+    """The engine process whose run-queue wait rose most, when its own CPU time did not."""
+    cpu_rows = inputs.process.cpu_windows
+    runq = biggest_rise(
+        per_pid(cpu_rows, "runq_wait_ms_per_s", inputs.n),
+        ev.in_spike,
+        ev.in_base,
+        config.runq_rise_ms_per_s,
+    )
+    if runq is None:
+        return
+    cpu = per_pid(cpu_rows, "cpu_ms_per_s", inputs.n)[runq.pid][1]
+    invol = per_pid(cpu_rows, "involuntary_switches_per_s", inputs.n)[runq.pid][1]
+    cpu_s, cpu_b = mean_or_zero(cpu[ev.in_spike]), mean_or_zero(cpu[ev.in_base])
+    own_work = cpu_s > 1.2 * cpu_b + 20.0  # its own threads competing, not another process
+    if runq.marked and not own_work and cpu_s + runq.during > 0:
+        out.host_step_fraction = float(
+            np.clip((runq.during - runq.before) / (cpu_s + runq.during), 0, 1)
+        )
+        out.host_pid = runq.pid
+    rows = [
+        ev.series(
+            "runq_wait_ms_per_s",
+            runq.series,
+            "ms/s",
+            f"{runq.role} (pid {runq.pid}): runnable but waiting for a CPU (/proc schedstat)",
+        ),
+        ev.series(
+            "involuntary_switches_per_s",
+            invol,
+            "1/s",
+            f"{runq.role} (pid {runq.pid}): taken off a CPU while it still had work",
+        ),
+        ev.series(
+            "engine_cpu_ms_per_s", cpu, "ms/s", f"{runq.role} (pid {runq.pid}): its own CPU time"
+        ),
+    ]
+    out.evidence["host"] = [e for e in rows if e is not None]
+    out.signals["host"] = runq.series
+
+
+def outside_excess(
+    inputs: OutsideInputs, ev: EvidenceBuilder, config: AttributeConfig
+) -> OutsideExcess:
+    """Shares of the latency excess that the client and the network cover, and the host's part of
+    the step time (see module docstring)."""
+    out = OutsideExcess()
+    read_rise = _client_late(inputs, ev, config, out)
+    transit = _transit(inputs, ev, config, out)
+    _host(inputs, ev, config, out)
+    excess = inputs.latency_excess_ms
+    if excess <= 0:
+        return out
+    out.transit_rise_ms = transit
+    out.client_lag_rise_ms = read_rise
+    # A late reader stretches the client's own times by about its lag / read delay: that much
+    # of the gap (for ITL, of the excess) is the client's, the rest of the gap is transit.
+    client_ms = read_rise if out.client_late else 0.0
+    if inputs.metric in _TRANSIT:
+        client_ms = min(client_ms, transit)
+    out.client_share = float(np.clip(client_ms / excess, 0.0, 1.0))
+    out.network_share = float(np.clip((transit - client_ms) / excess, 0.0, 1.0 - out.client_share))
+    return out

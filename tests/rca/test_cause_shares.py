@@ -1,0 +1,101 @@
+"""rca.cause_shares: an earned 'unexplained', named shares only from measured signals."""
+
+import pytest
+
+from rca.attribute import attribute_spike
+from rca.cause_shares import ShareInputs, cause_shares, verdict
+from rca.config import CAUSES, AttributeConfig, attribute_config
+from rca.outside_causes import OutsideExcess
+from tests.support.spikesignals import SpikeRun, spike_signals
+
+
+def _attribute(**fields):
+    spike, signals = spike_signals(SpikeRun(**fields))
+    return attribute_spike(spike, [spike], signals)
+
+
+def _share(attr, cause):
+    return next((c.share for c in attr.causes if c.cause == cause), 0.0)
+
+
+def test_noise_level_stage_deltas_are_unexplained_not_the_largest_delta():
+    # a TTFT spike the engine did not make: only noise-level stage deltas (0.001 ms of GC a step)
+    attr = _attribute(stage_rise_ms={"gc_ms": 0.001})
+    assert attr.top_cause == "unexplained"
+    assert attr.uncovered >= 0.9 and _share(attr, "memory") == 0.0
+    assert "cover" in attr.summary
+
+
+def test_a_real_cause_still_wins_with_its_share_and_the_uncovered_rest():
+    attr = _attribute(
+        metric="itl_p99", base_latency_ms=22.0, latency_rise_ms=15.0, stage_rise_ms={"gc_ms": 15.0}
+    )
+    assert attr.top_cause == "memory" and _share(attr, "memory") >= 0.7
+    assert attr.uncovered == pytest.approx(
+        1.0 - sum(c.share for c in attr.causes if c.cause != "unexplained"), abs=1e-3
+    )
+
+
+def test_longer_outputs_without_loops_are_not_penalty():
+    attr = _attribute(metric="e2e_p99", output_growth=2.0, loop_rate=0.0)
+    assert attr.top_cause != "penalty" and _share(attr, "penalty") == 0.0
+    looped = _attribute(metric="e2e_p99", output_growth=2.0, loop_rate=0.9)
+    assert looped.top_cause == "penalty" and _share(looped, "penalty") >= 0.5
+    assert looped.summary.startswith("outputs looped")
+
+
+def test_output_growth_without_token_ids_is_no_loop_evidence():
+    attr = _attribute(metric="e2e_p99", output_growth=2.0, loop_rate=None)
+    assert _share(attr, "penalty") == 0.0
+
+
+def _inputs(**kw):
+    base = dict(
+        components_ms={c: 0.0 for c in CAUSES},
+        coverage=0.0,
+        step_marked=False,
+        queue_cause=None,
+        base_step_ms=20.0,
+        spike_step_ms=20.0,
+        outside=OutsideExcess(),
+    )
+    return ShareInputs(**{**base, **kw})
+
+
+def test_shares_sum_to_one_with_the_uncovered_rest():
+    comps = {c: 0.0 for c in CAUSES} | {"memory": 6.0, "penalty": 0.1, "unexplained": 2.0}
+    shares = cause_shares(
+        _inputs(components_ms=comps, coverage=0.8, step_marked=True), AttributeConfig()
+    )
+    assert sum(shares.values()) == pytest.approx(1.0)
+    # penalty's 0.1 ms is under 2 % of the 20-ms step: noise, left uncovered with the residual
+    assert shares["penalty"] == 0.0
+    assert shares["memory"] == pytest.approx(0.8 * 6 / 8.1 + 0.2)
+    assert shares["unexplained"] == pytest.approx(0.8 * 2.1 / 8.1)
+    assert verdict(shares, AttributeConfig()) == "memory"
+
+
+def test_queueing_is_not_shared_out_when_the_step_slowdown_is_noise():
+    comps = {c: 0.0 for c in CAUSES} | {"memory": 1.0}
+    shares = cause_shares(_inputs(components_ms=comps, coverage=0.05), AttributeConfig())
+    assert shares["memory"] == pytest.approx(0.05) and shares["unexplained"] == pytest.approx(0.95)
+    assert verdict(shares, AttributeConfig()) == "unexplained"
+
+
+def test_host_time_comes_out_of_the_residual_first():
+    comps = {c: 0.0 for c in CAUSES} | {"unexplained": 8.0, "penalty": 2.0}
+    shares = cause_shares(
+        _inputs(
+            components_ms=comps,
+            coverage=1.0,
+            spike_step_ms=30.0,
+            outside=OutsideExcess(host_step_fraction=1 / 3),
+        ),
+        AttributeConfig(),
+    )
+    assert shares["host"] == pytest.approx(1.0) and shares["penalty"] == 0.0
+
+
+def test_min_explained_share_is_checked():
+    with pytest.raises(ValueError, match="min_explained_share must be in"):
+        attribute_config(min_explained_share=1.5)

@@ -1,0 +1,59 @@
+"""rca.outside_causes: client, network and host found from their own signals and named."""
+
+from rca.attribute import attribute_spike
+from tests.support.spikesignals import SpikeRun, spike_signals
+
+
+def _attribute(**fields):
+    spike, signals = spike_signals(SpikeRun(**fields))
+    return attribute_spike(spike, [spike], signals)
+
+
+def _cause(attr, name):
+    return next(c for c in attr.causes if c.cause == name)
+
+
+def test_transit_growth_with_a_healthy_client_is_network():
+    attr = _attribute(transit_rise_ms=90.0)
+    assert attr.top_cause == "network" and _cause(attr, "network").share >= 0.8
+    assert attr.summary.startswith("transit between client and engine up 9")
+    signals = {e.signal for e in _cause(attr, "network").evidence}
+    assert {"client_ttft_p99_minus_server_ms", "server_ttft_p99_ms"} <= signals
+
+
+def test_transit_growth_with_a_late_client_is_client():
+    attr = _attribute(metric="e2e_p99", transit_rise_ms=90.0, client_lag_rise_ms=120.0)
+    assert attr.top_cause == "client" and _cause(attr, "client").share >= 0.8
+    lag = next(e for e in _cause(attr, "client").evidence if e.signal == "client_lag_p99_ms")
+    assert lag.value > 50 > lag.baseline
+
+
+def test_client_lag_alone_does_not_explain_an_engine_side_rise():
+    # the client lagged a little but its times agree with the server's: the engine got slower
+    attr = _attribute(client_lag_rise_ms=8.0)
+    assert attr.top_cause == "unexplained" and attr.uncovered >= 0.9
+
+
+def test_run_queue_wait_of_the_engine_is_host():
+    attr = _attribute(
+        metric="itl_p99", base_latency_ms=22.0, latency_rise_ms=14.0, runq_rise_ms_per_s=400.0
+    )
+    assert attr.top_cause == "host" and _cause(attr, "host").share >= 0.5
+    assert "pid 41" in attr.summary
+    host = {e.signal for e in _cause(attr, "host").evidence}
+    assert {"runq_wait_ms_per_s", "involuntary_switches_per_s"} <= host
+
+
+def test_engine_causes_cover_at_most_what_the_server_saw():
+    # the server's own TTFT p99 rose by 20 of the 100 ms; its penalty stage rose too
+    attr = _attribute(transit_rise_ms=80.0, stage_rise_ms={"penalty_ms": 10.0})
+    assert attr.top_cause == "network"
+    penalty = next((c.share for c in attr.causes if c.cause == "penalty"), 0.0)
+    assert 0.05 < penalty <= 0.25
+
+
+def test_a_little_client_lag_does_not_take_a_large_transit_growth():
+    # the client lagged 15 ms more in the window, but the gap grew by 90 ms: mostly the path
+    attr = _attribute(transit_rise_ms=90.0, client_lag_rise_ms=15.0)
+    assert attr.top_cause == "network" and _cause(attr, "network").share >= 0.6
+    assert 0.1 <= _cause(attr, "client").share <= 0.2

@@ -1,0 +1,54 @@
+"""Tiny random Llama checkpoints saved by transformers, with the project's tokenizer and a chat
+template: what the checkpoint, CLI and vLLM tests load (each picks the sizes it needs)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from engine.tokenizer import DEFAULT_TOKENIZER_PATH
+
+# A chat template over the project tokenizer's special tokens (vLLM's chat endpoint needs one).
+CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}<|end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+# What every tiny checkpoint shares: the tokenizer's vocabulary and special ids, two layers,
+# Llama's usual RoPE base and norm epsilon, an output head of its own.
+_BASE_CONFIG: dict[str, Any] = {
+    "vocab_size": 32000,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "bos_token_id": 0,
+    "eos_token_id": 1,
+    "pad_token_id": 2,
+    "rope_theta": 10000.0,
+    "rms_norm_eps": 1e-5,
+    "tie_word_embeddings": False,
+}
+
+
+def save_tiny_llama(
+    folder: Path, tokenizer_config: dict[str, Any], lm_head_scale: float = 1.0, **config: Any
+) -> Path:
+    """Save a random Llama (seed 0; `config` over the shared LlamaConfig fields) into `folder`
+    with tokenizer.json and `tokenizer_config` (the chat template added). `lm_head_scale`
+    widens HF's near-uniform initial logits, so that greedy decoding is meaningful."""
+    import torch
+    import transformers
+
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**_BASE_CONFIG, **config))
+    model.eval()
+    if lm_head_scale != 1.0:
+        with torch.no_grad():
+            model.lm_head.weight.mul_(lm_head_scale)
+    model.save_pretrained(folder, safe_serialization=True)
+    shutil.copy(DEFAULT_TOKENIZER_PATH, folder / "tokenizer.json")
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps({**tokenizer_config, "chat_template": CHAT_TEMPLATE})
+    )
+    return folder

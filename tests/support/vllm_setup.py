@@ -1,0 +1,84 @@
+"""Shared by the vLLM end-to-end tests: a tiny Llama checkpoint vLLM's CPU build can serve, and
+the interpreter of the virtualenv `make setup-vllm` builds."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from flows.vllm_config import DEFAULT_VLLM_PYTHON
+
+BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build_llama_checkpoint.py"
+
+# vLLM on 2 busy cores: /health after 26-60 s quiet, a few minutes when the box is contended.
+STARTUP_TIMEOUT_S = 600
+
+
+def vllm_python() -> str:
+    """The vLLM virtualenv's interpreter; skips the test where it was not built."""
+    if not DEFAULT_VLLM_PYTHON.is_file():
+        pytest.skip(f"{DEFAULT_VLLM_PYTHON} missing: run `make setup-vllm`")
+    return str(DEFAULT_VLLM_PYTHON)
+
+
+def build_tiny_llama(folder: Path) -> Path:
+    """A random 2-layer Llama (head_dim 64: vLLM's CPU attention rejects 16) with the project's
+    tokenizer and a chat template, built by the shipped scripts/build_llama_checkpoint.py."""
+    out = subprocess.run(
+        [sys.executable, str(BUILD_SCRIPT), str(folder)], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def processes_using(path: Path) -> list[psutil.Process]:
+    """Live processes whose command line names `path` (a vLLM serving that checkpoint)."""
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if any(str(path) in a for a in p.info["cmdline"] or ()):
+                out.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return out
+
+
+def vllm_scenario(
+    path: Path,
+    ckpt: Path,
+    *,
+    duration_s: float,
+    warmup_s: float,
+    users: int,
+    faults: tuple[str, ...] = (),
+) -> Path:
+    """A short `engine: {kind: vllm}` scenario over `ckpt` (the tiny checkpoint's settings:
+    fp32, eager, 512 positions, 1 GiB of KV cache), written to `path`; `faults` are YAML flow
+    mappings, one per fault."""
+    fault_lines = "".join(f"  - {f}\n" for f in faults)
+    path.write_text(
+        f"""\
+name: {path.stem}
+duration_s: {duration_s}
+warmup_s: {warmup_s}
+engine:
+  kind: vllm
+  model: {ckpt}
+  dtype: float32
+  enforce_eager: true
+  max_model_len: 512
+  max_num_seqs: 8
+  kv_cache_space_gib: 1
+  startup_timeout_s: {STARTUP_TIMEOUT_S}
+workload:
+  prompt_tokens: {{mean: 24, std: 4, min: 8, max: 48}}
+  output_tokens: {{mean: 16, std: 4, min: 4, max: 24}}
+load: {{shape: constant, users: {users}}}
+"""
+        + (f"faults:\n{fault_lines}" if faults else "")
+    )
+    return path

@@ -1,0 +1,53 @@
+-- Client-observed vs server-observed latency per window of $window_s seconds from
+-- load_started_ns, over the measured requests both sides saw (server_requests: the engine's own
+-- socket stamps). TTFT rows count in the window of the client's first token, E2E rows in the
+-- window of the client's last chunk (the windows of query `windows`). client − server is the
+-- time spent outside the engine: transit (network) and the client's own stamping and reading.
+-- merged_first_share: first tokens the client's kernel stamp could not separate from a later
+-- packet (arrival_clock 'merged': the client read late). No server_requests rows (an external
+-- target): no rows.
+WITH run AS (SELECT * FROM run_axis($run_id, $window_s)),
+paired AS (
+    SELECT
+        m.first_token_ns, m.done_ns, m.arrival_clock,
+        (m.first_token_ns - m.sent_ns) / 1e6 AS client_ttft_ms,
+        (s.first_content_ns - s.received_ns) / 1e6 AS server_ttft_ms,
+        (m.done_ns - m.sent_ns) / 1e6 AS client_e2e_ms,
+        (s.done_ns - s.received_ns) / 1e6 AS server_e2e_ms
+    FROM measured_requests($run_id) m
+    JOIN server_requests s ON s.run_id = $run_id AND s.request_id = m.request_id
+    WHERE m.ok AND s.status = 200 AND s.first_content_ns IS NOT NULL AND s.done_ns IS NOT NULL
+      AND m.first_token_ns IS NOT NULL AND m.done_ns IS NOT NULL AND m.sent_ns IS NOT NULL
+),
+ttft AS (
+    SELECT
+        CAST(floor((p.first_token_ns - run.t0_ns) / run.window_ns) AS BIGINT) AS w,
+        quantile_cont(p.client_ttft_ms, 0.99) AS client_ttft_p99_ms,
+        quantile_cont(p.server_ttft_ms, 0.99) AS server_ttft_p99_ms,
+        avg(p.client_ttft_ms - p.server_ttft_ms) AS ttft_gap_mean_ms,
+        avg((p.arrival_clock = 'merged')::INTEGER) AS merged_first_share,
+        count(*) AS ttft_pairs
+    FROM paired p, run
+    WHERE p.first_token_ns >= run.t0_ns
+    GROUP BY w
+),
+e2e AS (
+    SELECT
+        CAST(floor((p.done_ns - run.t0_ns) / run.window_ns) AS BIGINT) AS w,
+        quantile_cont(p.client_e2e_ms, 0.99) AS client_e2e_p99_ms,
+        quantile_cont(p.server_e2e_ms, 0.99) AS server_e2e_p99_ms,
+        avg(p.client_e2e_ms - p.server_e2e_ms) AS e2e_gap_mean_ms,
+        count(*) AS e2e_pairs
+    FROM paired p, run
+    WHERE p.done_ns >= run.t0_ns
+    GROUP BY w
+)
+SELECT
+    coalesce(t.w, e.w) AS "window",
+    t.client_ttft_p99_ms, t.server_ttft_p99_ms, t.ttft_gap_mean_ms, t.merged_first_share,
+    coalesce(t.ttft_pairs, 0) AS ttft_pairs,
+    e.client_e2e_p99_ms, e.server_e2e_p99_ms, e.e2e_gap_mean_ms,
+    coalesce(e.e2e_pairs, 0) AS e2e_pairs
+FROM ttft t
+FULL OUTER JOIN e2e e ON t.w = e.w
+ORDER BY "window"
