@@ -15,6 +15,8 @@
    less than `min_explained_share`. Confidence of a cause = half how far its main signal rose
    above baseline noise (z/5, capped) + half its Pearson r with the latency series; unexplained
    gets 1 − the best confidence among causes with share > 0.1.
+5. An incident of several series is attributed on each of them (rca.incident_series); the one
+   whose excess the signals cover best gives the verdict, the primary when none is covered.
 
 Pure: inputs are not mutated; numpy only, no DB access (rca.analyze reads the warehouse).
 """
@@ -30,6 +32,7 @@ from rca.cause_shares import ShareInputs, cause_shares, verdict
 from rca.config import CAUSES, AttributeConfig
 from rca.detect import Spike
 from rca.evidence import Evidence, EvidenceBuilder, output_series, pause_stats, straggler
+from rca.incident_series import best_covered, series_views
 from rca.outside_causes import OutsideExcess, OutsideInputs, outside_excess
 from rca.process_evidence import ProcessSignals, process_evidence
 from rca.stepcost import Decomposition, StepCostModel, decompose_step_excess, mean_or_zero
@@ -56,6 +59,7 @@ class Attribution:
     method: str = "stages"  # 'stages' (step traces) | 'metric_rank' (rca.metric_rank)
     host_contention: bool = False  # every engine stage slowed alike, no batch growth (rca.stepcost)
     uncovered: float = 0.0  # share of the latency excess no measured signal covers
+    metric: str = ""  # the series of the incident the shares are of (rca.incident_series)
 
 
 @dataclass
@@ -288,8 +292,27 @@ def _cause_list(
 def attribute_spike(
     spike: Spike, spikes: list[Spike], signals: RunSignals, config: AttributeConfig | None = None
 ) -> Attribution:
-    """Attribution of one spike (see module docstring); `spikes` = all spikes, kept out of baselines."""
+    """Attribution of one spike (see module docstring); `spikes` = all spikes, kept out of baselines.
+
+    Each series of the incident is attributed over its own span; the best covered is reported.
+    """
     config = config or AttributeConfig()
+    views = series_views(spike, signals.window_s)
+    found = [_attribute_series(v, [*spikes, v], signals, config) for v in views]
+    best = best_covered(found)
+    chosen = found[best]
+    if best > 0:
+        chosen.summary += (
+            f" (on {views[best].metric}, the incident's best-covered series;"
+            f" its primary {spike.metric} is covered {1.0 - found[0].uncovered:.0%})"
+        )
+    return chosen
+
+
+def _attribute_series(
+    spike: Spike, spikes: list[Spike], signals: RunSignals, config: AttributeConfig
+) -> Attribution:
+    """Attribution of one series of an incident: `spike` spans that series' windows."""
     frame = SpikeFrame.of(spike, spikes, signals, config.guard_windows)
     steps = signals.steps
     model, dec = _decompose(frame, steps, config)
@@ -337,6 +360,7 @@ def attribute_spike(
         _summary(top, frame, signals, dec, outside, shares, (queue_cause, queue_reason)),
         host_contention=dec.uniform_slowdown is not None,
         uncovered=round(shares["unexplained"], 4),
+        metric=spike.metric,
     )
 
 

@@ -327,4 +327,5 @@ def attribute_by_metrics(
         summary,
         "metric_rank",
         uncovered=round(shares["unexplained"], 4),
+        metric=spike.metric,
     )

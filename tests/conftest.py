@@ -8,6 +8,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("SPIKELENS_HOME", str(REPO / ".spikelens" / "test"))
+# Prefect creates its home with a plain mkdir: in a fresh checkout its parent must exist first.
+(Path(os.environ["SPIKELENS_HOME"]) / "prefect").mkdir(parents=True, exist_ok=True)
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,8 @@ generator's own process stalls in one window and a delaying TCP proxy sits betwe
 engine in another. Each must be found and named (client, network) from spikelens' own
 measurements; the ground truth is read only to know where to look. On a box loaded by other
 tenants an unrelated ITL burst next to the delay window can merge into its incident and make ITL
-its primary series, which no outside signal covers (docs/benchmarks.md, run I).
+its primary series, which no outside signal covers; the verdict then comes from the incident's
+best-covered series (rca.incident_series).
 """
 
 import os
