@@ -62,8 +62,12 @@ PREEMPTION = r"preemptions?(_total|_sum)?$"
 # more than the baseline (the counter's resolution) already means the KV cache ran out, a rarer
 # event than a queue or token rate moving by as much.
 PREEMPTED_MIN_Z = 1.0
-# What preempting sequences does to the queue and the prefill work (re-queued, recomputed).
-PREEMPTION_EFFECTS = r"queue|waiting|prompt_tokens|prefix_cache_queries|prefill|iteration_tokens"
+# What preempting sequences does to the queue and the prefill work (re-queued, recomputed), and
+# the KV occupancy that made it preempt (vLLM preempts only when no block is free, so an occupancy
+# whose window mean stays under NEAR_CAPACITY was still full when it mattered).
+PREEMPTION_EFFECTS = (
+    r"queue|waiting|prompt_tokens|prefix_cache_queries|prefill|iteration_tokens|cache_usage"
+)
 # Occupancy fractions (KV cache, GPU memory) grow with the number of sequences too: they point at
 # memory only when they reach near capacity, else at load.
 OCCUPANCY = r"cache_usage|mem_fraction"
@@ -312,9 +316,10 @@ def attribute_by_metrics(
     if overshoot > 0:
         causes[0].share = round(causes[0].share - overshoot, 4)
     top = causes[0].cause
+    lead = next((r for r in voters if r.cause == top), None)  # the verdict's strongest series
     summary = (
-        f"top metric {voters[0].name} (robust z {voters[0].z:.1f})"
-        if voters
+        f"top metric for {top}: {lead.name} (robust z {lead.z:.1f})"
+        if lead is not None
         else "no metric moved beyond its baseline noise"
     )
     return Attribution(

@@ -246,6 +246,9 @@ def test_preemptions_turn_queueing_and_prefill_into_memory_and_say_why():
         assert "preempted" in by_name[name].note and "cannot split" in by_name[name].note
     # running requests and unrelated series keep their cause; the reason joins the voters
     assert by_name["vllm:num_requests_running"].cause == "load"
+    # the KV occupancy that made vLLM preempt is memory too, even when its window mean is < 0.9
+    kv = [_ranked("vllm:kv_cache_usage_perc", "load", 20.0, 0.75, 0.0), *ranked]
+    assert read_preemption_effects(kv)[0].cause == "memory"
     assert by_name["process_open_fds"].cause == "unexplained"
     assert [r.name for r in out].index("vllm:num_preemptions_total") == TOP_K - 1
     assert len(out) == len(ranked)
