@@ -54,10 +54,19 @@ def series_views(spike: Spike, window_s: float) -> list[Spike]:
     return views
 
 
+# How much more of its excess another series must cover to give the verdict instead of the
+# primary: shares differ by a few % between series of one incident from window noise alone.
+PRIMARY_MARGIN = 0.05
+
+
 def best_covered(attributions: Sequence[Covered]) -> int:
     """Index of the attribution to report: the named verdict with the least uncovered share,
-    the first (the primary's) on ties or when every verdict is 'unexplained'."""
+    the first (the primary's) when it is within PRIMARY_MARGIN of that or when every verdict is
+    'unexplained'."""
     named = [i for i, a in enumerate(attributions) if a.top_cause != "unexplained"]
     if not named:
         return 0
-    return min(named, key=lambda i: (round(attributions[i].uncovered, 4), i))
+    best = min(named, key=lambda i: (round(attributions[i].uncovered, 4), i))
+    if 0 in named and attributions[0].uncovered <= attributions[best].uncovered + PRIMARY_MARGIN:
+        return 0  # another series must cover clearly more to speak for the incident
+    return best
