@@ -1,9 +1,12 @@
 """Spike detection on per-window latency percentiles (ITL, TTFT, E2E P99) against a robust baseline.
 
 Baseline of a series = median of its valid windows over the whole run, spread = 1.4826·MAD (the
-median tolerates up to half the windows being an incident). A window is flagged when it beats all
-three of: median + k·spread, median·(1 + min_rel_excess), median + min_abs_excess_ms — the floors
-keep a steady series' tiny MAD from turning scheduler noise into spikes. Flagged windows at most
+median tolerates up to half the windows being an incident), estimated twice: the second time
+without the windows the first estimate already calls anomalous (above the threshold below with
+trim_k for k), so a fault covering a quarter of the run does not widen the spread it is judged
+against. A window is flagged when it beats all three of: median + k·spread, median·(1 +
+min_rel_excess), median + min_abs_excess_ms — the floors keep a steady series' tiny MAD from
+turning scheduler noise into spikes. Flagged windows at most
 `merge_gap_windows` apart form one interval; intervals shorter than `min_windows` flagged windows
 are dropped. Intervals of different series that overlap (or nearly) are one incident: one Spike
 with the list of series; its primary metric is the series with the largest relative peak; its
@@ -30,6 +33,7 @@ class Baseline:
     spread_ms: float  # 1.4826 · MAD
     threshold_ms: float  # a window above this is flagged
     valid_windows: int
+    trimmed_windows: int = 0  # valid windows left out of the second estimate (see module doc)
 
 
 @dataclass
@@ -76,19 +80,35 @@ def series(windows: list[dict], metric: str, config: DetectConfig) -> np.ndarray
     return values
 
 
-def baseline(values: np.ndarray, metric: str, config: DetectConfig) -> Baseline | None:
-    """Robust baseline of a series; None when it has fewer than min_baseline_windows valid windows."""
-    valid = values[~np.isnan(values)]
-    if len(valid) < config.min_baseline_windows:
-        return None
-    median = float(np.median(valid))
-    spread = 1.4826 * float(np.median(np.abs(valid - median)))
-    threshold = max(
-        median + config.mad_k * spread,
+def _threshold(median: float, spread: float, k: float, config: DetectConfig) -> float:
+    return max(
+        median + k * spread,
         median * (1.0 + config.min_rel_excess),
         median + config.min_abs_excess_ms,
     )
-    return Baseline(metric, median, spread, threshold, len(valid))
+
+
+def _median_spread(valid: np.ndarray) -> tuple[float, float]:
+    median = float(np.median(valid))
+    return median, 1.4826 * float(np.median(np.abs(valid - median)))
+
+
+def baseline(values: np.ndarray, metric: str, config: DetectConfig) -> Baseline | None:
+    """Robust baseline of a series; None when it has fewer than min_baseline_windows valid windows.
+    The second estimate leaves out the windows above the first one's trim_k threshold, unless
+    fewer than min_baseline_windows would remain (then the first estimate stands)."""
+    valid = values[~np.isnan(values)]
+    if len(valid) < config.min_baseline_windows:
+        return None
+    median, spread = _median_spread(valid)
+    trimmed = 0
+    if config.trim_k is not None:
+        calm = valid[valid <= _threshold(median, spread, config.trim_k, config)]
+        if len(calm) >= config.min_baseline_windows and len(calm) < len(valid):
+            median, spread = _median_spread(calm)
+            trimmed = len(valid) - len(calm)
+    threshold = _threshold(median, spread, config.mad_k, config)
+    return Baseline(metric, median, spread, threshold, len(valid), trimmed)
 
 
 def flagged_intervals(values: np.ndarray, base: Baseline, config: DetectConfig) -> list[Interval]:

@@ -75,6 +75,14 @@ NEAR_CAPACITY = 0.9
 COUNTER_SUFFIXES = ("_total", "_count", "_sum")
 TOP_K = 5
 MIN_Z = 3.0
+# Two causes whose vote shares differ by less than this are tied: series floored by the same
+# resolution reach the same z (a flat-0 series that jumps scores 1 / magnitude_share = 20), and
+# the order of CAUSES must not decide between them.
+TIE_SHARE = 0.02
+# A tie is broken by how closely each cause's strongest series tracks the latency (Pearson r over
+# the run) when the two r differ by at least this; else the verdict is that they cannot be told
+# apart (unexplained, both shares kept).
+TIE_R_MARGIN = 0.1
 
 
 @dataclass(frozen=True)
@@ -267,6 +275,34 @@ def read_preemption_effects(ranked: list[RankedSeries]) -> list[RankedSeries]:
     return out
 
 
+def settle_tie(
+    causes: list[CauseShare], voters: list[RankedSeries], latency: np.ndarray
+) -> tuple[str, str]:
+    """(top cause, what was said about a tie) for `causes` sorted by share. Causes within
+    TIE_SHARE of the first are tied; the one whose strongest series has the largest Pearson r with
+    the latency wins when it leads the next by TIE_R_MARGIN, else the verdict is 'unexplained'
+    ("cannot tell apart"). No tie: the first cause and ''."""
+    tied = [cs.cause for cs in causes if causes[0].share - cs.share < TIE_SHARE]
+    if len(tied) < 2:
+        return causes[0].cause, ""
+
+    def r_of(cause: str) -> float:
+        lead = next((r for r in voters if r.cause == cause), None)
+        return (pearson(lead.series, latency) if lead is not None else None) or 0.0
+
+    by_r = sorted(((r_of(c), c) for c in tied), reverse=True)
+    shares = " and ".join(tied)
+    if by_r[0][0] - by_r[1][0] >= TIE_R_MARGIN:
+        return by_r[0][1], (
+            f"{shares} tie on votes; {by_r[0][1]}'s strongest series tracks the latency most "
+            f"closely (r {by_r[0][0]:.2f} vs {by_r[1][0]:.2f})"
+        )
+    return "unexplained", (
+        f"cannot tell {shares} apart: equal votes and equal co-movement with the latency "
+        f"(r {by_r[0][0]:.2f} vs {by_r[1][0]:.2f})"
+    )
+
+
 def attribute_by_metrics(
     spike: Spike, spikes: list[Spike], signals: RunSignals, config: AttributeConfig | None = None
 ) -> Attribution:
@@ -315,13 +351,14 @@ def attribute_by_metrics(
     overshoot = sum(cs.share for cs in causes) - 1.0
     if overshoot > 0:
         causes[0].share = round(causes[0].share - overshoot, 4)
-    top = causes[0].cause
+    top, tie = settle_tie(causes, voters, latency)
     lead = next((r for r in voters if r.cause == top), None)  # the verdict's strongest series
     summary = (
         f"top metric for {top}: {lead.name} (robust z {lead.z:.1f})"
         if lead is not None
         else "no metric moved beyond its baseline noise"
     )
+    summary = f"{tie}; {summary}" if tie else summary
     return Attribution(
         spike.spike_id,
         causes,

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -95,63 +96,39 @@ def test_clean_run_reports_no_spike(checkpoint, tmp_path):
         db.close()
 
 
-def test_kv_pressure_is_memory_from_vllm_preemptions(checkpoint, tmp_path):
-    db, run_id = run_case(tmp_path, checkpoint, "kv-pressure")
+@dataclass(frozen=True)
+class Case:
+    """A fault scenario of the suite and what its report must say."""
+
+    name: str  # scenarios/eval-vllm/<name>.yaml
+    kind: str  # the injected fault kind (ground truth)
+    cause: str  # the top cause the report must name
+    evidence: str  # a substring of one of that cause's evidence notes
+    in_ci: bool = False  # else opt-in (SPIKELENS_E2E_VLLM_FAULTS=1)
+
+
+CASES = (
+    Case("kv-pressure", "memory.kv_pressure", "memory", "preempt", in_ci=True),
+    Case("load-burst", "load.burst", "load", ""),
+    Case("gc-storm", "memory.gc_storm", "memory", "EngineCore (pid "),
+    Case("heavy-traffic", "penalty.heavy_traffic", "penalty", ""),
+    # a vLLM process waited for a CPU while doing no more work itself: its run-queue wait
+    Case(
+        "cpu-contention", "host.cpu_contention", "host", "CPU contention from outside the process"
+    ),
+)
+
+
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, id=c.name, marks=() if c.in_ci else opt_in) for c in CASES]
+)
+def test_fault_is_found_and_named_from_vllm_signals(checkpoint, tmp_path, case):
+    db, run_id = run_case(tmp_path, checkpoint, case.name)
     try:
-        assert truth(db, run_id) == [("memory.kv_pressure", "memory")]
+        assert truth(db, run_id) == [(case.kind, case.cause)]
         spike_id, top = spike_in_window(db, run_id)
-        assert top == "memory", notes(db, run_id, spike_id)
-        memory = notes(db, run_id, spike_id, "memory")
-        assert any("preempt" in n for n in memory), memory
-    finally:
-        db.close()
-
-
-@opt_in
-def test_load_burst_is_load_from_vllm_queue(checkpoint, tmp_path):
-    db, run_id = run_case(tmp_path, checkpoint, "load-burst")
-    try:
-        assert truth(db, run_id) == [("load.burst", "load")]
-        spike_id, top = spike_in_window(db, run_id)
-        assert top == "load", notes(db, run_id, spike_id)
-    finally:
-        db.close()
-
-
-@opt_in
-def test_gc_storm_in_engine_core_is_memory_with_evidence_from_engine_core(checkpoint, tmp_path):
-    db, run_id = run_case(tmp_path, checkpoint, "gc-storm")
-    try:
-        assert truth(db, run_id) == [("memory.gc_storm", "memory")]
-        spike_id, top = spike_in_window(db, run_id)
-        assert top == "memory", notes(db, run_id, spike_id)
-        memory = notes(db, run_id, spike_id, "memory")
-        assert any(n.startswith("EngineCore (pid ") for n in memory), memory
-    finally:
-        db.close()
-
-
-@opt_in
-def test_heavy_traffic_is_penalty(checkpoint, tmp_path):
-    db, run_id = run_case(tmp_path, checkpoint, "heavy-traffic")
-    try:
-        assert truth(db, run_id) == [("penalty.heavy_traffic", "penalty")]
-        spike_id, top = spike_in_window(db, run_id)
-        assert top == "penalty", notes(db, run_id, spike_id)
-    finally:
-        db.close()
-
-
-@opt_in
-def test_cpu_contention_shows_as_run_queue_wait_of_a_vllm_process(checkpoint, tmp_path):
-    """The evidence says what the signals show: a vLLM process waited for a CPU while doing no
-    more work itself (its run-queue wait speaks for `host`), and host is the verdict."""
-    db, run_id = run_case(tmp_path, checkpoint, "cpu-contention")
-    try:
-        assert truth(db, run_id) == [("host.cpu_contention", "host")]
-        spike_id, top = spike_in_window(db, run_id)
-        found = notes(db, run_id, spike_id)
-        assert any("CPU contention from outside the process" in n for n in found), found
-        assert top == "host", found
+        assert top == case.cause, notes(db, run_id, spike_id)
+        found = notes(db, run_id, spike_id, case.cause)
+        assert any(case.evidence in n for n in found), found
     finally:
         db.close()

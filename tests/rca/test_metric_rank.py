@@ -278,3 +278,21 @@ def test_engine_latency_series_do_not_vote():
     ):
         assert re.search(SYMPTOMS, name)
     assert not re.search(SYMPTOMS, "vllm:request_queue_time_seconds_sum")
+
+
+def test_a_tie_goes_to_the_series_that_tracks_the_latency_or_is_said():
+    from rca.attribute import CauseShare
+    from rca.metric_rank import RankedSeries, settle_tie
+
+    latency = np.array([10.0, 10.0, 50.0, 60.0, 10.0, 10.0])
+    tracks = RankedSeries("gc_ms", "memory", 20.0, 1.0, 0.0, np.array([0, 0, 5, 6, 0, 0.0]))
+    step = RankedSeries("penalty_share", "penalty", 20.0, 1.0, 0.0, np.array([0, 0, 5, 5, 5, 5.0]))
+    causes = [CauseShare("penalty", 0.5, 0.87, 0.0), CauseShare("memory", 0.5, 0.87, 0.0)]
+    top, said = settle_tie(causes, [step, tracks], latency)
+    assert top == "memory"  # CAUSES order would have said penalty
+    assert said.startswith("penalty and memory tie on votes; memory's strongest series tracks")
+    twin = RankedSeries("gc_ms", "memory", 20.0, 1.0, 0.0, step.series.copy())
+    top, said = settle_tie(causes, [step, twin], latency)
+    assert top == "unexplained" and said.startswith("cannot tell penalty and memory apart")
+    clear = [CauseShare("memory", 0.7, 0.87, 0.0), CauseShare("penalty", 0.3, 0.87, 0.0)]
+    assert settle_tie(clear, [step, tracks], latency) == ("memory", "")
