@@ -69,8 +69,8 @@ lint: setup-test
 test: setup-test setup-vllm lint
 	$(VENV)/bin/pytest -q --durations=30
 
-# The full evaluation suite (scenarios/eval/: 34 runs, 33 min of controls; ~60 min on 2 cores,
-# estimated) with BARO/NSigma/CIRCA peers and 95 % intervals.
+# The full evaluation suite (scenarios/eval/: 36 runs, 33 min of controls; 60 min on 2 cores)
+# with BARO/NSigma/CIRCA peers and 95 % intervals.
 evaluate: setup-eval small-model
 	$(VENV)/bin/spikelens evaluate
 
