@@ -16,7 +16,8 @@ Both engines get the same batch (`--max-num-seqs`), token budget per step
 (`--temperature`, no penalties) and seed; the JSON's `settings` holds both configurations and
 vLLM's command line. The arms take turns (A B C, A B C, ... for `--repeats` rounds) so drift on
 a shared box does not land on one arm; while one arm runs, the other servers' process trees are
-frozen (SIGSTOP, SIGCONT before their turn): an idle vLLM worker busy-polls a core.
+frozen (SIGSTOP, SIGCONT before their turn): an idle vLLM worker busy-polls a core. Before the
+first round each fresh server gets `--prime-s` of the same load, not measured.
 
 Figures per arm and round (loadgen.metrics, vLLM `bench serve` definitions, over the requests of
 the measured phase after `--warmup-s`, from requests.parquet and tokens.parquet):
@@ -38,6 +39,7 @@ p50/p99, TTFT p50/p99 (positive: telemetry slower) and tokens/s (negative: fewer
 
 Run: .venv/bin/python bench/serve.py [--checkpoint checkpoints/tiny-llama] [--users 16]
      [--output-tokens 64] [--prompt-tokens 32] [--duration-s 20] [--warmup-s 5] [--repeats 3]
+     [--prime-s 5] [--max-num-seqs 16] [--max-num-batched-tokens 512] [--dtype float32]
      [--vllm-python .venv-vllm/bin/python]   (`make bench-serve`)
 """
 
@@ -92,7 +94,12 @@ INT_RANGES = (
     ("max_num_batched_tokens", 16, 1_000_000),
     ("engine_threads", 1, 64),
 )
-FLOAT_RANGES = (("duration_s", 1.0, 600.0), ("warmup_s", 0.0, 120.0), ("temperature", 0.0, 2.0))
+FLOAT_RANGES = (
+    ("duration_s", 1.0, 600.0),
+    ("warmup_s", 0.0, 120.0),
+    ("prime_s", 0.0, 120.0),
+    ("temperature", 0.0, 2.0),
+)
 
 
 # ---- pure parts: argument checks, figures from a run's tables, medians, ratios ---------------
@@ -324,16 +331,18 @@ def workload(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def drive(arm: Arm, args: argparse.Namespace, run_dir: Path) -> tuple[Any, dict[str, Any]]:
-    """The same Locust load against the arm's server; the collectors around it when the arm has
-    telemetry, started and stopped as a run does (before the load, after it)."""
+def drive(
+    arm: Arm, args: argparse.Namespace, run_dir: Path, telemetry: bool
+) -> tuple[Any, dict[str, Any]]:
+    """The same Locust load against the arm's server; with `telemetry` the collectors around
+    it, started and stopped as a run does (before the load, after it)."""
     from collectors import CollectorSet
     from flows.supervisor import die_with_parent
     from loadgen.runner import LocustRunOptions, run_locust
 
     collectors = None
     pyspy_cpu: float | None = None
-    if arm.telemetry:
+    if telemetry:
         collectors = CollectorSet(
             run_dir,
             arm.server.running().pid,
@@ -400,7 +409,7 @@ def run_turn(arm: Arm, args: argparse.Namespace, run_dir: Path, round_no: int) -
     arm.thaw()
     try:
         cpu0, self0, t0 = arm.cpu_s(), _self_cpu_s(), time.monotonic()
-        result, extra = drive(arm, args, run_dir)
+        result, extra = drive(arm, args, run_dir, arm.telemetry)
         wall = time.monotonic() - t0
         server_cpu, self_cpu = arm.cpu_s() - cpu0, _self_cpu_s() - self0
     finally:
@@ -446,6 +455,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--duration-s", type=float, default=20.0, help="measured load per turn")
     p.add_argument("--warmup-s", type=float, default=5.0, help="load before each measurement")
     p.add_argument("--repeats", type=int, default=3, help="rounds of the three arms")
+    p.add_argument(
+        "--prime-s", type=float, default=5.0, help="load on each fresh server, not measured"
+    )
     p.add_argument("--max-num-seqs", type=int, default=16, help="batch limit of both engines")
     p.add_argument("--max-num-batched-tokens", type=int, default=512, help="tokens per step")
     p.add_argument("--max-model-len", type=int, default=512)
@@ -468,6 +480,7 @@ def settings(args: argparse.Namespace, arms: list[Arm]) -> dict[str, Any]:
         "sampling": workload(args)["sampling"],
         "duration_s": args.duration_s,
         "warmup_s": args.warmup_s,
+        "prime_s": args.prime_s,
         "repeats": args.repeats,
         "order": list(ARMS),
         "idle_servers": "frozen (SIGSTOP) while another arm runs",
@@ -489,7 +502,23 @@ def _log_lines(path: Path, words: tuple[str, ...], limit: int = 6) -> list[str]:
     return [line.strip()[-300:] for line in lines if any(w in line for w in words)][:limit]
 
 
+def prime(args: argparse.Namespace, arms: list[Arm], work: Path) -> None:
+    """`--prime-s` of the same load on each server once, figures dropped: a fresh server's first
+    seconds of load run slow (vLLM-CPU most), beyond what one turn's warm-up should absorb."""
+    if args.prime_s <= 0:
+        return
+    short = argparse.Namespace(**{**vars(args), "duration_s": args.prime_s, "warmup_s": 0.0})
+    for arm in arms:
+        print(f"priming {arm.name}", file=sys.stderr, flush=True)
+        arm.thaw()
+        try:
+            drive(arm, short, work / f"prime-{arm.name}", telemetry=False)
+        finally:
+            arm.freeze()
+
+
 def run_rounds(args: argparse.Namespace, arms: list[Arm], work: Path) -> None:
+    prime(args, arms, work)
     for r in range(args.repeats):
         for arm in arms:
             print(f"round {r}: {arm.name}", file=sys.stderr, flush=True)

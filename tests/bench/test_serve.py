@@ -5,12 +5,15 @@ No engine is started here."""
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pyarrow as pa
 import pytest
 
 from bench.serve import (
+    Arm,
     _parser,
     arm_figures,
     check_args,
@@ -148,6 +151,7 @@ def test_defaults_pass_the_checks_and_fix_every_length(ckpt):
         (["--repeats", "21"], r"--repeats must be an integer in \[1, 20\]"),
         (["--duration-s", "0.5"], r"--duration-s must be in \[1, 600\]"),
         (["--warmup-s", "-1"], r"--warmup-s must be in \[0, 120\]"),
+        (["--prime-s", "200"], r"--prime-s must be in \[0, 120\], got 200"),
         (["--dtype", "float16"], r"--dtype must be float32 or bfloat16"),
         (["--max-model-len", "1024"], r"--max-model-len must be in \[96, 512\]"),
         (["--output-tokens", "500"], r"--prompt-tokens \+ --output-tokens must be <= 512.*got 532"),
@@ -179,3 +183,34 @@ def test_the_script_rejects_bad_flags_before_starting_anything(ckpt):
     assert out.returncode == 2
     assert "--users must be an integer in [1, 256], got 0" in out.stderr
     assert out.stdout == ""
+
+
+class _Server:
+    """What Arm needs of a server: `running()` (the root process)."""
+
+    def __init__(self, proc):
+        self.proc = proc
+
+    def running(self):
+        return self.proc
+
+
+def test_an_idle_arm_is_frozen_with_its_children_and_thawed_for_its_turn():
+    # a root with a child, as vLLM's API server has EngineCore and a worker
+    proc = subprocess.Popen(["bash", "-c", "sleep 30 & wait"])
+    try:
+        arm = Arm("vllm", _Server(proc))
+        deadline = time.monotonic() + 5
+        while len(arm.procs()) < 2 and time.monotonic() < deadline:  # bash forks its child
+            time.sleep(0.02)
+        assert len(arm.procs()) == 2
+        arm.freeze()
+        assert {p.status() for p in arm.procs()} == {psutil.STATUS_STOPPED}
+        arm.thaw()
+        assert psutil.STATUS_STOPPED not in {p.status() for p in arm.procs()}
+        assert arm.cpu_s() >= 0.0
+    finally:
+        for p in psutil.Process(proc.pid).children():
+            p.kill()
+        proc.kill()
+        proc.wait()
