@@ -12,8 +12,9 @@ that length, the same workload seed, so the same prompts):
   sampler at 10 Hz, the /metrics scraper at 4 Hz, in this process's threads, as a flow runs
   them beside its Locust subprocess).
 Both engines get the same batch (`--max-num-seqs`), token budget per step
-(`--max-num-batched-tokens`), context (`--max-model-len`), dtype (`--dtype`), sampling
-(`--temperature`, no penalties) and seed; the JSON's `settings` holds both configurations and
+(`--max-num-batched-tokens`), context (`--max-model-len`), dtype (`--dtype`), compute threads
+(`--threads`: spikelens' torch threads; vLLM-CPU's OpenMP cores, VLLM_CPU_OMP_THREADS_BIND, whose
+default `auto` takes every core), sampling (`--temperature`, no penalties) and seed; the JSON's `settings` holds both configurations and
 vLLM's command line. The arms take turns (A B C, A B C, ... for `--repeats` rounds) so drift on
 a shared box does not land on one arm; while one arm runs, the other servers' process trees are
 frozen (SIGSTOP, SIGCONT before their turn): an idle vLLM worker busy-polls a core. Before the
@@ -40,6 +41,7 @@ p50/p99, TTFT p50/p99 (positive: telemetry slower) and tokens/s (negative: fewer
 Run: .venv/bin/python bench/serve.py [--checkpoint checkpoints/tiny-llama] [--users 16]
      [--output-tokens 64] [--prompt-tokens 32] [--duration-s 20] [--warmup-s 5] [--repeats 3]
      [--prime-s 5] [--max-num-seqs 16] [--max-num-batched-tokens 512] [--dtype float32]
+     [--threads 1] [--vllm-omp-bind auto]
      [--vllm-python .venv-vllm/bin/python]   (`make bench-serve`)
 """
 
@@ -54,6 +56,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,7 +95,7 @@ INT_RANGES = (
     ("repeats", 1, 20),
     ("max_num_seqs", 1, 4096),
     ("max_num_batched_tokens", 16, 1_000_000),
-    ("engine_threads", 1, 64),
+    ("threads", 1, 64),
 )
 FLOAT_RANGES = (
     ("duration_s", 1.0, 600.0),
@@ -253,7 +256,7 @@ def engine_settings(args: argparse.Namespace) -> dict[str, Any]:
         "max_num_batched_tokens": args.max_num_batched_tokens,
         "max_model_len": args.max_model_len,
         "dtype": args.dtype,
-        "threads": args.engine_threads,
+        "threads": args.threads,
         "seed": 0,
     }
 
@@ -275,16 +278,34 @@ def vllm_settings(args: argparse.Namespace) -> Any:
     )
 
 
+def omp_cores(threads: int, bind: str | None = None) -> str:
+    """vLLM-CPU's OpenMP core list: `bind` when given (e.g. vLLM's default `auto`, every core),
+    else cores 0 .. threads-1, as many as spikelens' engine has torch threads."""
+    if bind:
+        return bind
+    return "0" if threads == 1 else f"0-{threads - 1}"
+
+
+def vllm_env_hook(cores: str, hook_dir: Path | None) -> Callable[[dict[str, str]], dict[str, str]]:
+    """vLLM's environment: its OpenMP cores, and with `hook_dir` the GC hook a run puts in
+    every process of its tree (collectors.hook_env, as flows.run_scenario does)."""
+    from collectors import collect_dir, hook_env
+
+    def hook(env: dict[str, str]) -> dict[str, str]:
+        env = {**env, "VLLM_CPU_OMP_THREADS_BIND": cores}
+        return env if hook_dir is None else hook_env(collect_dir(hook_dir), "vllm", env)
+
+    return hook
+
+
 def start_arms(args: argparse.Namespace, work: Path) -> list[Arm]:
     """Start the three servers one after another, each frozen once up (so the next one starts,
     and later arms run, on a machine the idle ones do not load)."""
-    from collectors import collect_dir, hook_env
     from engine.server.launch import EngineProcess
     from flows.supervisor import die_with_parent
     from flows.vllm_process import VllmProcess
 
     config = vllm_settings(args)
-    hooked_dir = work / "vllm_telemetry"
     arms: list[Arm] = []
     try:
         for name in ARMS:
@@ -296,13 +317,12 @@ def start_arms(args: argparse.Namespace, work: Path) -> list[Arm]:
                     preexec_fn=die_with_parent,
                 )
             else:
-                env_hook = (
-                    (lambda env: hook_env(collect_dir(hooked_dir), "vllm", env))
-                    if name == "vllm_telemetry"
-                    else None
-                )
+                hook_dir = work / name if name == "vllm_telemetry" else None
                 server = VllmProcess(
-                    config, work / name, preexec_fn=die_with_parent, env_hook=env_hook
+                    config,
+                    work / name,
+                    preexec_fn=die_with_parent,
+                    env_hook=vllm_env_hook(omp_cores(args.threads, args.vllm_omp_bind), hook_dir),
                 )
             print(f"starting {name}", file=sys.stderr, flush=True)
             arms.append(Arm(name, server.start(), telemetry=name == "vllm_telemetry"))
@@ -464,7 +484,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="float32")
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument(
-        "--engine-threads", type=int, default=1, help="spikelens' torch threads (its default)"
+        "--threads",
+        type=int,
+        default=1,
+        help="compute threads of each engine: spikelens' torch threads, vLLM's OpenMP cores",
+    )
+    p.add_argument(
+        "--vllm-omp-bind",
+        default=None,
+        help="vLLM's VLLM_CPU_OMP_THREADS_BIND instead of cores 0..threads-1 (auto: every core)",
     )
     return p
 
@@ -484,11 +512,15 @@ def settings(args: argparse.Namespace, arms: list[Arm]) -> dict[str, Any]:
         "repeats": args.repeats,
         "order": list(ARMS),
         "idle_servers": "frozen (SIGSTOP) while another arm runs",
+        "threads": args.threads,
+        "vllm_omp_cores": omp_cores(args.threads, args.vllm_omp_bind),
         "checkpoint": str(Path(args.checkpoint).resolve()),
         "spikelens_engine": engine_settings(args),
         "vllm": vllm.describe(),
         # how vLLM-CPU placed its OpenMP threads (its own log lines)
-        "vllm_threads_log": _log_lines(vllm.log_path, ("OMP", "thread")),
+        "vllm_threads_log": _log_lines(
+            vllm.log_path, ("VLLM_CPU_OMP", "core ids", "reserved_cpus", "Torch threads")
+        ),
         "host": platform.node(),
         "cpus": os.cpu_count(),
     }

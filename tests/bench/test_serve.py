@@ -3,6 +3,7 @@ out in comments), medians over rounds, the ratio and overhead maths, and the arg
 No engine is started here."""
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -19,8 +20,10 @@ from bench.serve import (
     check_args,
     engine_ratios,
     median_figures,
+    omp_cores,
     overhead_pct,
     ratio,
+    vllm_env_hook,
     workload,
 )
 from loadgen.recorder import REQUESTS_SCHEMA, TOKENS_SCHEMA
@@ -214,3 +217,15 @@ def test_an_idle_arm_is_frozen_with_its_children_and_thawed_for_its_turn():
             p.kill()
         proc.kill()
         proc.wait()
+
+
+def test_vllm_computes_on_as_many_cores_as_the_engine_has_threads(tmp_path):
+    assert omp_cores(1) == "0" and omp_cores(2) == "0-1"
+    assert omp_cores(1, "auto") == "auto"  # vLLM's default: every core
+    plain = vllm_env_hook("0", None)({"A": "1"})
+    assert plain == {"A": "1", "VLLM_CPU_OMP_THREADS_BIND": "0"}
+    hooked = vllm_env_hook("0", tmp_path)({})
+    # the GC hook a run gives vLLM: its site dir first on PYTHONPATH, gc files under collect/
+    assert hooked["VLLM_CPU_OMP_THREADS_BIND"] == "0"
+    assert hooked["SPIKELENS_COLLECT_DIR"] == str((tmp_path / "collect").resolve())
+    assert hooked["PYTHONPATH"].split(os.pathsep)[0].endswith("collectors/site")
