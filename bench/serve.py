@@ -14,8 +14,8 @@ that length, the same workload seed, so the same prompts):
 Both engines get the same batch (`--max-num-seqs`), token budget per step
 (`--max-num-batched-tokens`), context (`--max-model-len`), dtype (`--dtype`), compute threads
 (`--threads`: spikelens' torch threads; vLLM-CPU's OpenMP cores, VLLM_CPU_OMP_THREADS_BIND, whose
-default `auto` takes every core), sampling (`--temperature`, no penalties) and seed; the JSON's `settings` holds both configurations and
-vLLM's command line. The arms take turns (A B C, A B C, ... for `--repeats` rounds) so drift on
+default `auto` takes every core), sampling (`--temperature`, no penalties) and seed; the JSON's
+`settings` holds both configurations and vLLM's command line. The arms take turns (A B C, A B C, ... for `--repeats` rounds) so drift on
 a shared box does not land on one arm; while one arm runs, the other servers' process trees are
 frozen (SIGSTOP, SIGCONT before their turn): an idle vLLM worker busy-polls a core. Before the
 first round each fresh server gets `--prime-s` of the same load, not measured.
@@ -25,7 +25,8 @@ the measured phase after `--warmup-s`, from requests.parquet and tokens.parquet)
 - tokens_per_s: output tokens of completed requests per second of measured load;
 - itl_p50_ms / itl_p99_ms: every gap between consecutive content chunks of a request;
 - ttft_p50_ms / ttft_p99_ms: first content chunk − send;
-- completed, failed, output_tokens_mean (ignore_eos: equals --output-tokens when lengths match);
+- completed, failed, cancelled (still in flight when the measured phase ended), output_tokens_mean
+  (ignore_eos: equals --output-tokens when lengths match);
 - client_valid / client_reasons: loadgen's verdict on its own health (False: the client, not the
   server, may have set the latencies);
 - server_cpu_percent: CPU of the arm's server tree over the arm (100 = one core);
