@@ -15,10 +15,11 @@ Both engines get the same batch (`--max-num-seqs`), token budget per step
 (`--max-num-batched-tokens`), context (`--max-model-len`), dtype (`--dtype`), compute threads
 (`--threads`: spikelens' torch threads; vLLM-CPU's OpenMP cores, VLLM_CPU_OMP_THREADS_BIND, whose
 default `auto` takes every core), sampling (`--temperature`, no penalties) and seed; the JSON's
-`settings` holds both configurations and vLLM's command line. The arms take turns (A B C, A B C, ... for `--repeats` rounds) so drift on
-a shared box does not land on one arm; while one arm runs, the other servers' process trees are
-frozen (SIGSTOP, SIGCONT before their turn): an idle vLLM worker busy-polls a core. Before the
-first round each fresh server gets `--prime-s` of the same load, not measured.
+`settings` holds both configurations and vLLM's command line. The arms take turns (A B C,
+A B C, ... for `--repeats` rounds) so drift on a shared box does not land on one arm; while one
+arm runs, the other servers' process trees are frozen (SIGSTOP, SIGCONT before their turn): an
+idle vLLM worker busy-polls a core. Before the first round each fresh server gets `--prime-s` of
+the same load, not measured.
 
 Figures per arm and round (loadgen.metrics, vLLM `bench serve` definitions, over the requests of
 the measured phase after `--warmup-s`, from requests.parquet and tokens.parquet):
