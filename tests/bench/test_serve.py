@@ -198,6 +198,16 @@ class _Server:
         return self.proc
 
 
+def wait_for_states(arm, done, timeout_s=5.0):
+    """True once `done(states of the arm's processes)` holds (within timeout_s)."""
+    deadline = time.monotonic() + timeout_s
+    while not done({p.status() for p in arm.procs()}):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 def test_an_idle_arm_is_frozen_with_its_children_and_thawed_for_its_turn():
     # a root with a child, as vLLM's API server has EngineCore and a worker
     proc = subprocess.Popen(["bash", "-c", "sleep 30 & wait"])
@@ -207,10 +217,10 @@ def test_an_idle_arm_is_frozen_with_its_children_and_thawed_for_its_turn():
         while len(arm.procs()) < 2 and time.monotonic() < deadline:  # bash forks its child
             time.sleep(0.02)
         assert len(arm.procs()) == 2
-        arm.freeze()
-        assert {p.status() for p in arm.procs()} == {psutil.STATUS_STOPPED}
+        arm.freeze()  # SIGSTOP takes effect when the kernel next schedules the process
+        assert wait_for_states(arm, lambda states: states == {psutil.STATUS_STOPPED})
         arm.thaw()
-        assert psutil.STATUS_STOPPED not in {p.status() for p in arm.procs()}
+        assert wait_for_states(arm, lambda states: psutil.STATUS_STOPPED not in states)
         assert arm.cpu_s() >= 0.0
     finally:
         for p in psutil.Process(proc.pid).children():
