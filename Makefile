@@ -94,6 +94,12 @@ demo-vllm: setup setup-vllm checkpoint
 evaluate-vllm: setup setup-vllm checkpoint
 	$(VENV)/bin/spikelens evaluate scenarios/eval-vllm --no-peers
 
+# spikelens' engine vs vLLM-CPU on the same checkpoint and load (tokens/s, ITL, TTFT), and what
+# the collectors cost vLLM's ITL; ~7 min on 2 cores, prints JSON (bench/serve.py).
+.PHONY: bench-serve
+bench-serve: setup setup-vllm checkpoint
+	$(PY) bench/serve.py --checkpoint $(CKPT) --vllm-python $(VLLM_VENV)/bin/python
+
 # The small trained model penalty.repetition needs (outputs that end on EOS, loop under the fault):
 # trained once on CPU, ~8 min on 2 cores (scripts/train_small_model.py).
 small-model: models/small-lm/config.json
