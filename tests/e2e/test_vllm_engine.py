@@ -94,7 +94,18 @@ def test_flow_starts_vllm_drives_it_and_leaves_nothing_behind(checkpoint, tmp_pa
     assert processes_using(checkpoint) == []
 
 
-@pytest.mark.parametrize("kill", ["sigterm-cli", "sigkill-flow"])
+# CI runs the SIGKILL case (orphans reaped by the CLI); SIGTERM's teardown is the normal stop of
+# test_flow_starts_vllm_drives_it_and_leaves_nothing_behind plus a signal, and is checked on
+# spikelens' engine by test_kill.py: here it is opt-in, saving a vLLM start (~68 s) in CI.
+SIGTERM_OPT_IN = pytest.mark.skipif(
+    os.environ.get("SPIKELENS_E2E_VLLM_FAULTS") != "1",
+    reason="vLLM SIGTERM teardown beyond CI's set: set SPIKELENS_E2E_VLLM_FAULTS=1",
+)
+
+
+@pytest.mark.parametrize(
+    "kill", [pytest.param("sigterm-cli", marks=SIGTERM_OPT_IN), "sigkill-flow"]
+)
 def test_a_killed_run_leaves_no_vllm_process(checkpoint, tmp_path, kill):
     """Mid-load, SIGTERM to the CLI (as Ctrl-C or a service manager sends: forwarded to the
     flow, which tears down and still reports), or SIGKILL of the flow process itself (the CLI's
