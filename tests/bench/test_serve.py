@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import psutil
-import pyarrow as pa
 import pytest
 
 from bench.serve import (
@@ -26,15 +25,9 @@ from bench.serve import (
     vllm_env_hook,
     workload,
 )
-from loadgen.recorder import REQUESTS_SCHEMA, TOKENS_SCHEMA
+from tests.support.sample_tables import MS, requests_table, tokens_table
 
-MS = 1_000_000
 SERVE = Path(__file__).resolve().parents[2] / "bench" / "serve.py"
-
-
-def requests_table(rows):
-    full = [{name: row.get(name) for name in REQUESTS_SCHEMA.names} for row in rows]
-    return pa.Table.from_pylist(full, schema=REQUESTS_SCHEMA)
 
 
 def req(rid, sent, first, done, out, status="ok", phase="measure"):
@@ -50,15 +43,6 @@ def req(rid, sent, first, done, out, status="ok", phase="measure"):
         "phase": phase,
         "token_count_source": "usage",
     }
-
-
-def tokens_table(chunks):  # {request_id: [arrival_ms, ...]}
-    rows = [
-        {"request_id": rid, "index": i, "arrival_ns": t * MS, "n_tokens": 1}
-        for rid, times in chunks.items()
-        for i, t in enumerate(times)
-    ]
-    return pa.Table.from_pylist(rows, schema=TOKENS_SCHEMA)
 
 
 def test_arm_figures_from_a_requests_table():

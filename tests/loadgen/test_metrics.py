@@ -6,22 +6,7 @@ import pytest
 from loadgen.errors import SpecError
 from loadgen.metrics import SLO, itl_gaps, per_request, stats, summarize
 from loadgen.recorder import REQUESTS_SCHEMA, TOKENS_SCHEMA
-
-MS = 1_000_000
-
-
-def requests_table(rows):
-    full = [{name: row.get(name) for name in REQUESTS_SCHEMA.names} for row in rows]
-    return pa.Table.from_pylist(full, schema=REQUESTS_SCHEMA)
-
-
-def tokens_table(chunks):  # {request_id: [arrival_ms, ...]}
-    rows = [
-        {"request_id": rid, "index": i, "arrival_ns": t * MS, "n_tokens": 1}
-        for rid, times in chunks.items()
-        for i, t in enumerate(times)
-    ]
-    return pa.Table.from_pylist(rows, schema=TOKENS_SCHEMA)
+from tests.support.sample_tables import MS, requests_table, tokens_table
 
 
 def req(rid, intended, sent, first, done, out, status="ok", phase="measure", prompt=10):
