@@ -225,19 +225,19 @@ class Arm:
         except psutil.NoSuchProcess:
             return []
 
-    def freeze(self) -> None:
+    def _each(self, action: Callable[[psutil.Process], None]) -> None:
+        """`action` (suspend / resume) on every process of the tree that still exists."""
         for p in self.procs():
             try:
-                p.suspend()
+                action(p)
             except psutil.NoSuchProcess:
                 pass
 
+    def freeze(self) -> None:
+        self._each(psutil.Process.suspend)
+
     def thaw(self) -> None:
-        for p in self.procs():
-            try:
-                p.resume()
-            except psutil.NoSuchProcess:
-                pass
+        self._each(psutil.Process.resume)
 
     def cpu_s(self) -> float:
         total = 0.0
