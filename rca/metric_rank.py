@@ -16,7 +16,8 @@ The collectors' per-process series (rca.process_evidence.process_series: stack-r
 GC ms/s, run-queue wait ms/s of every process of the engine's tree) are ranked beside them with
 the same z, their scale floored also by the rise that counts as marked (RISE_FLOOR / MIN_Z, so a
 rise below that floor cannot vote), each with the cause its region or signal speaks for; their
-evidence names the process and the region.
+evidence names the process and the region. A process's run-queue wait does not vote when its own
+CPU time rose with it (its own threads may be competing: rca.process_evidence.did_own_work).
 Two rules keep the vote about causes: the engine's own latency series (TTFT, ITL, E2E, time per
 output token) restate the spike and do not vote; and when sequences were preempted in the spike
 (a preemption series with z >= PREEMPTED_MIN_Z), the queueing and prefill series that rose with it (queue
@@ -39,7 +40,7 @@ from rca.attribute import Attribution, CauseShare, RunSignals, window_masks, win
 from rca.config import CAUSES, AttributeConfig
 from rca.detect import Spike
 from rca.evidence import Evidence, pearson
-from rca.process_evidence import RISE_FLOOR, describe_rise, process_series
+from rca.process_evidence import RISE_FLOOR, describe_rise, did_own_work, own_cpu, process_series
 
 CAUSE_PATTERNS: tuple[tuple[str, str], ...] = (
     ("memory", r"cache_usage|kv_|preempt|gpu_memory|mem_fraction|memory|swap|gc_"),
@@ -131,6 +132,7 @@ class RankedSeries:
     series: np.ndarray  # [n_windows]
     unit: str = ""
     note: str = ""  # what the series is, for a per-process series (process and region)
+    votes: bool = True  # False: ranked and shown, but its rise cannot tell its cause (see note)
 
 
 def metric_series(rows: list[dict], n: int, window_s: float) -> dict[str, np.ndarray]:
@@ -232,6 +234,9 @@ def rank_process_series(
         median = float(np.median(base))
         scale = max(robust_scale(base, ps.values, False, w, config), RISE_FLOOR[ps.kind] / MIN_Z)
         z = float((spike.max() - median) / scale)
+        ambiguous = ps.kind == "runq_wait_ms_per_s" and did_own_work(
+            *own_cpu(signals.process, ps.pid, in_spike, in_base)
+        )
         ranked.append(
             RankedSeries(
                 ps.name,
@@ -242,6 +247,7 @@ def rank_process_series(
                 ps.values,
                 ps.unit,
                 describe_rise(ps, signals.process, in_spike, in_base),
+                votes=not ambiguous,
             )
         )
     return ranked
@@ -319,7 +325,8 @@ def attribute_by_metrics(
     ranked = rank_series(kept, in_spike, in_base, signals.window_s)
     ranked = sorted(ranked + rank_process_series(signals, in_spike, in_base), key=lambda r: -r.z)
     ranked = read_preemption_effects(ranked)
-    voters = [r for r in ranked[:TOP_K] if r.z > MIN_Z]
+    voters = [r for r in ranked if r.votes][:TOP_K]
+    voters = [r for r in voters if r.z > MIN_Z]
     latency = window_series(signals.windows, f"{spike.metric}_ms")
     votes = {c: sum(r.z for r in voters if r.cause == c) for c in CAUSES}
     total = sum(votes.values())

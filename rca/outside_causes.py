@@ -23,7 +23,7 @@ import numpy as np
 
 from rca.config import AttributeConfig
 from rca.evidence import Evidence, EvidenceBuilder
-from rca.process_evidence import ProcessSignals, biggest_rise, per_pid
+from rca.process_evidence import ProcessSignals, biggest_rise, did_own_work, per_pid
 from rca.stepcost import mean_or_zero
 
 # spike metric → (client p99 column, server p99 column) of query transit_windows
@@ -167,8 +167,8 @@ def _host(
     cpu = per_pid(cpu_rows, "cpu_ms_per_s", inputs.n)[runq.pid][1]
     invol = per_pid(cpu_rows, "involuntary_switches_per_s", inputs.n)[runq.pid][1]
     cpu_s, cpu_b = mean_or_zero(cpu[ev.in_spike]), mean_or_zero(cpu[ev.in_base])
-    own_work = cpu_s > 1.2 * cpu_b + 20.0  # its own threads competing, not another process
-    if runq.marked and not own_work and cpu_s + runq.during > 0:
+    # its own threads competing, not another process
+    if runq.marked and not did_own_work(cpu_s, cpu_b) and cpu_s + runq.during > 0:
         out.host_step_fraction = float(
             np.clip((runq.during - runq.before) / (cpu_s + runq.during), 0, 1)
         )

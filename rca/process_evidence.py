@@ -38,6 +38,11 @@ REGION_CAUSES = (
 )
 # A rise counts as marked when it beats the baseline's noise (3 std) and this floor.
 RISE_FLOOR = {"share": 0.05, "gc_ms_per_s": 20.0, "runq_wait_ms_per_s": 20.0}
+# A process "did more work itself" when its own CPU time during the spike exceeds its baseline by
+# this factor and floor: then its run-queue wait may be its own threads competing for the cores
+# (a KV-pressure recompute on vLLM raised its worker's CPU and its wait together), and the wait
+# does not speak for `host`. 20 % is above the 1-s-window noise of a busy process's CPU here.
+OWN_WORK_FACTOR, OWN_WORK_FLOOR_MS = 1.2, 20.0
 
 
 @dataclass
@@ -81,6 +86,21 @@ def per_pid(
         if r.get(key) is not None:
             out[pid][1][r["window"]] = float(r[key])
     return out
+
+
+def own_cpu(
+    signals: ProcessSignals, pid: int, in_spike: np.ndarray, in_base: np.ndarray
+) -> tuple[float, float]:
+    """(mean CPU ms/s during the spike, before it) of one process, from /proc."""
+    n = len(in_spike)
+    cpu = per_pid(signals.cpu_windows, "cpu_ms_per_s", n).get(pid, ("", np.full(n, np.nan)))[1]
+    return mean_or_zero(cpu[in_spike]), mean_or_zero(cpu[in_base])
+
+
+def did_own_work(cpu_during: float, cpu_before: float) -> bool:
+    """True when a process's own CPU time rose (see OWN_WORK_FACTOR): run-queue wait alone
+    cannot then tell its own threads competing from another process taking its cores."""
+    return cpu_during > OWN_WORK_FACTOR * cpu_before + OWN_WORK_FLOOR_MS
 
 
 def biggest_rise(
@@ -238,11 +258,10 @@ def _runq_evidence(
     n: int,
 ) -> Evidence:
     """Run-queue wait of the process with the largest rise, with its own CPU time beside it."""
-    cpu = per_pid(signals.cpu_windows, "cpu_ms_per_s", n).get(runq.pid, ("", np.full(n, np.nan)))[1]
     invol = per_pid(signals.cpu_windows, "involuntary_switches_per_s", n).get(
         runq.pid, ("", np.full(n, np.nan))
     )[1]
-    cpu_s, cpu_b = mean_or_zero(cpu[in_spike]), mean_or_zero(cpu[in_base])
+    cpu_s, cpu_b = own_cpu(signals, runq.pid, in_spike, in_base)
     note = (
         f"{runq.role} (pid {runq.pid}): waited {runq.during:.0f} ms/s for a CPU during the spike vs "
         f"{runq.before:.0f} before; involuntary switches {mean_or_zero(invol[in_spike]):.0f}/s vs "
@@ -252,7 +271,7 @@ def _runq_evidence(
         note += (
             "; its own CPU time rose too: its threads may be competing with each other rather than "
             "with another process — run-queue delay alone cannot tell them apart"
-            if cpu_s > 1.2 * cpu_b + 20
+            if did_own_work(cpu_s, cpu_b)
             else "; it did no more work itself: CPU contention from outside the process"
         )
     return Evidence(
@@ -342,14 +361,11 @@ def describe_rise(
     if series.kind == "share":
         text += "; a share is relative: more work in this region or less elsewhere look alike"
     if series.kind == "runq_wait_ms_per_s":
-        n = len(series.values)
-        cpu = per_pid(signals.cpu_windows, "cpu_ms_per_s", n).get(
-            series.pid, ("", np.full(n, np.nan))
-        )[1]
-        cpu_s, cpu_b = mean_or_zero(cpu[in_spike]), mean_or_zero(cpu[in_base])
+        cpu_s, cpu_b = own_cpu(signals, series.pid, in_spike, in_base)
         text += f"; its own CPU {cpu_s:.0f} vs {cpu_b:.0f} ms/s" + (
-            "; it rose too: its own threads may be competing — run-queue delay alone cannot tell"
-            if cpu_s > 1.2 * cpu_b + 20
+            "; it rose too: its own threads may be competing — run-queue delay alone cannot tell,"
+            " so it does not vote for host"
+            if did_own_work(cpu_s, cpu_b)
             else "; it did no more work itself: CPU contention from outside the process (host)"
         )
     return text

@@ -215,6 +215,12 @@ def test_a_gc_storm_in_engine_core_is_memory_and_outside_cpu_contention_says_hos
     a = attribute_by_metrics(s, [s], signals)
     assert a.top_cause == "host"
     assert "CPU contention from outside the process (host)" in a.causes[0].evidence[0].note
+    # the same wait while the process did more work itself (a KV-pressure recompute on vLLM):
+    # its own threads may be competing, so the wait is shown but does not vote for host
+    busy = [{**r, "cpu_ms_per_s": 1600.0 if r["window"] in spike else 600.0} for r in cpu]
+    s, signals = _process_run(n, spike, gc=gc, cpu=busy)
+    a = attribute_by_metrics(s, [s], signals)
+    assert a.top_cause == "memory" and "host" not in {c.cause for c in a.causes}
 
 
 def _ranked(name: str, cause: str, z: float, spike: float = 1.0, base: float = 0.0):
