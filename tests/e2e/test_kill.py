@@ -17,6 +17,8 @@ import duckdb
 import psutil
 import pytest
 
+from tests.support.terminal import terminal_like
+
 pytestmark = pytest.mark.e2e
 
 HERE = Path(__file__).parent
@@ -55,12 +57,6 @@ def _collected_and_reported(tmp_path: Path, run_dir: Path) -> None:
     assert report.exists() and "interrupted" in report.read_text()
 
 
-def _terminal_like() -> None:
-    """preexec: the CLI leads its own process group with SIGINT at its default, as in a shell."""
-    os.setsid()
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 # who: the CLI process the user started, the supervised child that runs the flow, or the CLI's
 # whole process group (what a terminal's Ctrl-C signals).
 @pytest.mark.parametrize(
@@ -85,7 +81,7 @@ def test_killed_flow_leaves_no_orphans(tmp_path, who, sig):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=_terminal_like,
+        preexec_fn=terminal_like,
     )
     try:
         run_dir = _wait_for(

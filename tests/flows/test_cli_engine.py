@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from engine.server.launch import free_port
+from tests.support.terminal import terminal_like
 
 SPIKELENS = str(Path(sys.executable).parent / "spikelens")
 
@@ -49,7 +50,7 @@ def test_engine_serves_a_256_position_checkpoint_with_no_engine_flag(hf_llama_25
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        start_new_session=True,
+        preexec_fn=terminal_like,  # Ctrl-C must reach it even from a background CI job
     )
     try:
         _wait_healthy(proc, url)

@@ -32,6 +32,7 @@ from flows.deploy import (
     nightly_parameters,
     serve_nightly,
 )
+from tests.support.terminal import terminal_like
 
 SERVER_STARTUP_S = 90  # ~16 s measured on 2 shared cores; generous for a loaded machine
 SCHEDULE_WAIT_S = (
@@ -196,10 +197,7 @@ def test_serve_schedules_the_nightly_at_0200_utc(prefect_server, tmp_path):
         env=_child_env(prefect_server, tmp_path),
         stdout=log,
         stderr=subprocess.STDOUT,
-        start_new_session=True,
-        # CI may run the suite from a non-interactive shell's background job, where SIGINT is
-        # ignored and that is inherited: give the server Ctrl-C back, as a terminal would.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=terminal_like,  # Ctrl-C must reach it even from a background CI job
     )
     try:
         deadline = time.monotonic() + SCHEDULE_WAIT_S
