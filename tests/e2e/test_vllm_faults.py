@@ -2,26 +2,23 @@
 vLLM's own signals and the collectors' (never from the fault's label), through the real CLI.
 
 The cases are the scenarios of scenarios/eval-vllm/ (`make evaluate-vllm` runs them all and
-scores them). CI runs the clean run and KV pressure: it acts through vLLM's own scheduler, whose
+scores them). CI runs KV pressure here and the clean run in test_vllm_engine.py (which checks
+that run's teardown too): it acts through vLLM's own scheduler, whose
 signals (preemptions, KV usage, waiting requests) are scraped from /metrics, and it was the most
 reliable case on a shared box. The load burst, GC storm, penalty-heavy traffic and CPU
 contention run with SPIKELENS_E2E_VLLM_FAULTS=1; their hit counts so far are in
 docs/benchmarks.md ("Faults on vLLM").
 """
 
-import json
 import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 import pytest
 
-from tests.support.vllm_setup import STARTUP_TIMEOUT_S, build_tiny_llama, vllm_python
+from tests.support.vllm_setup import build_tiny_llama, run_suite_case, vllm_python
 
-SUITE = Path(__file__).resolve().parents[2] / "scenarios" / "eval-vllm"
 FAULT_WINDOW_S = (15, 23)  # every fault scenario of the suite: from 15 s for 8 s
 ALL = os.environ.get("SPIKELENS_E2E_VLLM_FAULTS") == "1"
 opt_in = pytest.mark.skipif(
@@ -40,25 +37,8 @@ def checkpoint(tmp_path_factory):
 def run_case(tmp_path: Path, ckpt: Path, case: str) -> tuple[duckdb.DuckDBPyConnection, str]:
     """Run scenarios/eval-vllm/<case>.yaml on `ckpt` through the CLI; (warehouse, run id)."""
     home = tmp_path / "state"
-    env = {
-        **os.environ,
-        "SPIKELENS_HOME": str(home),
-        "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect"),
-    }  # a migrated DB: faster
-    overrides = json.dumps({"engine": {"model": str(ckpt)}})
-    proc = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "run", str(SUITE / f"{case}.yaml")]
-        + ["--overrides", overrides],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=STARTUP_TIMEOUT_S + 300,
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    run_id = Path(proc.stdout.strip().splitlines()[-1]).parent.name
-    run = json.loads((home / "runs" / run_id / "run.json").read_text())
-    assert run["errors"] == [], run["errors"]
-    return duckdb.connect(str(home / "warehouse.duckdb"), read_only=True), run_id
+    _, run = run_suite_case(home, ckpt, case)
+    return duckdb.connect(str(home / "warehouse.duckdb"), read_only=True), run["run_id"]
 
 
 def spike_in_window(db: duckdb.DuckDBPyConnection, run_id: str) -> tuple[int, str]:
@@ -84,16 +64,6 @@ def notes(db: duckdb.DuckDBPyConnection, run_id: str, spike_id: int, cause: str 
 
 def truth(db: duckdb.DuckDBPyConnection, run_id: str) -> list[tuple]:
     return db.execute("SELECT kind, cause FROM faults WHERE run_id = ?", [run_id]).fetchall()
-
-
-def test_clean_run_reports_no_spike(checkpoint, tmp_path):
-    db, run_id = run_case(tmp_path, checkpoint, "clean")
-    try:
-        assert truth(db, run_id) == []
-        spikes = db.execute("SELECT start_s, end_s FROM spikes WHERE run_id = ?", [run_id])
-        assert spikes.fetchall() == []
-    finally:
-        db.close()
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,8 @@ the interpreter of the virtualenv `make setup-vllm` builds."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +14,9 @@ import pytest
 
 from flows.vllm_config import DEFAULT_VLLM_PYTHON
 
-BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build_llama_checkpoint.py"
+ROOT = Path(__file__).resolve().parents[2]
+BUILD_SCRIPT = ROOT / "scripts" / "build_llama_checkpoint.py"
+SUITE = ROOT / "scenarios" / "eval-vllm"  # the vLLM fault suite (`make evaluate-vllm`)
 
 # vLLM on 2 busy cores: /health after 26-60 s quiet, a few minutes when the box is contended.
 STARTUP_TIMEOUT_S = 600
@@ -82,3 +86,28 @@ load: {{shape: constant, users: {users}}}
         + (f"faults:\n{fault_lines}" if faults else "")
     )
     return path
+
+
+def run_suite_case(home: Path, ckpt: Path, case: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """Run scenarios/eval-vllm/<case>.yaml on `ckpt` through the real CLI, state under `home`;
+    (the CLI's result, the run's run.json). Fails the test unless the run exited 0 without
+    errors; the run id is run.json's `run_id`, the report the CLI's last line."""
+    env = {
+        **os.environ,
+        "SPIKELENS_HOME": str(home),
+        "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect"),
+    }  # a migrated Prefect DB: faster
+    overrides = json.dumps({"engine": {"model": str(ckpt)}})
+    proc = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "run", str(SUITE / f"{case}.yaml")]
+        + ["--overrides", overrides],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=STARTUP_TIMEOUT_S + 300,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    run_id = Path(proc.stdout.strip().splitlines()[-1]).parent.name
+    run = json.loads((home / "runs" / run_id / "run.json").read_text())
+    assert run["errors"] == [], run["errors"]
+    return proc, run
