@@ -27,6 +27,7 @@ from collectors.process_faults import KINDS as PROCESS_FAULT_KINDS
 from collectors.process_faults import arm as arm_process_faults
 from collectors.process_faults import schedule_env
 from engine.server.launch import EngineProcess
+from flows.affinity import KeptOff
 from flows.manifest import RunManifest, new_run_id
 from flows.paths import StatePaths
 from flows.scenario import Scenario, load_scenario
@@ -205,6 +206,7 @@ class _Serving:
     collectors: CollectorSet | None = None
     hogs: CpuContention | None = None
     proxy: DelayProxy | None = None  # network.delay: loadgen sends through it
+    kept_off: KeptOff | None = None  # spikelens' own threads off the engine's CPUs (engine.cpus)
 
     def start(self, run_id: str, manifest: RunManifest) -> None:
         scenario, run_dir = self.scenario, self.run_dir
@@ -213,6 +215,9 @@ class _Serving:
             engine = start_engine(run_id, scenario.engine.to_dict(), self.faults, run_dir)
             root_pid, role = engine.running().pid, "engine"
         elif scenario.vllm is not None:
+            if scenario.vllm.cpus is not None:
+                self.kept_off = KeptOff(scenario.vllm.cpus).start()
+                manifest.extra["cpus"] = self.kept_off.describe()
             # every process of vLLM's tree inherits the GC hook through its environment
             engine = start_vllm(
                 scenario.vllm, run_dir, env_hook=lambda env: _vllm_env(run_dir, self.faults, env)
@@ -271,6 +276,8 @@ class _Serving:
             )
             if code not in (0, None, -15):
                 manifest.errors.append(f"engine exited with code {code}")
+        if self.kept_off is not None:
+            self.kept_off.stop()
 
 
 def _drive(serving: _Serving, manifest: RunManifest, on_load_start) -> None:

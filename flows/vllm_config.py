@@ -10,6 +10,7 @@ range, which flows.scenario turns into a file:line error.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,6 +74,13 @@ class VllmConfig:
     enforce_eager: bool = False
     # Any other vLLM options, appended verbatim (e.g. ["--seed", "0"]).
     extra_args: tuple[str, ...] = field(default_factory=tuple)
+    # The CPUs vLLM's processes may run on (the server's affinity mask, which its children
+    # inherit) and, on the CPU build, bind their OpenMP threads to (VLLM_CPU_OMP_THREADS_BIND,
+    # split evenly over the tensor-parallel ranks). None: every CPU, vLLM's default. On a small
+    # box, leave a CPU to the load generator and the collectors: with vLLM-CPU on both of 2 cores
+    # (its engine core polls while idle), Locust's event loop lagged 100-1,900 ms in every window
+    # of a clean run, and what it measured was its own lateness.
+    cpus: tuple[int, ...] | None = None
     # How long /health may take to answer after the start (startup is 26-60 s on a quiet
     # 2-core box, minutes when it is contended or weights are large).
     startup_timeout_s: float = 600.0
@@ -127,6 +135,37 @@ class VllmConfig:
             raise fail("enforce_eager", f"must be true or false, got {self.enforce_eager!r}")
         if not all(isinstance(a, str) for a in self.extra_args):
             raise fail("extra_args", f"must be a list of strings, got {list(self.extra_args)!r}")
+        if self.cpus is not None:
+            self._check_cpus(fail)
+
+    def _check_cpus(self, fail) -> None:
+        here = sorted(os.sched_getaffinity(0))
+        cpus = self.cpus or ()
+        if (
+            not cpus
+            or len(set(cpus)) != len(cpus)
+            or not all(isinstance(c, int) and not isinstance(c, bool) and c in here for c in cpus)
+        ):
+            raise fail(
+                "cpus",
+                f"must be a list of distinct CPU ids among this machine's {here}, got "
+                f"{list(cpus)!r}",
+            )
+        if len(cpus) % self.tensor_parallel_size:
+            raise fail(
+                "cpus",
+                f"{len(cpus)} CPUs do not split evenly over tensor_parallel_size="
+                f"{self.tensor_parallel_size}",
+            )
+
+    def omp_threads_bind(self) -> str | None:
+        """VLLM_CPU_OMP_THREADS_BIND for `cpus`: one comma list per tensor-parallel rank,
+        joined by '|' (vLLM's format), e.g. "0,1|2,3"; None without `cpus`."""
+        if self.cpus is None:
+            return None
+        per_rank = len(self.cpus) // self.tensor_parallel_size
+        ranks = [self.cpus[i : i + per_rank] for i in range(0, len(self.cpus), per_rank)]
+        return "|".join(",".join(str(c) for c in rank) for rank in ranks)
 
     @property
     def interpreter(self) -> str:
@@ -149,9 +188,15 @@ class VllmConfig:
         if not isinstance(extra, (list, tuple)):
             raise ValueError(f"engine.extra_args: must be a list of strings, got {extra!r}")
         data["extra_args"] = tuple(extra)
+        cpus = data.get("cpus")
+        if cpus is not None:
+            if not isinstance(cpus, (list, tuple)):
+                raise ValueError(f"engine.cpus: must be a list of CPU ids, got {cpus!r}")
+            data["cpus"] = tuple(cpus)
         return cls(**data)
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["extra_args"] = list(self.extra_args)
+        out["cpus"] = None if self.cpus is None else list(self.cpus)
         return out

@@ -113,6 +113,9 @@ def vllm_env(config: VllmConfig, build: VllmBuild) -> dict[str, str]:
     env.pop("VIRTUAL_ENV", None)  # the flow's virtualenv is not vLLM's
     if build.on_cpu and config.kv_cache_space_gib is not None:
         env["VLLM_CPU_KVCACHE_SPACE"] = str(max(1, round(config.kv_cache_space_gib)))
+    bind = config.omp_threads_bind()
+    if build.on_cpu and bind is not None:
+        env["VLLM_CPU_OMP_THREADS_BIND"] = bind
     return env
 
 
@@ -218,7 +221,7 @@ class VllmProcess(SupervisedServer):
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                preexec_fn=self.preexec_fn,
+                preexec_fn=self._preexec,
                 env=self.env(),
             )
         try:
@@ -228,6 +231,13 @@ class VllmProcess(SupervisedServer):
             raise
         self.startup_s = round(time.monotonic() - started, 2)
         return self
+
+    def _preexec(self) -> None:
+        """In the child before exec: the flows' hook, then the affinity mask of `cpus`."""
+        if self.preexec_fn is not None:
+            self.preexec_fn()
+        if self.config.cpus is not None:
+            os.sched_setaffinity(0, self.config.cpus)
 
     def _wait_healthy(self, started: float) -> None:
         deadline = started + self.config.startup_timeout_s

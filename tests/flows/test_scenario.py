@@ -262,6 +262,9 @@ def test_kv_pressure_takes_long_prompt_params_on_vllm_and_a_fraction_on_ours(tmp
         ("  dtype: fp8", "engine.dtype", "float32"),
         ("  kv_cache_space_gib: -1", "engine.kv_cache_space_gib", "must be a number"),
         ("  extra_args: --seed", "engine.extra_args", "list of strings"),
+        ("  cpus: 0", "engine.cpus", "list of CPU ids"),
+        ("  cpus: [0, 0]", "engine.cpus", "distinct CPU ids among this machine's"),
+        ("  cpus: [100000]", "engine.cpus", "distinct CPU ids among this machine's"),
     ],
 )
 def test_vllm_engine_mistakes_name_file_line_and_key(tmp_path, line_text, key, needle):

@@ -142,6 +142,30 @@ def test_env_hook_adds_to_the_servers_environment(ckpt, tmp_path):
     assert handle.describe()["env"] == {"VLLM_CPU_KVCACHE_SPACE": "1"}
 
 
+def test_cpus_set_the_affinity_mask_and_the_omp_binding_per_rank(ckpt, tmp_path):
+    """`cpus`: the server's affinity mask before exec (read back from a real child) and, on the
+    CPU build, VLLM_CPU_OMP_THREADS_BIND with one list per tensor-parallel rank."""
+    import os
+
+    one = VllmConfig.from_dict({"model": ckpt, "cpus": [0]})
+    assert vllm_env(one, CPU)["VLLM_CPU_OMP_THREADS_BIND"] == "0"
+    assert "VLLM_CPU_OMP_THREADS_BIND" not in vllm_env(one, GPU)
+    assert "VLLM_CPU_OMP_THREADS_BIND" not in vllm_env(VllmConfig.from_dict({"model": ckpt}), CPU)
+    if len(os.sched_getaffinity(0)) >= 2:
+        two = VllmConfig.from_dict({"model": ckpt, "cpus": [0, 1], "tensor_parallel_size": 2})
+        assert two.omp_threads_bind() == "0|1"
+    with pytest.raises(ValueError, match="engine.cpus: 1 CPUs do not split evenly"):
+        VllmConfig.from_dict({"model": ckpt, "cpus": [0], "tensor_parallel_size": 2})
+    handle = VllmProcess(one, tmp_path)
+    child = subprocess.run(
+        [sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
+        preexec_fn=handle._preexec,
+        capture_output=True,
+        text=True,
+    )
+    assert child.stdout.strip() == "[0]"
+
+
 def test_env_before_start_is_a_clear_error(ckpt, tmp_path):
     """The environment depends on the build, known only once start() has asked the interpreter."""
     handle = VllmProcess(VllmConfig.from_dict({"model": ckpt}), tmp_path)

@@ -1,0 +1,59 @@
+"""Keep spikelens' own processes off the CPUs a scenario gave the engine (`engine.cpus`).
+
+While such a run serves, every thread of the flow process runs on the machine's other CPUs, so
+whatever it starts next inherits that mask: Locust, py-spy, the collectors' threads. The engine
+alone then runs on its CPUs (vLLM's children inherit its mask), and each side's timing stays its
+own: the load generator does not lag behind an engine that polls a CPU, and the engine's
+run-queue wait is not the load generator's doing. The saved mask is put back when the run stops.
+Linux only (sched_setaffinity per thread id); elsewhere, and when no other CPU is left, a no-op.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+
+def _threads() -> list[int]:
+    try:
+        return [int(tid) for tid in os.listdir("/proc/self/task")]
+    except OSError:
+        return [0]  # no /proc: the calling thread only
+
+
+def _set_all(cpus: set[int]) -> None:
+    for tid in _threads():
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except OSError:  # the thread exited between listing and setting
+            continue
+
+
+@dataclass
+class KeptOff:
+    """The flow process's threads moved off `engine_cpus` (see module docstring)."""
+
+    engine_cpus: tuple[int, ...]
+    saved: set[int] = field(default_factory=set)
+    ours: set[int] = field(
+        default_factory=set
+    )  # the CPUs spikelens runs on meanwhile (empty: none moved)
+
+    def start(self) -> KeptOff:
+        if not hasattr(os, "sched_setaffinity"):
+            return self
+        self.saved = set(os.sched_getaffinity(0))
+        self.ours = self.saved - set(self.engine_cpus)
+        if self.ours:
+            _set_all(self.ours)
+        return self
+
+    def stop(self) -> None:
+        """Every thread of the flow process back on its saved mask. Idempotent."""
+        if self.ours:
+            _set_all(self.saved)
+            self.ours = set()
+
+    def describe(self) -> dict:
+        """For run.json: which CPUs the engine and spikelens' own processes ran on."""
+        return {"engine": sorted(self.engine_cpus), "spikelens": sorted(self.ours)}
