@@ -1,10 +1,10 @@
 """Spike detection on per-window latency percentiles (ITL, TTFT, E2E P99) against a robust baseline.
 
 Baseline of a series = median of its valid windows over the whole run, spread = 1.4826·MAD (the
-median tolerates up to half the windows being an incident), estimated twice: the second time
-without the windows the first estimate already calls anomalous (above the threshold below with
-trim_k for k), so a fault covering a quarter of the run does not widen the spread it is judged
-against. A window is flagged when it beats all three of: median + k·spread, median·(1 +
+median tolerates up to half the windows being an incident), estimated again (up to trim_rounds
+times, until it settles) without the windows the last estimate calls anomalous (above the
+threshold below with trim_k for k), so a fault covering a quarter of the run does not widen the
+spread it is judged against. A window is flagged when it beats all three of: median + k·spread, median·(1 +
 min_rel_excess), median + min_abs_excess_ms — the floors keep a steady series' tiny MAD from
 turning scheduler noise into spikes. Flagged windows at most
 `merge_gap_windows` apart form one interval; intervals shorter than `min_windows` flagged windows
@@ -95,18 +95,20 @@ def _median_spread(valid: np.ndarray) -> tuple[float, float]:
 
 def baseline(values: np.ndarray, metric: str, config: DetectConfig) -> Baseline | None:
     """Robust baseline of a series; None when it has fewer than min_baseline_windows valid windows.
-    The second estimate leaves out the windows above the first one's trim_k threshold, unless
-    fewer than min_baseline_windows would remain (then the first estimate stands)."""
+    Each further estimate (up to trim_rounds) leaves out the windows above the last one's trim_k
+    threshold, until the windows left out stop changing or fewer than min_baseline_windows would
+    remain (then the last estimate stands)."""
     valid = values[~np.isnan(values)]
     if len(valid) < config.min_baseline_windows:
         return None
     median, spread = _median_spread(valid)
     trimmed = 0
-    if config.trim_k is not None:
-        calm = valid[valid <= _threshold(median, spread, config.trim_k, config)]
-        if len(calm) >= config.min_baseline_windows and len(calm) < len(valid):
-            median, spread = _median_spread(calm)
-            trimmed = len(valid) - len(calm)
+    for _ in range(config.trim_rounds if config.trim_k is not None else 0):
+        calm = valid[valid <= _threshold(median, spread, config.trim_k or 0.0, config)]
+        if len(calm) < config.min_baseline_windows or len(calm) == len(valid) - trimmed:
+            break  # too few left to estimate, or the same windows as the last round: settled
+        median, spread = _median_spread(calm)
+        trimmed = len(valid) - len(calm)
     threshold = _threshold(median, spread, config.mad_k, config)
     return Baseline(metric, median, spread, threshold, len(valid), trimmed)
 

@@ -149,6 +149,27 @@ def test_second_estimate_keeps_a_long_fault_out_of_its_own_spread():
     assert [(s.metric, s.first_window, s.last_window) for s in spikes] == [("ttft_p99", 14, 31)]
 
 
+# ITL p99 (ms) of the vLLM-CPU run of 2026-12-02 whose CPU contention (4 hogs on vLLM's CPU)
+# covered windows 15-22 of 30: the fault doubled it, over a quarter of the run.
+CONTENDED_ITL_P99 = [
+    18.5, 17.2, 13.7, 18.0, 22.6, 20.1, 26.5, 22.5, 18.9, 14.9, 18.0, 19.5, 16.7, 15.1, 14.2,
+    30.1, 32.9, 38.6, 36.0, 32.4, 33.0, 35.5, 46.6,
+    14.8, 13.5, 12.9, 14.6, 14.8, 12.3, 14.1,
+]  # fmt: skip
+
+
+def test_the_trim_repeats_until_a_quarter_long_fault_is_out_of_the_spread():
+    windows = _windows(CONTENDED_ITL_P99)
+    once = detect_config(trim_rounds=1)
+    base = baseline(series(windows, "itl_p99", once), "itl_p99", once)
+    assert base is not None and base.trimmed_windows == 2 and base.threshold_ms > 38.6
+    assert detect_spikes(windows, 1.0, once)[0] == []  # one trim: the fault stays unseen
+    settled = baseline(series(windows, "itl_p99", DetectConfig()), "itl_p99", DetectConfig())
+    assert settled is not None and settled.trimmed_windows >= 8 and settled.threshold_ms < 32.4
+    spikes, _ = detect_spikes(windows, 1.0)
+    assert [(s.first_window, s.last_window) for s in spikes] == [(16, 22)]  # 15 is at 30.1
+
+
 def test_second_estimate_leaves_a_clean_series_alone():
     itl = _noisy(600, 20.0, 0.1, 3)
     values = series(_windows(itl), "itl_p99", DetectConfig())
@@ -162,3 +183,5 @@ def test_second_estimate_leaves_a_clean_series_alone():
 def test_trim_k_must_be_positive():
     with pytest.raises(ValueError, match="trim_k must be > 0 or None"):
         detect_config(trim_k=0)
+    with pytest.raises(ValueError, match="trim_rounds must be >= 1"):
+        detect_config(trim_rounds=0)
