@@ -101,7 +101,7 @@ evaluate-vllm: setup setup-vllm checkpoint
 # the collectors cost vLLM's ITL; ~7 min on 2 cores, prints JSON (bench/serve.py).
 .PHONY: bench-serve
 bench-serve: setup setup-vllm checkpoint
-	$(PY) bench/serve.py --checkpoint $(CKPT) --vllm-python $(VLLM_VENV)/bin/python
+	$(PY) bench/serve.py --checkpoint $(CKPT) --vllm-python $(VLLM_VENV)/bin/python --server-cpus 0
 
 # The small trained model penalty.repetition needs (outputs that end on EOS, loop under the fault):
 # trained once on CPU, ~8 min on 2 cores (scripts/train_small_model.py).

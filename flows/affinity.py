@@ -35,9 +35,9 @@ class KeptOff:
 
     engine_cpus: tuple[int, ...]
     saved: set[int] = field(default_factory=set)
-    ours: set[int] = field(
-        default_factory=set
-    )  # the CPUs spikelens runs on meanwhile (empty: none moved)
+    # the CPUs spikelens runs on meanwhile (empty: none moved)
+    ours: set[int] = field(default_factory=set)
+    stopped: bool = False
 
     def start(self) -> KeptOff:
         if not hasattr(os, "sched_setaffinity"):
@@ -50,9 +50,9 @@ class KeptOff:
 
     def stop(self) -> None:
         """Every thread of the flow process back on its saved mask. Idempotent."""
-        if self.ours:
+        if self.ours and not self.stopped:
             _set_all(self.saved)
-            self.ours = set()
+        self.stopped = True
 
     def describe(self) -> dict:
         """For run.json: which CPUs the engine and spikelens' own processes ran on."""

@@ -150,6 +150,21 @@ def test_bad_arguments_name_the_flag_and_range(ckpt, flags, message):
         check_args(parse(ckpt, *flags))
 
 
+def test_server_cpus_leave_one_for_the_load_generator_and_set_vllms_cores(ckpt):
+    every = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
+    with pytest.raises(ValueError, match="--server-cpus must be distinct CPU ids among .* leaving"):
+        check_args(parse(ckpt, "--server-cpus", every, "--threads", str(len(every.split(",")))))
+    with pytest.raises(SystemExit):  # argparse: not a list of ids
+        parse(ckpt, "--server-cpus", "zero")
+    if len(os.sched_getaffinity(0)) >= 2:
+        cpu = str(min(os.sched_getaffinity(0)))
+        with pytest.raises(ValueError, match=r"--threads must equal the number of --server-cpus"):
+            check_args(parse(ckpt, "--server-cpus", cpu, "--threads", "2"))
+        args = parse(ckpt, "--server-cpus", cpu)
+        check_args(args)
+        assert omp_cores(args.threads, None, args.server_cpus) == cpu
+
+
 def test_missing_checkpoint_and_interpreter_are_named(tmp_path, ckpt):
     with pytest.raises(ValueError, match=r"--checkpoint .*no config.json.*make checkpoint"):
         check_args(parse(tmp_path / "none"))
