@@ -139,7 +139,8 @@ class VllmConfig:
             self._check_cpus(fail)
 
     def _check_cpus(self, fail) -> None:
-        here = sorted(os.sched_getaffinity(0))
+        # the machine's CPUs, not this thread's mask: flows.affinity narrows that during a run
+        here = list(range(os.cpu_count() or 1))
         cpus = self.cpus or ()
         if (
             not cpus
