@@ -234,9 +234,12 @@ def rank_process_series(
         median = float(np.median(base))
         scale = max(robust_scale(base, ps.values, False, w, config), RISE_FLOOR[ps.kind] / MIN_Z)
         z = float((spike.max() - median) / scale)
-        ambiguous = ps.kind == "runq_wait_ms_per_s" and did_own_work(
-            *own_cpu(signals.process, ps.pid, in_spike, in_base)
+        cpu = (
+            own_cpu(signals.process, ps.pid, in_spike, in_base)
+            if ps.kind == "runq_wait_ms_per_s"
+            else None
         )
+        ambiguous = cpu is not None and did_own_work(*cpu)
         ranked.append(
             RankedSeries(
                 ps.name,
@@ -246,7 +249,7 @@ def rank_process_series(
                 median,
                 ps.values,
                 ps.unit,
-                describe_rise(ps, signals.process, in_spike, in_base),
+                describe_rise(ps, in_spike, in_base, cpu),
                 votes=not ambiguous,
             )
         )

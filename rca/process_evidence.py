@@ -351,17 +351,21 @@ def process_series(signals: ProcessSignals, n: int, window_s: float) -> list[Pro
 
 
 def describe_rise(
-    series: ProcessSeries, signals: ProcessSignals, in_spike: np.ndarray, in_base: np.ndarray
+    series: ProcessSeries,
+    in_spike: np.ndarray,
+    in_base: np.ndarray,
+    cpu: tuple[float, float] | None = None,
 ) -> str:
     """Evidence text naming the process and the region, e.g. "EngineCore (pid 41): 38 % of its
-    non-idle stack samples in sampling_penalties during the spike vs 2 % before (py-spy)"."""
+    non-idle stack samples in sampling_penalties during the spike vs 2 % before (py-spy)".
+    `cpu`: the process's own CPU ms/s (during, before: `own_cpu`), said beside a run-queue wait."""
     during, before = mean_or_zero(series.values[in_spike]), mean_or_zero(series.values[in_base])
     fmt = (lambda v: f"{v:.0%}") if series.kind == "share" else (lambda v: f"{v:.0f}")
     text = f"{series.role} (pid {series.pid}): {fmt(during)} {series.detail} during the spike vs {fmt(before)} before ({series.source})"
     if series.kind == "share":
         text += "; a share is relative: more work in this region or less elsewhere look alike"
-    if series.kind == "runq_wait_ms_per_s":
-        cpu_s, cpu_b = own_cpu(signals, series.pid, in_spike, in_base)
+    if series.kind == "runq_wait_ms_per_s" and cpu is not None:
+        cpu_s, cpu_b = cpu
         text += f"; its own CPU {cpu_s:.0f} vs {cpu_b:.0f} ms/s" + (
             "; it rose too: its own threads may be competing — run-queue delay alone cannot tell,"
             " so it does not vote for host"
