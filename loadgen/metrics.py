@@ -1,24 +1,30 @@
 """Latency and throughput metrics of a run, defined as vLLM's `bench serve` defines them, with
-GuideLLM's and genai-perf's per-request averages beside them.
+GuideLLM's, genai-perf's and AIPerf's per-request views beside them.
 
 What (pure functions over the pyarrow tables of requests.parquet and tokens.parquet; no I/O):
-- `per_request(requests)`: one row per request with TTFT, E2E, TPOT (and the same from the
-  *intended* send time), GuideLLM's TPOT and the per-request mean ITL.
+- `per_request(requests, tokens)`: one row per request with TTFT, E2E, TPOT (and the same from
+  the *intended* send time), the stream's whole length, and the other tools' per-request ITL.
 - `itl_gaps(tokens)`: every gap between consecutive content chunks of a request (vLLM's ITL).
 - `summarize(requests, tokens, ...)`: counts, throughput, goodput and distribution statistics.
-Why here: the warehouse and the report reuse the definitions instead of re-deriving them, and
-docs/loadgen.md documents them once.
+Why here: the warehouse's measurement macros (warehouse/macros.sql) and the report reuse the
+definitions instead of re-deriving them (a test checks both agree), and docs/loadgen.md
+documents them once.
 
-Definitions (times in ms; only requests with status 'ok' enter latency statistics):
-- TTFT  = first_token_ns − sent_ns (first chunk with non-empty content).
-- E2E   = done_ns − sent_ns (end of the stream).
+Definitions (times in ms; only requests with status 'ok' enter latency statistics; a content
+chunk is one whose text is non-empty, tokens.n_tokens > 0):
+- TTFT  = first content chunk − sent_ns.
+- E2E   = last content chunk − sent_ns: E2E ends at the last token, not at the end of the stream
+  (the usage chunk and `data: [DONE]` that follow carry no token), so E2E − TTFT is exactly the
+  sum of the request's ITL gaps.
 - ITL   = every gap between consecutive content chunks, pooled over requests (not averaged).
 - TPOT  = (E2E − TTFT) / (output_tokens − 1), requests with output_tokens > 1.
 - *_intended_ms: the same from intended_send_ns (open loop: the scheduled time), so a client or
   server that falls behind shows as queueing instead of hiding it (coordinated omission).
-- GuideLLM: TPOT = (last chunk − sent) / output_tokens (includes TTFT); ITL per request =
-  (last chunk − first chunk) / (output_tokens − 1). genai-perf: ITL per request =
-  (last chunk − first chunk) / (output_tokens − 1) (the same formula), E2E to the last response.
+- stream_ms = done_ns − sent_ns, the whole stream (GuideLLM's request latency).
+- GuideLLM: TPOT = E2E / output_tokens (includes TTFT); ITL per request =
+  (last chunk − first chunk) / (output_tokens − 1). genai-perf: the same ITL. AIPerf: ITL per
+  request = (last chunk − first chunk) / (output_tokens − first chunk's tokens), falling back to
+  output_tokens − 1 when the first chunk's count is unknown or not below output_tokens.
 - Goodput = completed requests meeting every SLO given (ttft_ms, tpot_ms, e2e_ms) per second.
 """
 
@@ -68,25 +74,18 @@ def _ms(a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArray:
     return pc.divide(pc.cast(pc.subtract(a, b), pa.float64()), 1e6)
 
 
-def per_request(requests: pa.Table, tokens: pa.Table | None = None) -> pa.Table:
-    """Per-request metrics (pure). Columns: request_id, phase, status, output_tokens,
-    token_count_source, ttft_ms, e2e_ms, tpot_ms, ttft_intended_ms, e2e_intended_ms,
-    send_lag_ms (sent − intended), last_chunk_ms (last content chunk − sent; from `tokens`,
-    else E2E), guidellm_tpot_ms, mean_itl_ms (GuideLLM / genai-perf per-request ITL)."""
+def per_request(requests: pa.Table, tokens: pa.Table) -> pa.Table:
+    """Per-request metrics (pure; module docstring). Columns: request_id, phase, status,
+    output_tokens, token_count_source, ttft_ms, e2e_ms, tpot_ms, ttft_intended_ms,
+    e2e_intended_ms, send_lag_ms (sent − intended), stream_ms, guidellm_tpot_ms, mean_itl_ms
+    (GuideLLM / genai-perf per-request ITL), aiperf_itl_ms."""
     sent, intended = requests["sent_ns"], requests["intended_send_ns"]
-    first, done = requests["first_token_ns"], requests["done_ns"]
+    first = requests["first_token_ns"]
+    last, first_tokens = _last_token_and_first_chunk(requests, tokens)
     out_tokens = pc.cast(requests["output_tokens"], pa.float64())
-    ttft, e2e = _ms(first, sent), _ms(done, sent)
+    ttft, e2e = _ms(first, sent), _ms(last, sent)
     # TPOT and the per-request ITL are undefined with fewer than two tokens: null, not inf
-    many = pc.greater(out_tokens, 1.0)
-    denom = pc.if_else(many, pc.subtract(out_tokens, 1.0), pa.scalar(None, pa.float64()))
-    tpot = pc.divide(pc.subtract(e2e, ttft), denom)
-    last_chunk = _last_chunk_ms(requests, tokens) if tokens is not None else e2e
-    decode_ms = pc.subtract(last_chunk, ttft)
-    positive = pc.greater(out_tokens, 0.0)
-    guidellm_tpot = pc.divide(
-        last_chunk, pc.if_else(positive, out_tokens, pa.scalar(None, pa.float64()))
-    )
+    tpot = pc.divide(pc.subtract(e2e, ttft), _null_unless(out_tokens, 1.0, subtract=1.0))
     return pa.table(
         {
             "request_id": requests["request_id"],
@@ -98,23 +97,54 @@ def per_request(requests: pa.Table, tokens: pa.Table | None = None) -> pa.Table:
             "e2e_ms": e2e,
             "tpot_ms": tpot,
             "ttft_intended_ms": _ms(first, intended),
-            "e2e_intended_ms": _ms(done, intended),
+            "e2e_intended_ms": _ms(last, intended),
             "send_lag_ms": _ms(sent, intended),
-            "last_chunk_ms": last_chunk,
-            "guidellm_tpot_ms": guidellm_tpot,
-            "mean_itl_ms": pc.divide(decode_ms, denom),
+            "stream_ms": _ms(requests["done_ns"], sent),
+            "guidellm_tpot_ms": pc.divide(e2e, _null_unless(out_tokens, 0.0)),
+            # (last − first chunk) / (n − 1): with E2E at the last token, vLLM's TPOT itself
+            "mean_itl_ms": tpot,
+            "aiperf_itl_ms": pc.divide(
+                pc.subtract(e2e, ttft), _aiperf_divisor(out_tokens, first_tokens)
+            ),
         }
     )
 
 
-def _last_chunk_ms(requests: pa.Table, tokens: pa.Table) -> pa.ChunkedArray:
-    """Per request (in `requests` order): last content chunk arrival − sent_ns, in ms."""
-    last = content_chunks(tokens).group_by("request_id").aggregate([("arrival_ns", "max")])
-    joined = requests.select(["request_id", "sent_ns"]).append_column(
+def _null_unless(values: pa.ChunkedArray, above: float, subtract: float = 0.0) -> pa.ChunkedArray:
+    """values − subtract where values > above, else null (a divisor that must not be ≤ 0)."""
+    return pc.if_else(
+        pc.greater(values, above),
+        pc.subtract(values, subtract),
+        pa.scalar(None, pa.float64()),
+    )
+
+
+def _aiperf_divisor(out_tokens: pa.ChunkedArray, first_tokens: pa.ChunkedArray) -> pa.ChunkedArray:
+    """output_tokens − the first content chunk's tokens (a server that bundles tokens into its
+    first chunk must not shrink the ITL), output_tokens − 1 when that count is unknown, ≤ 0 or not
+    below output_tokens; null with fewer than two tokens."""
+    k = pc.cast(first_tokens, pa.float64())
+    usable = pc.and_(pc.greater(k, 0.0), pc.less(k, out_tokens))
+    divisor = pc.subtract(out_tokens, pc.if_else(pc.fill_null(usable, False), k, 1.0))
+    return pc.if_else(pc.greater(out_tokens, 1.0), divisor, pa.scalar(None, pa.float64()))
+
+
+def _last_token_and_first_chunk(
+    requests: pa.Table, tokens: pa.Table
+) -> tuple[pa.ChunkedArray, pa.ChunkedArray]:
+    """Per request (in `requests` order): the arrival of its last content chunk (null: none came)
+    and the tokens its first content chunk carried."""
+    chunks = content_chunks(tokens).sort_by([("request_id", "ascending"), ("index", "ascending")])
+    if "n_tokens" not in chunks.column_names:
+        chunks = chunks.append_column("n_tokens", pa.array([1] * chunks.num_rows, pa.int32()))
+    per = chunks.group_by("request_id", use_threads=False).aggregate(
+        [("arrival_ns", "max"), ("n_tokens", "first")]
+    )
+    order = requests.select(["request_id"]).append_column(
         "_order", pa.array(range(requests.num_rows), pa.int64())
     )
-    joined = joined.join(last, "request_id", join_type="left outer").sort_by("_order")
-    return _ms(joined["arrival_ns_max"], joined["sent_ns"])
+    joined = order.join(per, "request_id", join_type="left outer").sort_by("_order")
+    return joined["arrival_ns_max"], joined["n_tokens_first"]
 
 
 def content_chunks(tokens: pa.Table) -> pa.Table:
@@ -239,7 +269,7 @@ def _rows_span_s(requests: pa.Table) -> float:
 
 def _latency_views(ok: pa.Table, gaps: pa.Table, metrics: pa.Table) -> dict:
     """Latency statistics of the completed requests under vLLM's definitions, from the intended
-    send times, and as GuideLLM and genai-perf define them."""
+    send times, and as GuideLLM, genai-perf and AIPerf define them."""
     return {
         "vllm": {
             "ttft_ms": stats(ok["ttft_ms"]),
@@ -256,11 +286,15 @@ def _latency_views(ok: pa.Table, gaps: pa.Table, metrics: pa.Table) -> dict:
             "ttft_ms": stats(ok["ttft_ms"]),
             "itl_ms": stats(ok["mean_itl_ms"]),
             "tpot_ms": stats(ok["guidellm_tpot_ms"]),
-            "e2e_ms": stats(ok["e2e_ms"]),
+            "e2e_ms": stats(ok["stream_ms"]),  # GuideLLM's request latency: the whole stream
         },
         "genai_perf": {
             "ttft_ms": stats(ok["ttft_ms"]),
             "itl_ms": stats(ok["mean_itl_ms"]),
-            "e2e_ms": stats(ok["last_chunk_ms"]),
+            "e2e_ms": stats(ok["e2e_ms"]),
+        },
+        "aiperf": {
+            "ttft_ms": stats(ok["ttft_ms"]),
+            "itl_ms": stats(ok["aiperf_itl_ms"]),
         },
     }

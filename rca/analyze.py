@@ -1,7 +1,7 @@
 """Analyse one ingested run: detect spikes, attribute each, store the results in the warehouse.
 
-Results go to the tables `analyses`, `spikes`, `attributions` and `evidence` (warehouse migration
-0002), replacing any earlier analysis of the run in one transaction. Runs with step traces are
+Results go to the tables `analyses`, `spikes`, `attributions` and `evidence` (warehouse/schema.sql),
+replacing any earlier analysis of the run in one transaction. Runs with step traces are
 attributed by stage decomposition (rca.attribute); runs without (external targets) by ranking their
 /metrics and NVML series (rca.metric_rank).
 """
@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-
-import pyarrow as pa
 
 from rca.attribute import Attribution, RunSignals, attribute_spike
 from rca.config import AttributeConfig, DetectConfig
@@ -103,75 +101,16 @@ def analyze(
     )
 
 
-# The Arrow schemas of the tables `result_tables` returns, in the order it returns them.
-RESULT_SCHEMAS: dict[str, pa.Schema] = {
-    "spikes": pa.schema(
-        [
-            ("run_id", pa.string()),
-            ("spike_id", pa.int32()),
-            ("metric", pa.string()),
-            ("metrics", pa.list_(pa.string())),
-            ("detector", pa.string()),
-            ("start_s", pa.float64()),
-            ("end_s", pa.float64()),
-            ("peak_ms", pa.float64()),
-            ("baseline_ms", pa.float64()),
-            ("severity", pa.string()),
-            ("severity_score", pa.float64()),
-            ("top_cause", pa.string()),
-            ("summary", pa.string()),
-            ("coverage", pa.float64()),
-            ("uncovered", pa.float64()),
-            ("attribution_method", pa.string()),
-            ("suppressed", pa.bool_()),
-        ]
-    ),
-    "attributions": pa.schema(
-        [
-            ("run_id", pa.string()),
-            ("spike_id", pa.int32()),
-            ("cause", pa.string()),
-            ("share", pa.float64()),
-            ("confidence", pa.float64()),
-            ("excess_ms", pa.float64()),
-        ]
-    ),
-    "evidence": pa.schema(
-        [
-            ("run_id", pa.string()),
-            ("spike_id", pa.int32()),
-            ("cause", pa.string()),
-            ("signal", pa.string()),
-            ("value", pa.float64()),
-            ("baseline", pa.float64()),
-            ("unit", pa.string()),
-            ("note", pa.string()),
-            ("pearson_r", pa.float64()),
-        ]
-    ),
-    "analyses": pa.schema(
-        [
-            ("run_id", pa.string()),
-            ("window_s", pa.float64()),
-            ("baselines", pa.string()),
-            ("config", pa.string()),
-        ]
-    ),
-}
-
-
-def result_tables(analysis: Analysis) -> dict[str, pa.Table]:
-    """The rows of `spikes`, `attributions` and `evidence` for an analysis, as Arrow tables."""
+def result_rows(analysis: Analysis) -> dict[str, list[dict]]:
+    """The rows of `analyses`, `spikes`, `attributions` and `evidence` for an analysis. Their
+    types are the tables' own: warehouse.store converts the rows with the schema it reads from the
+    database, so no schema is restated here."""
     spikes, attrs, evidence = _spike_rows(analysis)
-    rows = {
+    return {
         "analyses": [_analysis_row(analysis)],
         "spikes": spikes,
         "attributions": attrs,
         "evidence": evidence,
-    }
-    return {
-        name: pa.Table.from_pylist(rows[name], schema=schema)
-        for name, schema in RESULT_SCHEMAS.items()
     }
 
 
@@ -263,7 +202,7 @@ def analyze_run(
     conn = connect(db_path)
     try:
         result = analyze(conn, run_id, window_s, detect, attribute)
-        replace_run_rows(conn, run_id, result_tables(result))
+        replace_run_rows(conn, run_id, result_rows(result))
         return result
     finally:
         conn.close()

@@ -1,129 +1,203 @@
-"""Open the spikelens DuckDB warehouse with its schema at the latest version.
+"""Open the spikelens DuckDB warehouse with the tables and definitions this code declares.
 
-Why a function and not a bare `duckdb.connect`: every writer must see the same schema, so opening
-a database also brings it forward — `schema.sql` on an empty file (version BASE_VERSION: the
-pre-release history squashed into one file), then each `migrations/NNNN_name.sql` whose number is
-above the stored version, in order, each in its own transaction together with its
-`schema_version` row (a crash mid-migration leaves the previous version intact, and the next
-connect() retries it). Migrations are numbered from BASE_VERSION + 1 (0016) on.
+Two files say what a warehouse is (read them rather than this module):
+- `schema.sql`, the tables. While spikelens is unreleased it is edited in place, without
+  migrations: a read-write `connect()` creates the tables a file lacks and adds the columns its
+  tables lack (nullable ones, with their defaults), in one transaction, so a file written by an
+  older spikelens opens with today's tables. What cannot be done by adding (a column whose type
+  changed, a new NOT NULL column) is refused with a SchemaError that gives the way out: move the
+  file aside and ingest the runs again (their files in runs/<run_id>/ are unchanged).
+- `macros.sql`, the views and macros the queries use, among them the one definition of each
+  measurement. Every connection creates them in its temporary schema, read-only ones included,
+  so they are always this code's: nothing stored in a file decides how a query measures.
 
-A read-only connection never migrates: it refuses a database older than this code, naming the
-versions, instead of failing later on a missing table.
+A read-only connection never changes the file: it refuses one that lacks a declared table or
+column ("open it read-write once"), instead of failing later on a missing table. Tables or
+columns a file has beyond the declared ones (a newer spikelens') are left alone.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
-import re
 import threading
 import time
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import duckdb
 
 _HERE = Path(__file__).parent
 SCHEMA_FILE = _HERE / "schema.sql"
-MIGRATIONS_DIR = _HERE / "migrations"
-_MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
-BASE_VERSION = 15  # the version schema.sql creates; a database below it predates the squash
+MACROS_FILE = _HERE / "macros.sql"
+
+# What a warehouse written before schema.sql was edited in place may still hold: the version
+# table of the migrations, and views and macros stored in the file (now in macros.sql, created per
+# connection). A read-write open drops them.
+_LEGACY_TABLES = ("schema_version",)
+# Catalogue rows of the file itself (temporary objects are in database 'temp', schema 'main' too).
+_IN_FILE = "database_name = current_database() AND schema_name = 'main'"
 
 
 class SchemaError(RuntimeError):
-    """The database's schema version does not match what this code can use."""
+    """The database's tables do not match what this code can use."""
 
 
-def migrations() -> list[tuple[int, Path]]:
-    """The forward migrations shipped with the code, as (version, path), in version order.
+@dataclass(frozen=True)
+class _Column:
+    table: str
+    name: str
+    data_type: str
+    default: str | None
+    nullable: bool
 
-    Versions start at BASE_VERSION + 1 (schema.sql is BASE_VERSION) and must be contiguous: a gap
-    means a file is missing.
-    """
-    found = []
-    for path in sorted(MIGRATIONS_DIR.glob("*.sql")):
-        match = _MIGRATION_NAME.match(path.name)
-        if not match:
-            raise SchemaError(f"{path}: migration files are named NNNN_lowercase_name.sql")
-        found.append((int(match.group(1)), path))
-    first = BASE_VERSION + 1
-    expected = list(range(first, first + len(found)))
-    if [v for v, _ in found] != expected:
-        raise SchemaError(
-            f"{MIGRATIONS_DIR}: migration versions {[v for v, _ in found]} "
-            f"must be contiguous from {first} ({expected})"
+
+@dataclass(frozen=True)
+class _Declared:
+    """The tables schema.sql creates: their CREATE statements and their columns."""
+
+    tables: dict[str, str]  # name -> CREATE TABLE statement
+    columns: tuple[_Column, ...]
+
+
+@cache
+def declared() -> _Declared:
+    """schema.sql applied to an empty in-memory database, read back from its catalogue."""
+    with duckdb.connect() as conn:
+        conn.execute(SCHEMA_FILE.read_text())
+        tables = dict(
+            conn.execute(
+                f"SELECT table_name, sql FROM duckdb_tables() WHERE {_IN_FILE} ORDER BY 1"
+            ).fetchall()
         )
-    return found
+        return _Declared(tables, _columns(conn))
 
 
-def latest_version() -> int:
-    """The schema version this code expects after all migrations."""
-    return BASE_VERSION + len(migrations())
+def _columns(conn: DbConnection) -> tuple[_Column, ...]:
+    """The columns of the file's tables (not of the temporary views and macros)."""
+    rows = conn.execute(
+        "SELECT table_name, column_name, data_type, column_default, is_nullable "
+        f"FROM duckdb_columns() WHERE {_IN_FILE} AND NOT internal AND table_name IN "
+        f"(SELECT table_name FROM duckdb_tables() WHERE {_IN_FILE}) "
+        "ORDER BY table_name, column_index"
+    ).fetchall()
+    return tuple(_Column(*row) for row in rows)
 
 
-def schema_version(conn: DbConnection) -> int:
-    """The version stored in the database; 0 for a database without the schema."""
-    exists = _scalar(
-        conn, "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_version'"
+@dataclass(frozen=True)
+class _Drift:
+    """How a file's tables differ from the declared ones."""
+
+    missing_tables: list[str]
+    missing_columns: list[_Column]
+    changed: list[str]  # "table.column: TYPE, declared TYPE"
+
+    @property
+    def additions(self) -> bool:
+        return bool(self.missing_tables or self.missing_columns)
+
+
+def _drift(conn: DbConnection) -> _Drift:
+    want = declared()
+    have = {(c.table, c.name): c for c in _columns(conn)}
+    have_tables = {table for table, _ in have}
+    missing_tables = [t for t in want.tables if t not in have_tables]
+    missing_columns, changed = [], []
+    for col in want.columns:
+        if col.table in missing_tables:
+            continue
+        found = have.get((col.table, col.name))
+        if found is None:
+            missing_columns.append(col)
+        elif found.data_type != col.data_type:
+            changed.append(f"{col.table}.{col.name}: {found.data_type}, declared {col.data_type}")
+    return _Drift(missing_tables, missing_columns, changed)
+
+
+def _reingest(path: Path | str, why: str) -> SchemaError:
+    return SchemaError(
+        f"warehouse {path}: {why}. Move the file aside and ingest the runs again "
+        "(their files in runs/<run_id>/ are unchanged)"
     )
-    if not exists:
-        return 0
-    return int(_scalar(conn, "SELECT coalesce(max(version), 0) FROM schema_version"))
 
 
-def _scalar(conn: DbConnection, sql: str) -> Any:
-    """The one value of an aggregate query (which always returns one row)."""
-    row = conn.execute(sql).fetchone()
-    if row is None:
-        raise SchemaError(f"no row from {sql!r}")
-    return row[0]
-
-
-def _apply(conn: DbConnection, sql: str, version: int, name: str) -> None:
+def apply_schema(conn: DbConnection, path: Path | str = "(in memory)") -> list[str]:
+    """Bring a read-write connection's file to schema.sql by adding what it lacks, in one
+    transaction; drop what older code stored in it (see _LEGACY_TABLES). Returns what was added
+    ("table" or "table.column"), [] when the file was up to date. Idempotent."""
+    drift = _drift(conn)
+    if drift.changed:
+        raise _reingest(path, "columns changed type: " + "; ".join(drift.changed))
+    stuck = [f"{c.table}.{c.name}" for c in drift.missing_columns if not c.nullable]
+    if stuck:
+        raise _reingest(path, "NOT NULL columns cannot be added: " + ", ".join(stuck))
+    legacy = _legacy_objects(conn)
+    if not drift.additions and not legacy:
+        return []
     conn.execute("BEGIN TRANSACTION")
     try:
-        conn.execute(sql)
-        if version > BASE_VERSION:  # schema.sql records its own version
+        for statement in legacy:
+            conn.execute(statement)
+        for table in drift.missing_tables:
+            conn.execute(declared().tables[table])
+        for col in drift.missing_columns:
+            default = f" DEFAULT {col.default}" if col.default is not None else ""
             conn.execute(
-                "INSERT INTO schema_version (version, name) VALUES (?, ?)", [version, name]
+                f'ALTER TABLE "{col.table}" ADD COLUMN "{col.name}" {col.data_type}{default}'
             )
         conn.execute("COMMIT")
     except Exception:
         conn.execute("ROLLBACK")
         raise
+    return drift.missing_tables + [f"{c.table}.{c.name}" for c in drift.missing_columns]
 
 
-def migrate(conn: DbConnection) -> int:
-    """Bring the schema to the latest version; returns the version reached. Idempotent."""
-    current = schema_version(conn)
-    if current == 0:
-        _apply(conn, SCHEMA_FILE.read_text(), BASE_VERSION, SCHEMA_FILE.name)
-        current = BASE_VERSION
-    elif current < BASE_VERSION:
+def _legacy_objects(conn: DbConnection) -> list[str]:
+    """DROP statements for the views, macros and version table an older spikelens stored."""
+    views = conn.execute(
+        f"SELECT view_name FROM duckdb_views() WHERE {_IN_FILE} AND NOT internal"
+    ).fetchall()
+    macros = conn.execute(
+        "SELECT DISTINCT function_name, function_type FROM duckdb_functions() "
+        f"WHERE {_IN_FILE} AND function_type IN ('macro', 'table_macro') AND NOT internal"
+    ).fetchall()
+    tables = conn.execute(f"SELECT table_name FROM duckdb_tables() WHERE {_IN_FILE}").fetchall()
+    drops = [f'DROP VIEW main."{name}"' for (name,) in views]
+    drops += [
+        f'DROP {"MACRO TABLE" if kind == "table_macro" else "MACRO"} main."{name}"'
+        for name, kind in macros
+    ]
+    drops += [f'DROP TABLE main."{name}"' for (name,) in tables if name in _LEGACY_TABLES]
+    return drops
+
+
+def check_schema(conn: DbConnection, path: Path | str) -> None:
+    """Raise SchemaError unless the file has every declared table and column (read-only use)."""
+    drift = _drift(conn)
+    if drift.changed:
+        raise _reingest(path, "columns changed type: " + "; ".join(drift.changed))
+    if drift.additions:
+        lacking = drift.missing_tables + [f"{c.table}.{c.name}" for c in drift.missing_columns]
         raise SchemaError(
-            f"database schema version {current} predates version {BASE_VERSION}, "
-            "from which this code's migrations start: move the file aside and "
-            "ingest the runs again (their files in runs/<run_id>/ are unchanged)"
+            f"warehouse {path} lacks {', '.join(lacking)}: open it read-write once to add them"
         )
-    for version, path in migrations():
-        if version > current:
-            _apply(conn, path.read_text(), version, path.name)
-            current = version
-    if current > latest_version():
-        raise SchemaError(
-            f"database schema version {current} is newer than this code "
-            f"({latest_version()}): upgrade spikelens"
-        )
-    return current
+
+
+def load_macros(conn: DbConnection) -> None:
+    """Create macros.sql's views and macros in the connection's temporary schema."""
+    conn.execute(MACROS_FILE.read_text())
 
 
 def connect(
     db_path: str | Path, read_only: bool = False, timeout_s: float | None = None
 ) -> Connection:
-    """Open `db_path` (created if missing, parent folders included) with the schema up to date.
+    """Open `db_path` (created if missing, parent folders included) with schema.sql's tables and
+    macros.sql's definitions (module docstring).
 
-    read_only=True opens without migrating and raises SchemaError if the stored version is not the
-    latest (open it once read-write to migrate).
+    read_only=True changes nothing in the file and raises SchemaError if it lacks a declared table
+    or column (open it once read-write to add them).
 
     Several processes share one file (two flows at once, a report rendered while a nightly
     ingests): writers take turns on an exclusive lock of `<db>.lock` held until `close()`, and
@@ -140,13 +214,12 @@ def connect(
         if not path.exists():
             raise FileNotFoundError(f"warehouse {path} does not exist (ingest a run first)")
         conn = Connection(_open(path, True, deadline), None)
-        version = schema_version(conn)
-        if version != latest_version():
+        try:
+            check_schema(conn, path)
+            load_macros(conn)
+        except Exception:
             conn.close()
-            raise SchemaError(
-                f"warehouse {path} is at schema version {version}, this code needs "
-                f"{latest_version()}: open it read-write once to migrate"
-            )
+            raise
         return conn
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = _WriterLock.acquire(path, deadline)
@@ -156,7 +229,8 @@ def connect(
         lock.release()
         raise
     try:
-        migrate(conn)
+        apply_schema(conn, path)
+        load_macros(conn)
     except Exception:
         conn.close()
         raise

@@ -13,18 +13,10 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
-from warehouse.db import DbConnection, connect
+from warehouse.db import connect
+from warehouse.tables import run_tables
 
 _SAFE_RUN_ID = re.compile(r"^[A-Za-z0-9._-]+$")
-
-
-def _run_tables(conn: DbConnection) -> list[str]:
-    rows = conn.execute(
-        "SELECT DISTINCT c.table_name FROM information_schema.columns c "
-        "JOIN information_schema.tables t USING (table_schema, table_name) "
-        "WHERE c.column_name = 'run_id' AND t.table_type = 'BASE TABLE' ORDER BY 1"
-    ).fetchall()
-    return [r[0] for r in rows]
 
 
 def _day(started_ns: int | None) -> str:
@@ -54,7 +46,7 @@ def export_runs(
                     f"run id {rid!r} has characters unsafe in a path (allowed: A-Z a-z 0-9 . _ -)"
                 )
         written = []
-        for table in _run_tables(conn):
+        for table in run_tables(conn):
             for rid in wanted:
                 target = out / table / f"date={_day(known[rid])}" / f"run_id={rid}" / "data.parquet"
                 count = conn.execute(

@@ -3,11 +3,12 @@
 Order matters for the guarantees:
 1. every file is read and checked with pyarrow *before* the database is touched, so a corrupt or
    incomplete file fails with an error naming it and nothing changes;
-2. then one transaction deletes the run's rows from every table that has a `run_id` column
-   (raw tables and derived rca results, which would be stale) and inserts the new rows through
-   Arrow (`INSERT … SELECT … FROM arrow_table`, never row by row);
+2. then the warehouse's one replace-rows transaction (warehouse.store.replacing) deletes the
+   run's rows from every table that has a `run_id` column (raw tables and derived rca results,
+   which would be stale) and inserts the new rows through Arrow, each file column cast to its
+   table column's type;
 3. any failure rolls the whole transaction back; a process killed mid-way leaves the committed
-   state of before (DuckDB writes a transaction to its WAL only at commit).
+   state of before.
 The collectors' files are the exception to 1: a process killed mid-write (the GC hook appends
 JSON lines until its process dies) may leave a truncated last line, which is dropped, or a file
 that cannot be read at all, which is skipped; both with a warning naming the file, so the rest of
@@ -28,6 +29,8 @@ import pyarrow.parquet as pq
 
 from warehouse.db import DbConnection, connect
 from warehouse.run_files import DEFAULTS, RUN_FILES, RUN_JSON, RunFile
+from warehouse.store import replacing
+from warehouse.tables import run_tables, table_columns
 
 # run.json keys copied into columns of `runs` (the whole file is kept in runs.run_json too).
 _RUN_SCALARS = (
@@ -138,25 +141,6 @@ def _load_file(spec: RunFile, path: Path) -> _Loaded | None:
     return _Loaded(spec, path, table)
 
 
-def _table_columns(conn: DbConnection, table: str) -> list[tuple[str, str]]:
-    """(name, type) of a warehouse table's columns, in table order."""
-    return conn.execute(
-        "SELECT column_name, data_type FROM information_schema.columns "
-        "WHERE table_name = ? ORDER BY ordinal_position",
-        [table],
-    ).fetchall()
-
-
-def _run_tables(conn: DbConnection) -> list[str]:
-    """Every table holding per-run rows (found from the schema, so new tables are covered)."""
-    rows = conn.execute(
-        "SELECT DISTINCT c.table_name FROM information_schema.columns c "
-        "JOIN information_schema.tables t USING (table_schema, table_name) "
-        "WHERE c.column_name = 'run_id' AND t.table_type = 'BASE TABLE' ORDER BY 1"
-    ).fetchall()
-    return [r[0] for r in rows]
-
-
 def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
@@ -218,18 +202,12 @@ def ingest_into(conn: DbConnection, run_dir: str | Path) -> dict[str, int]:
         )
 
     counts: dict[str, int] = {"runs": 1}
-    views: list[str] = []
-    conn.execute("BEGIN TRANSACTION")
-    try:
-        for table in _run_tables(conn):
-            conn.execute(f"DELETE FROM {_quote(table)} WHERE run_id = ?", [run["run_id"]])
+    with replacing(conn, "run_id", run["run_id"], run_tables(conn)) as register:
         _insert_run(conn, run)
-        for n, item in enumerate(loaded):
-            view = f"_ingest_arrow_{n}"
-            conn.register(view, item.table)
-            views.append(view)
+        for item in loaded:
+            view = register(item.table)
             try:
-                sql = _insert_select(item, _table_columns(conn, item.spec.table), view)
+                sql = _insert_select(item, table_columns(conn, item.spec.table), view)
                 params = {"run_id": run["run_id"]}
                 if "$source_file" in sql:
                     params["source_file"] = item.path.name
@@ -239,13 +217,6 @@ def ingest_into(conn: DbConnection, run_dir: str | Path) -> dict[str, int]:
                     f"{item.path}: rows do not fit table {item.spec.table} ({exc})"
                 ) from exc
             counts[item.spec.table] = counts.get(item.spec.table, 0) + item.table.num_rows
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    finally:
-        for view in views:  # after COMMIT/ROLLBACK: an aborted transaction refuses it
-            conn.unregister(view)
     return counts
 
 

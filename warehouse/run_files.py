@@ -3,8 +3,7 @@
 The warehouse knows file formats, not who wrote them. Each entry names the table, the file
 patterns that feed it, and the columns without which a row means nothing (a file lacking one is
 rejected with an error naming the file and the column). Other columns are optional: missing ones
-become NULL, columns the table does not know are skipped (files may grow; the schema grows by
-migration).
+become NULL, columns the table does not know are skipped (files may grow; so may schema.sql).
 """
 
 from __future__ import annotations

@@ -1,19 +1,18 @@
--- spikelens warehouse schema, version 15.
+-- spikelens warehouse schema: the tables, and nothing else.
 --
--- The tables hold the files of a run directory (docs/design.md, "Files in a run directory") and the analysis made from
--- them. warehouse.db.connect() applies this file once to an empty database, then every
--- migrations/NNNN_*.sql above 15 in order. This file is the pre-release history (versions 1-15)
--- squashed into one: it is never edited again; a change to the schema is a new migration file,
--- numbered from 0016 on.
+-- The tables hold the files of a run directory (docs/design.md, "Files in a run directory") and
+-- what is derived from them (the analysis, the nightly's verdicts, capacity sweeps). The views and
+-- macros every query uses, among them the one definition of each measurement, are in macros.sql.
 --
--- Every table carries run_id: a run is ingested (and re-ingested) as one unit.
+-- While spikelens is unreleased this file is edited in place: no migrations. warehouse.db.connect()
+-- brings any file up to it on a read-write open: it creates the tables a file lacks and adds the
+-- columns its tables lack. A change it cannot make by adding (a column whose type changed, a new
+-- NOT NULL column without a default) is refused with the way out: move the file aside and ingest
+-- the runs again (their files in runs/<run_id>/ are unchanged). So: add tables and nullable columns
+-- freely; change or remove one only knowing that existing warehouses must be re-ingested.
+--
+-- Every per-run table carries run_id: a run is ingested (and re-ingested) as one unit.
 -- Timestamps are integer nanoseconds of the wall clock (time.time_ns()), as in the run files.
-
-CREATE TABLE schema_version (
-    version    INTEGER PRIMARY KEY,   -- 15 = this file; N > 15 = migrations/NNNN_*.sql
-    name       VARCHAR NOT NULL,
-    applied_at TIMESTAMP NOT NULL DEFAULT current_timestamp
-);
 
 ---------------------------------------------------------------------------------------------------
 -- Raw run files
@@ -205,6 +204,62 @@ CREATE TABLE client_health (
 );
 
 ---------------------------------------------------------------------------------------------------
+-- Collectors' files (run_dir/collect/): outside-in telemetry of every process of an engine's tree
+-- (spikelens' engine, vLLM's API server / EngineCore / workers)
+---------------------------------------------------------------------------------------------------
+
+-- collect/gc-<pid>.jsonl: one row per garbage collection, written by the GC hook inside each process.
+CREATE TABLE process_gc (
+    run_id        VARCHAR NOT NULL,
+    source_file   VARCHAR,            -- gc-<pid>.jsonl
+    pid           BIGINT NOT NULL,
+    ppid          BIGINT,
+    tid           BIGINT,             -- native id of the thread that collected
+    role          VARCHAR,            -- engine, EngineCore, Worker, api_server, engine:spawn_child, …
+    start_ns      BIGINT NOT NULL,
+    end_ns        BIGINT NOT NULL,
+    generation    INTEGER,
+    collected     BIGINT,
+    uncollectable BIGINT
+);
+
+-- collect/stacks-<root>.parquet: py-spy stack samples as segments [start_ns, end_ns) of one thread
+-- in one stack; d seconds of segment stand for d × rate samples.
+CREATE TABLE process_stacks (
+    run_id      VARCHAR NOT NULL,
+    source_file VARCHAR,
+    pid         BIGINT NOT NULL,
+    role        VARCHAR,
+    tid         BIGINT NOT NULL,
+    start_ns    BIGINT NOT NULL,
+    end_ns      BIGINT NOT NULL,
+    region      VARCHAR NOT NULL,     -- sampling_penalties | gc | collective_wait | model_forward |
+                                      -- scheduler | tokenizer_detokenizer | http_serialization | idle | other
+    rule        INTEGER,              -- index of the region rule that matched (-1: other)
+    frame       VARCHAR,              -- the frame that decided the region
+    leaf        VARCHAR,              -- the innermost frame
+    depth       INTEGER
+);
+
+-- collect/proc-<root>.parquet: cumulative /proc counters per process and tick (~10 Hz).
+CREATE TABLE process_cpu (
+    run_id               VARCHAR NOT NULL,
+    source_file          VARCHAR,
+    ts_ns                BIGINT NOT NULL,
+    pid                  BIGINT NOT NULL,
+    ppid                 BIGINT,
+    role                 VARCHAR,
+    cpu_ns               BIGINT,      -- utime + stime
+    run_ns               BIGINT,      -- schedstat time on CPU, summed over threads
+    wait_ns              BIGINT,      -- schedstat run-queue wait, summed over threads
+    timeslices           BIGINT,
+    voluntary_switches   BIGINT,
+    involuntary_switches BIGINT,
+    threads              INTEGER,
+    rss_bytes            BIGINT
+);
+
+---------------------------------------------------------------------------------------------------
 -- Analysis (derived: analyze_run replaces a run's rows; ingest_run deletes them as stale)
 ---------------------------------------------------------------------------------------------------
 
@@ -231,6 +286,9 @@ CREATE TABLE spikes (
     top_cause          VARCHAR,
     summary            VARCHAR,            -- the top cause in words, e.g. "GC gen-2 pauses, 187 ms on average"
     coverage           DOUBLE,             -- fraction of the latency rise the step slowdown accounts for
+    -- the share of the latency excess no measured signal covers; attributions keep it as the row
+    -- of cause 'unexplained'
+    uncovered          DOUBLE,
     -- 'stages' (step-trace decomposition) or 'metric_rank' (ranking of /metrics and NVML series,
     -- for targets without step traces)
     attribution_method VARCHAR,
@@ -283,64 +341,28 @@ CREATE TABLE nightly_verdicts (
 );
 
 ---------------------------------------------------------------------------------------------------
--- Views and macros: definitions written once, used by the queries in queries/*.sql
+-- Capacity sweeps (keyed by sweep_id, not run_id)
 ---------------------------------------------------------------------------------------------------
 
--- step_gc: every engine step with the GC pause time that overlaps it. A GC pause lands inside
--- whichever stage is running, so stage times include it; queries subtract gc_ms before
--- attributing stage time. A GC row without a rank belongs to rank 0 (one process).
--- other_ms is the part of the step no stage timer covers (Python glue, streaming out).
-CREATE VIEW step_gc AS
-WITH gc_ranked AS (
-    SELECT run_id, coalesce(rank, 0) AS rank, start_ns, end_ns, generation FROM gc
-),
-gc_overlaps AS (
-    SELECT s.run_id, s.step, s.rank,
-           sum(least(s.end_ns, g.end_ns) - greatest(s.start_ns, g.start_ns)) / 1e6 AS gc_ms,
-           max(g.generation) AS gc_max_generation,
-           count(*) AS gc_count
-    FROM steps s
-    JOIN gc_ranked g
-      ON g.run_id = s.run_id AND g.rank = s.rank
-     AND g.start_ns < s.end_ns AND g.end_ns > s.start_ns
-    GROUP BY ALL
-)
-SELECT
-    s.*,
-    (s.end_ns - s.start_ns) / 1e6 AS dur_ms,
-    greatest(0, (s.end_ns - s.start_ns) / 1e6
-        - coalesce(s.schedule_ms, 0) - coalesce(s.forward_ms, 0) - coalesce(s.penalty_ms, 0)
-        - coalesce(s.sample_ms, 0) - coalesce(s.comm_ms, 0)) AS other_ms,
-    coalesce(o.gc_ms, 0) AS gc_ms,
-    o.gc_max_generation,
-    coalesce(o.gc_count, 0) AS gc_count,
-    CAST(s.kv_blocks_used AS DOUBLE) / nullif(s.kv_blocks_total, 0) AS kv_usage
-FROM steps s
-LEFT JOIN gc_overlaps o ON o.run_id = s.run_id AND o.step = s.step AND o.rank = s.rank;
-
--- A run's time zero, used by every query that puts samples on the run's time line:
--- load_started_ns (the start of measured load, from run.json); for runs written before that key
--- existed, the first send of the measured phase.
--- (The aliases are unusual on purpose: a macro argument such as `r.run_id` is substituted as
--- text and would bind to an alias of the same name inside the macro.)
-CREATE MACRO run_t0(rid) AS (
-    SELECT coalesce(t0_run.load_started_ns,
-                    (SELECT min(t0_req.sent_ns) FROM requests t0_req
-                     WHERE t0_req.run_id = t0_run.run_id
-                       AND coalesce(t0_req.phase, 'measure') = 'measure'))
-    FROM runs t0_run
-    WHERE t0_run.run_id = rid
+-- One row per load step of a sweep (flows/capacity.py). The sweep's
+-- capacity (the highest load meeting the SLO with every lower step meeting it) is repeated on each
+-- row, and `knee` marks the step that is the capacity, so the nightly compares sweeps by one query.
+CREATE TABLE capacity_steps (
+    sweep_id          VARCHAR NOT NULL,
+    step              INTEGER NOT NULL,  -- 0.. in the order the steps ran
+    scenario_name     VARCHAR NOT NULL,
+    load_kind         VARCHAR NOT NULL,  -- users (closed loop) | rate (open loop, requests/s)
+    load              DOUBLE NOT NULL,
+    run_id            VARCHAR NOT NULL,  -- the step's own run (its report, spikes, causes)
+    metrics           JSON,              -- rca.capacity.step_metrics: throughput, goodput, percentiles
+    attainment        DOUBLE,            -- good / judged requests (NULL: none judged)
+    passed            BOOLEAN NOT NULL,  -- attainment >= target_attainment
+    knee              BOOLEAN NOT NULL,  -- this step is the sweep's capacity
+    capacity          DOUBLE,            -- the sweep's capacity (NULL: even the lowest step failed)
+    first_fail        DOUBLE,            -- the lowest failing load above it (NULL: none failed)
+    slo               JSON,              -- loadgen.metrics.SLO objectives, ms
+    target_attainment DOUBLE NOT NULL,
+    top_cause         VARCHAR,           -- worst spike's attributed cause; NULL: no spike
+    started_ns        BIGINT NOT NULL,   -- when the sweep started
+    PRIMARY KEY (sweep_id, step)
 );
-
--- A run's time axis for the windowed queries: the run, its time zero (run_t0), the window width
--- in ns and the run's length. Used as `WITH run AS (SELECT * FROM run_axis($run_id, $window_s))`.
-CREATE MACRO run_axis(rid, width_s) AS TABLE
-    SELECT
-        ax_run.run_id,
-        run_t0(ax_run.run_id) AS t0_ns,
-        CAST(round(width_s * 1e9) AS BIGINT) AS window_ns,
-        ax_run.duration_s
-    FROM runs ax_run
-    WHERE ax_run.run_id = rid;
-
-INSERT INTO schema_version (version, name) VALUES (15, 'schema.sql');

@@ -1,51 +1,52 @@
-"""Write derived per-run rows (rca results) into the warehouse, replacing the run's earlier ones.
+"""The warehouse's one write path: replace the rows one key owns (a run's, a sweep's) in one
+transaction.
 
-rca reads and writes only through the warehouse package; this is its write path. All tables are
-replaced in one transaction through Arrow, so a reader never sees half an analysis.
+Every writer goes through `replacing`: ingest (a run's files into every per-run table) and the
+derived rows (`replace_rows`: rca's analysis, the nightly's verdicts, a capacity sweep's steps).
+Inside one transaction the key's old rows are deleted and the new ones inserted through Arrow
+(never row by row); any failure rolls all of it back, and a process killed mid-way leaves the
+committed state of before (DuckDB writes a transaction to its WAL only at commit), so a reader
+never sees half a run.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import TypeAlias
+
 import pyarrow as pa
 
 from warehouse.db import DbConnection
+from warehouse.tables import arrow_schema
+
+Rows: TypeAlias = "pa.Table | list[dict]"  # an Arrow table, or rows as dicts
 
 
-def replace_run_rows(conn: DbConnection, run_id: str, tables: dict[str, pa.Table]) -> None:
-    """For each {table: rows}: delete the run's rows, insert `rows` (columns matched by name).
-
-    Every given Arrow table with rows must carry a `run_id` column equal to `run_id` on each
-    row; an empty one (any columns) only deletes.
-    """
-    replace_rows(conn, "run_id", run_id, tables)
-
-
-def replace_rows(conn: DbConnection, key: str, value: str, tables: dict[str, pa.Table]) -> None:
-    """replace_run_rows for rows keyed by another column (e.g. a capacity sweep's sweep_id):
-    for each {table: rows}, delete the rows whose `key` is `value`, insert `rows`, all in one
-    transaction. Rows must carry `key` equal to `value`; an empty table only deletes."""
-    if not key.isidentifier():
-        raise ValueError(f"key column {key!r} is not an identifier")
-    for name, rows in tables.items():
-        if rows.num_rows and key not in rows.column_names:
-            raise ValueError(f"rows for table {name!r} need a {key} column")
+@contextmanager
+def replacing(
+    conn: DbConnection, key: str, value: str, tables: Iterable[str]
+) -> Iterator[Callable[[pa.Table], str]]:
+    """One transaction that deletes the rows whose `key` is `value` from each of `tables`, then
+    runs the body, which inserts the new rows. The body reads Arrow tables through the view name
+    the yielded `register(rows)` returns. Commits when the body ends; rolls back if it raises."""
+    names = list(tables)
+    for name in [key, *names]:
         if not name.isidentifier():
-            raise ValueError(f"table name {name!r} is not an identifier")
-        ids = set(rows.column(key).to_pylist()) if rows.num_rows else set()
-        if ids - {value}:
-            raise ValueError(
-                f"rows for table {name!r} carry {key} {sorted(ids - {value})}, expected {value!r}"
-            )
+            raise ValueError(f"{name!r} is not an identifier")
     views: list[str] = []
+
+    def register(rows: pa.Table) -> str:
+        view = f"_replace_rows_{len(views)}"
+        conn.register(view, rows)
+        views.append(view)
+        return view
+
     conn.execute("BEGIN TRANSACTION")
     try:
-        for name, rows in tables.items():
+        for name in names:
             conn.execute(f'DELETE FROM "{name}" WHERE "{key}" = ?', [value])
-            if rows.num_rows:
-                view = f"_store_{name}"
-                conn.register(view, rows)
-                views.append(view)
-                conn.execute(f'INSERT INTO "{name}" BY NAME SELECT * FROM {view}')
+        yield register
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -53,3 +54,40 @@ def replace_rows(conn: DbConnection, key: str, value: str, tables: dict[str, pa.
     finally:
         for view in views:  # after COMMIT/ROLLBACK: an aborted transaction refuses it
             conn.unregister(view)
+
+
+def replace_run_rows(conn: DbConnection, run_id: str, tables: Mapping[str, Rows]) -> None:
+    """replace_rows keyed by run_id: for each {table: rows}, the run's rows become `rows`."""
+    replace_rows(conn, "run_id", run_id, tables)
+
+
+def replace_rows(conn: DbConnection, key: str, value: str, tables: Mapping[str, Rows]) -> None:
+    """For each {table: rows}: delete the rows whose `key` is `value`, insert `rows` (columns
+    matched by name; the table's defaults fill the others), all in one transaction.
+
+    `rows` is an Arrow table, or a list of dicts converted with the table's own column types
+    (warehouse.tables.arrow_schema), so a writer restates no schema. Every row must carry `key`
+    equal to `value`; empty rows only delete.
+    """
+    arrow = {name: _as_arrow(conn, name, rows) for name, rows in tables.items()}
+    for name, rows in arrow.items():
+        if rows.num_rows and key not in rows.column_names:
+            raise ValueError(f"rows for table {name!r} need a {key} column")
+        ids = set(rows.column(key).to_pylist()) if rows.num_rows else set()
+        if ids - {value}:
+            raise ValueError(
+                f"rows for table {name!r} carry {key} {sorted(ids - {value})}, expected {value!r}"
+            )
+    with replacing(conn, key, value, arrow) as register:
+        for name, rows in arrow.items():
+            if rows.num_rows:
+                conn.execute(f'INSERT INTO "{name}" BY NAME SELECT * FROM {register(rows)}')
+
+
+def _as_arrow(conn: DbConnection, table: str, rows: Rows) -> pa.Table:
+    if isinstance(rows, pa.Table):
+        return rows
+    columns = {name: None for row in rows for name in row}  # first-seen order, deduplicated
+    if not columns:
+        return pa.table({})
+    return pa.Table.from_pylist(rows, schema=arrow_schema(conn, table, columns))

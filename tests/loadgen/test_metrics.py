@@ -45,11 +45,10 @@ TOKENS = tokens_table(
 def test_per_request_definitions():
     m = {r["request_id"]: r for r in per_request(REQUESTS, TOKENS).to_pylist()}
     a, b, c = m["a"], m["b"], m["c"]
-    assert (a["ttft_ms"], a["e2e_ms"]) == (100, 161)
-    assert a["tpot_ms"] == pytest.approx((161 - 100) / 3)  # vLLM: (E2E − TTFT)/(n − 1)
-    assert a["mean_itl_ms"] == pytest.approx(
-        (160 - 100) / 3
-    )  # GuideLLM/genai-perf: last − first chunk
+    # E2E ends at the last token (160), not at the end of the stream (161)
+    assert (a["ttft_ms"], a["e2e_ms"], a["stream_ms"]) == (100, 160, 161)
+    assert a["tpot_ms"] == pytest.approx((160 - 100) / 3)  # vLLM: (E2E − TTFT)/(n − 1)
+    assert a["mean_itl_ms"] == pytest.approx((160 - 100) / 3)  # GuideLLM/genai-perf: last − first
     assert a["guidellm_tpot_ms"] == pytest.approx(160 / 4)  # includes TTFT, over all tokens
     assert (b["ttft_ms"], b["ttft_intended_ms"], b["send_lag_ms"]) == (200, 250, 50)
     assert b["e2e_intended_ms"] == 300

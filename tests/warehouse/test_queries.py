@@ -93,22 +93,6 @@ def test_step_stages_gc_overlap_matches_files(gc_run):
     assert all(r["gc_ms_total"] > 100 for r in in_storm)  # pauses of ~150 ms landed in steps
 
 
-def test_gc_windows_count_pauses_by_generation(gc_run):
-    conn, run_dir = gc_run
-    gcs = pq.read_table(run_dir / "gc.parquet").to_pydict()
-    rows = query(conn, "gc_windows", run_id=RUN_ID, window_s=1.0)
-    expected: dict = {}
-    for s, e, g in zip(gcs["start_ns"], gcs["end_ns"], gcs["generation"]):
-        if s >= T0:
-            key = (int((s - T0) // 1_000_000_000), g)
-            expected.setdefault(key, []).append((e - s) / 1e6)
-    got = {(r["window"], r["generation"]): r for r in rows}
-    assert set(got) == set(expected)
-    for key, pauses in expected.items():
-        assert got[key]["pauses"] == len(pauses)
-        assert got[key]["max_ms"] == pytest.approx(max(pauses))
-
-
 def test_faults_in_seconds_from_load_start(gc_run):
     conn, _ = gc_run
     assert query(conn, "faults", run_id=RUN_ID)[0] | {"params": None} == {
@@ -164,43 +148,6 @@ def test_nvml_windows_take_the_latest_sample_before_each_window_end(tmp_path, ma
             assert r["util_gpu"] == (99.0 if r["window"] >= 2 else None)
 
 
-def test_window_correlations_match_numpy(gc_run):
-    conn, _ = gc_run
-    corr = {
-        (r["signal"], r["metric"]): r
-        for r in query(conn, "window_correlations", run_id=RUN_ID, window_s=1.0)
-    }
-    windows = query(conn, "windows", run_id=RUN_ID, window_s=1.0)
-    stages = query(conn, "step_stages", run_id=RUN_ID, window_s=1.0)
-    itl = np.array([w["itl_p99_ms"] for w in windows], dtype=float)
-    gc_ms = np.array([s["gc_ms"] for s in stages], dtype=float)
-    assert corr[("gc_overlap_ms", "itl_p99")]["pearson_r"] == pytest.approx(
-        np.corrcoef(gc_ms, itl)[0, 1], rel=1e-6
-    )
-    assert corr[("gc_overlap_ms", "itl_p99")]["pearson_r"] > 0.7
-    assert corr[("comm_ms", "itl_p99")]["pearson_r"] is None  # constant 0: no correlation
-    assert corr[("gc_overlap_ms", "itl_p99")]["windows"] == 10
-
-
-def test_gc_asof_windows_find_the_latest_pause_before_each_window_end(gc_run):
-    conn, run_dir = gc_run
-    gcs = pq.read_table(run_dir / "gc.parquet").to_pydict()
-    starts = np.array(gcs["start_ns"])
-    gens = np.array(gcs["generation"])
-    rows = query(conn, "gc_asof_windows", run_id=RUN_ID, window_s=1.0)
-    assert len(rows) == 10
-    for r in rows:
-        end = T0 + (r["window"] + 1) * 1_000_000_000
-        before = starts <= end
-        assert r["last_pause_age_ms"] == pytest.approx((end - starts[before].max()) / 1e6)
-        full = before & (gens == 2)
-        if full.any():
-            assert r["last_gen2_age_ms"] == pytest.approx((end - starts[full].max()) / 1e6)
-        else:
-            assert r["last_gen2_age_ms"] is None
-    assert rows[3]["last_gen2_ms"] is None and rows[5]["last_gen2_ms"] > 100  # storm from 4 s
-
-
 def test_history_windows_match_a_direct_estimate(gc_run):
     conn, run_dir = gc_run
     e = pq.read_table(run_dir / "engine_requests.parquet").to_pydict()
@@ -224,7 +171,7 @@ def test_history_windows_match_a_direct_estimate(gc_run):
 
 
 def test_run_t0_is_load_start_else_first_measured_send(gc_run):
-    """The one definition of a run's time zero (migration 0011's run_t0 macro)."""
+    """The one definition of a run's time zero (macros.sql's run_t0)."""
     conn, run_dir = gc_run
     run_id = run_dir.name
     load_started, first_send = conn.execute(

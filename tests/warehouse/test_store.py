@@ -69,3 +69,45 @@ def test_rows_keyed_by_another_column(tmp_path):
         assert rows == [("a", 8.0), ("b", 4.0)]
         with pytest.raises(ValueError, match="carry sweep_id"):
             replace_rows(conn, "sweep_id", "a", {"sweep_steps": steps("b", [1.0])})
+
+
+def test_rows_as_dicts_take_the_tables_own_types(tmp_path):
+    """A writer passes plain rows; their types come from the table (no restated schema)."""
+    with connect(tmp_path / "w.duckdb") as conn:
+        rows = [
+            {
+                "run_id": "a",
+                "spike_id": 1,
+                "metric": "itl_p99",
+                "metrics": ["itl_p99", "e2e_p99"],
+                "detector": "mad",
+                "start_s": 1,
+                "end_s": 2,
+                "suppressed": None,
+            },
+            {
+                "run_id": "a",
+                "spike_id": 2,
+                "metric": "ttft_p99",
+                "detector": "mad",
+                "start_s": 3.5,
+                "end_s": 4.0,
+            },
+        ]
+        replace_run_rows(conn, "a", {"spikes": rows, "analyses": [{"run_id": "a", "window_s": 1}]})
+        assert conn.execute(
+            "SELECT spike_id, metrics, start_s, suppressed FROM spikes ORDER BY spike_id"
+        ).fetchall() == [(1, ["itl_p99", "e2e_p99"], 1.0, None), (2, None, 3.5, None)]
+        # a column some row carries is NULL where another leaves it out; one no row carries gets
+        # the table's default (analysed_at)
+        assert conn.execute("SELECT analysed_at IS NOT NULL FROM analyses").fetchone() == (True,)
+        replace_run_rows(conn, "a", {"spikes": []})
+        assert conn.execute("SELECT count(*) FROM spikes").fetchone() == (0,)
+
+
+def test_a_row_with_an_unknown_column_names_it(tmp_path):
+    with (
+        connect(tmp_path / "w.duckdb") as conn,
+        pytest.raises(KeyError, match="table 'spikes' has no column bogus"),
+    ):
+        replace_run_rows(conn, "a", {"spikes": [{"run_id": "a", "bogus": 1}]})

@@ -1,4 +1,5 @@
--- How far the load generator's TTFT and E2E are from the engine server's socket-side times
+-- How far the load generator's TTFT and E2E (to the end of the stream, at both ends) are from the
+-- engine server's socket-side times
 -- (server_requests, engine/server/wire_clock.py), per measured request that both sides saw.
 -- With kernel clocks at both ends (requests.arrival_clock and server_requests.received_clock
 -- 'kernel') the difference is the loopback or network transit and each side's stamping overhead:

@@ -4,13 +4,14 @@
 -- tokens, a histogram's observation count and sum) as a rate per second: the last scrape in the
 -- window minus the last scrape of an earlier window, a reset counting from 0. Gauges (the rest:
 -- KV cache usage, running/waiting requests, waiting by reason) as the mean, max and last value.
+-- Data-parallel engines are folded into one series (macro engine_metrics).
 WITH run AS (SELECT * FROM run_axis($run_id, $window_s)),
 samples AS (
-    SELECT m.name, coalesce(CAST(m.labels AS VARCHAR), '{}') AS labels, m.ts_ns, m.value,
+    SELECT m.name, m.labels, m.ts_ns, m.value,
            CAST(floor((m.ts_ns - run.t0_ns) / run.window_ns) AS BIGINT) AS w,
            regexp_matches(m.name, '(_total|_count|_sum)$') AS is_counter
-    FROM metrics m, run
-    WHERE m.run_id = run.run_id AND NOT regexp_matches(m.name, '(_bucket|_created)$')
+    FROM engine_metrics($run_id) m, run
+    WHERE NOT regexp_matches(m.name, '(_bucket|_created)$')
       AND (run.duration_s IS NULL OR m.ts_ns < run.t0_ns + CAST(run.duration_s * 1e9 AS BIGINT))
 ),
 per_window AS (

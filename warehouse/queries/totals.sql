@@ -1,5 +1,5 @@
 -- Whole-run counts and latency percentiles of the measured phase, under the definitions of the
--- measurement macros (schema migration 0016), which are loadgen/metrics.py's: what run.json's
+-- measurement macros (warehouse/macros.sql), which are loadgen/metrics.py's: what run.json's
 -- summary reports for the same run. output_tokens: of ok requests, as the summary counts them.
 WITH req AS (
     SELECT

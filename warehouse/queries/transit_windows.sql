@@ -1,8 +1,10 @@
 -- Client-observed vs server-observed latency per window of $window_s seconds from
 -- load_started_ns, over the measured requests both sides saw (server_requests: the engine's own
 -- socket stamps). TTFT rows count in the window of the client's first token, E2E rows in the
--- window of the client's last chunk (the windows of query `windows`). client − server is the
--- time spent outside the engine: transit (network) and the client's own stamping and reading.
+-- window of the client's end of stream. E2E here is the whole stream on both sides (the client's
+-- last read, the server's last body byte), not the E2E metric (which ends at the last token): the
+-- same wire event seen from each end. client − server is the time spent outside the engine:
+-- transit (network) and the client's own stamping and reading.
 -- merged_first_share: first tokens the client's kernel stamp could not separate from a later
 -- packet (arrival_clock 'merged': the client read late). No server_requests rows (an external
 -- target): no rows.

@@ -1,7 +1,7 @@
 -- Latency percentiles per window of $window_s seconds from load_started_ns (measured phase only),
--- under the definitions of the latency_samples macro (schema migration 0016): TTFT in the window
--- of the first token's arrival, ITL in the window of the later chunk, E2E in the window of
--- completion, all of ok requests; arrivals, completions and errors (status 'error'; cancelled at
+-- under the definitions of the latency_samples macro (warehouse/macros.sql): TTFT in the window
+-- of the first token's arrival, ITL in the window of the later chunk, E2E in the window of the
+-- last token, all of ok requests; arrivals, completions and errors (status 'error'; cancelled at
 -- the end of the test is not one) of every measured request; tokens of every content chunk.
 -- Windows run from 0 to duration_s (all of them, empty ones with NULL percentiles).
 WITH run AS (SELECT * FROM run_axis($run_id, $window_s)),

@@ -1,0 +1,174 @@
+-- spikelens warehouse definitions: the views and macros the queries in queries/*.sql use, each
+-- written once. Among them, the one definition of every measurement (TTFT, ITL, E2E, which
+-- requests count), which loadgen/metrics.py computes the same way for run.json's summary
+-- (tests/warehouse/test_measurement_macros.py checks that the two agree on the same run).
+--
+-- warehouse.db.connect() creates them in every connection's temporary schema, read-only ones
+-- included: they are always this code's, never whatever an older spikelens stored in a file, so
+-- a definition changes here without touching any warehouse.
+-- (The aliases are unusual on purpose: a macro argument such as `r.run_id` is substituted as
+-- text and would bind to an alias of the same name inside the macro.)
+
+---------------------------------------------------------------------------------------------------
+-- A run's time line
+---------------------------------------------------------------------------------------------------
+
+-- A run's time zero, used by every query that puts samples on the run's time line:
+-- load_started_ns (the start of measured load, from run.json); for runs written before that key
+-- existed, the first send of the measured phase.
+CREATE OR REPLACE TEMP MACRO run_t0(rid) AS (
+    SELECT coalesce(t0_run.load_started_ns,
+                    (SELECT min(t0_req.sent_ns) FROM requests t0_req
+                     WHERE t0_req.run_id = t0_run.run_id
+                       AND coalesce(t0_req.phase, 'measure') = 'measure'))
+    FROM runs t0_run
+    WHERE t0_run.run_id = rid
+);
+
+-- A run's time axis for the windowed queries: the run, its time zero (run_t0), the window width
+-- in ns and the run's length. Used as `WITH run AS (SELECT * FROM run_axis($run_id, $window_s))`.
+CREATE OR REPLACE TEMP MACRO run_axis(rid, width_s) AS TABLE
+    SELECT
+        ax_run.run_id,
+        run_t0(ax_run.run_id) AS t0_ns,
+        CAST(round(width_s * 1e9) AS BIGINT) AS window_ns,
+        ax_run.duration_s
+    FROM runs ax_run
+    WHERE ax_run.run_id = rid;
+
+-- The windows of a run's time axis: w, start_ns, end_ns, mid_ns; windows 0 .. ceil(duration_s /
+-- width) - 1 from t0 (the run's extent from t0 to its end where duration_s is unknown). No load
+-- start: no windows.
+CREATE OR REPLACE TEMP MACRO window_grid(rid, width_s) AS TABLE
+    SELECT wg_r.range AS w,
+           wg_a.t0_ns + wg_r.range * wg_a.window_ns AS start_ns,
+           wg_a.t0_ns + (wg_r.range + 1) * wg_a.window_ns AS end_ns,
+           wg_a.t0_ns + wg_r.range * wg_a.window_ns + wg_a.window_ns // 2 AS mid_ns
+    FROM run_axis(rid, width_s) wg_a,
+         runs wg_run,
+         range(CAST(ceil(greatest(0, coalesce(wg_a.duration_s * 1e9,
+                                              wg_run.ended_ns - wg_a.t0_ns, 0))
+                         / wg_a.window_ns) AS BIGINT)) wg_r
+    WHERE wg_run.run_id = rid AND wg_a.t0_ns IS NOT NULL;
+
+---------------------------------------------------------------------------------------------------
+-- The measurements (vLLM `bench serve`'s definitions; docs/loadgen.md "Metric definitions")
+---------------------------------------------------------------------------------------------------
+
+-- ok / failed: status 'ok' / 'error' (without a status: no error / an error). A request
+-- cancelled at the end of the load is neither.
+CREATE OR REPLACE TEMP MACRO request_ok(status, error) AS
+    coalesce(status = 'ok', coalesce(error, '') = '');
+
+CREATE OR REPLACE TEMP MACRO request_failed(status, error) AS
+    coalesce(status = 'error', coalesce(error, '') <> '');
+
+-- The requests of the measured phase (phase NULL only in files written before the column
+-- existed: then what was sent after t0), with ok and failed.
+CREATE OR REPLACE TEMP MACRO measured_requests(rid) AS TABLE
+    SELECT mr_q.*,
+           request_ok(mr_q.status, mr_q.error) AS ok,
+           request_failed(mr_q.status, mr_q.error) AS failed
+    FROM requests mr_q
+    WHERE mr_q.run_id = rid
+      AND (mr_q.phase = 'measure' OR (mr_q.phase IS NULL AND mr_q.sent_ns >= run_t0(rid)));
+
+-- Chunks that carried content (n_tokens > 0; NULL: files without the column) of measured
+-- requests. Role and usage chunks carry none: they are neither a token nor an ITL gap.
+CREATE OR REPLACE TEMP MACRO content_chunks(rid) AS TABLE
+    SELECT cc_t.request_id, cc_t."index", cc_t.arrival_ns, coalesce(cc_t.n_tokens, 1) AS n_tokens,
+           cc_m.ok
+    FROM tokens cc_t
+    JOIN measured_requests(rid) cc_m ON cc_m.request_id = cc_t.request_id
+    WHERE cc_t.run_id = rid AND coalesce(cc_t.n_tokens, 1) > 0;
+
+-- Every inter-token gap (ITL) of the ok measured requests, at the later chunk's arrival.
+CREATE OR REPLACE TEMP MACRO itl_gaps(rid) AS TABLE
+    SELECT ig_g.request_id, ig_g.arrival_ns, ig_g.gap_ns
+    FROM (SELECT ig_c.request_id, ig_c.arrival_ns,
+                 ig_c.arrival_ns - lag(ig_c.arrival_ns)
+                     OVER (PARTITION BY ig_c.request_id ORDER BY ig_c."index") AS gap_ns
+          FROM content_chunks(rid) ig_c
+          WHERE ig_c.ok) ig_g
+    WHERE ig_g.gap_ns IS NOT NULL;
+
+-- E2E of every ok measured request: from its send to the arrival of its last content chunk, the
+-- last token (vLLM's definition), not to the end of the stream: the usage chunk and `[DONE]` that
+-- follow carry no token. So E2E - TTFT is exactly the sum of the request's ITL gaps.
+-- last_token_ns is when the E2E sample is observed.
+CREATE OR REPLACE TEMP MACRO request_e2e(rid) AS TABLE
+    SELECT re_m.request_id, re_c.last_token_ns,
+           (re_c.last_token_ns - re_m.sent_ns) / 1e6 AS e2e_ms
+    FROM measured_requests(rid) re_m
+    JOIN (SELECT re_t.request_id, max(re_t.arrival_ns) AS last_token_ns
+          FROM content_chunks(rid) re_t
+          GROUP BY re_t.request_id) re_c ON re_c.request_id = re_m.request_id
+    WHERE re_m.ok AND re_m.sent_ns IS NOT NULL;
+
+-- Every latency sample: metric ('ttft' | 'itl' | 'e2e'), request_id, ts_ns (when it was observed:
+-- the first token, the later chunk, the last token) and value_ms; ok requests only.
+-- TTFT = first_token_ns - sent_ns (the first chunk with content).
+CREATE OR REPLACE TEMP MACRO latency_samples(rid) AS TABLE
+    SELECT 'ttft' AS metric, ls_m.request_id, ls_m.first_token_ns AS ts_ns,
+           (ls_m.first_token_ns - ls_m.sent_ns) / 1e6 AS value_ms
+    FROM measured_requests(rid) ls_m
+    WHERE ls_m.ok AND ls_m.first_token_ns IS NOT NULL AND ls_m.sent_ns IS NOT NULL
+    UNION ALL
+    SELECT 'itl', ls_g.request_id, ls_g.arrival_ns, ls_g.gap_ns / 1e6
+    FROM itl_gaps(rid) ls_g
+    UNION ALL
+    SELECT 'e2e', ls_e.request_id, ls_e.last_token_ns, ls_e.e2e_ms
+    FROM request_e2e(rid) ls_e;
+
+---------------------------------------------------------------------------------------------------
+-- Engine telemetry
+---------------------------------------------------------------------------------------------------
+
+-- step_gc: every engine step with the GC pause time that overlaps it. A GC pause lands inside
+-- whichever stage is running, so stage times include it; queries subtract gc_ms before
+-- attributing stage time. A GC row without a rank belongs to rank 0 (one process).
+-- other_ms is the part of the step no stage timer covers (Python glue, streaming out).
+CREATE OR REPLACE TEMP VIEW step_gc AS
+WITH gc_ranked AS (
+    SELECT run_id, coalesce(rank, 0) AS rank, start_ns, end_ns, generation FROM gc
+),
+gc_overlaps AS (
+    SELECT s.run_id, s.step, s.rank,
+           sum(least(s.end_ns, g.end_ns) - greatest(s.start_ns, g.start_ns)) / 1e6 AS gc_ms,
+           max(g.generation) AS gc_max_generation,
+           count(*) AS gc_count
+    FROM steps s
+    JOIN gc_ranked g
+      ON g.run_id = s.run_id AND g.rank = s.rank
+     AND g.start_ns < s.end_ns AND g.end_ns > s.start_ns
+    GROUP BY ALL
+)
+SELECT
+    s.*,
+    (s.end_ns - s.start_ns) / 1e6 AS dur_ms,
+    greatest(0, (s.end_ns - s.start_ns) / 1e6
+        - coalesce(s.schedule_ms, 0) - coalesce(s.forward_ms, 0) - coalesce(s.penalty_ms, 0)
+        - coalesce(s.sample_ms, 0) - coalesce(s.comm_ms, 0)) AS other_ms,
+    coalesce(o.gc_ms, 0) AS gc_ms,
+    o.gc_max_generation,
+    coalesce(o.gc_count, 0) AS gc_count,
+    CAST(s.kv_blocks_used AS DOUBLE) / nullif(s.kv_blocks_total, 0) AS kv_usage
+FROM steps s
+LEFT JOIN gc_overlaps o ON o.run_id = s.run_id AND o.step = s.step AND o.rank = s.rank;
+
+-- A run's Prometheus samples (metrics) with data-parallel engines folded into one series, the
+-- server's load as `vllm bench serve` reports it: at each scrape, the series that differ only in
+-- their `engine` label are summed (running and waiting requests, counters, histogram buckets),
+-- except a per-engine fraction or capacity (names ending in _perc or _usage, or holding
+-- available_: KV cache usage, available KV cache memory), of which the largest engine's is taken.
+-- Series without an engine label pass unchanged. labels: JSON text ('{}' for none).
+CREATE OR REPLACE TEMP MACRO engine_metrics(rid) AS TABLE
+    SELECT em_s.ts_ns, em_s.name, em_s.labels,
+           CASE WHEN regexp_matches(em_s.name, '(_perc|_usage)$|available_') THEN max(em_s.value)
+                ELSE sum(em_s.value) END AS value
+    FROM (SELECT em_m.ts_ns, em_m.name, em_m.value,
+                 regexp_replace(coalesce(CAST(em_m.labels AS VARCHAR), '{}'),
+                                ', "engine": "[^"]*"|"engine": "[^"]*"(, )?', '') AS labels
+          FROM metrics em_m
+          WHERE em_m.run_id = rid) em_s
+    GROUP BY em_s.ts_ns, em_s.name, em_s.labels;
