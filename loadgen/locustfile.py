@@ -439,10 +439,7 @@ def _read_stream(
         in_flight["arrival_clock"] = "merged" if first_uncertain else "kernel"
         if first_uncertain is not None:  # only streams that had a first token count
             STATE["health"].add_first_token(first_uncertain, measured)
-    if state.error:
-        read.error = state.error
-    elif not state.done:
-        read.error = "stream ended before data: [DONE]"
+    read.error = state.failure()
 
 
 def _finish(

@@ -1,8 +1,9 @@
 """Closed-loop load shapes as pure functions of time: how many users should be running now.
 
 Times are seconds from the start of *measured* load (docs/design.md "Scenarios"); during warm-up
-(t < 0) every shape holds its value at t = 0. The Locust shape class only asks these functions,
-so they are tested without Locust.
+(t < 0) every shape holds its value at t = 0. The runner takes the initial user count from them
+and the locustfile's controller greenlet (`_drive_shape`) the count at each change time; nothing
+else decides how many users run, so the shapes are tested without Locust.
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ def spawn_rate(load: LoadSpec) -> float:
 
 
 def change_times(load: LoadSpec, duration_s: float) -> list[float]:
-    """Times (s after load start) where a closed-loop target changes; the Locust shape wakes up
-    at these instead of polling, so steps and spikes start on time."""
+    """Times (s after load start) where a closed-loop target changes; the locustfile's controller
+    greenlet sleeps until each of these instead of polling, so steps and spikes start on time."""
     if load.shape == "step":
         return [s.at_s for s in load.stages]
     if load.shape == "spike":

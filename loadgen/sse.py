@@ -3,9 +3,10 @@
 What: `StreamState.feed_line(line, arrival_ns)` takes one SSE line as it arrives and keeps what
 the recorder needs: the arrival of every chunk carrying content (vLLM bench serve's definition:
 a chunk whose `delta.content`, or `text` for /v1/completions, is non-empty), the `usage` the
-server reports, the finish reason, and whether `data: [DONE]` came. Pure Python, no I/O, so it
-is tested without a server and shared by the Locust user and the plain asyncio client of the
-benchmark.
+server reports, the finish reason, and whether `data: [DONE]` came; `failure()` then says whether
+the request failed, by vLLM bench serve's rules. Pure Python, no I/O, so it is tested without a
+server (tests/loadgen/test_peer_vectors.py feeds it vLLM's, SGLang's and TGI's own streams) and
+shared by the Locust user and the plain asyncio client of the benchmark.
 """
 
 from __future__ import annotations
@@ -34,6 +35,20 @@ class StreamState:
     @property
     def counted_tokens(self) -> int:
         return sum(self.chunk_tokens)
+
+    def failure(self) -> str | None:
+        """Why a finished HTTP 200 stream is a failed request; None when it succeeded. As vLLM
+        bench serve judges it: an `error` event inside the stream (generation failed after the
+        200 was sent), a stream cut before `data: [DONE]`, or a stream that carried no content at
+        all (only a usage chunk: no first token, so no TTFT; counting it as a success would put
+        a zero-length request into the statistics)."""
+        if self.error:
+            return self.error
+        if not self.done:
+            return "stream ended before data: [DONE]"
+        if not self.chunk_arrivals_ns:
+            return "the stream carried no content: no first token (TTFT)"
+        return None
 
     def output_tokens(self) -> tuple[int, str]:
         """(output tokens, where the count came from): `usage` when the server sent it, else the

@@ -22,8 +22,12 @@ from engine.sampling.topk_topp import apply_min_p, apply_top_k_top_p
 class Sampler:
     """Picks the next token per row. The backend (torch or Triton) is chosen once, on first use.
 
-    `generator` (optional, on the logits' device) drives the draws of unseeded rows, so an engine
-    seeded from its config is reproducible end to end; seeded rows always use their own seeds.
+    `generator` (optional, on the logits' device) drives the draws of unseeded rows instead of
+    torch's default generator; tests and benchmarks pass one. The engine passes none: its unseeded
+    rows draw from the default generator, which LLMEngine seeds once from `EngineConfig.seed`
+    (reproducible for the same sequence of batches). A request's own `seed` makes it reproducible
+    whatever its batch: its rows draw with per-step seeds (engine/sampling/seeds.py, carried by
+    SamplingMetadata), never from `generator`.
     """
 
     def __init__(self, backend: str = "auto", generator: torch.Generator | None = None):

@@ -1,4 +1,5 @@
-"""The measurement macros (migration 0016) against their owner, loadgen.metrics, on the same run.
+"""The measurement macros (warehouse/macros.sql) against their owner, loadgen.metrics, on the same
+run.
 
 loadgen/metrics.py defines TTFT, ITL, E2E and the request counts (vLLM's `bench serve`
 definitions); run.json's summary is computed from it, the report from the warehouse's totals
@@ -106,3 +107,38 @@ def test_windows_pool_to_the_same_samples(run):
     assert (
         sum(w["itl_n"] for w in windows) <= vllm["itl_ms"]["count"]
     )  # gaps after the end drop out
+
+
+def test_e2e_ends_at_the_last_token_in_the_warehouse_too(tmp_path):
+    """vLLM tests/benchmarks/test_endpoint_request_func_timing.py, through ingest and the macros:
+    5 tokens one tick (1 ms) apart after the send, the usage chunk a tick after the last token:
+    E2E is 5 ms, not 6, and E2E − TTFT is the sum of the ITL gaps; a usage-only stream is a
+    failed request with no latency sample."""
+    from tests.support.streams import (
+        DONE,
+        MS,
+        Stream,
+        record,
+        token_chunk,
+        usage_chunk,
+        write_run_dir,
+    )
+
+    start = 1_800_000_000_000_000_000
+    lines = [(token_chunk(i, chat=True), start + (i + 1) * MS) for i in range(5)]
+    lines += [(usage_chunk(5), start + 6 * MS), (DONE, start + 6 * MS)]
+    usage_only = [(usage_chunk(0), start + MS), (DONE, start + MS)]
+    requests, tokens = record({"r": Stream(start, lines), "u": Stream(start, usage_only)})
+    db_path = tmp_path / "w.duckdb"
+    ingest_run(db_path, write_run_dir(tmp_path / "runs", "vectors", requests, tokens))
+    with connect(db_path, read_only=True) as conn:
+        rows = query(conn, "latency_samples", run_id="vectors")
+    by_metric: dict[str, list[float]] = {}
+    for r in rows:
+        if r["request_id"] == "r":
+            by_metric.setdefault(r["metric"], []).append(r["value_ms"])
+    assert by_metric["e2e"] == [5.0] and by_metric["ttft"] == [1.0]
+    assert by_metric["e2e"][0] - by_metric["ttft"][0] == sum(by_metric["itl"])
+    assert [(r["metric"], r["value_ms"]) for r in rows if r["request_id"] == "u"] == [
+        ("error", 1.0)
+    ]
