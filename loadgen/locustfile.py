@@ -44,7 +44,7 @@ from loadgen.prompts import PromptBuilder
 from loadgen.recorder import Recorder
 from loadgen.replay import read_normalised
 from loadgen.request_plan import RequestFactory, RequestPlan
-from loadgen.run_config import API_KEY_ENV, CONFIG_ENV, START_MARKER, RunConfig
+from loadgen.locust_config import API_KEY_ENV, CONFIG_ENV, START_MARKER, LocustConfig
 from loadgen.shapes import change_times, spawn_rate, target_users
 from loadgen.sse import StreamState
 from loadgen.timed_socket import TimedSocket, install, line_arrival, timed_socket_of
@@ -56,7 +56,7 @@ if CONFIG_ENV not in os.environ:
     raise SystemExit(
         f"{CONFIG_ENV} must name the loadgen run config JSON (written by loadgen.runner)"
     )
-CONFIG = RunConfig.read(os.environ[CONFIG_ENV])
+CONFIG = LocustConfig.read(os.environ[CONFIG_ENV])
 API_KEY = os.environ.get(API_KEY_ENV) or None
 WORKLOAD = CONFIG.workload_spec()
 LOAD = CONFIG.load_spec()
