@@ -38,6 +38,7 @@ class ProgressHandler(logging.Handler):
         self.progress, self.t0 = progress, time.monotonic()
         self.task = progress.add_task("starting", total=None)
         self.timed: tuple[float, float] | None = None  # (start, duration) of a timed step
+        self._lock = threading.Lock()  # the ticker thread must not update a removed bar
 
     def emit(self, record: logging.LogRecord) -> None:
         msg = record.getMessage()
@@ -45,14 +46,17 @@ class ProgressHandler(logging.Handler):
             f"[dim]{time.monotonic() - self.t0:6.1f}s[/dim] {msg}", highlight=False
         )
         duration = getattr(record, "duration_s", None)
-        self.timed = (time.monotonic(), float(duration)) if duration else None
-        self.progress.reset(self.task, description=msg, total=float(duration) if duration else None)
+        with self._lock:  # a new bar per step: rich cannot set a total back to None (pulsing)
+            self.timed = (time.monotonic(), float(duration)) if duration else None
+            self.progress.remove_task(self.task)
+            self.task = self.progress.add_task(msg, total=float(duration) if duration else None)
 
     def tick(self) -> None:
         """Advance a timed step's bar with the clock (called from the refresh loop)."""
-        if self.timed:
-            start, duration = self.timed
-            self.progress.update(self.task, completed=min(time.monotonic() - start, duration))
+        with self._lock:
+            if self.timed:
+                start, duration = self.timed
+                self.progress.update(self.task, completed=min(time.monotonic() - start, duration))
 
 
 def _tick_until(stop: threading.Event, handler: ProgressHandler) -> None:
