@@ -40,11 +40,11 @@ from loadgen.client_health import PROBE_INTERVAL_S, HealthMonitor
 from loadgen.client_stall import KIND as CLIENT_STALL
 from loadgen.client_stall import blocking_sleep, run_stalls
 from loadgen.error_guard import STOP_MARKER, ErrorGuard, ErrorGuardConfig
+from loadgen.locust_config import API_KEY_ENV, CONFIG_ENV, START_MARKER, LocustConfig
 from loadgen.prompts import PromptBuilder
 from loadgen.recorder import Recorder
 from loadgen.replay import read_normalised
 from loadgen.request_plan import RequestFactory, RequestPlan
-from loadgen.locust_config import API_KEY_ENV, CONFIG_ENV, START_MARKER, LocustConfig
 from loadgen.shapes import change_times, spawn_rate, target_users
 from loadgen.sse import StreamState
 from loadgen.timed_socket import TimedSocket, install, line_arrival, timed_socket_of

@@ -37,10 +37,10 @@ from collectors.metrics_scraper import MetricsScraper
 from loadgen.client_health import merge_health
 from loadgen.error_guard import STOP_MARKER, ErrorGuardConfig
 from loadgen.errors import SpecError
+from loadgen.locust_config import API_KEY_ENV, CONFIG_ENV, START_MARKER, LocustConfig
 from loadgen.prompts import PromptBuilder
 from loadgen.recorder import merge_parts
 from loadgen.replay import load_trace, write_normalised
-from loadgen.locust_config import API_KEY_ENV, CONFIG_ENV, START_MARKER, LocustConfig
 from loadgen.shapes import spawn_rate, target_users
 from loadgen.spec import LoadSpec, WorkloadSpec, load_from, workload_from
 from loadgen.traffic_faults import traffic_faults, write_faults
