@@ -6,6 +6,7 @@ The console is stderr: stdout is kept for the one result line scripts read (a re
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -41,15 +42,23 @@ class ProgressHandler(logging.Handler):
         self._lock = threading.Lock()  # the ticker thread must not update a removed bar
 
     def emit(self, record: logging.LogRecord) -> None:
+        try:  # the display never fails the flow that logs to it
+            self._show(record)
+        except Exception:
+            self.handleError(record)
+
+    def _show(self, record: logging.LogRecord) -> None:
         msg = record.getMessage()
         self.progress.console.print(
             f"[dim]{time.monotonic() - self.t0:6.1f}s[/dim] {msg}", highlight=False
         )
         duration = getattr(record, "duration_s", None)
         with self._lock:  # a new bar per step: rich cannot set a total back to None (pulsing)
-            self.timed = (time.monotonic(), float(duration)) if duration else None
-            self.progress.remove_task(self.task)
+            old = self.task
             self.task = self.progress.add_task(msg, total=float(duration) if duration else None)
+            self.timed = (time.monotonic(), float(duration)) if duration else None
+            with contextlib.suppress(KeyError):  # gone if an interrupt cut the last switch short
+                self.progress.remove_task(old)
 
     def tick(self) -> None:
         """Advance a timed step's bar with the clock (called from the refresh loop)."""
