@@ -84,8 +84,6 @@ def resolve_slo(scenario_path: str, options: CapacityOptions) -> dict:
     SLO.from_dict(slo, where="slo")
     if not 0 < options.attainment <= 1:
         raise CapacityError(f"attainment: must be in (0, 1], got {options.attainment}")
-    if scenario.target is None and scenario.engine is None:
-        raise CapacityError(f"{scenario_path}: engine/target: the scenario names no server")
     return dict(slo)
 
 

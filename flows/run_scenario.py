@@ -28,16 +28,14 @@ from collectors.process_faults import arm as arm_process_faults
 from collectors.process_faults import schedule_env
 from engine.server.launch import EngineProcess
 from flows.affinity import KeptOff
+from flows.finish import finish_run
 from flows.manifest import RunManifest, new_run_id
 from flows.paths import StatePaths
+from flows.runtime import OWN_ENGINE_MODEL, OurEngine, Target, VllmEngine, engine_settings
 from flows.scenario import Scenario, load_scenario
 from flows.tasks import (
-    analyze,
     drive_load,
-    ingest,
     progress,
-    refresh_index,
-    render_report,
     served_model,
     start_collectors,
     start_engine,
@@ -51,6 +49,7 @@ from flows.tasks import (
     write_manifest,
 )
 from flows.vllm_process import VllmProcess
+from loadgen.runner import LocustRunOptions
 from loadgen.traffic_faults import for_loadgen
 
 if TYPE_CHECKING:
@@ -58,7 +57,10 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class IncidentResult:
+class ScenarioRunResult:
+    """What one run of a scenario gave, whatever its kind (incident, nightly, sweep, replay,
+    capacity step, evaluation case): its id and report, how it ended, its spikes' causes."""
+
     run_id: str
     scenario_name: str
     run_dir: Path
@@ -71,14 +73,15 @@ class IncidentResult:
 
 def _tokenizer_path(scenario: Scenario) -> str | None:
     """The engine's tokenizer file, so loadgen can size prompts in exact tokens (None: by words)."""
-    if scenario.vllm is not None:  # the checkpoint's own tokenizer, when it is a folder
-        tokenizer = Path(scenario.vllm.model) / "tokenizer.json"
+    runtime = scenario.runtime
+    if isinstance(runtime, VllmEngine):  # the checkpoint's own tokenizer, when it is a folder
+        tokenizer = Path(runtime.config.model) / "tokenizer.json"
         return str(tokenizer) if tokenizer.is_file() else None
-    if scenario.engine is None:
+    if isinstance(runtime, Target):
         return None
     from engine.tokenizer import DEFAULT_TOKENIZER_PATH
 
-    model = Path(scenario.engine.model)
+    model = Path(runtime.config.model)
     if model.is_dir():  # a Hugging Face checkpoint folder brings its own tokenizer
         return str(model / "tokenizer.json") if (model / "tokenizer.json").is_file() else None
     return str(DEFAULT_TOKENIZER_PATH)
@@ -90,7 +93,7 @@ def run_scenario(
     state_home: str | None = None,
     kind: str = "incident",
     overrides: dict | None = None,
-) -> IncidentResult:
+) -> ScenarioRunResult:
     """Run a scenario against a fresh engine and explain its spikes in an HTML report.
 
     `overrides` are laid over the scenario file's keys (nested mappings merged), e.g.
@@ -140,20 +143,20 @@ def run_scenario(
     if failure is None or manifest.load_started_ns is not None:
         # What was collected is still analysed and reported, failures included.
         try:
-            finished = _finish(paths, run_id, run_dir)
+            finished = finish_run(paths, run_id, run_dir)
         except Exception:
             if failure is None:
                 raise
     if failure is not None:
         raise failure
-    if finished is None:  # _finish returned or raised: with no failure it ran
+    if finished is None:  # finish_run returned or raised: with no failure it ran
         raise RuntimeError(f"run {run_id}: the analysis did not run")
-    analysis, report = finished
-    return IncidentResult(
+    analysis = finished.analysis
+    return ScenarioRunResult(
         run_id=run_id,
         scenario_name=manifest.scenario_name,
         run_dir=run_dir,
-        report=report,
+        report=finished.report,
         status=manifest.status,
         errors=manifest.errors,
         spikes=len(analysis.spikes),
@@ -169,21 +172,15 @@ def _new_manifest(
     scenario: Scenario, run_id: str, kind: str, overrides: dict | None
 ) -> RunManifest:
     """run.json as the run starts: what ran and the command that reproduces it."""
-    engine = (
-        scenario.engine.to_dict()
-        if scenario.engine
-        else scenario.vllm.to_dict()
-        if scenario.vllm
-        else None
-    )
+    runtime = scenario.runtime
     return RunManifest(
         run_id=run_id,
         kind=kind,
         scenario_name=scenario.name,
         scenario_path=scenario.path,
         scenario=scenario.raw,
-        engine=engine,
-        target=scenario.target,
+        engine=engine_settings(runtime),
+        target=runtime.url if isinstance(runtime, Target) else None,
         faults=[dataclasses.asdict(f) for f in scenario.faults],
         warmup_s=scenario.warmup_s,
         duration_s=scenario.duration_s,
@@ -209,32 +206,32 @@ class _Serving:
     kept_off: KeptOff | None = None  # spikelens' own threads off the engine's CPUs (engine.cpus)
 
     def start(self, run_id: str, manifest: RunManifest) -> None:
-        scenario, run_dir = self.scenario, self.run_dir
+        run_dir, runtime = self.run_dir, self.scenario.runtime
         engine: EngineProcess | VllmProcess
-        if scenario.engine is not None:
-            engine = start_engine(run_id, scenario.engine.to_dict(), self.faults, run_dir)
-            root_pid, role = engine.running().pid, "engine"
-        elif scenario.vllm is not None:
-            if scenario.vllm.cpus is not None:
-                self.kept_off = KeptOff(scenario.vllm.cpus).start()
-                manifest.extra["cpus"] = self.kept_off.describe()
-            # every process of vLLM's tree inherits the GC hook through its environment
-            engine = start_vllm(
-                scenario.vllm, run_dir, env_hook=lambda env: _vllm_env(run_dir, self.faults, env)
-            )
-            manifest.extra["vllm"] = engine.describe()
-            write_manifest(manifest, run_dir)
-            root_pid, role = engine.running().pid, "vllm"
-        elif scenario.target is not None:
-            self.url = scenario.target
-            self._start_proxy()
-            return
-        else:
-            raise ValueError(f"{scenario.path}: give one of engine, vllm or target")
+        match runtime:
+            case OurEngine(config=config):
+                engine = start_engine(run_id, config.to_dict(), self.faults, run_dir)
+                role = "engine"
+            case VllmEngine(config=config):
+                if config.cpus is not None:
+                    self.kept_off = KeptOff(config.cpus).start()
+                    manifest.extra["cpus"] = self.kept_off.describe()
+                # every process of vLLM's tree inherits the GC hook through its environment
+                engine = start_vllm(
+                    config, run_dir, env_hook=lambda env: _vllm_env(run_dir, self.faults, env)
+                )
+                manifest.extra["vllm"] = engine.describe()
+                write_manifest(manifest, run_dir)
+                role = "vllm"
+            case Target(url=url):
+                self.url = url
+                self._start_proxy()
+                return
+        root_pid = engine.running().pid
         self.engine = engine
         self.url = engine.url
         self.collectors = start_collectors(run_dir, root_pid, role, f"{self.url}/metrics")
-        self.hogs = CpuContention(self.faults, root_pid, run_dir, scenario.duration_s)
+        self.hogs = CpuContention(self.faults, root_pid, run_dir, self.scenario.duration_s)
         self._start_proxy()
 
     def _start_proxy(self) -> None:
@@ -250,7 +247,7 @@ class _Serving:
             self.hogs.arm(t0_ns)
         if self.proxy is not None:
             self.proxy.arm(t0_ns)
-        if self.scenario.vllm is not None and any(
+        if isinstance(self.scenario.runtime, VllmEngine) and any(
             f["kind"] in PROCESS_FAULT_KINDS for f in self.faults
         ):
             arm_process_faults(
@@ -282,32 +279,10 @@ class _Serving:
 
 def _drive(serving: _Serving, manifest: RunManifest, on_load_start) -> None:
     """The load, and what it says about itself, into run.json."""
-    scenario, run_dir, url = serving.scenario, serving.run_dir, serving.url
-    api_key = os.environ.get("SPIKELENS_API_KEY") if scenario.target else None
-    # spikelens' own engine serves "spikelens"; any other: the scenario's id or /v1/models'
-    model = scenario.model or (
-        "spikelens" if scenario.engine is not None else served_model(url, api_key)
-    )
-    manifest.extra.update(model=model, endpoint=scenario.endpoint)
-    # the collectors scrape /metrics of an engine spikelens started; a target's is scraped by
-    # loadgen (one writer of metrics.parquet per run)
-    metrics_url = f"{url.rstrip('/')}/metrics" if scenario.target is not None else None
-    result = drive_load(
-        url,
-        run_dir,
-        scenario.workload,
-        scenario.load,
-        scenario.duration_s,
-        scenario.warmup_s,
-        scenario.seed,
-        _tokenizer_path(scenario),
-        for_loadgen(serving.faults, own_engine=scenario.engine is not None),
-        on_load_start,
-        metrics_url=metrics_url,
-        api_key=api_key,
-        model_name=model,
-        endpoint=scenario.endpoint,
-    )
+    scenario, run_dir = serving.scenario, serving.run_dir
+    options = _load_options(scenario, serving)
+    manifest.extra.update(model=options.model_name, endpoint=options.endpoint)
+    result = drive_load(serving.url, run_dir, options, on_load_start)
     manifest.extra["locust"] = {
         "requests_sent": result.requests_sent,
         "requests_failed": result.requests_failed,
@@ -327,6 +302,33 @@ def _drive(serving: _Serving, manifest: RunManifest, on_load_start) -> None:
     )
 
 
+def _load_options(scenario: Scenario, serving: _Serving) -> LocustRunOptions:
+    """What loadgen drives for this scenario, against what `serving` started."""
+    runtime, url = scenario.runtime, serving.url
+    target = isinstance(runtime, Target)
+    own_engine = isinstance(runtime, OurEngine)
+    api_key = os.environ.get("SPIKELENS_API_KEY") if target else None
+    # spikelens' own engine serves "spikelens"; any other: the target's model id or /v1/models'
+    model = (runtime.model if isinstance(runtime, Target) else None) or (
+        OWN_ENGINE_MODEL if own_engine else served_model(url, api_key)
+    )
+    return LocustRunOptions(
+        workload=scenario.workload,
+        load=scenario.load,
+        duration_s=scenario.duration_s,
+        warmup_s=scenario.warmup_s,
+        seed=scenario.seed,
+        tokenizer_path=_tokenizer_path(scenario),
+        faults=for_loadgen(serving.faults, own_engine=own_engine),
+        # the collectors scrape /metrics of an engine spikelens started; a target's is scraped
+        # by loadgen (one writer of metrics.parquet per run)
+        metrics_url=f"{url.rstrip('/')}/metrics" if target else None,
+        api_key=api_key,
+        model_name=model,
+        endpoint=scenario.endpoint,
+    )
+
+
 def _vllm_env(run_dir: Path, faults: list[dict], env: dict[str, str]) -> dict[str, str]:
     """vLLM's environment: every process of its tree inherits the GC hook, and, when the run has
     process faults, the path of the schedule the hook waits for."""
@@ -342,12 +344,3 @@ def _describe_failure(e: BaseException) -> str:
     if isinstance(e, (KeyboardInterrupt, TerminationSignal)):
         return f"interrupted ({type(e).__name__}{': ' + str(e) if str(e) else ''}); collected data kept"
     return f"{type(e).__name__}: {e}"[:2000]
-
-
-def _finish(paths: StatePaths, run_id: str, run_dir: Path):
-    """Ingest → analyse → render; returns (analysis, report path). Idempotent."""
-    ingest(paths.warehouse, run_dir)
-    analysis = analyze(paths.warehouse, run_id)
-    report = render_report(paths.warehouse, run_id, paths.reports / run_id)
-    refresh_index(paths.reports)
-    return analysis, report

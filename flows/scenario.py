@@ -28,6 +28,7 @@ from collectors.process_faults import make_params as make_process_fault_params
 from engine.config import EngineConfig
 from engine.config_keys import UnknownKeyError, strict_keys
 from engine.faults import ENGINE_KINDS, FaultSpec, parse_fault_specs
+from flows.runtime import OurEngine, Runtime, Target, VllmEngine
 from flows.vllm_config import VllmConfig, engine_kind
 from loadgen.spec import LoadSpec, WorkloadSpec
 from loadgen.traffic_faults import KINDS as TRAFFIC_KINDS
@@ -68,8 +69,7 @@ class Scenario:
     name: str
     duration_s: float
     warmup_s: float
-    engine: EngineConfig | None  # spikelens' own engine; None for vLLM or a `target`
-    target: str | None  # base URL of an engine spikelens did not start
+    runtime: Runtime  # what it runs against: our engine, a vLLM we start, or a target URL
     workload: WorkloadSpec
     load: LoadSpec
     faults: tuple[FaultSpec, ...]
@@ -77,10 +77,6 @@ class Scenario:
     path: str
     raw: dict[str, Any]
     text: str
-    vllm: VllmConfig | None = None  # `engine: {kind: vllm, ...}`: a vLLM server we start
-    # The model id every request names (`target: {url, model}`); None: the first id the
-    # server's GET /v1/models lists (spikelens' own engine: "spikelens").
-    model: str | None = None
     # chat → /v1/chat/completions, completions → /v1/completions (see `default_endpoint`).
     endpoint: str = "chat"
 
@@ -212,16 +208,6 @@ class _Source:
         return ScenarioError(self.path, line, key, message)
 
 
-@dataclass(frozen=True)
-class _Runtime:
-    """What the scenario runs against: exactly one of our engine, a vLLM we start, a target."""
-
-    engine: EngineConfig | None
-    vllm: VllmConfig | None
-    target: str | None
-    model: str | None
-
-
 def parse_scenario(
     raw: dict[str, Any],
     path: str = "<scenario>",
@@ -240,7 +226,7 @@ def parse_scenario(
     if not isinstance(name, str):
         raise src.error("name", "must be a string", ("name",))
     runtime = _runtime(src)
-    endpoint = _endpoint(src, own_engine=runtime.engine is not None)
+    endpoint = _endpoint(src, own_engine=isinstance(runtime, OurEngine))
     workload = _section(src, "workload", WorkloadSpec.from_dict)
     load = _section(src, "load", LoadSpec.from_dict)
     _check_slo(src)
@@ -250,8 +236,7 @@ def parse_scenario(
         name=name,
         duration_s=duration_s,
         warmup_s=warmup_s,
-        engine=runtime.engine,
-        target=runtime.target,
+        runtime=runtime,
         workload=workload,
         load=load,
         faults=tuple(faults),
@@ -259,8 +244,6 @@ def parse_scenario(
         path=path,
         raw=raw,
         text=text or yaml.safe_dump(raw, sort_keys=False),
-        vllm=runtime.vllm,
-        model=runtime.model,
         endpoint=endpoint,
     )
 
@@ -282,7 +265,7 @@ def _number(src: _Source, key: str, default: float | None, lo: float, hi: float)
     return float(value)
 
 
-def _runtime(src: _Source) -> _Runtime:
+def _runtime(src: _Source) -> Runtime:
     """`engine:` (ours, or `kind: vllm`) or `target:`, exactly one of them."""
     raw = src.raw
     if ("engine" in raw) == ("target" in raw):
@@ -291,17 +274,17 @@ def _runtime(src: _Source) -> _Runtime:
         )
     if "target" in raw:
         target, model = _target(raw["target"], src.path, src.lines)
-        return _Runtime(engine=None, vllm=None, target=target, model=model)
+        return Target(url=target, model=model)
     block = raw["engine"] or {}
     if not isinstance(block, dict):
         raise src.fail(("engine",), "must be a mapping")
     try:
         if engine_kind(block) == "vllm":
-            return _Runtime(engine=None, vllm=VllmConfig.from_dict(block), target=None, model=None)
+            return VllmEngine(VllmConfig.from_dict(block))
         engine = EngineConfig.from_dict({k: v for k, v in block.items() if k != "kind"})
     except (ValueError, KeyError, TypeError) as e:
         raise src.fail(("engine",), str(e).strip("'\""), e) from None
-    return _Runtime(engine=engine, vllm=None, target=None, model=None)
+    return OurEngine(engine)
 
 
 def _endpoint(src: _Source, own_engine: bool) -> str:
@@ -334,14 +317,14 @@ def _check_slo(src: _Source) -> None:
         raise src.fail(("slo",), str(e), e) from None
 
 
-def _faults(src: _Source, runtime: _Runtime) -> list[FaultSpec]:
+def _faults(src: _Source, runtime: Runtime) -> list[FaultSpec]:
     """Faults are validated by their owners: the engine's parser and injector params, and
     loadgen's for the traffic kinds it applies. Their messages start with `faults[i]`."""
-    own = runtime.engine is not None  # spikelens' engine applies its kinds; else loadgen may
+    own = isinstance(runtime, OurEngine)  # spikelens' engine applies its kinds; else loadgen may
     try:
         faults = parse_fault_specs(src.raw.get("faults"))
         for f in faults:
-            if runtime.vllm is not None and f.kind in PROCESS_FAULT_KINDS:  # by the GC hook
+            if isinstance(runtime, VllmEngine) and f.kind in PROCESS_FAULT_KINDS:  # by the GC hook
                 make_process_fault_params(f.kind, f.params)
             elif f.kind == CPU_CONTENTION:  # applied by the flow beside any engine it starts
                 make_cpu_contention_params(f.params)
@@ -358,20 +341,20 @@ def _faults(src: _Source, runtime: _Runtime) -> list[FaultSpec]:
 
 
 def _check_fault_windows(
-    src: _Source, runtime: _Runtime, faults: list[FaultSpec], duration_s: float
+    src: _Source, runtime: Runtime, faults: list[FaultSpec], duration_s: float
 ) -> None:
     """Each fault applies to what this scenario runs, inside the measured duration."""
-    vllm = runtime.vllm
+    vllm = isinstance(runtime, VllmEngine)
     for i, f in enumerate(faults):
         at = ("faults", i)
         if (
-            runtime.engine is None
+            not isinstance(runtime, OurEngine)
             and f.kind in ENGINE_KINDS
-            and not (vllm is not None and f.kind in {*PROCESS_FAULT_KINDS, *OWN_ENGINE_APPLIES})
+            and not (vllm and f.kind in {*PROCESS_FAULT_KINDS, *OWN_ENGINE_APPLIES})
         ):
             also = (
                 ", ".join(sorted({*PROCESS_FAULT_KINDS, *OWN_ENGINE_APPLIES})) + " (vLLM)"
-                if vllm is not None
+                if vllm
                 else ""
             )
             raise src.error(
@@ -382,7 +365,7 @@ def _check_fault_windows(
                 + (f"; and {also}" if also else ""),
                 at,
             )
-        if f.kind == CPU_CONTENTION and runtime.target is not None:
+        if f.kind == CPU_CONTENTION and isinstance(runtime, Target):
             raise src.error(
                 f"faults[{i}].kind",
                 f"{f.kind!r} pins hog processes to the CPUs of an engine spikelens "

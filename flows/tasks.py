@@ -24,7 +24,7 @@ from flows.vllm_process import VllmProcess
 
 if TYPE_CHECKING:
     from collectors import CollectorSet
-    from loadgen.runner import LocustResult
+    from loadgen.runner import LocustResult, LocustRunOptions
 
 # The CLI listens on this logger to draw its progress display; Prefect's UI shows task states.
 progress = logging.getLogger("spikelens.progress")
@@ -158,46 +158,20 @@ def stop_engine(handle: EngineProcess) -> int | None:
 def drive_load(
     url: str,
     run_dir: Path,
-    workload: Any,
-    load: Any,
-    duration_s: float,
-    warmup_s: float,
-    seed: int,
-    tokenizer_path: str | None,
-    faults: list[dict[str, Any]],
+    options: LocustRunOptions,
     on_load_start: Callable[[int], None] | None,
-    metrics_url: str | None = None,
-    api_key: str | None = None,
-    model_name: str = "spikelens",
-    endpoint: str = "chat",
 ) -> LocustResult:
-    """Run Locust as a subprocess against `url`; raw samples land in `run_dir`.
+    """Run Locust as a subprocess against `url` as `options` say; raw samples land in `run_dir`.
 
     The runner enforces its own hard deadline (duration + warm-up + grace) on the subprocess.
     """
-    from loadgen.runner import (  # imports no locust: the runner spawns a subprocess
-        LocustRunOptions,
-        run_locust,
-    )
+    from loadgen.runner import run_locust  # imports no locust: the runner spawns a subprocess
 
     progress.info(
         "load: %.0f s warm-up + %.0f s measured",
-        warmup_s,
-        duration_s,
-        extra={"duration_s": warmup_s + duration_s},
-    )
-    options = LocustRunOptions(
-        workload=workload,
-        load=load,
-        duration_s=duration_s,
-        warmup_s=warmup_s,
-        seed=seed,
-        tokenizer_path=tokenizer_path,
-        faults=faults,
-        metrics_url=metrics_url,
-        api_key=api_key,
-        model_name=model_name,
-        endpoint=endpoint,
+        options.warmup_s,
+        options.duration_s,
+        extra={"duration_s": options.warmup_s + options.duration_s},
     )
     return run_locust(
         url, run_dir, options, on_load_start=on_load_start, preexec_fn=die_with_parent

@@ -40,11 +40,11 @@ from loadgen.client_health import PROBE_INTERVAL_S, HealthMonitor
 from loadgen.client_stall import KIND as CLIENT_STALL
 from loadgen.client_stall import blocking_sleep, run_stalls
 from loadgen.error_guard import STOP_MARKER, ErrorGuard, ErrorGuardConfig
+from loadgen.locust_config import API_KEY_ENV, CONFIG_ENV, START_MARKER, LocustConfig
 from loadgen.prompts import PromptBuilder
 from loadgen.recorder import Recorder
 from loadgen.replay import read_normalised
 from loadgen.request_plan import RequestFactory, RequestPlan
-from loadgen.run_config import API_KEY_ENV, CONFIG_ENV, START_MARKER, RunConfig
 from loadgen.shapes import change_times, spawn_rate, target_users
 from loadgen.sse import StreamState
 from loadgen.timed_socket import TimedSocket, install, line_arrival, timed_socket_of
@@ -56,7 +56,7 @@ if CONFIG_ENV not in os.environ:
     raise SystemExit(
         f"{CONFIG_ENV} must name the loadgen run config JSON (written by loadgen.runner)"
     )
-CONFIG = RunConfig.read(os.environ[CONFIG_ENV])
+CONFIG = LocustConfig.read(os.environ[CONFIG_ENV])
 API_KEY = os.environ.get(API_KEY_ENV) or None
 WORKLOAD = CONFIG.workload_spec()
 LOAD = CONFIG.load_spec()

@@ -37,10 +37,10 @@ from collectors.metrics_scraper import MetricsScraper
 from loadgen.client_health import merge_health
 from loadgen.error_guard import STOP_MARKER, ErrorGuardConfig
 from loadgen.errors import SpecError
+from loadgen.locust_config import API_KEY_ENV, CONFIG_ENV, START_MARKER, LocustConfig
 from loadgen.prompts import PromptBuilder
 from loadgen.recorder import merge_parts
 from loadgen.replay import load_trace, write_normalised
-from loadgen.run_config import API_KEY_ENV, CONFIG_ENV, START_MARKER, RunConfig
 from loadgen.shapes import spawn_rate, target_users
 from loadgen.spec import LoadSpec, WorkloadSpec, load_from, workload_from
 from loadgen.traffic_faults import traffic_faults, write_faults
@@ -183,7 +183,7 @@ class _PreparedRun:
     run_dir: Path
     parts_dir: Path
     load: LoadSpec
-    config: RunConfig
+    config: LocustConfig
     stats_base: Path  # Locust's --json-file (it appends ".json")
     env: dict[str, str]
     faults: list  # the loadgen-owned faults (TrafficFault)
@@ -204,7 +204,7 @@ def _prepare_run(host: str, run_dir: Path, options: LocustRunOptions) -> _Prepar
             write_normalised(load_trace(load.trace, load.speed), parts_dir / "replay.jsonl")
         )
     guard = options.error_guard
-    config = RunConfig(
+    config = LocustConfig(
         parts_dir=str(parts_dir),
         run_tag=run_dir.name or "run",
         warmup_s=options.warmup_s,
@@ -418,7 +418,7 @@ def _merge(parts_dir: Path, run_dir: Path) -> tuple[int, int, dict]:
     return recorded, chunks, health
 
 
-def locust_command(host: str, load: LoadSpec, config: RunConfig, stats_base: Path) -> list[str]:
+def locust_command(host: str, load: LoadSpec, config: LocustConfig, stats_base: Path) -> list[str]:
     """The Locust command line: headless, our user class, the shape's initial users (open loop:
     one scheduling user per process); run time and later user counts are driven from inside the
     locustfile (exact to the gevent loop)."""

@@ -35,7 +35,7 @@ RUN_CONFIG_KEYS = ("run_id", "engine", "faults", "server")
 
 
 @dataclass
-class RunConfig:
+class EngineRunConfig:
     """CONFIG.json as handed over by flows (docs/INTERFACES.md)."""
 
     run_id: str | None  # names the run in logs; the files themselves live in --run-dir
@@ -46,7 +46,7 @@ class RunConfig:
     server: ServerConfig = field(default_factory=ServerConfig)
 
     @classmethod
-    def load(cls, path: str | Path) -> RunConfig:
+    def load(cls, path: str | Path) -> EngineRunConfig:
         path = Path(path)
         try:
             data = json.loads(path.read_text())
@@ -99,7 +99,7 @@ class _EngineServer(uvicorn.Server):
             timer.cancel()
 
 
-def build_engine(run_config: RunConfig, run_dir: Path | None):
+def build_engine(run_config: EngineRunConfig, run_dir: Path | None):
     """The ``LLMEngine`` for this run (model loaded, fault schedule handed over, not yet armed)."""
     from engine.llm_engine import LLMEngine
 
@@ -110,7 +110,7 @@ def serve(
     config_path: str | Path, run_dir: str | Path, host: str = "127.0.0.1", port: int = 8000
 ) -> int:
     """Run the server until SIGTERM/SIGINT; flush telemetry; return the exit code."""
-    run_config = RunConfig.load(config_path)
+    run_config = EngineRunConfig.load(config_path)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     engine = build_engine(run_config, run_dir)

@@ -1,4 +1,4 @@
-"""RunConfig (CONFIG.json of ``python -m engine serve``): what it accepts and how it refuses the rest."""
+"""EngineRunConfig (CONFIG.json of ``python -m engine serve``): what it accepts and how it refuses the rest."""
 
 import json
 import subprocess
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from engine.server.serve import RunConfig
+from engine.server.serve import EngineRunConfig
 
 
 def _write(tmp_path, data) -> str:
@@ -16,7 +16,7 @@ def _write(tmp_path, data) -> str:
 
 
 def test_loads_engine_faults_and_server_blocks(tmp_path):
-    cfg = RunConfig.load(
+    cfg = EngineRunConfig.load(
         _write(
             tmp_path,
             {
@@ -50,7 +50,7 @@ def test_loads_engine_faults_and_server_blocks(tmp_path):
 )
 def test_bad_config_names_the_problem(tmp_path, data, needle):
     with pytest.raises(ValueError, match=needle):
-        RunConfig.load(_write(tmp_path, data))
+        EngineRunConfig.load(_write(tmp_path, data))
 
 
 def test_cli_reports_a_bad_config_with_exit_code_2(tmp_path):

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from flows.runtime import OurEngine, Target, VllmEngine
 from flows.scenario import ScenarioError, load_scenario
 
 GOOD = """\
@@ -37,7 +38,8 @@ def write(tmp_path: Path, text: str) -> Path:
 def test_valid_scenario_parses(tmp_path):
     s = load_scenario(write(tmp_path, GOOD))
     assert s.name == "gc-storm" and s.duration_s == 30 and s.warmup_s == 2
-    assert s.engine.model == "tiny" and s.engine.max_num_seqs == 8
+    assert isinstance(s.runtime, OurEngine)
+    assert s.runtime.config.model == "tiny" and s.runtime.config.max_num_seqs == 8
     assert [f.kind for f in s.faults] == ["memory.gc_storm"] and s.faults[0].cause == "memory"
     assert s.slug == "gc-storm"
 
@@ -138,7 +140,7 @@ def test_a_checkpoint_engine_takes_its_context_length_from_the_checkpoint(tmp_pa
     folder.mkdir()
     (folder / "config.json").write_text('{"model_type": "llama", "max_position_embeddings": 256}')
     text = GOOD.replace("  model: tiny", f"  model: {folder}")
-    assert load_scenario(write(tmp_path, text)).engine.max_model_len == 256
+    assert load_scenario(write(tmp_path, text)).runtime.config.max_model_len == 256
     with pytest.raises(ScenarioError, match=r"engine.max_model_len: must be in \[2, 256\]"):
         load_scenario(
             write(
@@ -158,17 +160,11 @@ endpoint: chat
 
 def test_target_mapping_names_url_model_and_endpoint(tmp_path):
     s = load_scenario(write(tmp_path, TARGET))
-    assert (s.target, s.model, s.endpoint, s.engine, s.vllm) == (
-        "http://127.0.0.1:8000",
-        "tiny-llama",
-        "chat",
-        None,
-        None,
-    )
+    assert (s.runtime, s.endpoint) == (Target("http://127.0.0.1:8000", "tiny-llama"), "chat")
     plain = load_scenario(write(tmp_path, "duration_s: 10\ntarget: http://h:1\n"))
-    assert (plain.target, plain.model, plain.endpoint) == ("http://h:1", None, "completions")
+    assert (plain.runtime, plain.endpoint) == (Target("http://h:1", None), "completions")
     ours = load_scenario(write(tmp_path, GOOD))
-    assert ours.endpoint == "chat" and ours.model is None
+    assert ours.endpoint == "chat" and isinstance(ours.runtime, OurEngine)
 
 
 @pytest.mark.parametrize(
@@ -201,8 +197,10 @@ def test_vllm_engine_block_parses_and_rejects_engine_faults(tmp_path):
         f"  kv_cache_space_gib: 1\n  extra_args: [--seed, '0']\n"
     )
     s = load_scenario(write(tmp_path, text))
-    assert s.engine is None and s.vllm.model == str(ckpt) and s.vllm.max_num_seqs == 8
-    assert s.vllm.extra_args == ("--seed", "0") and s.endpoint == "completions"
+    assert isinstance(s.runtime, VllmEngine)
+    vllm = s.runtime.config
+    assert vllm.model == str(ckpt) and vllm.max_num_seqs == 8
+    assert vllm.extra_args == ("--seed", "0") and s.endpoint == "completions"
     with pytest.raises(ScenarioError) as e:
         load_scenario(
             write(
@@ -231,7 +229,7 @@ def test_vllm_engine_block_parses_and_rejects_engine_faults(tmp_path):
     ours = load_scenario(
         write(tmp_path, GOOD.replace("  model: tiny", "  kind: spikelens\n  model: tiny"))
     )
-    assert ours.engine.model == "tiny" and ours.vllm is None
+    assert isinstance(ours.runtime, OurEngine) and ours.runtime.config.model == "tiny"
 
 
 def test_kv_pressure_takes_long_prompt_params_on_vllm_and_a_fraction_on_ours(tmp_path):
@@ -292,9 +290,10 @@ def test_vllm_example_scenarios_are_valid(tmp_path):
     repo = Path(__file__).resolve().parents[2] / "scenarios"
     ckpt = _checkpoint(tmp_path)
     s = load_scenario(repo / "vllm-burst.yaml", {"engine": {"model": str(ckpt)}})
-    assert s.vllm.kv_cache_space_gib == 1 and [f.kind for f in s.faults] == ["load.burst"]
+    assert isinstance(s.runtime, VllmEngine) and s.runtime.config.kv_cache_space_gib == 1
+    assert [f.kind for f in s.faults] == ["load.burst"]
     t = load_scenario(repo / "vllm-target.yaml")
-    assert t.target == "http://127.0.0.1:8000" and t.model is None and t.endpoint == "completions"
+    assert t.runtime == Target("http://127.0.0.1:8000") and t.endpoint == "completions"
 
 
 def test_cpu_contention_is_accepted_for_started_engines_only(tmp_path):

@@ -1,5 +1,6 @@
-"""`spikelens engine` started the way people start `vllm serve`: the real console script in a
-subprocess, the context length taken from the checkpoint, the official `openai` client streaming."""
+"""`spikelens engine` (flows/engine_command.py) started the way people start `vllm serve`: the real
+console script in a subprocess, the context length taken from the checkpoint, the official
+`openai` client streaming; contradicting flags refused before anything starts."""
 
 import json
 import os
@@ -190,3 +191,42 @@ def test_sigterm_of_the_cli_stops_the_server_gracefully(tmp_path):
         assert proc.wait(timeout=60) == 0
     assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
     assert (tmp_path / "home" / "runs" / "adhoc-engine" / "steps.parquet").exists()
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--kv-blocks", "8", "--kv-cache-memory-bytes", "1GiB"], "give the KV cache size once"),
+        (["tiny", "--model", "small"], "give the model once: MODEL 'tiny' and --model 'small'"),
+    ],
+)
+def test_contradicting_flags_exit_2_before_any_server_starts(tmp_path, monkeypatch, args, message):
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    monkeypatch.setenv("SPIKELENS_HOME", str(tmp_path / "home"))
+    result = CliRunner().invoke(app, ["engine", *args])
+    assert result.exit_code == 2 and message in result.output
+    assert not (tmp_path / "home").exists()  # nothing written, nothing started
+
+
+def test_the_config_file_and_the_flags_merge_block_by_block(tmp_path):
+    from flows.engine_command import _engine_run_config
+
+    config = tmp_path / "engine.json"
+    config.write_text(
+        json.dumps({"engine": {"model": "tiny", "dtype": "half"}, "server": {"max_waiting": 4}})
+    )
+    merged = _engine_run_config(
+        config, {"model": None, "max_num_seqs": 2}, {"model_name": "served"}
+    )
+    assert merged == {
+        "engine": {"model": "tiny", "dtype": "half", "max_num_seqs": 2},
+        "server": {"max_waiting": 4, "model_name": "served"},
+    }
+    assert _engine_run_config(None, {"model": "small"}, {"model_name": None}) == {
+        "run_id": "adhoc",
+        "faults": [],
+        "engine": {"model": "small"},
+    }

@@ -23,7 +23,10 @@ START_MARKER = "SPIKELENS_LOADGEN_START_NS"
 
 
 @dataclass
-class RunConfig:
+class LocustConfig:
+    """Everything the Locust processes of one run read at start (master and workers alike),
+    written by the runner from `LocustRunOptions` and read by loadgen/locustfile.py."""
+
     parts_dir: str  # where each Locust process writes its requests/tokens parts
     run_tag: str  # prefix of every X-Request-Id, so ids are unique across runs
     warmup_s: float  # first seconds of load recorded with phase 'warmup'
@@ -63,7 +66,7 @@ class RunConfig:
         return path
 
     @classmethod
-    def read(cls, path: str | Path) -> RunConfig:
+    def read(cls, path: str | Path) -> LocustConfig:
         data = json.loads(Path(path).read_text())
         strict_keys(
             data,

@@ -1,0 +1,42 @@
+"""What `run_scenario` hands loadgen (flows/run_scenario.py `_load_options`): one options object
+built from the scenario and what was started, for each runtime."""
+
+from pathlib import Path
+
+from flows.run_scenario import _load_options, _Serving
+from flows.scenario import parse_scenario
+
+BASE = {"duration_s": 10, "warmup_s": 2, "seed": 7}
+BURST = {"kind": "load.burst", "start_s": 1, "duration_s": 2, "params": {"factor": 2}}
+
+
+def _serving(raw: dict, url: str, tmp_path: Path) -> _Serving:
+    scenario = parse_scenario(raw)
+    faults = [
+        {"kind": f.kind, "start_s": f.start_s, "duration_s": f.duration_s, "params": f.params}
+        for f in scenario.faults
+    ]
+    return _Serving(scenario, tmp_path, faults, url=url)
+
+
+def test_our_engine_is_driven_by_chat_with_its_own_model_id_and_no_scraping(tmp_path):
+    serving = _serving({**BASE, "engine": {"model": "tiny"}}, "http://127.0.0.1:9", tmp_path)
+    options = _load_options(serving.scenario, serving)
+    assert (options.duration_s, options.warmup_s, options.seed) == (10, 2, 7)
+    assert (options.model_name, options.endpoint, options.metrics_url) == (
+        "spikelens",
+        "chat",
+        None,
+    )
+    assert options.tokenizer_path and Path(options.tokenizer_path).is_file()
+    assert options.workload == serving.scenario.workload and options.api_key is None
+
+
+def test_a_target_names_its_model_and_loadgen_scrapes_its_metrics(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPIKELENS_API_KEY", "k")
+    raw = {**BASE, "target": {"url": "http://h:1/", "model": "m"}, "faults": [BURST]}
+    serving = _serving(raw, "http://h:1/", tmp_path)
+    options = _load_options(serving.scenario, serving)
+    assert (options.model_name, options.endpoint, options.api_key) == ("m", "completions", "k")
+    assert options.metrics_url == "http://h:1/metrics" and options.tokenizer_path is None
+    assert [f["kind"] for f in options.faults] == ["load.burst"]
