@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from rca.arrow_columns import float_column, int_column, list_column
 from rca.stepcost import mean_or_zero
 from rca.sweep import repeated_ngram_rate, repeated_ngram_rates
 
@@ -95,15 +96,14 @@ def with_loop_rates(outputs: pa.Table) -> pa.Table:
     so attributing each spike reads a number per request instead of its ids."""
     if "output_token_ids" not in outputs.column_names:
         return outputs
-    ids = outputs["output_token_ids"].combine_chunks()
-    if ids.type == pa.null():  # no engine output logged at all
-        rates = np.zeros(len(ids))
-        valid = np.zeros(len(ids), dtype=bool)
-    else:
-        offsets = ids.offsets.to_numpy()
-        valid = ~ids.is_null().to_numpy(zero_copy_only=False) & (np.diff(offsets) >= 3)
-        rates = repeated_ngram_rates(ids.values.to_numpy(zero_copy_only=False), offsets)
-    column = pa.array(rates, mask=~valid, type=pa.float64())
+    values, offsets, logged = list_column(outputs["output_token_ids"])
+    valid = logged & (np.diff(offsets) >= 3)
+    rates = repeated_ngram_rates(values, offsets)
+    column = pa.Array.from_buffers(
+        pa.float64(),
+        len(rates),
+        [pa.py_buffer(np.packbits(valid, bitorder="little")), pa.py_buffer(rates)],
+    )
     return outputs.drop_columns(["output_token_ids"]).append_column("repeated_3gram_rate", column)
 
 
@@ -114,15 +114,15 @@ def _output_columns(request_outputs: list[dict] | pa.Table) -> dict[str, np.ndar
         t = request_outputs
         if "output_token_ids" in t.column_names:
             t = with_loop_rates(t)
-        out_tok = t["output_tokens"].to_numpy(zero_copy_only=False).astype(np.float64)
-        max_tok = t["max_tokens"].to_numpy(zero_copy_only=False).astype(np.float64)
-        length = t["finish_reason"].to_numpy(zero_copy_only=False) == "length"
+        out_tok = float_column(t["output_tokens"])
+        max_tok = float_column(t["max_tokens"])
+        length = np.array([f == "length" for f in t["finish_reason"].to_pylist()], dtype=bool)
         rate = (
-            t["repeated_3gram_rate"].to_numpy(zero_copy_only=False).astype(np.float64)
+            float_column(t["repeated_3gram_rate"])
             if "repeated_3gram_rate" in t.column_names
             else np.full(t.num_rows, np.nan)
         )
-        window = t["window"].to_numpy(zero_copy_only=False).astype(np.int64)
+        window = int_column(t["window"])
     else:
         rows = request_outputs
         window = np.array([r["window"] for r in rows], dtype=np.int64)

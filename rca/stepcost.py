@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from rca.arrow_columns import float_column
 from rca.config import CAUSES, AttributeConfig
 
 STAGES = ("schedule_ms", "forward_ms", "penalty_ms", "sample_ms", "comm_ms", "other_ms")
@@ -49,16 +50,11 @@ STEP_COLUMNS = (
 
 def _column_arrays(rows: pa.Table | list[dict]) -> dict[str, np.ndarray]:
     """STEP_COLUMNS as float64 arrays (None or absent → NaN): from an Arrow table column by
-    column (no Python object per value; Arrow gives a column with nulls as float64 with NaN),
-    from dict rows value by value (tests build those)."""
+    column (no Python object per value), from dict rows value by value (tests build those)."""
     if isinstance(rows, pa.Table):
         n = rows.num_rows
         return {
-            c: (
-                rows[c].to_numpy(zero_copy_only=False).astype(np.float64)
-                if c in rows.column_names
-                else np.full(n, np.nan)
-            )
+            c: float_column(rows[c]) if c in rows.column_names else np.full(n, np.nan)
             for c in STEP_COLUMNS
         }
     return {
