@@ -7,7 +7,13 @@ built with a Python repeated-3-gram rate per request and every spike re-reading 
 rows. Each simulated run (tests/support/runbuilder.py: the fault kinds of scenarios/eval/ it can
 simulate, with their controls) is analysed both ways on the same warehouse; spikes, baselines,
 attributions and evidence must be equal value for value (floats bit for bit), and so must the
-intermediate signals the stages hand on.
+intermediate signals the stages hand on. Floats are compared bit for bit except one kind:
+the reference's per-window averages of step times (step_stages) summed the steps in whatever
+order its joins delivered them, which changed with the plan and the threads, so its own last bits
+changed from run to run (seen: 13.792387236111114 / …116 / …118 for one window). The new query
+sums in step order, always; those values (and what is computed from them) may differ from a
+reference run by that much, relative 1e-12. Everything else (ids, counts, causes, texts) is
+compared exactly.
 """
 
 from __future__ import annotations
@@ -30,9 +36,8 @@ from warehouse.db import connect
 from warehouse.queries import query
 
 REFERENCE_SQL = {
-    "process_stack_windows": (
-        Path(__file__).parent / "fixtures" / "process_stack_windows_reference.sql"
-    ).read_text()
+    name: (Path(__file__).parent / "fixtures" / f"{name}_reference.sql").read_text()
+    for name in ("process_stack_windows", "step_stages", "step_timeline")
 }
 
 
@@ -125,25 +130,29 @@ def _reference_shares(rows, region, n):
     return _share_series(rows, region, n)
 
 
-def _canon(value):
-    """Comparable form of a stored value: floats by their exact bits, NaN equal to NaN."""
-    if isinstance(value, float):
-        return "nan" if math.isnan(value) else value.hex()
-    if isinstance(value, list):
-        return [_canon(v) for v in value]
-    return value
+def _same(new, old) -> bool:
+    """Equal, except that floats may differ in their last bits (relative 1e-12): see the module
+    docstring. NaN equals NaN."""
+    if isinstance(new, float) and isinstance(old, float):
+        return (math.isnan(new) and math.isnan(old)) or math.isclose(
+            new, old, rel_tol=1e-12, abs_tol=1e-12
+        )
+    if isinstance(new, (list, tuple)) and isinstance(old, (list, tuple)):
+        return len(new) == len(old) and all(_same(a, b) for a, b in zip(new, old))
+    if isinstance(new, dict) and isinstance(old, dict):
+        return new.keys() == old.keys() and all(_same(new[k], old[k]) for k in new)
+    return new == old
 
 
-def _results(db, run_id) -> dict[str, list[dict]]:
+def _results(db, run_id, threads: int | None = None) -> dict[str, list[dict]]:
     conn = connect(db, read_only=True)
     try:
+        if threads:
+            conn.execute(f"SET threads = {threads}")
         tables = result_tables(analyze(conn, run_id))
     finally:
         conn.close()
-    return {
-        name: [{k: _canon(v) for k, v in row.items()} for row in table.to_pylist()]
-        for name, table in tables.items()
-    }
+    return {name: table.to_pylist() for name, table in tables.items()}
 
 
 # The fault kinds of scenarios/eval/ the run builder simulates, their collectors' view, and
@@ -175,14 +184,16 @@ def test_results_identical_to_the_reference_implementation(case, warehouse_with,
     db, run_id = warehouse_with(**RUNS[case])
     new = _results(db, run_id)
     reference()
-    old = _results(db, run_id)
+    old = _results(db, run_id, threads=1)
     if RUNS[case].get("incident"):
         assert new["spikes"], f"{case}: the run should have a spike to compare"
     for table in ("analyses", "spikes", "attributions", "evidence"):
-        assert new[table] == old[table], f"{case}: {table} differ"
+        assert _same(new[table], old[table]), f"{case}: {table} differ"
 
 
-@pytest.mark.parametrize("case", ["gc-storm", "gc-storm-long-noisy", "slow-path", "repetition"])
+@pytest.mark.parametrize(
+    "case", ["gc-storm", "gc-storm-long-noisy", "slow-path", "repetition", "straggler"]
+)
 def test_signals_identical_to_the_reference_implementation(case, warehouse_with):
     db, run_id = warehouse_with(**RUNS[case])
     conn = connect(db, read_only=True)
@@ -194,9 +205,20 @@ def test_signals_identical_to_the_reference_implementation(case, warehouse_with)
         old_stacks = conn.execute(
             REFERENCE_SQL["process_stack_windows"], {"run_id": run_id, "window_s": 1.0}
         ).fetchall()
+        params = {
+            "step_stages": {"run_id": run_id, "window_s": 1.0},
+            "step_timeline": {"run_id": run_id},
+        }
+        conn.execute("SET threads = 1")
+        reference_rows = {
+            name: conn.execute(REFERENCE_SQL[name], params[name]).fetchall() for name in params
+        }
+        new_rows = {name: query(conn, name, **params[name]) for name in params}
     finally:
         conn.close()
     assert [tuple(r.values()) for r in new_stacks] == old_stacks
+    for name, rows in new_rows.items():
+        assert _same([tuple(r.values()) for r in rows], reference_rows[name]), name
     assert set(signals.steps) == set(old_steps)
     for column, values in old_steps.items():
         assert np.array_equal(signals.steps[column], values, equal_nan=True), column
