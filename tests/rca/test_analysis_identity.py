@@ -11,9 +11,11 @@ intermediate signals the stages hand on. Floats are compared bit for bit except 
 the reference's per-window averages of step times (step_stages) summed the steps in whatever
 order its joins delivered them, which changed with the plan and the threads, so its own last bits
 changed from run to run (seen: 13.792387236111114 / …116 / …118 for one window). The new query
-sums in step order, always; those values (and what is computed from them) may differ from a
-reference run by that much, relative 1e-12. Everything else (ids, counts, causes, texts) is
-compared exactly.
+sums in step order, always; those values may differ from a reference run by that much, and what
+is computed from them a little more: a Pearson r of a series that is constant up to rounding
+(other_ms ≈ 0.2 ms in every window) moved by 1e-11. Hence floats within 1e-9; everything else
+(ids, counts, causes, texts) is compared exactly. On the bench's 1-min, 10-min and 1-h runs the
+stored results were byte-identical but for one such r (0.011575543394881 vs …888881).
 """
 
 from __future__ import annotations
@@ -131,11 +133,11 @@ def _reference_shares(rows, region, n):
 
 
 def _same(new, old) -> bool:
-    """Equal, except that floats may differ in their last bits (relative 1e-12): see the module
-    docstring. NaN equals NaN."""
+    """Equal, except that floats may differ in their last bits: see the module docstring. NaN
+    equals NaN."""
     if isinstance(new, float) and isinstance(old, float):
         return (math.isnan(new) and math.isnan(old)) or math.isclose(
-            new, old, rel_tol=1e-12, abs_tol=1e-12
+            new, old, rel_tol=1e-9, abs_tol=1e-9
         )
     if isinstance(new, (list, tuple)) and isinstance(old, (list, tuple)):
         return len(new) == len(old) and all(_same(a, b) for a, b in zip(new, old))
@@ -188,7 +190,8 @@ def test_results_identical_to_the_reference_implementation(case, warehouse_with,
     if RUNS[case].get("incident"):
         assert new["spikes"], f"{case}: the run should have a spike to compare"
     for table in ("analyses", "spikes", "attributions", "evidence"):
-        assert _same(new[table], old[table]), f"{case}: {table} differ"
+        diff = [(a, b) for a, b in zip(new[table], old[table]) if not _same(a, b)]
+        assert len(new[table]) == len(old[table]) and not diff, f"{case}: {table} differ: {diff}"
 
 
 @pytest.mark.parametrize(
