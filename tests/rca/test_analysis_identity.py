@@ -39,7 +39,7 @@ from warehouse.queries import query
 
 REFERENCE_SQL = {
     name: (Path(__file__).parent / "fixtures" / f"{name}_reference.sql").read_text()
-    for name in ("process_stack_windows", "step_stages", "step_timeline")
+    for name in ("process_stack_windows", "step_stages", "step_timeline", "history_windows")
 }
 
 
@@ -211,6 +211,7 @@ def test_signals_identical_to_the_reference_implementation(case, warehouse_with)
         params = {
             "step_stages": {"run_id": run_id, "window_s": 1.0},
             "step_timeline": {"run_id": run_id},
+            "history_windows": {"run_id": run_id, "window_s": 1.0},
         }
         conn.execute("SET threads = 1")
         reference_rows = {
