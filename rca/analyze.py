@@ -15,11 +15,12 @@ from pathlib import Path
 from rca.attribute import Attribution, RunSignals, attribute_spike
 from rca.config import AttributeConfig, DetectConfig
 from rca.detect import Baseline, Spike, detect_spikes
+from rca.evidence import with_loop_rates
 from rca.metric_rank import attribute_by_metrics
 from rca.process_evidence import ProcessSignals
 from rca.stepcost import step_arrays
 from warehouse.db import DbConnection, connect
-from warehouse.queries import query
+from warehouse.queries import query, query_table
 from warehouse.store import replace_run_rows
 
 
@@ -40,7 +41,9 @@ class Analysis:
 
 
 def load_signals(conn: DbConnection, run_id: str, window_s: float) -> RunSignals:
-    """Read what detection and attribution need; raises KeyError if the run is not ingested."""
+    """Read what detection and attribution need; raises KeyError if the run is not ingested.
+    Long results (steps, request outputs) come as Arrow tables turned into arrays once, not as a
+    Python dict per row."""
     if not query(conn, "run_header", run_id=run_id):
         raise KeyError(f"run {run_id!r} is not in the warehouse (ingest it first)")
     if not window_s > 0:
@@ -49,9 +52,11 @@ def load_signals(conn: DbConnection, run_id: str, window_s: float) -> RunSignals
         window_s=window_s,
         windows=query(conn, "windows", run_id=run_id, window_s=window_s),
         step_windows=query(conn, "step_stages", run_id=run_id, window_s=window_s),
-        steps=step_arrays(query(conn, "step_timeline", run_id=run_id)),
+        steps=step_arrays(query_table(conn, "step_timeline", run_id=run_id)),
         gc_pauses=query(conn, "gc_pauses", run_id=run_id),
-        request_outputs=query(conn, "request_outputs", run_id=run_id, window_s=window_s),
+        request_outputs=with_loop_rates(
+            query_table(conn, "request_outputs", run_id=run_id, window_s=window_s)
+        ),
         nvml_windows=query(conn, "nvml_windows", run_id=run_id, window_s=window_s),
         metric_windows=query(conn, "metric_windows", run_id=run_id, window_s=window_s),
         client_windows=query(conn, "client_windows", run_id=run_id, window_s=window_s),

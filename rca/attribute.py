@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyarrow as pa
 
 from rca.cause_evidence import EngineFacts, EngineSeries, engine_evidence, main_signals
 from rca.cause_shares import ShareInputs, cause_shares, verdict
@@ -71,7 +72,8 @@ class RunSignals:
     step_windows: list[dict]  # query `step_stages`
     steps: dict[str, np.ndarray]  # rca.stepcost.step_arrays(query `step_timeline`)
     gc_pauses: list[dict]  # query `gc_pauses`
-    request_outputs: list[dict] = field(default_factory=list)  # query `request_outputs`
+    # query `request_outputs`: dict rows, or its Arrow table (rca.evidence.with_loop_rates)
+    request_outputs: list[dict] | pa.Table = field(default_factory=list)
     nvml_windows: list[dict] = field(default_factory=list)  # query `nvml_windows`
     metric_windows: list[dict] = field(default_factory=list)  # query `metric_windows`
     client_windows: list[dict] = field(default_factory=list)  # query `client_windows`

@@ -23,9 +23,11 @@ from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
+from rca.arrow_columns import float_column, int_column, list_column
 from rca.stepcost import mean_or_zero
-from rca.sweep import repeated_ngram_rate
+from rca.sweep import repeated_ngram_rate, repeated_ngram_rates
 
 
 @dataclass
@@ -87,29 +89,89 @@ def pause_stats(pauses: list[dict], windows_mask: np.ndarray, window_s: float) -
     return PauseStats(len(inside), len(inside) / minutes if minutes else None, mean, gen)
 
 
-def output_series(request_outputs: list[dict], n_windows: int) -> dict[str, np.ndarray]:
+def with_loop_rates(outputs: pa.Table) -> pa.Table:
+    """Rows of query `request_outputs` (an Arrow table) with each output's repeated 3-gram rate
+    (`repeated_3gram_rate`, null where no token ids were logged or fewer than 3) in place of its
+    token ids: computed once per run for every request at once (rca.sweep.repeated_ngram_rates),
+    so attributing each spike reads a number per request instead of its ids."""
+    if "output_token_ids" not in outputs.column_names:
+        return outputs
+    values, offsets, logged = list_column(outputs["output_token_ids"])
+    valid = logged & (np.diff(offsets) >= 3)
+    rates = repeated_ngram_rates(values, offsets)
+    column = pa.Array.from_buffers(
+        pa.float64(),
+        len(rates),
+        [pa.py_buffer(np.packbits(valid, bitorder="little")), pa.py_buffer(rates)],
+    )
+    return outputs.drop_columns(["output_token_ids"]).append_column("repeated_3gram_rate", column)
+
+
+def _output_columns(request_outputs: list[dict] | pa.Table) -> dict[str, np.ndarray]:
+    """window, hit (1/0 per output that counts toward the max_tokens share, NaN otherwise) and
+    rate (repeated 3-gram rate, NaN where unknown) per request, in row order."""
+    if isinstance(request_outputs, pa.Table):
+        t = request_outputs
+        if "output_token_ids" in t.column_names:
+            t = with_loop_rates(t)
+        out_tok = float_column(t["output_tokens"])
+        max_tok = float_column(t["max_tokens"])
+        length = np.array([f == "length" for f in t["finish_reason"].to_pylist()], dtype=bool)
+        rate = (
+            float_column(t["repeated_3gram_rate"])
+            if "repeated_3gram_rate" in t.column_names
+            else np.full(t.num_rows, np.nan)
+        )
+        window = int_column(t["window"])
+    else:
+        rows = request_outputs
+        window = np.array([r["window"] for r in rows], dtype=np.int64)
+        out_tok = np.array(
+            [np.nan if r.get("output_tokens") is None else r["output_tokens"] for r in rows],
+            dtype=np.float64,
+        )
+        max_tok = np.array(
+            [np.nan if r.get("max_tokens") is None else r["max_tokens"] for r in rows],
+            dtype=np.float64,
+        )
+        length = np.array([r.get("finish_reason") == "length" for r in rows], dtype=bool)
+        rate = np.array([_row_rate(r) for r in rows], dtype=np.float64)
+    counted = np.isfinite(max_tok) & (max_tok != 0) & np.isfinite(out_tok)
+    hit = np.where(counted, ((out_tok >= max_tok) | length).astype(np.float64), np.nan)
+    return {"window": window, "hit": hit, "rate": rate}
+
+
+def _row_rate(row: dict) -> float:
+    if row.get("repeated_3gram_rate") is not None:
+        return float(row["repeated_3gram_rate"])
+    ids = row.get("output_token_ids")
+    return repeated_ngram_rate(list(ids)) if ids is not None and len(ids) >= 3 else np.nan
+
+
+def _window_means(window: np.ndarray, values: np.ndarray, n_windows: int) -> np.ndarray:
+    """Mean of the finite values per window [n_windows] (NaN where none): np.mean over each
+    window's values in row order, the very sums the per-window lists used to give."""
+    keep = np.isfinite(values) & (window >= 0) & (window < n_windows)
+    w, v = window[keep], values[keep]
+    order = np.argsort(w, kind="stable")
+    w, v = w[order], v[order]
+    out = np.full(n_windows, np.nan)
+    bounds = np.flatnonzero(np.diff(w)) + 1
+    for lo, hi in zip(np.concatenate(([0], bounds)), np.concatenate((bounds, [len(w)]))):
+        if hi > lo:
+            out[w[lo]] = float(np.mean(v[lo:hi]))
+    return out
+
+
+def output_series(request_outputs: list[dict] | pa.Table, n_windows: int) -> dict[str, np.ndarray]:
     """Per window of completion: share of outputs that hit max_tokens, mean repeated 3-gram rate
-    (NaN where no request finished, or no token ids were logged)."""
-    hit: list[list[float]] = [[] for _ in range(n_windows)]
-    rep: list[list[float]] = [[] for _ in range(n_windows)]
-    for r in request_outputs:
-        w = r["window"]
-        if not 0 <= w < n_windows:
-            continue
-        if r.get("max_tokens") and r.get("output_tokens") is not None:
-            hit[w].append(
-                float(r["output_tokens"] >= r["max_tokens"] or r.get("finish_reason") == "length")
-            )
-        ids = r.get("output_token_ids")
-        if ids is not None and len(ids) >= 3:
-            rep[w].append(repeated_ngram_rate(list(ids)))
-
-    def mean(xs):
-        return float(np.mean(xs)) if xs else np.nan
-
+    (NaN where no request finished, or no token ids were logged). `request_outputs`: query
+    `request_outputs` as dict rows, or as an Arrow table (`with_loop_rates` of it: the analysis
+    reads it so); numpy per column, a Python step per window only."""
+    cols = _output_columns(request_outputs)
     return {
-        "hit_max_tokens": np.array([mean(x) for x in hit]),
-        "repeated_3gram_rate": np.array([mean(x) for x in rep]),
+        "hit_max_tokens": _window_means(cols["window"], cols["hit"], n_windows),
+        "repeated_3gram_rate": _window_means(cols["window"], cols["rate"], n_windows),
     }
 
 

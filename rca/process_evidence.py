@@ -50,6 +50,10 @@ class ProcessSignals:
     stack_windows: list[dict] = field(default_factory=list)  # query process_stack_windows
     gc_windows: list[dict] = field(default_factory=list)  # query process_gc_windows
     cpu_windows: list[dict] = field(default_factory=list)  # query process_cpu_windows
+    # series already built from the rows above: every spike of a run reads the same ones, so a
+    # run with many spikes scans its rows once, not once per spike and region (rows are never
+    # changed after load)
+    _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def load(cls, conn, run_id: str, window_s: float) -> ProcessSignals:
@@ -61,6 +65,27 @@ class ProcessSignals:
                 for name in ("process_stack_windows", "process_gc_windows", "process_cpu_windows")
             )
         )
+
+    def by_pid(
+        self, rows: str, key: str, n: int, fill: float = np.nan
+    ) -> dict[int, tuple[str, np.ndarray]]:
+        """`per_pid` of one of the row lists (by attribute name), built once per run."""
+        memo = ("by_pid", rows, key, n, repr(fill))
+        if memo not in self._memo:
+            self._memo[memo] = per_pid(getattr(self, rows), key, n, fill)
+        return _copied(self._memo[memo])
+
+    def shares(self, region: str, n: int) -> dict[int, tuple[str, np.ndarray]]:
+        """`_share_series` of the stack rows for one region, built once per run."""
+        memo = ("shares", region, n)
+        if memo not in self._memo:
+            self._memo[memo] = _share_series(self.stack_windows, region, n)
+        return _copied(self._memo[memo])
+
+
+def _copied(series: dict[int, tuple[str, np.ndarray]]) -> dict[int, tuple[str, np.ndarray]]:
+    """A copy callers may change without touching the memo."""
+    return {pid: (role, values.copy()) for pid, (role, values) in series.items()}
 
 
 @dataclass
@@ -93,7 +118,7 @@ def own_cpu(
 ) -> tuple[float, float]:
     """(mean CPU ms/s during the spike, before it) of one process, from /proc."""
     n = len(in_spike)
-    cpu = per_pid(signals.cpu_windows, "cpu_ms_per_s", n).get(pid, ("", np.full(n, np.nan)))[1]
+    cpu = signals.by_pid("cpu_windows", "cpu_ms_per_s", n).get(pid, ("", np.full(n, np.nan)))[1]
     return mean_or_zero(cpu[in_spike]), mean_or_zero(cpu[in_base])
 
 
@@ -148,7 +173,7 @@ def process_evidence(
     if gc is not None:
         rows.append(gc)
     runq = biggest_rise(
-        per_pid(signals.cpu_windows, "runq_wait_ms_per_s", n),
+        signals.by_pid("cpu_windows", "runq_wait_ms_per_s", n),
         in_spike,
         in_base,
         RISE_FLOOR["runq_wait_ms_per_s"],
@@ -171,9 +196,7 @@ def _stack_rows(
     """Per region of REGION_CAUSES, the process whose share of stack samples there rose most."""
     rows: list[_Row] = []
     for region, cause in REGION_CAUSES:
-        rise = biggest_rise(
-            _share_series(signals.stack_windows, region, n), in_spike, in_base, RISE_FLOOR["share"]
-        )
+        rise = biggest_rise(signals.shares(region, n), in_spike, in_base, RISE_FLOOR["share"])
         if rise is None:
             continue
         note = (
@@ -201,7 +224,7 @@ def _gc_row(
 ) -> _Row | None:
     """The process whose GC pause time per second rose most (memory), if one rose enough."""
     gc = biggest_rise(
-        per_pid(signals.gc_windows, "pause_ms", len(latency), fill=0.0),
+        signals.by_pid("gc_windows", "pause_ms", len(latency), fill=0.0),
         in_spike,
         in_base,
         RISE_FLOOR["gc_ms_per_s"] * window_s,
@@ -258,7 +281,7 @@ def _runq_evidence(
     n: int,
 ) -> Evidence:
     """Run-queue wait of the process with the largest rise, with its own CPU time beside it."""
-    invol = per_pid(signals.cpu_windows, "involuntary_switches_per_s", n).get(
+    invol = signals.by_pid("cpu_windows", "involuntary_switches_per_s", n).get(
         runq.pid, ("", np.full(n, np.nan))
     )[1]
     cpu_s, cpu_b = own_cpu(signals, runq.pid, in_spike, in_base)
@@ -305,7 +328,7 @@ def process_series(signals: ProcessSignals, n: int, window_s: float) -> list[Pro
     Run-queue wait speaks for `host`; its text says whether the process's own CPU time rose."""
     out = []
     for region, cause in REGION_CAUSES:
-        for pid, (role, values) in _share_series(signals.stack_windows, region, n).items():
+        for pid, (role, values) in signals.shares(region, n).items():
             out.append(
                 ProcessSeries(
                     f"{role} (pid {pid}) stack_share.{region}",
@@ -319,7 +342,7 @@ def process_series(signals: ProcessSignals, n: int, window_s: float) -> list[Pro
                     "py-spy",
                 )
             )
-    for pid, (role, values) in per_pid(signals.gc_windows, "pause_ms", n, fill=0.0).items():
+    for pid, (role, values) in signals.by_pid("gc_windows", "pause_ms", n, fill=0.0).items():
         out.append(
             ProcessSeries(
                 f"{role} (pid {pid}) gc_ms_per_s",
@@ -333,7 +356,7 @@ def process_series(signals: ProcessSignals, n: int, window_s: float) -> list[Pro
                 "GC hook inside the process",
             )
         )
-    for pid, (role, values) in per_pid(signals.cpu_windows, "runq_wait_ms_per_s", n).items():
+    for pid, (role, values) in signals.by_pid("cpu_windows", "runq_wait_ms_per_s", n).items():
         out.append(
             ProcessSeries(
                 f"{role} (pid {pid}) runq_wait_ms_per_s",

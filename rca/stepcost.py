@@ -23,7 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
+from rca.arrow_columns import float_column
 from rca.config import CAUSES, AttributeConfig
 
 STAGES = ("schedule_ms", "forward_ms", "penalty_ms", "sample_ms", "comm_ms", "other_ms")
@@ -46,8 +48,24 @@ STEP_COLUMNS = (
 )
 
 
-def step_arrays(rows: list[dict]) -> dict[str, np.ndarray]:
-    """Columns of warehouse query `step_timeline` as float64 arrays (None or absent → NaN).
+def _column_arrays(rows: pa.Table | list[dict]) -> dict[str, np.ndarray]:
+    """STEP_COLUMNS as float64 arrays (None or absent → NaN): from an Arrow table column by
+    column (no Python object per value), from dict rows value by value (tests build those)."""
+    if isinstance(rows, pa.Table):
+        n = rows.num_rows
+        return {
+            c: float_column(rows[c]) if c in rows.column_names else np.full(n, np.nan)
+            for c in STEP_COLUMNS
+        }
+    return {
+        c: np.array([np.nan if r.get(c) is None else float(r[c]) for r in rows], dtype=np.float64)
+        for c in STEP_COLUMNS
+    }
+
+
+def step_arrays(rows: pa.Table | list[dict]) -> dict[str, np.ndarray]:
+    """Columns of warehouse query `step_timeline` (`query_table`'s Arrow table, or dict rows) as
+    float64 arrays (None or absent → NaN).
 
     With several ranks, comm_ms becomes the step's longest collective wait across ranks (a late
     rank shows up as the others' wait, whichever rank is late) and other_ms is recomputed so the
@@ -55,10 +73,7 @@ def step_arrays(rows: list[dict]) -> dict[str, np.ndarray]:
     its own all-reduces (they run inside the forward), so the row's own comm_ms is taken out of
     forward_ms first: otherwise a straggler's wait would count twice, once as forward growth.
     """
-    cols = {
-        c: np.array([np.nan if r.get(c) is None else float(r[c]) for r in rows], dtype=np.float64)
-        for c in STEP_COLUMNS
-    }
+    cols = _column_arrays(rows)
     multi = np.nan_to_num(cols["n_ranks"]) > 1
     if multi.any():
         own_comm = np.nan_to_num(cols["comm_ms"])

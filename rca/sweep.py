@@ -22,6 +22,51 @@ def repeated_ngram_rate(ids: list[int], n: int = 3) -> float:
     return 1.0 - len(set(grams)) / len(grams) if grams else 0.0
 
 
+def repeated_ngram_rates(values: np.ndarray, offsets: np.ndarray, n: int = 3) -> np.ndarray:
+    """`repeated_ngram_rate` of many outputs at once: output i is values[offsets[i]:offsets[i+1]]
+    (an Arrow list column's flat values and offsets). The same figures, bit for bit: distinct
+    n-grams are counted exactly per output by sorting (output, n-gram) keys, no hashing, and the
+    rate is 1 − distinct / n-grams in float64 (ints below 2^53 divide as Python's ints do).
+    Cost: one sort of the run's n-grams, instead of a Python set per output."""
+    values = np.asarray(values, dtype=np.int64)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    m = len(offsets) - 1
+    grams = np.maximum(np.diff(offsets) - (n - 1), 0)
+    rates = np.zeros(m, dtype=np.float64)
+    total = int(grams.sum())
+    if total == 0:
+        return rates
+    owner = np.repeat(np.arange(m, dtype=np.int64), grams)
+    first = np.cumsum(grams) - grams  # index of each output's first n-gram among all n-grams
+    start = np.arange(total, dtype=np.int64) + np.repeat(offsets[:-1] - first, grams)
+    cols = [values[start + j] for j in range(n)]
+    distinct = np.bincount(_distinct_owners(owner, cols), minlength=m)
+    has = grams > 0
+    rates[has] = 1.0 - distinct[has].astype(np.float64) / grams[has].astype(np.float64)
+    return rates
+
+
+def _distinct_owners(owner: np.ndarray, cols: list[np.ndarray]) -> np.ndarray:
+    """The owner of each distinct (owner, n-gram), owner ascending: one sort of int64 keys when
+    (owner, n-gram) packs into 63 bits (ids offset to 0), else a lexicographic sort."""
+    lo = min(int(c.min()) for c in cols)
+    bits = max(1, (max(int(c.max()) for c in cols) - lo).bit_length())
+    owner_bits = max(1, int(owner[-1]).bit_length())
+    if bits * len(cols) + owner_bits <= 63:
+        key = owner.copy()
+        for c in cols:
+            key = (key << bits) | (c - lo)
+        key.sort()
+        fresh = np.concatenate(([True], key[1:] != key[:-1]))
+        return key[fresh] >> (bits * len(cols))
+    order = np.lexsort((*cols[::-1], owner))
+    differs = np.zeros(len(order) - 1, dtype=bool)
+    for c in (owner, *cols):
+        sorted_c = c[order]
+        differs |= sorted_c[1:] != sorted_c[:-1]
+    return owner[order][np.concatenate(([True], differs))]
+
+
 def token_entropy_bits(ids: list[int]) -> float:
     """Shannon entropy of the output's unigram distribution, in bits."""
     if not ids:

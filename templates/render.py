@@ -19,6 +19,7 @@ import jinja2
 
 from pages.capacity import CapacityContext
 from pages.compare import CompareContext
+from pages.display_windows import display_windows
 from pages.evaluation import EvaluationContext
 from pages.incident import Correlation, Fault, IncidentContext, Spike
 from pages.index import RUN_KINDS, IndexContext
@@ -194,7 +195,8 @@ def render_incident(
         ctx = replace(ctx, headline=headline_from_spikes(ctx.spikes))
     if not ctx.correlations:
         ctx = replace(ctx, correlations=correlations_from_evidence(ctx.spikes))
-    rows = asdict(ctx)  # the timeline and the charts draw from plain rows
+    # the timeline and the charts draw from plain rows; a long run's windows in display buckets
+    rows = asdict(replace(ctx, windows=display_windows(ctx.windows)))
     timeline = latency_timeline(
         rows["windows"], rows["spikes"], rows["gc_pauses"], faults=rows["faults"]
     )

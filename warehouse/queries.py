@@ -1,7 +1,8 @@
 """Run a named query from warehouse/queries/<name>.sql with named parameters ($run_id, …).
 
 SQL lives in .sql files (one query per file, a chain of CTEs) so it can be read, reviewed and run
-in the DuckDB shell as is. Results come back as a list of dicts (column name → value).
+in the DuckDB shell as is. Results come back as a list of dicts (column name → value), or as
+an Arrow table (`query_table`) where a caller turns long results into arrays.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import re
 from functools import cache
 from pathlib import Path
+
+import pyarrow as pa
 
 from warehouse.db import DbConnection
 
@@ -32,12 +35,9 @@ def parameters(name: str) -> set[str]:
     return set(_PARAM.findall(_STRING_OR_COMMENT.sub("", load_sql(name))))
 
 
-def query(conn: DbConnection, name: str, **params) -> list[dict]:
-    """Run queries/<name>.sql with `params` bound to its $names; returns rows as dicts.
-
-    Missing or unexpected parameters are an error naming them (DuckDB's own message does not
-    say which query).
-    """
+def _checked(name: str, params: dict) -> str:
+    """The query's text, after checking `params` against its $names (DuckDB's own message
+    does not say which query lacks what)."""
     needed = parameters(name)
     missing, extra = needed - params.keys(), params.keys() - needed
     if missing or extra:
@@ -45,6 +45,26 @@ def query(conn: DbConnection, name: str, **params) -> list[dict]:
             f"query {name!r} takes ${', $'.join(sorted(needed))}; "
             f"missing {sorted(missing)}, unexpected {sorted(extra)}"
         )
-    cursor = conn.execute(load_sql(name), params)
+    return load_sql(name)
+
+
+def query(conn: DbConnection, name: str, **params) -> list[dict]:
+    """Run queries/<name>.sql with `params` bound to its $names; returns rows as dicts.
+
+    Missing or unexpected parameters are an error naming them.
+    """
+    cursor = conn.execute(_checked(name, params), params)
     columns = [d[0] for d in cursor.description]
     return [dict(zip(columns, row)) for row in cursor.fetchall()]
+
+
+def query_table(conn: DbConnection, name: str, **params) -> pa.Table:
+    """Like `query`, as an Arrow table: no Python object per value, for results of many rows
+    that a caller turns into numpy arrays (a run's steps, its requests' outputs). It runs on a
+    cursor of `conn` (DuckDB's Arrow export of an `execute` result copies the rows once more, and
+    `conn.sql` refuses to run beside an unfinished result), so it sees what `conn` committed."""
+    cursor = conn.cursor()
+    try:
+        return cursor.sql(_checked(name, params), params=params).to_arrow_table()
+    finally:
+        cursor.close()

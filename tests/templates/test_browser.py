@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -281,3 +282,69 @@ def test_incident_reads_with_javascript_off(reports, tmp_path):
         print(f"screenshot: {path}")
     finally:
         driver.quit()
+
+
+def _hour_long(incident: dict) -> dict:
+    """The incident context of a one-hour run as build_incident_context gives it: 3,600 one-second
+    windows (a 12-s spike at 30:00), steps already downsampled to pages.incident.MAX_STEPS."""
+    import copy
+
+    from pages.incident import MAX_STEPS
+
+    data = copy.deepcopy(incident)
+    windows = []
+    for t in range(3600):
+        in_spike = 1800 <= t < 1812
+        windows.append(
+            {
+                "t_s": float(t),
+                "itl_p50_ms": 21.0 + (t % 7) * 0.3 + (9.0 if in_spike else 0.0),
+                "itl_p99_ms": 255.0 if t == 1805 else (150.0 if in_spike else 45.0 + t % 5),
+                "ttft_p99_ms": 180.0 + t % 11,
+                "e2e_p99_ms": 1550.0 + t % 13,
+                "requests": 14 + t % 3,
+                "tokens": 780 + t % 40,
+                "running": 8.0,
+                "waiting": 0.0,
+            }
+        )
+    data["windows"] = windows
+    step = data["steps"][0]
+    data["steps"] = [{**step, "t_s": i * 3600 / MAX_STEPS} for i in range(MAX_STEPS)]
+    for spike in data["spikes"]:
+        spike["start_s"], spike["end_s"] = 1800.0, 1812.0
+    return data
+
+
+def test_an_hour_long_run_opens_in_under_two_seconds(browser, all_contexts, typed, tmp_path):
+    """The incident page of a one-hour run, charts drawn, in under 2 s (load to last chart), with
+    its 3,600 windows drawn as display buckets that keep the spike's peak."""
+    from pages.display_windows import MAX_DISPLAY_WINDOWS
+
+    page = render_incident(
+        typed("incident", _hour_long(all_contexts["incident"])), tmp_path / "hour"
+    )
+    short = render_incident(typed("incident", all_contexts["incident"]), tmp_path / "minute")
+    _open(browser, page.as_uri())  # warm: the browser's own start-up is not the page's cost
+    started = time.perf_counter()
+    _open(browser, short.as_uri())
+    minute = time.perf_counter() - started
+    started = time.perf_counter()
+    logs = _open(browser, page.as_uri())
+    elapsed = time.perf_counter() - started
+    print(
+        f"incident page, charts drawn after navigation started: one-hour run {elapsed:.2f} s, "
+        f"one-minute run {minute:.2f} s"
+    )
+    assert not [e for e in logs if e["level"] in ("SEVERE", "ERROR")]
+    assert elapsed < 2.0, f"the one-hour incident page took {elapsed:.2f} s"
+    points = browser.execute_script(
+        "const p = document.getElementById('chart-latency');"
+        "return p && p.data ? p.data.map(t => (t.y || []).length) : [];"
+    )
+    assert points and max(points) <= MAX_DISPLAY_WINDOWS, points
+    peak = browser.execute_script(
+        "const p = document.getElementById('chart-latency');"
+        "return Math.max(...p.data.flatMap(t => (t.y || []).filter(v => typeof v === 'number')));"
+    )
+    assert peak >= 255.0  # the one-window peak is not averaged away

@@ -4,7 +4,8 @@
 -- time (idle left out). A segment that spans windows is split at their edges.
 -- GC: py-spy cannot see the collector, so the part of a non-idle segment that falls inside a
 -- pause the GC hook recorded for the same process counts as `gc` (while one thread collects,
--- every other thread of the process waits for the GIL).
+-- every other thread of the process waits for the GIL). Pauses are matched to pieces window by
+-- window (an interval join bucketed by window), never across the whole run.
 WITH run AS (SELECT * FROM run_axis($run_id, $window_s)),
 pieces AS (
     SELECT s.pid, s.role, s.tid, s.region, s.start_ns, s.end_ns, t.w,
@@ -16,10 +17,25 @@ pieces AS (
     WHERE s.run_id = run.run_id AND s.end_ns > s.start_ns AND s.end_ns > run.t0_ns
       AND (run.duration_s IS NULL OR s.start_ns < run.t0_ns + CAST(run.duration_s * 1e9 AS BIGINT))
 ),
+span AS (
+    SELECT min(w) AS w_lo, max(w) AS w_hi FROM pieces
+),
+pauses AS (
+    -- each GC pause once per window it touches (clipped to the windows that have pieces), so a
+    -- piece is compared only with the pauses of its own window: cost linear in the run's length
+    -- rather than pieces × pauses; a pause overlapping a piece always touches the piece's window
+    SELECT g.pid, g.start_ns, g.end_ns, t.w
+    FROM process_gc g, run, span,
+         unnest(range(
+             greatest(span.w_lo, CAST(floor((least(g.start_ns, g.end_ns) - run.t0_ns) / run.window_ns) AS BIGINT)),
+             least(span.w_hi, CAST(floor((greatest(g.start_ns, g.end_ns) - run.t0_ns) / run.window_ns) AS BIGINT)) + 1
+         )) AS t(w)
+    WHERE g.run_id = run.run_id
+),
 in_gc AS (
     SELECT p.pid, p.tid, p.lo, p.hi, sum(least(p.hi, g.end_ns) - greatest(p.lo, g.start_ns)) AS gc_ns
     FROM pieces p
-    JOIN process_gc g ON g.run_id = $run_id AND g.pid = p.pid AND g.start_ns < p.hi AND g.end_ns > p.lo
+    JOIN pauses g ON g.pid = p.pid AND g.w = p.w AND g.start_ns < p.hi AND g.end_ns > p.lo
     WHERE p.region <> 'idle'
     GROUP BY p.pid, p.tid, p.lo, p.hi
 ),
