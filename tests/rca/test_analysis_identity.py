@@ -29,7 +29,7 @@ import pytest
 import rca.analyze
 import rca.attribute
 import warehouse.queries
-from rca.analyze import analyze, load_signals, result_tables
+from rca.analyze import analyze, load_signals, result_rows
 from rca.evidence import output_series
 from rca.process_evidence import ProcessSignals, per_pid
 from rca.stepcost import STAGES, STEP_COLUMNS
@@ -151,10 +151,9 @@ def _results(db, run_id, threads: int | None = None) -> dict[str, list[dict]]:
     try:
         if threads:
             conn.execute(f"SET threads = {threads}")
-        tables = result_tables(analyze(conn, run_id))
+        return result_rows(analyze(conn, run_id))
     finally:
         conn.close()
-    return {name: table.to_pylist() for name, table in tables.items()}
 
 
 # The fault kinds of scenarios/eval/ the run builder simulates, their collectors' view, and
