@@ -40,7 +40,7 @@ from loadgen.errors import SpecError
 from loadgen.locust_config import API_KEY_ENV, CONFIG_ENV, START_MARKER, LocustConfig
 from loadgen.prompts import PromptBuilder
 from loadgen.recorder import merge_parts
-from loadgen.replay import load_trace, write_normalised
+from loadgen.replay import load_trace, trace_options, write_normalised
 from loadgen.shapes import spawn_rate, target_users
 from loadgen.spec import LoadSpec, WorkloadSpec, load_from, workload_from
 from loadgen.traffic_faults import traffic_faults, write_faults
@@ -201,7 +201,9 @@ def _prepare_run(host: str, run_dir: Path, options: LocustRunOptions) -> _Prepar
     replay_path = None
     if load.shape == "replay" and load.trace is not None:  # LoadSpec requires a trace for replay
         replay_path = str(
-            write_normalised(load_trace(load.trace, load.speed), parts_dir / "replay.jsonl")
+            write_normalised(
+                load_trace(load.trace, trace_options(load)), parts_dir / "replay.jsonl"
+            )
         )
     guard = options.error_guard
     config = LocustConfig(
