@@ -1,5 +1,6 @@
 """Tiny random Llama checkpoints saved by transformers, with the project's tokenizer and a chat
-template: what the checkpoint, CLI and vLLM tests load (each picks the sizes it needs)."""
+template: what the checkpoint, CLI and vLLM tests load (each picks the sizes it needs); and copies
+of one with its chat template elsewhere or nowhere (`with_template_in`)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from engine.chat_template import JINJA_FILE, JSON_FILE, PROJECT_TEMPLATE_PATH, TOKENIZER_CONFIG
 from engine.tokenizer import DEFAULT_TOKENIZER_PATH
 
-# A chat template over the project tokenizer's special tokens (vLLM's chat endpoint needs one).
-CHAT_TEMPLATE = (
-    "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}<|end|>\n"
-    "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
-)
+# The project tokenizer's chat template, over its special tokens (vLLM's chat endpoint needs one).
+CHAT_TEMPLATE = PROJECT_TEMPLATE_PATH.read_text()
 # What every tiny checkpoint shares: the tokenizer's vocabulary and special ids, two layers,
 # Llama's usual RoPE base and norm epsilon, an output head of its own.
 _BASE_CONFIG: dict[str, Any] = {
@@ -52,3 +51,25 @@ def save_tiny_llama(
         json.dumps({**tokenizer_config, "chat_template": CHAT_TEMPLATE})
     )
     return folder
+
+
+def with_template_in(src: Path, dst: Path, where: str | None, template: str = CHAT_TEMPLATE) -> Path:
+    """A copy of checkpoint `src` (weights linked, not copied) whose chat template is only in
+    `where`: chat_template.jinja, chat_template.json ({"chat_template": ...}),
+    tokenizer_config.json, or nowhere (None)."""
+    dst.mkdir(parents=True, exist_ok=True)
+    for f in src.iterdir():
+        if f.name not in (JINJA_FILE, JSON_FILE, TOKENIZER_CONFIG):
+            (dst / f.name).symlink_to(f.resolve())
+    config = json.loads((src / TOKENIZER_CONFIG).read_text())
+    config.pop("chat_template", None)
+    if where == TOKENIZER_CONFIG:
+        config["chat_template"] = template
+    elif where == JSON_FILE:
+        (dst / JSON_FILE).write_text(json.dumps({"chat_template": template}))
+    elif where == JINJA_FILE:
+        (dst / JINJA_FILE).write_text(template)
+    elif where is not None:
+        raise ValueError(f"where: {where!r} is not a place transformers reads a template from")
+    (dst / TOKENIZER_CONFIG).write_text(json.dumps(config))
+    return dst
