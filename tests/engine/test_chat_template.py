@@ -174,3 +174,28 @@ def test_transformers_helpers_are_in_scope():
     )
     text = template.render([{"role": "user", "content": "<a&b>"}, HELLO[0]], "", "")
     assert text == '{"role": "user", "content": "<a&b>"}4'
+
+
+def test_a_llama3_vocabulary_chats_with_its_own_template_file(tmp_path):
+    """Issue 22's case: a checkpoint whose vocabulary lacks the project's chat tokens, its
+    template in chat_template.jinja only. It renders with that file; without it, the 400 says
+    the template is missing, not that '<|end|>' is (the built-in template no longer stands in)."""
+    from tests.support.hf_llama import LLAMA3_TEMPLATE, llama3_tokenizer_json
+
+    folder = tmp_path / "llama3"
+    folder.mkdir()
+    llama3_tokenizer_json(folder / "tokenizer.json")
+    config = {"bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|>"}
+    (folder / ct.TOKENIZER_CONFIG).write_text(json.dumps(config))
+    (folder / ct.JINJA_FILE).write_text(LLAMA3_TEMPLATE)
+    tok = Tokenizer.from_hf_folder(folder)
+    text = tok.decode(tok.apply_chat_template(HELLO), skip_special_tokens=False)
+    assert text == (
+        "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n"
+    )
+    assert tok.token_to_id("<|end|>") is None
+    (folder / ct.JINJA_FILE).unlink()
+    with pytest.raises(ct.ChatTemplateMissing, match="has no chat template") as err:
+        Tokenizer.from_hf_folder(folder).apply_chat_template(HELLO)
+    assert "<|end|>" not in str(err.value)

@@ -73,3 +73,54 @@ def with_template_in(src: Path, dst: Path, where: str | None, template: str = CH
         raise ValueError(f"where: {where!r} is not a place transformers reads a template from")
     (dst / TOKENIZER_CONFIG).write_text(json.dumps(config))
     return dst
+
+
+# The project tokenizer's 7 special tokens renamed to Llama 3's: a vocabulary without the
+# project's chat tokens (no <|end|>), as a real Llama checkpoint's is, with Llama 3's template.
+LLAMA3_SPECIAL_TOKENS = {
+    "<|bos|>": "<|begin_of_text|>",
+    "<|eos|>": "<|end_of_text|>",
+    "<|pad|>": "<|finetune_right_pad_id|>",
+    "<|system|>": "<|start_header_id|>",
+    "<|user|>": "<|end_header_id|>",
+    "<|assistant|>": "<|reserved_special_token_0|>",
+    "<|end|>": "<|eot_id|>",
+}
+LLAMA3_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}"
+    "<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n{{ m['content'] }}<|eot_id|>"
+    "{% endfor %}{% if add_generation_prompt %}"
+    "<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
+)
+
+
+def llama3_tokenizer_json(dst: Path) -> Path:
+    """The project's tokenizer.json with Llama 3's special tokens (same ids) written to `dst`."""
+    data = json.loads(DEFAULT_TOKENIZER_PATH.read_text())
+    for token in data["added_tokens"]:
+        token["content"] = LLAMA3_SPECIAL_TOKENS.get(token["content"], token["content"])
+    vocab = data["model"]["vocab"]
+    for old, new in LLAMA3_SPECIAL_TOKENS.items():
+        vocab[new] = vocab.pop(old)
+    dst.write_text(json.dumps(data, ensure_ascii=False))
+    return dst
+
+
+def save_llama3_style_tokenizer(folder: Path, chat_template: str | None = LLAMA3_TEMPLATE) -> Path:
+    """Replace `folder`'s tokenizer with the Llama 3-token one, saved by transformers'
+    `save_pretrained` with `chat_template`: current transformers writes the template to
+    chat_template.jinja, not into tokenizer_config.json."""
+    import transformers
+
+    source = llama3_tokenizer_json(folder / "source-tokenizer.json")
+    for name in (TOKENIZER_CONFIG, JINJA_FILE, JSON_FILE):
+        (folder / name).unlink(missing_ok=True)
+    transformers.PreTrainedTokenizerFast(
+        tokenizer_file=str(source),
+        bos_token="<|begin_of_text|>",
+        eos_token="<|end_of_text|>",
+        pad_token="<|finetune_right_pad_id|>",
+        chat_template=chat_template,
+    ).save_pretrained(folder)
+    source.unlink()
+    return folder
