@@ -56,7 +56,9 @@ class ChatTemplate:
 
     text: str
     origin: str
-    path: Path | None = None  # the file it was read from (a --chat-template FILE or the checkpoint's)
+    path: Path | None = (
+        None  # the file it was read from (a --chat-template FILE or the checkpoint's)
+    )
     _compiled: jinja2.Template | None = field(default=None, repr=False, compare=False)
 
     def compile(self) -> jinja2.Template:

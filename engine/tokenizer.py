@@ -208,4 +208,3 @@ def _token_str(tok) -> str | None:
 
 def _first_present(hf: HFTokenizer, candidates: list[str]) -> str | None:
     return next((c for c in candidates if hf.token_to_id(c) is not None), None)
-

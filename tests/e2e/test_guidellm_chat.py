@@ -35,7 +35,11 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
     if not GUIDELLM.is_file():
         pytest.skip(f"{GUIDELLM} missing: run `make setup-peers`")
     pytest.importorskip("transformers")
-    from tests.support.hf_llama import save_llama3_style_tokenizer, save_tiny_llama, with_template_in
+    from tests.support.hf_llama import (
+        save_llama3_style_tokenizer,
+        save_tiny_llama,
+        with_template_in,
+    )
 
     root = tmp_path_factory.mktemp("guidellm-chat")
     jinja = save_tiny_llama(

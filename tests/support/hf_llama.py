@@ -53,7 +53,9 @@ def save_tiny_llama(
     return folder
 
 
-def with_template_in(src: Path, dst: Path, where: str | None, template: str = CHAT_TEMPLATE) -> Path:
+def with_template_in(
+    src: Path, dst: Path, where: str | None, template: str = CHAT_TEMPLATE
+) -> Path:
     """A copy of checkpoint `src` (weights linked, not copied) whose chat template is only in
     `where`: chat_template.jinja, chat_template.json ({"chat_template": ...}),
     tokenizer_config.json, or nowhere (None)."""
