@@ -56,9 +56,8 @@ class ChatTemplate:
 
     text: str
     origin: str
-    path: Path | None = (
-        None  # the file it was read from (a --chat-template FILE or the checkpoint's)
-    )
+    # the file it was read from (a --chat-template FILE or the checkpoint's); None: given inline
+    path: Path | None = None
     _compiled: jinja2.Template | None = field(default=None, repr=False, compare=False)
 
     def compile(self) -> jinja2.Template:
