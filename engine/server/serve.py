@@ -156,6 +156,7 @@ def serve(
         e.tp,
         run_dir,
     )
+    _log_chat_template(engine.tokenizer, e.model)
     stamping = keep_stamping_on()  # the kernel stamps every request's arrival from the first on
     try:
         server.run()
@@ -165,6 +166,19 @@ def serve(
         app.state.wire_log.write(run_dir)  # server_requests.parquet: the socket-side times
         log.warning("engine stopped; telemetry flushed to %s", run_dir)
     return 0 if server.started else 1
+
+
+def _log_chat_template(tokenizer, model: str) -> None:
+    """Say at start-up which chat template chat requests render with, or that they get 400."""
+    origin = tokenizer.chat_template_origin
+    if origin is None:
+        log.warning(
+            "no chat template: chat requests will be answered 400 (add chat_template.jinja to %s, "
+            "or start with --chat-template FILE|TEMPLATE)",
+            model,
+        )
+    else:
+        log.warning("chat template: %s", origin)
 
 
 def main(argv: list[str] | None = None) -> int:
