@@ -24,7 +24,8 @@ from typing import Any
 import torch
 
 from engine.config import EngineConfig
-from engine.faults import FaultClock, FaultSpec, parse_fault_specs
+from engine.faults import FaultClock
+from spikelens_common.fault_spec import FaultSpec, parse_fault_specs
 from engine.kv_cache import KVCache
 from engine.model import AttentionBatch
 from engine.model_loader import load_model, resolve_device

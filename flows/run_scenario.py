@@ -21,11 +21,11 @@ from prefect import flow
 from prefect.exceptions import TerminationSignal
 
 from collectors import collect_dir, hook_env
-from collectors.cpu_contention import CpuContention
-from collectors.delay_proxy import DelayProxy
-from collectors.process_faults import KINDS as PROCESS_FAULT_KINDS
-from collectors.process_faults import arm as arm_process_faults
-from collectors.process_faults import schedule_env
+from injectors.cpu_contention import CpuContention
+from injectors.delay_proxy import DelayProxy
+from injectors.process_faults import KINDS as PROCESS_FAULT_KINDS
+from injectors.process_faults import arm as arm_process_faults
+from injectors.process_faults import schedule_env
 from engine.server.launch import EngineProcess
 from flows.affinity import KeptOff
 from flows.finish import finish_run

@@ -19,14 +19,14 @@ from typing import Any, TypeVar
 
 import yaml
 
-from collectors.cpu_contention import KIND as CPU_CONTENTION
-from collectors.cpu_contention import make_params as make_cpu_contention_params
-from collectors.delay_proxy import KIND as NETWORK_DELAY
-from collectors.delay_proxy import make_params as make_network_delay_params
-from collectors.process_faults import KINDS as PROCESS_FAULT_KINDS
-from collectors.process_faults import make_params as make_process_fault_params
+from injectors.cpu_contention import KIND as CPU_CONTENTION
+from injectors.cpu_contention import make_params as make_cpu_contention_params
+from injectors.delay_proxy import KIND as NETWORK_DELAY
+from injectors.delay_proxy import make_params as make_network_delay_params
+from injectors.process_faults import KINDS as PROCESS_FAULT_KINDS
+from injectors.process_faults import make_params as make_process_fault_params
 from engine.config import EngineConfig
-from engine.config_keys import UnknownKeyError, strict_keys
+from spikelens_common.config_keys import UnknownKeyError, strict_keys
 from engine.faults import ENGINE_KINDS, FaultSpec, parse_fault_specs
 from flows.runtime import OurEngine, Runtime, Target, VllmEngine
 from flows.vllm_config import VllmConfig, engine_kind
@@ -120,7 +120,7 @@ def _blame(
 ) -> tuple[int | None, str]:
     """Find the line of the key an error names inside `block` (else the block's line).
 
-    An error that carries its `field` (engine.config_keys.strict_keys) names it; for the others,
+    An error that carries its `field` (spikelens_common.config_keys.strict_keys) names it; for the others,
     a quoted key ('max_num_seqz') in the message wins, else a key named as a word before any list
     of valid keys. The message's list of valid keys must not be mistaken for the culprit.
     """

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.config_keys import strict_keys
+from spikelens_common.config_keys import strict_keys
 from loadgen.errors import SpecError
 from loadgen.spec import LoadSpec, WorkloadSpec
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.config_keys import strict_keys
+from spikelens_common.config_keys import strict_keys
 from loadgen.errors import SpecError
 
 PERCENTILES = (50, 90, 95, 99)

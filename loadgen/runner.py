@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from collectors.metrics_scraper import MetricsScraper
+from spikelens_common.metrics_scraper import MetricsScraper
 from loadgen.client_health import merge_health
 from loadgen.error_guard import STOP_MARKER, ErrorGuardConfig
 from loadgen.errors import SpecError

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.config_keys import strict_keys
+from spikelens_common.config_keys import strict_keys
 from loadgen.errors import SpecError
 
 # Sampling parameters the workload may set, with the valid range the engine enforces

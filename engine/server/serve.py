@@ -23,7 +23,7 @@ from typing import Any
 import uvicorn
 
 from engine.config import EngineConfig
-from engine.config_keys import ALL_UNKNOWN, strict_keys
+from spikelens_common.config_keys import ALL_UNKNOWN, strict_keys
 from engine.server.app import create_app
 from engine.server.config import ServerConfig
 from engine.server.wire_clock import WireH11Protocol

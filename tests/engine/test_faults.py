@@ -8,7 +8,8 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
-from engine.faults import FaultClock, parse_fault_specs
+from engine.faults import FaultClock
+from spikelens_common.fault_spec import parse_fault_specs
 from engine.llm_engine import LLMEngine
 from engine.sampling_params import SamplingParams
 

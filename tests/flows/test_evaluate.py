@@ -5,7 +5,7 @@ from pathlib import Path
 
 import yaml
 
-from engine.faults.registry import FAULT_CAUSES
+from spikelens_common.fault_catalogue import FAULT_CAUSES
 from flows.evaluate import default_suite_dir, suite_scenarios, unregistered_kinds
 from flows.scenario import load_scenario
 

@@ -8,7 +8,7 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
-from collectors.cpu_contention import CpuContention, make_params
+from injectors.cpu_contention import CpuContention, make_params
 
 
 def _alive(pid):
@@ -82,7 +82,7 @@ def test_bad_params_name_the_field(params, message):
 def test_a_hog_dies_with_the_process_that_started_it(tmp_path):
     code = (
         "import os, sys, time\n"
-        "from collectors.cpu_contention import CpuContention\n"
+        "from injectors.cpu_contention import CpuContention\n"
         f"h = CpuContention([{{'kind': 'host.cpu_contention', 'start_s': 0, 'duration_s': 60,"
         f" 'params': {{'processes': 1}}}}], os.getpid(), {str(tmp_path)!r}, 60)\n"
         "h.arm(time.time_ns()); time.sleep(1.0)\n"

@@ -1,4 +1,4 @@
-"""collectors.delay_proxy: chunks delayed in the window only, in order; the proxy process and its
+"""injectors.delay_proxy: chunks delayed in the window only, in order; the proxy process and its
 ground truth; params named in errors."""
 
 import asyncio
@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pyarrow.parquet as pq
 import pytest
 
-from collectors.delay_proxy import DelayParams, DelayProxy, Schedule, make_params, serve
+from injectors.delay_proxy import DelayParams, DelayProxy, Schedule, make_params, serve
 
 
 async def _echo_round_trips(schedule: Schedule, n: int) -> list[float]:

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from collectors.gc_hook import hook_env
-from collectors.process_faults import (
+from injectors.process_faults import (
     SCHEDULE_ENV,
     ProcessGcStormParams,
     arm,
