@@ -23,24 +23,31 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from spikelens_common.config_keys import strict_keys
+from spikelens_common.fault_catalogue import CATALOGUE, Applier, kinds_applied_by
+from spikelens_common.fault_params import ProcessGcStormParams
+from spikelens_common.ground_truth import (
+    GROUND_TRUTH_FILES,
+    Scheduled,
+    scheduled_windows,
+    write_windows,
+)
 
 SCHEDULE_ENV = "SPIKELENS_FAULT_SCHEDULE"
+HOOK_ENV = "SPIKELENS_FAULT_HOOK"  # the file the GC hook loads to start the churn thread
+CHURN_FILE = Path(__file__).resolve().parent / "process_churn.py"
 SCHEDULE_FILE = "fault-schedule.json"
-GROUND_TRUTH_FILE = "faults.process.parquet"
+GROUND_TRUTH_FILE = GROUND_TRUTH_FILES["gc_hook"]
+KINDS = tuple(kinds_applied_by(Applier.GC_HOOK))
 
-
-
-
-KINDS: dict[str, tuple[str, type]] = {"memory.gc_storm": ("memory", ProcessGcStormParams)}
+__all__ = ["KINDS", "ProcessGcStormParams", "arm", "make_params", "schedule_env"]
 
 
 def make_params(kind: str, values: dict | None):
     """The params dataclass of a process fault; unknown keys raise naming the key and the kind."""
-    cls = KINDS[kind][1]
+    cls = CATALOGUE[kind].params_cls(Applier.GC_HOOK)
     valid = [f.name for f in dataclasses.fields(cls)]
     strict_keys(
         values or {}, valid, f"{kind}.params", error=ValueError, sort_unknown=True, valid=valid

@@ -60,6 +60,7 @@ __all__ = [
     "RepetitionParams",
     "StallParams",
     "TrafficFault",
+    "traffic_fault",
     "traffic_faults",
     "write_faults",
 ]
@@ -94,60 +95,63 @@ class TrafficFault:
 
 
 def traffic_faults(faults: list[dict] | None, where: str = "faults") -> list[TrafficFault]:
-    """Loadgen's faults, params validated (unknown keys and out-of-range values raise SpecError
-    naming the field); a kind loadgen does not apply raises SpecError too (the flows route only
-    loadgen's kinds here)."""
-    kept = []
-    for i, fault in enumerate(faults or []):
-        kind = fault.get("kind")
-        label = f"{where}[{i}]"
-        if kind not in KINDS:
-            raise SpecError(
-                f"{label}.kind: loadgen does not apply {kind!r}; it applies: {', '.join(KINDS)}"
-            )
-        params_cls = _params_cls(kind)
-        params = dict(fault.get("params") or {})
-        strict_keys(
-            params,
-            (f.name for f in dataclasses.fields(params_cls)),
-            f"{label}.params",
-            error=SpecError,
-            message="{where}: unknown key '{key}' for " + kind + " (valid keys: {valid})",
+    """Loadgen's faults, each checked by `traffic_fault` (labels `<where>[i]`)."""
+    return [traffic_fault(fault, f"{where}[{i}]") for i, fault in enumerate(faults or [])]
+
+
+def traffic_fault(fault: dict, label: str) -> TrafficFault:
+    """One of loadgen's faults, params validated: unknown keys and out-of-range values raise
+    SpecError naming `<label>.<field>`; so does a kind loadgen does not apply (the flows route
+    only loadgen's kinds here)."""
+    kind = fault.get("kind")
+    if kind not in KINDS:
+        raise SpecError(
+            f"{label}.kind: loadgen does not apply {kind!r}; it applies: {', '.join(KINDS)}"
         )
-        _check_number(f"{label}.start_s", fault.get("start_s"), 0, 86_400)
+    params_cls = _params_cls(kind)
+    params = dict(fault.get("params") or {})
+    strict_keys(
+        params,
+        (f.name for f in dataclasses.fields(params_cls)),
+        f"{label}.params",
+        error=SpecError,
+        message="{where}: unknown key '{key}' for " + kind + " (valid keys: {valid})",
+    )
+    _check_number(f"{label}.start_s", fault.get("start_s"), 0, 86_400)
+    _check_number(f"{label}.duration_s", fault.get("duration_s"), 0, 86_400, low_inclusive=False)
+    try:
+        parsed = params_cls(**params)
+    except ValueError as e:  # the params check themselves (client.stall)
+        raise SpecError(f"{label}.{str(e).removeprefix(kind + '.')}") from None
+    _check_ranges(kind, label, parsed)
+    return TrafficFault(kind, float(fault["start_s"]), float(fault["duration_s"]), parsed)
+
+
+def _check_ranges(kind: str, label: str, parsed: Any) -> None:
+    """The ranges a params dataclass does not check itself (the workload's sampling ranges)."""
+    if kind == "client.stall":
+        return
+    if kind == "load.burst":
+        _check_number(f"{label}.params.factor", parsed.factor, 0, 1000, low_inclusive=False)
+        return
+    if kind == "memory.kv_pressure":
+        _check_long_prompt(label, parsed)
+        return
+    if kind == "penalty.heavy_traffic":
+        _check_number(f"{label}.params.share", parsed.share, 0, 1, low_inclusive=False)
+    for name in parsed.sampling_overrides():
+        low, high, lo_inc, hi_inc, integer = SAMPLING_RANGES[name]
         _check_number(
-            f"{label}.duration_s", fault.get("duration_s"), 0, 86_400, low_inclusive=False
+            f"{label}.params.{name}",
+            getattr(parsed, name),
+            low,
+            high,
+            low_inclusive=lo_inc,
+            high_inclusive=hi_inc,
+            integer=integer,
         )
-        try:
-            parsed = params_cls(**params)
-        except ValueError as e:  # the params check themselves (client.stall)
-            raise SpecError(f"{label}.{str(e).removeprefix(kind + '.')}") from None
-        if kind == "client.stall":
-            pass
-        elif kind == "load.burst":
-            _check_number(f"{label}.params.factor", parsed.factor, 0, 1000, low_inclusive=False)
-        elif kind == "memory.kv_pressure":
-            _check_long_prompt(label, parsed)
-        else:
-            if kind == "penalty.heavy_traffic":
-                _check_number(f"{label}.params.share", parsed.share, 0, 1, low_inclusive=False)
-            for name in parsed.sampling_overrides():
-                low, high, lo_inc, hi_inc, integer = SAMPLING_RANGES[name]
-                _check_number(
-                    f"{label}.params.{name}",
-                    getattr(parsed, name),
-                    low,
-                    high,
-                    low_inclusive=lo_inc,
-                    high_inclusive=hi_inc,
-                    integer=integer,
-                )
-            if getattr(parsed, "max_tokens", None) is not None:
-                _check_number(
-                    f"{label}.params.max_tokens", parsed.max_tokens, 1, 1_000_000, integer=True
-                )
-        kept.append(TrafficFault(kind, float(fault["start_s"]), float(fault["duration_s"]), parsed))
-    return kept
+    if getattr(parsed, "max_tokens", None) is not None:
+        _check_number(f"{label}.params.max_tokens", parsed.max_tokens, 1, 1_000_000, integer=True)
 
 
 def _check_long_prompt(label: str, parsed: LongPromptParams) -> None:

@@ -36,11 +36,10 @@ def test_unknown_params_key_is_named():
         )
 
 
-def test_loadgen_kinds_are_skipped_by_the_engine():
-    sched = FaultClock(parse_fault_specs([{"kind": "load.burst", "start_s": 0, "duration_s": 1}]))
-    sched.arm(time.time_ns())
-    sched.begin_step(None, time.time_ns())
-    assert sched.records() == []
+def test_a_kind_the_engine_does_not_apply_is_an_error():
+    # the flows route loadgen's kinds to loadgen (flows.fault_routing): the engine filters nothing
+    with pytest.raises(ValueError, match=r"faults\[0\]\.kind: load.burst is not applied"):
+        FaultClock(parse_fault_specs([{"kind": "load.burst", "start_s": 0, "duration_s": 1}]))
 
 
 def test_nothing_happens_before_arm(tiny_config):

@@ -41,7 +41,6 @@ def test_hogs_run_pinned_to_the_engine_cpus_in_the_window_and_stop_kills_them(tm
             "params": {"processes": 2},
         },
         {"kind": "host.cpu_contention", "start_s": 4.0, "duration_s": 20, "params": {}},
-        {"kind": "load.burst", "start_s": 0, "duration_s": 1, "params": {}},
     ]
     hog = CpuContention(faults, engine.pid, tmp_path, duration_s=6.0)
     try:
@@ -77,6 +76,12 @@ def test_hogs_run_pinned_to_the_engine_cpus_in_the_window_and_stop_kills_them(tm
 def test_bad_params_name_the_field(params, message):
     with pytest.raises(ValueError, match=message):
         make_params(params)
+
+
+def test_only_host_cpu_contention_is_taken(tmp_path):
+    burst = {"kind": "load.burst", "start_s": 0, "duration_s": 1, "params": {}}
+    with pytest.raises(ValueError, match="got 'load.burst'"):
+        CpuContention([burst], os.getpid(), tmp_path, duration_s=2.0)
 
 
 def test_a_hog_dies_with_the_process_that_started_it(tmp_path):
