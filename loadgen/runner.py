@@ -105,9 +105,9 @@ class LocustRunOptions:
     read_mode: str = "line"
     request_timeout_s: float = 600.0  # network timeout between bytes of one request, seconds
     log_lines: int = 60  # lines of Locust's output kept for stdout_tail and error messages
-    # the scenario's whole fault list ({kind, start_s, duration_s, params} mappings or FaultSpec
-    # -like objects): loadgen applies load.burst and the penalty kinds, records them in
-    # faults.loadgen.parquet, and skips the engine's kinds
+    # loadgen's own faults, as the flows route them ({kind, start_s, duration_s, params}
+    # mappings or FaultSpec-like objects): applied and recorded in faults.loadgen.parquet; a kind
+    # loadgen does not apply (spikelens_common.fault_catalogue) is an error
     faults: Sequence[Any] = ()
     # Locust worker processes: 0 runs one process; N (<= 256) a master and N workers
     # (`--processes N`), every worker's samples merged
@@ -186,7 +186,7 @@ class _PreparedRun:
     config: LocustConfig
     stats_base: Path  # Locust's --json-file (it appends ".json")
     env: dict[str, str]
-    faults: list  # the loadgen-owned faults (TrafficFault)
+    faults: list  # loadgen's faults, validated (TrafficFault)
     duration_s: float
     timeout_s: float
     deadline: float  # time.monotonic() past which Locust is stopped
