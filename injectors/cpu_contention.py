@@ -13,25 +13,26 @@ truth: `arm` writes the windows to `faults.host.parquet` (cause `host`).
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from spikelens_common.config_keys import strict_keys
 from spikelens_common.fault_catalogue import CATALOGUE
 from spikelens_common.fault_params import CpuContentionParams
-from spikelens_common.ground_truth import GROUND_TRUTH_FILES, Scheduled, scheduled_windows, write_windows
+from spikelens_common.ground_truth import (
+    GROUND_TRUTH_FILES,
+    Scheduled,
+    scheduled_windows,
+    write_windows,
+)
 
 KIND = "host.cpu_contention"
 GROUND_TRUTH_FILE = GROUND_TRUTH_FILES["hogs"]
 _HOG = "while True: pass"
-
-
 
 
 def make_params(values: dict | None) -> CpuContentionParams:

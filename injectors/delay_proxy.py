@@ -28,13 +28,16 @@ from urllib.parse import urlsplit, urlunsplit
 from spikelens_common.config_keys import strict_keys
 from spikelens_common.fault_catalogue import CATALOGUE
 from spikelens_common.fault_params import DelayParams
-from spikelens_common.ground_truth import GROUND_TRUTH_FILES, Scheduled, scheduled_windows, write_windows
+from spikelens_common.ground_truth import (
+    GROUND_TRUTH_FILES,
+    Scheduled,
+    scheduled_windows,
+    write_windows,
+)
 
 KIND = "network.delay"
 GROUND_TRUTH_FILE = GROUND_TRUTH_FILES["proxy"]
 _READ_BYTES = 65536
-
-
 
 
 def make_params(values: dict | None) -> DelayParams:

@@ -19,8 +19,6 @@ from spikelens_common.fault_params import StallParams
 KIND = "client.stall"
 
 
-
-
 def pause_starts(start_s: float, duration_s: float, params: StallParams) -> Iterator[float]:
     """Start times (s after load start) of the stalls of one window; the last may not run past it."""
     every, pause = params.every_ms / 1000.0, params.pause_ms / 1000.0

@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spikelens_common.metrics_scraper import MetricsScraper
 from loadgen.client_health import merge_health
 from loadgen.error_guard import STOP_MARKER, ErrorGuardConfig
 from loadgen.errors import SpecError
@@ -44,6 +43,7 @@ from loadgen.replay import load_trace, write_normalised
 from loadgen.shapes import spawn_rate, target_users
 from loadgen.spec import LoadSpec, WorkloadSpec, load_from, workload_from
 from loadgen.traffic_faults import traffic_faults, write_faults
+from spikelens_common.metrics_scraper import MetricsScraper
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 EVENT_NAME = "chat-stream"  # the name of the Locust request event the locustfile fires

@@ -164,7 +164,9 @@ def _check_long_prompt(label: str, parsed: LongPromptParams) -> None:
 def from_dicts(dicts: list[dict]) -> list[TrafficFault]:
     """Rebuild faults from `TrafficFault.to_dict()` output (the Locust side of the config)."""
     return [
-        TrafficFault(d["kind"], d["start_s"], d["duration_s"], _params_cls(d["kind"])(**d["params"]))
+        TrafficFault(
+            d["kind"], d["start_s"], d["duration_s"], _params_cls(d["kind"])(**d["params"])
+        )
         for d in dicts
     ]
 

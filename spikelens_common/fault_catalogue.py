@@ -136,7 +136,10 @@ _CATALOGUE = (
         _ours(AllocChurnParams),
     ),
     FaultKind(
-        "comm.straggler", "communication", "one rank waits before each all-reduce", _ours(StragglerParams)
+        "comm.straggler",
+        "communication",
+        "one rank waits before each all-reduce",
+        _ours(StragglerParams),
     ),
     FaultKind(
         "comm.slow_link",

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 # ---- applied by spikelens' engine (engine/faults) ------------------------------------------------
 
+
 @dataclass(frozen=True)
 class SlowPathParams:
     # Recount passes per step: 1 is the naive path; more scales the cost (e.g. to stand out on a GPU).
@@ -125,6 +126,7 @@ class SlowLinkParams:
 
 # ---- applied by loadgen (loadgen/traffic_faults.py, loadgen/client_stall.py) ---------------------
 
+
 @dataclass(frozen=True)
 class BurstParams:
     factor: float = 3.0  # arrivals multiply by this inside the window (users or rate)
@@ -211,6 +213,7 @@ class StallParams:
 
 # ---- applied by the injectors beside an engine (injectors/) --------------------------------------
 
+
 @dataclass(frozen=True)
 class DelayParams:
     delay_ms: float = 50.0  # added to every chunk, each direction
@@ -220,7 +223,9 @@ class DelayParams:
         for name in ("delay_ms", "jitter_ms"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= 10_000:
-                raise ValueError(f"network.delay.params.{name}: must be a number in [0, 10000], got {v!r}")
+                raise ValueError(
+                    f"network.delay.params.{name}: must be a number in [0, 10000], got {v!r}"
+                )
 
 
 @dataclass(frozen=True)

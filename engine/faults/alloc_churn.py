@@ -11,14 +11,10 @@ buffers are allocated; the injector's ``forward`` hook runs there, not in the sc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from engine.faults.registry import register
 from spikelens_common.fault_params import AllocChurnParams
-
-
 
 
 @register("memory.alloc_churn")

@@ -16,14 +16,8 @@ link's cost is the real transfer of a bigger buffer; neither runs in the schedul
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from engine.faults.registry import register
 from spikelens_common.fault_params import SlowLinkParams, StragglerParams
-
-
-
-
 
 
 @register("comm.straggler")
@@ -49,8 +43,6 @@ class Straggler:
     def stop(self, engine) -> None:
         if self._mine(engine):
             engine.comm.straggle_ms = 0.0
-
-
 
 
 @register("comm.slow_link")

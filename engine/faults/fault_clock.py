@@ -19,6 +19,7 @@ from typing import Any
 from engine.faults.registry import ENGINE_KINDS
 from spikelens_common.fault_spec import FaultSpec
 from spikelens_common.ground_truth import Window, params_json, write_windows
+
 _NEVER = 2**63 - 1
 _CLEANUP_GRACE_NS = 1_000_000_000
 
@@ -123,9 +124,7 @@ class FaultClock:
 
     def records(self) -> list[dict]:
         """The closed windows as ground-truth rows (params as JSON)."""
-        return [
-            {**dataclasses.asdict(w), "params": params_json(w.params)} for w in self._applied
-        ]
+        return [{**dataclasses.asdict(w), "params": params_json(w.params)} for w in self._applied]
 
     def write(self, path: str | Path, include_active: bool = True) -> Path:
         """Write faults.parquet; faults still active are included with their window so far."""

@@ -20,13 +20,9 @@ from __future__ import annotations
 import gc
 import threading
 from collections import deque
-from dataclasses import dataclass
 
 from engine.faults.registry import register
 from spikelens_common.fault_params import GcStormParams
-
-
-
 
 _BALLAST_CHUNK = 25_000  # ballast lists added per tick until it is complete (keeps stop prompt)
 

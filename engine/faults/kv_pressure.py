@@ -17,13 +17,9 @@ lone running sequence reclaims ballast blocks in the allocator), so the engine n
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from engine.faults.registry import register
-from spikelens_common.fault_params import KvPressureParams
 from engine.kv_cache import blocks_needed
-
-
+from spikelens_common.fault_params import KvPressureParams
 
 
 @register("memory.kv_pressure")

@@ -13,12 +13,8 @@ penalty arithmetic on the logits) is untouched, as in an engine that times only 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from engine.faults.registry import register
 from spikelens_common.fault_params import SlowPathParams
-
-
 
 
 @register("penalty.slow_path")

@@ -12,7 +12,6 @@ import torch.distributed as dist
 
 from engine.config import EngineConfig
 from engine.faults import FaultClock
-from spikelens_common.fault_spec import parse_fault_specs
 from engine.kv_cache import KVCache
 from engine.model_loader import load_model, resolve_device
 from engine.parallel.comm import TPComm
@@ -26,6 +25,7 @@ from engine.parallel.protocol import (
     unpack_step,
 )
 from engine.telemetry import StepRecord, Telemetry
+from spikelens_common.fault_spec import parse_fault_specs
 
 
 class WorkerContext:

@@ -9,9 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from engine.faults import FaultClock
-from spikelens_common.fault_spec import parse_fault_specs
 from engine.llm_engine import LLMEngine
 from engine.sampling_params import SamplingParams
+from spikelens_common.fault_spec import parse_fault_specs
 
 
 @pytest.mark.parametrize(

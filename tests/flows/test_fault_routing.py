@@ -74,5 +74,7 @@ def test_each_applier_checks_its_own_params():
     storm = parse_fault_specs(
         [{"kind": "memory.gc_storm", "start_s": 0, "duration_s": 1, "params": {"role": "x"}}]
     )
-    with pytest.raises(ValueError, match="unknown key"):  # `role` is the GC hook's, not the engine's
+    with pytest.raises(
+        ValueError, match="unknown key"
+    ):  # `role` is the GC hook's, not the engine's
         check_params(route_faults(storm, OURS))

@@ -39,7 +39,9 @@ def test_defaults_are_filled_and_faults_survive_the_locust_config():
 
 def test_a_kind_loadgen_does_not_apply_is_an_error_naming_it():
     engine_fault = {"kind": "memory.gc_storm", "start_s": 1, "duration_s": 2}
-    with pytest.raises(SpecError, match=r"faults\[1\]\.kind: loadgen does not apply 'memory.gc_storm'"):
+    with pytest.raises(
+        SpecError, match=r"faults\[1\]\.kind: loadgen does not apply 'memory.gc_storm'"
+    ):
         traffic_faults([SCENARIO_FAULTS[0], engine_fault])
 
 

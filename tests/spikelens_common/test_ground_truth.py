@@ -22,7 +22,10 @@ def test_windows_are_clipped_to_the_run_and_late_ones_dropped():
         Scheduled("load.burst", "load", 9.0, 1.0, BurstParams()),
     ]
     windows = scheduled_windows(faults, t0_ns=10**9, duration_s=8)
-    assert [(w.start_ns, w.end_ns) for w in windows] == [(2 * 10**9, 4 * 10**9), (5 * 10**9, 9 * 10**9)]
+    assert [(w.start_ns, w.end_ns) for w in windows] == [
+        (2 * 10**9, 4 * 10**9),
+        (5 * 10**9, 9 * 10**9),
+    ]
 
 
 def test_rows_have_one_schema_and_params_as_sorted_json(tmp_path):
