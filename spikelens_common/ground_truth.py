@@ -47,7 +47,8 @@ GROUND_TRUTH_FILES = {
 
 def params_json(params: Any) -> str:
     """A params dataclass (or mapping) as the `params` column holds it: JSON, keys sorted."""
-    values = dataclasses.asdict(params) if dataclasses.is_dataclass(params) else dict(params)
+    is_instance = dataclasses.is_dataclass(params) and not isinstance(params, type)
+    values = dataclasses.asdict(params) if is_instance else dict(params)
     return json.dumps(values, sort_keys=True)
 
 
