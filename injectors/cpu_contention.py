@@ -12,7 +12,6 @@ truth: `arm` writes the windows to `faults.host.parquet` (cause `host`).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 import sys
@@ -20,8 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from spikelens_common.config_keys import strict_keys
-from spikelens_common.fault_catalogue import CATALOGUE
+from spikelens_common.fault_catalogue import CATALOGUE, Applier, build_params
 from spikelens_common.fault_params import CpuContentionParams
 from spikelens_common.ground_truth import (
     GROUND_TRUTH_FILES,
@@ -37,11 +35,7 @@ _HOG = "while True: pass"
 
 def make_params(values: dict | None) -> CpuContentionParams:
     """Params from a scenario mapping; unknown keys raise naming the key."""
-    valid = [f.name for f in dataclasses.fields(CpuContentionParams)]
-    strict_keys(
-        values or {}, valid, f"{KIND}.params", error=ValueError, sort_unknown=True, valid=valid
-    )
-    return CpuContentionParams(**dict(values or {}))
+    return build_params(KIND, Applier.HOGS, values)
 
 
 class CpuContention:

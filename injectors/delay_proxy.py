@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import json
 import random
 import subprocess
@@ -25,8 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from spikelens_common.config_keys import strict_keys
-from spikelens_common.fault_catalogue import CATALOGUE
+from spikelens_common.fault_catalogue import CATALOGUE, Applier, build_params
 from spikelens_common.fault_params import DelayParams
 from spikelens_common.ground_truth import (
     GROUND_TRUTH_FILES,
@@ -42,11 +40,7 @@ _READ_BYTES = 65536
 
 def make_params(values: dict | None) -> DelayParams:
     """Params from a scenario mapping; unknown keys raise naming the key."""
-    valid = [f.name for f in dataclasses.fields(DelayParams)]
-    strict_keys(
-        values or {}, valid, f"{KIND}.params", error=ValueError, sort_unknown=True, valid=valid
-    )
-    return DelayParams(**dict(values or {}))
+    return build_params(KIND, Applier.PROXY, values)
 
 
 @dataclass

@@ -25,8 +25,7 @@ import json
 import os
 from pathlib import Path
 
-from spikelens_common.config_keys import strict_keys
-from spikelens_common.fault_catalogue import CATALOGUE, Applier, kinds_applied_by
+from spikelens_common.fault_catalogue import CATALOGUE, Applier, build_params, kinds_applied_by
 from spikelens_common.fault_params import ProcessGcStormParams
 from spikelens_common.ground_truth import (
     GROUND_TRUTH_FILES,
@@ -47,12 +46,7 @@ __all__ = ["KINDS", "ProcessGcStormParams", "arm", "make_params", "schedule_env"
 
 def make_params(kind: str, values: dict | None):
     """The params dataclass of a process fault; unknown keys raise naming the key and the kind."""
-    cls = CATALOGUE[kind].params_cls(Applier.GC_HOOK)
-    valid = [f.name for f in dataclasses.fields(cls)]
-    strict_keys(
-        values or {}, valid, f"{kind}.params", error=ValueError, sort_unknown=True, valid=valid
-    )
-    return cls(**dict(values or {}))
+    return build_params(kind, Applier.GC_HOOK, values)
 
 
 def schedule_env(collect_dir: str | Path, env: dict[str, str]) -> dict[str, str]:

@@ -16,10 +16,13 @@ applier receives only its own faults.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
+from spikelens_common.config_keys import strict_keys
 from spikelens_common.fault_params import (
     AllocChurnParams,
     BurstParams,
@@ -191,3 +194,15 @@ def kinds_applied_by(applier: Applier, runtime: Runtime | None = None) -> list[s
 def kinds_on(runtime: Runtime) -> list[str]:
     """The kinds that can run on `runtime`, sorted."""
     return sorted(k.name for k in _CATALOGUE if runtime in k.appliers)
+
+
+def build_params(kind: str, applier: Applier, values: Mapping[str, Any] | None) -> Any:
+    """The params dataclass `applier` takes for `kind`, from a scenario mapping (None: all
+    defaults). An unknown key raises ValueError naming it (`<kind>.params: unknown key 'x'
+    (valid keys: ...)`); the dataclass checks its own ranges."""
+    cls = CATALOGUE[kind].params_cls(applier)
+    valid = [f.name for f in dataclasses.fields(cls)]
+    strict_keys(
+        values or {}, valid, f"{kind}.params", error=ValueError, sort_unknown=True, valid=valid
+    )
+    return cls(**dict(values or {}))
