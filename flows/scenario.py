@@ -3,7 +3,8 @@
 A scenario is YAML. Unknown keys and bad values are errors that name the file, the line and the
 key, so a typo in a nightly config fails loudly at load time instead of silently running the
 wrong experiment. The blocks are validated by the modules that own them (`engine.config`, or
-`flows.vllm_config` for `engine: {kind: vllm}`; `loadgen.spec`); this module knows the top-level
+`flows.vllm_config` for `engine: {kind: vllm}`; `loadgen.spec`; each fault by the applier
+`flows.fault_routing` routes it to); this module knows the top-level
 shape (with `target: URL | {url, model}` and `endpoint: chat | completions`) and where each key
 sits in the file.
 """
@@ -112,9 +113,10 @@ def _blame(
 ) -> tuple[int | None, str]:
     """Find the line of the key an error names inside `block` (else the block's line).
 
-    An error that carries its `field` (spikelens_common.config_keys.strict_keys) names it; for the others,
-    a quoted key ('max_num_seqz') in the message wins, else a key named as a word before any list
-    of valid keys. The message's list of valid keys must not be mistaken for the culprit.
+    An error that carries its `field` (spikelens_common.config_keys.strict_keys) names it; for
+    the others, a quoted key ('max_num_seqz') in the message wins, else a key named as a word
+    before any list of valid keys. The message's list of valid keys must not be mistaken for the
+    culprit.
     """
     if field:
         path = _field_path(field)
