@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.config_keys import ALL_UNKNOWN, strict_keys
+from spikelens_common.config_keys import ALL_UNKNOWN, strict_keys
 
 # The project tokenizer's vocabulary (engine/assets/tokenizer.json).
 PROJECT_VOCAB_SIZE = 32000

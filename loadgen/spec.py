@@ -14,8 +14,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.config_keys import strict_keys
 from loadgen.errors import SpecError
+from spikelens_common.config_keys import strict_keys
 
 # Sampling parameters the workload may set, with the valid range the engine enforces
 # (docs/design.md "Engine semantics"; OpenAI / vLLM). (low, high, low_inclusive, high_inclusive, integer)

@@ -23,10 +23,10 @@ from typing import Any
 import uvicorn
 
 from engine.config import EngineConfig
-from engine.config_keys import ALL_UNKNOWN, strict_keys
 from engine.server.app import create_app
 from engine.server.config import ServerConfig
 from engine.server.wire_clock import WireH11Protocol
+from spikelens_common.config_keys import ALL_UNKNOWN, strict_keys
 from spikelens_common.socket_clock import keep_stamping_on
 
 log = logging.getLogger("engine.server")
