@@ -78,7 +78,7 @@ def render_compare_report(paths: StatePaths, run_a: str, run_b: str, verdicts: l
     """reports/<B>/vs-<A>/index.html, and the index refreshed."""
     from pages.compare import build_compare_context
     from templates.render import render_compare
-    from templates.report_index import rebuild_index
+    from flows.tasks import rebuild_index
 
     out_dir = paths.reports / run_b / f"vs-{run_a}"
     context = build_compare_context(

@@ -232,9 +232,16 @@ def render_report(db_path: Path, run_id: str, out_dir: Path) -> Path:
     )
 
 
+def rebuild_index(reports_root: str | Path, title: str = "spikelens reports") -> Path:
+    """Render reports_root/index.html from every report.json below it (pages.index builds the
+    context, templates renders it; no warehouse needed)."""
+    from pages.index import build_index_context
+    from templates.render import render_index
+
+    return render_index(build_index_context(reports_root, title), reports_root)
+
+
 @task(name="refresh-index", cache_policy=NONE)
 def refresh_index(reports_root: Path) -> Path:
     """Rebuild reports/index.html from the report.json every page leaves beside itself."""
-    from templates.report_index import rebuild_index
-
     return rebuild_index(reports_root)

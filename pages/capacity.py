@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pages.fields import ContextError, finite, one_of, relative_href
 from pages.from_mapping import from_mapping
+from pages.index import ReportEntry
 from pages.run_header import RunHeader
 
 KNEE_STATUSES = ("found", "not_reached", "below_range")
@@ -105,6 +106,18 @@ class CapacityContext:
         object.__setattr__(self, "steps", tuple(sorted(self.steps, key=lambda s: s.load)))
         if not self.load_unit:
             object.__setattr__(self, "load_unit", load_unit(self.kind))
+        if not self.headline.strip():
+            object.__setattr__(self, "headline", capacity_headline(self))
+
+    def entry(self) -> ReportEntry:
+        """The page's report.json: the cause named past the knee, if any."""
+        past = [s for s in self.steps if s.cause.past_knee and s.cause.cause]
+        return ReportEntry.of(
+            self.run,
+            "capacity",
+            top_cause=past[0].cause.cause if past else None,
+            headline=self.headline,
+        )
 
 
 def load_unit(kind: str) -> str:

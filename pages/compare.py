@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from pages.fields import iso_utc, one_of, relative_href
-from pages.nightly import VERDICTS, MetricRow, metric_rows, overall_verdict
+from pages.index import ReportEntry
+from pages.nightly import VERDICTS, MetricRow, metric_rows, moved_headline, overall_verdict
 from pages.run_header import RunHeader
 from warehouse.db import connect
 from warehouse.queries import query
@@ -64,6 +65,17 @@ class CompareContext:
         if self.verdict is None:
             object.__setattr__(self, "verdict", overall_verdict(self.metrics))
         one_of(self.verdict, VERDICTS, "verdict")
+        if not self.headline.strip():
+            object.__setattr__(self, "headline", moved_headline(self.metrics, self.baseline_label))
+
+    def entry(self) -> ReportEntry:
+        """The page's report.json: listed under run B, its headline saying against what."""
+        return ReportEntry.of(
+            self.run,
+            "compare",
+            verdict=self.verdict,
+            headline=f"vs {self.run_a.run_id}: {self.headline}",
+        )
 
     @property
     def run(self) -> RunHeader:

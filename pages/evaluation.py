@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from pages.fields import ContextError, need_share, one_of, relative_href
+from pages.index import ReportEntry
 from pages.run_header import RunHeader
 from rca.evaluate import ANSWERS, MISSED, per_cause_scores
 
@@ -88,6 +89,42 @@ class EvaluationContext:
                 raise ContextError(
                     f"confusion[{i}]", f"{len(row)} columns for {len(self.labels)} labels"
                 )
+        if not self.headline.strip():
+            object.__setattr__(
+                self,
+                "headline",
+                f"{self.correct} of {self.total} cases attributed to the right cause."
+                if self.total
+                else "No labelled case was evaluated.",
+            )
+
+    @property
+    def total(self) -> int:
+        """Cases in the confusion matrix."""
+        return sum(sum(row) for row in self.confusion)
+
+    @property
+    def correct(self) -> int:
+        """Cases on its diagonal: attributed to the right cause."""
+        return sum(self.confusion[i][i] for i in range(len(self.labels)))
+
+    @property
+    def accuracy(self) -> float | None:
+        return self.correct / self.total if self.total else None
+
+    def best(self) -> dict[str, float | None]:
+        """The best score per method column (bold on the page); None: no method scored it."""
+        best: dict[str, float | None] = {}
+        for col in self.method_columns:
+            values = [v for m in self.methods if (v := m.scores.get(col.key)) is not None]
+            best[col.key] = (
+                (max(values) if col.better == "higher" else min(values)) if values else None
+            )
+        return best
+
+    def entry(self) -> ReportEntry:
+        """The page's report.json: an evaluation has no verdict."""
+        return ReportEntry.of(self.run, "evaluation", headline=self.headline)
 
 
 def _per_cause(confusion: dict) -> tuple[CauseScore, ...]:

@@ -1,8 +1,9 @@
 """The incident page of one analysed run: what spiked, when, why, against the ground truth.
 
 Everything comes from the warehouse queries: the run header, its latency windows, steps, GC
-pauses, NVML samples, the stored analysis (spikes, attributions, evidence) and the ground-truth
-faults (read here only for the report's "injected" line and verdicts). Times are seconds from
+pauses, NVML samples and the stored analysis (spikes, attributions, evidence, and rca.findings'
+normal-vs-spike comparison and fault verdicts); nothing is analysed here. The words (headline,
+verdict, the index entry) are written here and nowhere else. Times are seconds from
 load_started_ns. The step series is downsampled to at most MAX_STEPS points, keeping the slowest
 step of each chunk so stalls stay visible; GC pauses to the MAX_GC_PAUSES longest.
 """
@@ -15,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from pages.display_windows import display_windows
 from pages.fields import ContextError, count, finite, need_share, real
+from pages.index import ReportEntry
 from pages.run_header import RunHeader, read_run_header
-from rca.attribute import time_masks
-from rca.evaluate import match_events
 from warehouse.db import connect
 from warehouse.queries import query
 
@@ -222,6 +223,74 @@ class IncidentContext:
     correlations: tuple[Correlation, ...] = ()
     faults: tuple[Fault, ...] = ()
     measurement: Measurement | None = None  # None: no server-side times (e.g. an external target)
+    client_lag_p99_ms: tuple[float, float] | None = None  # per-window range, shown when invalid
+
+    def __post_init__(self) -> None:
+        if not self.headline.strip():
+            object.__setattr__(self, "headline", incident_headline(self))
+        if not self.correlations:
+            object.__setattr__(self, "correlations", correlations_from_evidence(self.spikes))
+
+    @property
+    def invalid(self) -> bool:
+        """The load generator judged itself unfit: its latencies are not the engine's alone."""
+        return self.run.status == "invalid"
+
+    @property
+    def top(self) -> Spike | None:
+        """The spike the first screen talks about (worst_spike)."""
+        return worst_spike(self.spikes)
+
+    @property
+    def verdict(self) -> str | None:
+        """The index's verdict: invalid; else, with injected faults, matched (every fault found
+        with the right cause) / wrong cause (every one found) / missed; else none."""
+        if self.invalid:
+            return "invalid"
+        if not self.faults:
+            return None
+        if all(f.matched for f in self.faults):
+            return "matched"
+        return "wrong cause" if all(f.detected for f in self.faults) else "missed"
+
+    def chart_windows(self) -> tuple[Window, ...]:
+        """The windows the timeline and charts draw: a long run's in display buckets."""
+        return display_windows(self.windows)
+
+    def entry(self) -> ReportEntry:
+        """The page's report.json; an invalid run names no cause (the client's times are not
+        the engine's)."""
+        top = self.top
+        return ReportEntry.of(
+            self.run,
+            "incident",
+            verdict=self.verdict,
+            top_cause=top.top_cause if top and not self.invalid else None,
+            headline=self.headline,
+        )
+
+
+def worst_spike(spikes: tuple[Spike, ...]) -> Spike | None:
+    """The spike with the largest peak/baseline ratio: the one the headline and first screen
+    talk about (the only such formula)."""
+    if not spikes:
+        return None
+    return max(spikes, key=lambda s: (s.peak_ms or 0) / max(s.baseline_ms or 1e-9, 1e-9))
+
+
+def correlations_from_evidence(spikes: tuple[Spike, ...]) -> tuple[Correlation, ...]:
+    """Correlation rows from evidence that carries a `pearson_r` (the page's default when it is
+    given none of its own). Strongest |r| first."""
+    rows = [
+        Correlation(
+            e.signal, s.metric, e.pearson_r, note=f"{a.cause}: {e.note}" if e.note else a.cause
+        )
+        for s in spikes
+        for a in s.attributions
+        for e in a.evidence
+        if e.pearson_r is not None
+    ]
+    return tuple(sorted(rows, key=lambda r: -abs(r.r or 0.0)))
 
 
 def build_incident_context(db_path: str | Path, run_id: str) -> IncidentContext:
@@ -236,7 +305,7 @@ def build_incident_context(db_path: str | Path, run_id: str) -> IncidentContext:
         window_s = float(analysis[0]["window_s"])
         rows = {
             name: query(conn, name, run_id=run_id, window_s=window_s)
-            for name in ("windows", "step_stages")
+            for name in ("windows", "step_stages", "client_windows")
         }
         rows |= {
             name: query(conn, name, run_id=run_id)
@@ -247,42 +316,61 @@ def build_incident_context(db_path: str | Path, run_id: str) -> IncidentContext:
                 "gc_pauses",
                 "totals",
                 "measurement_check",
-                "faults",
                 "spikes",
                 "attributions",
                 "evidence",
+                "spike_comparison",
+                "fault_verdicts",
             )
         }
     spikes = _spikes(
         [s for s in rows["spikes"] if not s["suppressed"]], rows["attributions"], rows["evidence"]
     )
-    n_suppressed = sum(bool(s["suppressed"]) for s in rows["spikes"])
     totals_row: dict[str, Any] = {
         k: (count(v) if k in ("requests", "errors", "output_tokens") else finite(v))
         for k, v in rows["totals"][0].items()
     }
-    totals = Totals(**totals_row)
     measurement = rows["measurement_check"][0]
     measurement_row: dict[str, Any] = {
         k: (count(v) if k == "requests" else finite(v)) for k, v in measurement.items()
     }
     return IncidentContext(
         run=run,
-        headline=_with_suppressed(_headline(spikes, totals, run.duration_s), n_suppressed),
-        suppressed_spikes=n_suppressed,
-        totals=totals,
+        suppressed_spikes=sum(bool(s["suppressed"]) for s in rows["spikes"]),
+        totals=Totals(**totals_row),
         window_s=window_s,
         windows=_windows(rows["windows"], rows["step_stages"]),
         steps=_steps_with_ranks(rows["step_timeline"], rows["step_rank_series"]),
         nvml=tuple(_nvml_sample(r) for r in _downsample_rows(rows["nvml_samples"], MAX_STEPS)),
         gc_pauses=_gc_pauses(rows["gc_pauses"]),
         spikes=spikes,
-        comparison=_comparison(
-            rows["windows"], rows["step_stages"], rows["gc_pauses"], spikes, window_s
+        comparison=tuple(
+            Comparison(c["signal"], finite(c["normal"]), finite(c["spike"]), c["unit"] or "")
+            for c in rows["spike_comparison"]
         ),
-        faults=_faults(rows["faults"], spikes, window_s),
+        faults=tuple(_fault(f) for f in rows["fault_verdicts"]),
         measurement=(Measurement(**measurement_row) if measurement["requests"] else None),
+        client_lag_p99_ms=_lag_range(rows["client_windows"]),
     )
+
+
+def _fault(row: dict[str, Any]) -> Fault:
+    """A stored fault verdict (rca.findings): detected when a reported spike was matched."""
+    return Fault(
+        kind=row["kind"],
+        cause=row["cause"],
+        start_s=real(row["start_s"], "faults.start_s"),
+        end_s=real(row["end_s"], "faults.end_s"),
+        detected=row["spike_id"] is not None,
+        attributed_cause=row["attributed_cause"],
+        params=row["params"],
+    )
+
+
+def _lag_range(client_windows: list[dict]) -> tuple[float, float] | None:
+    """The lowest and highest per-window event-loop lag p99 of the load generator (ms)."""
+    lags = [v for w in client_windows if (v := finite(w["lag_p99_ms"])) is not None]
+    return (min(lags), max(lags)) if lags else None
 
 
 def _nvml_sample(row: dict[str, Any]) -> NvmlSample:
@@ -414,7 +502,34 @@ def _mmss(t_s: float) -> str:
     return f"{t // 60:02d}:{t % 60:02d}"
 
 
-def _headline(spikes: tuple[Spike, ...], totals: Totals, duration_s: float | None) -> str:
+def incident_headline(ctx: IncidentContext) -> str:
+    """The page's first line: why the run is invalid; else the worst spike, its span and top
+    cause; else that nothing spiked, with the run's figures."""
+    if ctx.invalid:
+        return invalid_headline(ctx)
+    text = _spike_headline(ctx.spikes, ctx.totals, ctx.run.duration_s)
+    return _with_suppressed(text, ctx.suppressed_spikes)
+
+
+def invalid_headline(ctx: IncidentContext) -> str:
+    """An invalid run says so and why, first: its latencies are the load generator's as much as
+    the engine's, so it never reads as "no spike" (nor names a cause)."""
+    lag = ctx.client_lag_p99_ms
+    why = (
+        f"the load generator was starved: event-loop lag p99 {lag[0]:.0f}–{lag[1]:.0f} ms"
+        if lag is not None
+        else "the load generator could not keep up"
+    )
+    reasons = "; ".join(ctx.run.client_reasons)
+    text = f"Invalid run: {why}" + (f" ({reasons})" if reasons else "") + "."
+    text += " Its latencies are the client's as much as the engine's"
+    n = len(ctx.spikes)
+    if n:
+        text += f"; the {n} spike{'s' if n > 1 else ''} below {'are' if n > 1 else 'is'} not judged"
+    return text + "."
+
+
+def _spike_headline(spikes: tuple[Spike, ...], totals: Totals, duration_s: float | None) -> str:
     if not spikes and not totals.requests:
         return "No measured requests in this run: nothing to analyse (see the run's status and errors)."
     if not spikes:
@@ -425,11 +540,12 @@ def _headline(spikes: tuple[Spike, ...], totals: Totals, duration_s: float | Non
             if v is not None
         )
         return f"No latency spike in {span}" + (f": {figures}." if figures else ".")
-    worst = max(spikes, key=lambda s: (s.peak_ms or 0) / max(s.baseline_ms or 1e-9, 1e-9))
+    worst = worst_spike(spikes)
+    assert worst is not None
     top = next((a for a in worst.attributions if a.cause == worst.top_cause), None)
     text = (
-        f"{_METRIC_LABEL.get(worst.metric, worst.metric)} rose from {worst.baseline_ms:.0f} ms "
-        f"to {worst.peak_ms:.0f} ms for {worst.end_s - worst.start_s:.0f} s from {_mmss(worst.start_s)}"
+        f"{_METRIC_LABEL.get(worst.metric, worst.metric)} rose from {_ms(worst.baseline_ms)} "
+        f"to {_ms(worst.peak_ms)} for {worst.end_s - worst.start_s:.0f} s from {_mmss(worst.start_s)}"
     )
     if top is not None:
         text += f"; {top.share * 100:.0f}% of the excess is {top.cause}"
@@ -440,6 +556,10 @@ def _headline(spikes: tuple[Spike, ...], totals: Totals, duration_s: float | Non
     return text
 
 
+def _ms(v: float | None) -> str:
+    return "—" if v is None else f"{v:.0f} ms"
+
+
 def _with_suppressed(headline: str, n: int) -> str:
     """Say how many minor unexplained slowdowns were left out (AttributeConfig.report_unexplained_minor)."""
     if not n:
@@ -447,135 +567,4 @@ def _with_suppressed(headline: str, n: int) -> str:
     return (
         headline.rstrip(".") + f" ({n} slowdown{'s' if n > 1 else ''} that no engine signal "
         "explains not reported: likely host noise)."
-    )
-
-
-def _spike_and_normal(
-    n: int, spikes: tuple[Spike, ...], window_s: float, guard: int = 2
-) -> tuple[np.ndarray, np.ndarray]:
-    """Windows inside any spike, and windows outside every spike ± `guard` windows (rca's masks)."""
-    t = np.arange(n) * window_s
-    in_spike, normal = np.zeros(n, dtype=bool), np.ones(n, dtype=bool)
-    for s in spikes:
-        # time_masks reads only start_s/end_s; it is annotated with rca.detect's Spike
-        inside, normal = time_masks(t, s, list(spikes), window_s, guard)  # type: ignore[arg-type]
-        in_spike |= inside
-    return in_spike, normal
-
-
-def _col(rows: list[dict], key: str) -> np.ndarray:
-    return np.array(
-        [np.nan if r.get(key) is None else float(r[key]) for r in rows], dtype=np.float64
-    )
-
-
-def _nanmean(x: np.ndarray) -> float | None:
-    x = x[np.isfinite(x)]
-    return float(x.mean()) if len(x) else None
-
-
-def _gc_rows(
-    pauses: list[dict], in_spike: np.ndarray, normal: np.ndarray, window_s: float
-) -> list[Comparison]:
-    """GC pauses per minute and the mean pause, normal vs spike, from the pause list itself."""
-    n = len(in_spike)
-    t = np.array([p["t_s"] for p in pauses], dtype=np.float64)
-    d = np.array([p["duration_ms"] for p in pauses], dtype=np.float64)
-    w_idx = np.floor(t / window_s).astype(int) if len(t) else np.array([], dtype=int)
-    ok = (w_idx >= 0) & (w_idx < n)
-    p_spike, p_norm = ok.copy(), ok.copy()
-    p_spike[ok] = in_spike[w_idx[ok]]
-    p_norm[ok] = normal[w_idx[ok]]
-    minutes_norm, minutes_spike = normal.sum() * window_s / 60, in_spike.sum() * window_s / 60
-    return [
-        Comparison(
-            "GC pauses per minute",
-            finite(p_norm.sum() / minutes_norm if minutes_norm else None),
-            finite(p_spike.sum() / minutes_spike if minutes_spike else None),
-            "1/min",
-        ),
-        Comparison(
-            "mean GC pause",
-            finite(float(d[p_norm].mean()) if p_norm.any() else None),
-            finite(float(d[p_spike].mean()) if p_spike.any() else None),
-            "ms",
-        ),
-    ]
-
-
-def _comparison(
-    windows: list[dict],
-    step_windows: list[dict],
-    pauses: list[dict],
-    spikes: tuple[Spike, ...],
-    window_s: float,
-) -> tuple[Comparison, ...]:
-    """Normal (outside every spike, 2-window guard) vs spike (inside any spike), per signal."""
-    if not spikes or not windows:
-        return ()
-    in_spike, normal = _spike_and_normal(len(windows), spikes, window_s)
-    rows: list[Comparison] = []
-
-    def add(signal: str, unit: str, series: np.ndarray, scale: float = 1.0):
-        a, b = _nanmean(series[normal]), _nanmean(series[in_spike])
-        rows.append(
-            Comparison(
-                signal,
-                finite(None if a is None else a * scale),
-                finite(None if b is None else b * scale),
-                unit,
-            )
-        )
-
-    for key, label in (
-        ("itl_p99_ms", "ITL p99"),
-        ("ttft_p99_ms", "TTFT p99"),
-        ("e2e_p99_ms", "E2E p99"),
-    ):
-        add(label, "ms", _col(windows, key))
-    rows += _gc_rows(pauses, in_spike, normal, window_s)
-    if step_windows:
-        add("GC time inside steps", "ms/step", _col(step_windows, "gc_ms"))
-        add("step duration (mean)", "ms", _col(step_windows, "step_mean_ms"))
-        add("forward", "ms/step", _col(step_windows, "forward_ms"))
-        add(
-            "penalty + sampling",
-            "ms/step",
-            _col(step_windows, "penalty_ms") + _col(step_windows, "sample_ms"),
-        )
-        add("collective wait (longest rank)", "ms/step", _col(step_windows, "comm_max_ms"))
-        add("KV occupancy", "%", _col(step_windows, "kv_usage"), 100.0)
-        add("preemptions", "1/s", _col(step_windows, "preemptions"), 1.0 / window_s)
-        add("batch size", "seqs", _col(step_windows, "batch_size"))
-        add("waiting", "seqs", _col(step_windows, "waiting"))
-    add("arrivals", "1/s", _col(windows, "arrivals"), 1.0 / window_s)
-    add("output tokens per request", "tokens", _col(windows, "output_tokens_mean"))
-    return tuple(rows)
-
-
-def _faults(
-    faults: list[dict], spikes: tuple[Spike, ...], window_s: float, tolerance_windows: int = 2
-) -> tuple[Fault, ...]:
-    """Ground truth with verdicts, matched exactly as rca.evaluate matches them (one-to-one, the
-    fault widened by `tolerance_windows`): detected = matched; the cause = that spike's top cause."""
-    rows = [{**f, "end_s": f["end_s"] if f["end_s"] is not None else f["start_s"]} for f in faults]
-    matched = dict(
-        match_events(
-            rows,
-            [{"start_s": s.start_s, "end_s": s.end_s} for s in spikes],
-            window_s,
-            tolerance_windows,
-        )
-    )
-    return tuple(
-        Fault(
-            kind=f["kind"],
-            cause=f["cause"],
-            start_s=real(f["start_s"], "faults.start_s"),
-            end_s=real(f["end_s"], "faults.end_s"),
-            detected=i in matched,
-            attributed_cause=spikes[matched[i]].top_cause if i in matched else None,
-            params=f.get("params"),
-        )
-        for i, f in enumerate(rows)
     )

@@ -11,11 +11,35 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from pages.fields import ContextError, one_of, relative_href
+from pages.run_header import RunHeader
 
 MANIFEST = "report.json"
 RUN_KINDS = ("incident", "nightly", "replay", "sweep", "evaluation", "capacity", "compare")
+
+
+@dataclass(frozen=True)
+class ReportEntry:
+    """What a page's report.json says (its index row minus the href); every page context builds
+    its own (`context.entry()`), the renderer only writes it."""
+
+    run_id: str
+    kind: str  # one of RUN_KINDS
+    started_at: str | None
+    scenario_name: str = ""
+    verdict: str | None = None
+    top_cause: str | None = None
+    headline: str = ""
+
+    def __post_init__(self) -> None:
+        one_of(self.kind, RUN_KINDS, "kind")
+
+    @classmethod
+    def of(cls, run: RunHeader, kind: str, **row: Any) -> ReportEntry:
+        """The entry of a page about `run` (its id, start and scenario) with `row`'s words."""
+        return cls(run.run_id, kind, run.started_at, run.scenario_name or "", **row)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Literal
 
 from pages.fields import ContextError, count, finite, iso_utc, one_of, relative_href
+from pages.index import ReportEntry
 from pages.run_header import RunHeader, read_run_header
 from warehouse.db import connect
 from warehouse.queries import query
@@ -77,6 +78,25 @@ class NightlyContext:
         if self.verdict is None:
             object.__setattr__(self, "verdict", overall_verdict(self.metrics))
         one_of(self.verdict, VERDICTS, "verdict")
+        if not self.headline.strip():
+            object.__setattr__(self, "headline", moved_headline(self.metrics, self.baseline_label))
+
+    def entry(self) -> ReportEntry:
+        """The page's report.json: listed under its kind with the page's verdict."""
+        return ReportEntry.of(self.run, self.kind, verdict=self.verdict, headline=self.headline)
+
+
+def moved_headline(metrics: tuple[MetricRow, ...], baseline_label: str) -> str:
+    """What moved beyond its confidence interval, against what (the nightly and compare pages)."""
+    changed = [m for m in metrics if m.verdict in ("regressed", "improved")]
+    if not changed:
+        return f"No metric moved beyond its confidence interval against {baseline_label}."
+    parts = []
+    for m in changed:
+        rel = f" {100 * m.rel_delta:+.1f}%" if m.rel_delta is not None else ""
+        where = f" ({m.scenario})" if m.scenario else ""
+        parts.append(f"{m.metric}{where} {m.verdict}{rel}")
+    return f"Against {baseline_label}: " + "; ".join(parts) + "."
 
 
 def overall_verdict(metrics: tuple[MetricRow, ...]) -> str:

@@ -40,6 +40,8 @@ class RunHeader:
     git_commit: str | None = None
     status: str | None = None  # the run's own status (completed, failed, …)
     errors: tuple[str, ...] = ()  # the run's errors, as text
+    # why the load generator judged itself invalid (loadgen.client_health.verdict), if it did
+    client_reasons: tuple[str, ...] = ()
 
 
 def _json(text: str | None) -> Any:
@@ -82,4 +84,5 @@ def read_run_header(conn: DbConnection, run_id: str, with_scenario: bool = True)
         git_commit=row["git_commit"],
         status=row["status"],
         errors=tuple(str(e) for e in (errors if isinstance(errors, list) else [errors])),
+        client_reasons=tuple(str(r) for r in _json(row["client_reasons"]) or ()),
     )

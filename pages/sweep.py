@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pages.fields import ContextError, finite
+from pages.index import ReportEntry
 from pages.run_header import RunHeader, read_run_header
 from warehouse.db import connect
 
@@ -55,6 +56,18 @@ class SweepContext:
                     raise ContextError(
                         f"cells[{i}].{axis}", f"{value!r} is not one of {axis}.values"
                     )
+        if not self.headline.strip():
+            object.__setattr__(
+                self,
+                "headline",
+                f"{self.x.name} × {self.y.name} sweep over {len(self.cells)} cells: "
+                + ", ".join(m.label for m in self.metrics)
+                + ".",
+            )
+
+    def entry(self) -> ReportEntry:
+        """The page's report.json: a sweep has no verdict."""
+        return ReportEntry.of(self.run, "sweep", headline=self.headline)
 
     def cell_rows(self) -> list[dict]:
         """The cells as plain rows {x, y, requests, <metric key>: value} (tables and charts)."""

@@ -1,7 +1,7 @@
 """Analyse one ingested run: detect spikes, attribute each, store the results in the warehouse.
 
-Results go to the tables `analyses`, `spikes`, `attributions` and `evidence` (warehouse/schema.sql),
-replacing any earlier analysis of the run in one transaction. Runs with step traces are
+Results go to the tables `analyses`, `spikes`, `attributions` and `evidence`, with the findings
+of rca.findings (`spike_comparison`, `fault_verdicts`) (warehouse/schema.sql), replacing any earlier analysis of the run in one transaction. Runs with step traces are
 attributed by stage decomposition (rca.attribute); runs without (external targets) by ranking their
 /metrics and NVML series (rca.metric_rank).
 """
@@ -16,6 +16,7 @@ from rca.attribute import Attribution, RunSignals, attribute_spike
 from rca.config import AttributeConfig, DetectConfig
 from rca.detect import Baseline, Spike, detect_spikes
 from rca.evidence import with_loop_rates
+from rca.findings import ComparisonRow, FaultVerdict, comparison, fault_verdicts
 from rca.metric_rank import attribute_by_metrics
 from rca.process_evidence import ProcessSignals
 from rca.stepcost import step_arrays
@@ -38,6 +39,9 @@ class Analysis:
     )  # what was read, for callers that plot
     # minor spikes no engine signal explains (AttributeConfig.report_unexplained_minor): stored, not reported
     suppressed: list[Spike] = field(default_factory=list)
+    # rca.findings over the reported spikes: normal vs spike per signal; the faults matched
+    comparison: list[ComparisonRow] = field(default_factory=list)
+    faults: list[FaultVerdict] = field(default_factory=list)
 
 
 def load_signals(conn: DbConnection, run_id: str, window_s: float) -> RunSignals:
@@ -101,13 +105,32 @@ def analyze(
         ]
     )
     reported = [s for s in spikes if s not in suppressed]
+    in_order = sorted(reported, key=lambda s: s.spike_id)
     return Analysis(
-        run_id, window_s, reported, attributions, baselines, detect, attribute, signals, suppressed
+        run_id,
+        window_s,
+        reported,
+        attributions,
+        baselines,
+        detect,
+        attribute,
+        signals,
+        suppressed,
+        comparison=comparison(
+            signals.windows, signals.step_windows, signals.gc_pauses, in_order, window_s
+        ),
+        faults=fault_verdicts(
+            query(conn, "faults", run_id=run_id),
+            in_order,
+            {s.spike_id: attributions[s.spike_id].top_cause for s in in_order},
+            window_s,
+        ),
     )
 
 
 def result_rows(analysis: Analysis) -> dict[str, list[dict]]:
-    """The rows of `analyses`, `spikes`, `attributions` and `evidence` for an analysis. Their
+    """The rows of `analyses`, `spikes`, `attributions`, `evidence`, `spike_comparison` and
+    `fault_verdicts` for an analysis. Their
     types are the tables' own: warehouse.store converts the rows with the schema it reads from the
     database, so no schema is restated here."""
     spikes, attrs, evidence = _spike_rows(analysis)
@@ -116,6 +139,20 @@ def result_rows(analysis: Analysis) -> dict[str, list[dict]]:
         "spikes": spikes,
         "attributions": attrs,
         "evidence": evidence,
+        "spike_comparison": [
+            {"run_id": analysis.run_id, "seq": i, **asdict(row)}
+            for i, row in enumerate(analysis.comparison)
+        ],
+        "fault_verdicts": [
+            {
+                "run_id": analysis.run_id,
+                "seq": i,
+                **asdict(f),
+                "params": f.params if f.params is None or isinstance(f.params, str)
+                else json.dumps(f.params),
+            }
+            for i, f in enumerate(analysis.faults)
+        ],
     }
 
 

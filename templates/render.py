@@ -1,6 +1,11 @@
 """Render report pages from their typed contexts (pages/) into a folder that opens offline
 from file://.
 
+The renderer only renders: every word a page says (headline, verdict, its report.json entry) is
+written by its context in pages/; here the context becomes HTML, charts and files. The arrow
+points one way: templates import pages' context types, never their builders, and pages import
+nothing from templates.
+
 Autoescape is on for every template: scenario names, prompts, errors and YAML come from users and
 requests and are untrusted. Static assets (CSS) are copied next to each page, so a report folder is
 self-contained and can be zipped, mailed or served by templates/serve.py.
@@ -10,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
+import json
 import os
 import shutil
 from dataclasses import asdict, replace
@@ -19,12 +25,10 @@ import jinja2
 
 from pages.capacity import CapacityContext
 from pages.compare import CompareContext
-from pages.display_windows import display_windows
 from pages.evaluation import EvaluationContext
-from pages.incident import Correlation, Fault, IncidentContext, Spike
-from pages.index import RUN_KINDS, IndexContext
+from pages.incident import IncidentContext
+from pages.index import MANIFEST, RUN_KINDS, IndexContext, ReportEntry
 from pages.nightly import NightlyContext
-from pages.run_header import RunHeader
 from pages.sweep import SweepContext
 from templates.capacity_charts import capacity_figures
 from templates.charts import PLOTLY_JS, incident_figures
@@ -32,7 +36,6 @@ from templates.ci_bars import ci_bar
 from templates.formatting import FILTERS
 from templates.heatmap_table import grid_rows, matrix_rows
 from templates.page_charts import confusion_figure, nightly_trend_figures, sweep_heatmap_figures
-from templates.report_index import write_manifest
 from templates.timeline_svg import latency_timeline
 
 TEMPLATE_DIR = Path(__file__).resolve().parent
@@ -107,15 +110,13 @@ def copy_static(
             shutil.copyfile(plotly_js, dest)
 
 
-def _manifest(run: RunHeader, kind: str, **row) -> dict:
-    """The index row of a page (pages/index.py reads it back)."""
-    return {
-        "run_id": run.run_id,
-        "kind": kind,
-        "started_at": run.started_at,
-        "scenario_name": run.scenario_name or "",
-        **row,
-    }
+def write_manifest(out_dir: Path, entry: ReportEntry) -> Path:
+    """Write out_dir/report.json (atomically): the page's index row minus its href."""
+    path = out_dir / MANIFEST
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(asdict(entry), indent=1, sort_keys=True), encoding="utf-8")
+    tmp.replace(path)
+    return path
 
 
 def _write_page(
@@ -123,7 +124,7 @@ def _write_page(
     template: str,
     charts: list[dict] | None = None,
     scripts: tuple[str, ...] = (),
-    manifest: dict | None = None,
+    manifest: ReportEntry | None = None,
     **values,
 ) -> Path:
     """Render `template` into out_dir/index.html (+ report.json when `manifest` is given); copy the
@@ -143,40 +144,6 @@ def _write_page(
     return path
 
 
-def worst_spike(spikes: tuple[Spike, ...]) -> Spike | None:
-    """The spike with the largest peak/baseline ratio: the one the first screen talks about."""
-    if not spikes:
-        return None
-    return max(spikes, key=lambda s: (s.peak_ms or 0) / (s.baseline_ms or 1))
-
-
-def headline_from_spikes(spikes: tuple[Spike, ...]) -> str:
-    """A fallback headline when the context has none: the worst spike, its span and top cause."""
-    worst = worst_spike(spikes)
-    if worst is None:
-        return "No latency spike was found in this run."
-    return (
-        f"{FILTERS['metric'](worst.metric)} rose from {FILTERS['ms'](worst.baseline_ms)} to "
-        f"{FILTERS['ms'](worst.peak_ms)} for {worst.end_s - worst.start_s:.0f} s from "
-        f"{FILTERS['clock'](worst.start_s)}; top cause: {worst.top_cause}."
-    )
-
-
-def correlations_from_evidence(spikes: tuple[Spike, ...]) -> tuple[Correlation, ...]:
-    """Correlation rows from evidence that carries a `pearson_r`: the fallback when the context
-    has no `correlations` of its own. Strongest |r| first."""
-    rows = [
-        Correlation(
-            e.signal, s.metric, e.pearson_r, note=f"{a.cause}: {e.note}" if e.note else a.cause
-        )
-        for s in spikes
-        for a in s.attributions
-        for e in a.evidence
-        if e.pearson_r is not None
-    ]
-    return tuple(sorted(rows, key=lambda r: -abs(r.r or 0.0)))
-
-
 def render_incident(
     context: IncidentContext,
     out_dir: str | Path,
@@ -191,43 +158,22 @@ def render_incident(
     installed); the SVG timeline and the tables are there either way.
     """
     ctx = context
-    if not ctx.headline.strip():
-        ctx = replace(ctx, headline=headline_from_spikes(ctx.spikes))
-    if not ctx.correlations:
-        ctx = replace(ctx, correlations=correlations_from_evidence(ctx.spikes))
     # the timeline and the charts draw from plain rows; a long run's windows in display buckets
-    rows = asdict(replace(ctx, windows=display_windows(ctx.windows)))
+    rows = asdict(replace(ctx, windows=ctx.chart_windows()))
     timeline = latency_timeline(
         rows["windows"], rows["spikes"], rows["gc_pauses"], faults=rows["faults"]
     )
     charts = incident_figures(rows) if _want_charts(interactive) else []
-    top = worst_spike(ctx.spikes)
-    manifest = _manifest(
-        ctx.run,
-        "incident",
-        verdict=_fault_verdict(ctx.faults),
-        top_cause=top.top_cause if top else None,
-        headline=ctx.headline,
-    )
     return _write_page(
         Path(out_dir),
         "incident.html.j2",
         charts=charts,
         ctx=ctx,
         timeline=timeline,
-        top=top,
+        top=ctx.top,
         index_href=index_href,
-        manifest=manifest,
+        manifest=ctx.entry(),
     )
-
-
-def _fault_verdict(faults: tuple[Fault, ...]) -> str | None:
-    """The index's verdict of a run with injected faults: matched / wrong cause / missed."""
-    if not faults:
-        return None
-    if all(f.matched for f in faults):
-        return "matched"
-    return "wrong cause" if all(f.detected for f in faults) else "missed"
 
 
 def render_index(context: IndexContext, out_dir: str | Path) -> Path:
@@ -242,19 +188,6 @@ def render_index(context: IndexContext, out_dir: str | Path) -> Path:
     )
 
 
-def _nightly_headline(ctx: NightlyContext | CompareContext) -> str:
-    """What moved beyond its confidence interval, against what (the nightly and compare pages)."""
-    changed = [m for m in ctx.metrics if m.verdict in ("regressed", "improved")]
-    if not changed:
-        return f"No metric moved beyond its confidence interval against {ctx.baseline_label}."
-    parts = []
-    for m in changed:
-        rel = f" {100 * m.rel_delta:+.1f}%" if m.rel_delta is not None else ""
-        where = f" ({m.scenario})" if m.scenario else ""
-        parts.append(f"{m.metric}{where} {m.verdict}{rel}")
-    return f"Against {ctx.baseline_label}: " + "; ".join(parts) + "."
-
-
 def render_nightly(
     context: NightlyContext,
     out_dir: str | Path,
@@ -262,11 +195,7 @@ def render_nightly(
     interactive: bool | None = None,
 ) -> Path:
     """Write a nightly regression page: verdict, per-metric delta + CI, trends (docs/reports.md)."""
-    ctx = (
-        context
-        if context.headline.strip()
-        else replace(context, headline=_nightly_headline(context))
-    )
+    ctx = context
     rows = [{"metric": m, "bar": ci_bar(m.delta, m.ci_low, m.ci_high)} for m in ctx.metrics]
     charts = (
         nightly_trend_figures(
@@ -274,9 +203,6 @@ def render_nightly(
         )
         if _want_charts(interactive)
         else []
-    )
-    manifest = _manifest(
-        ctx.run, ctx.kind, verdict=ctx.verdict, top_cause=None, headline=ctx.headline
     )
     return _write_page(
         Path(out_dir),
@@ -286,7 +212,7 @@ def render_nightly(
         metric_rows=rows,
         with_scenario=any(m.scenario for m in ctx.metrics),
         index_href=index_href,
-        manifest=manifest,
+        manifest=ctx.entry(),
     )
 
 
@@ -298,15 +224,6 @@ def render_sweep(
 ) -> Path:
     """Write a sweep page: one heatmap per metric over the x × y grid (docs/reports.md)."""
     ctx = context
-    if not ctx.headline.strip():
-        ctx = replace(
-            ctx,
-            headline=(
-                f"{ctx.x.name} × {ctx.y.name} sweep over {len(ctx.cells)} cells: "
-                + ", ".join(m.label for m in ctx.metrics)
-                + "."
-            ),
-        )
     cells = ctx.cell_rows()
     plain = {
         "x": asdict(ctx.x),
@@ -323,7 +240,6 @@ def render_sweep(
         }
         for i, m in enumerate(ctx.metrics)
     ]
-    manifest = _manifest(ctx.run, "sweep", verdict=None, top_cause=None, headline=ctx.headline)
     return _write_page(
         Path(out_dir),
         "sweep.html.j2",
@@ -331,7 +247,7 @@ def render_sweep(
         ctx=ctx,
         heatmaps=heatmaps,
         index_href=index_href,
-        manifest=manifest,
+        manifest=ctx.entry(),
     )
 
 
@@ -343,37 +259,22 @@ def render_evaluation(
 ) -> Path:
     """Write an evaluation page: confusion matrix, per-cause scores, methods side by side."""
     ctx = context
-    total = sum(sum(row) for row in ctx.confusion)
-    correct = sum(ctx.confusion[i][i] for i in range(len(ctx.labels)))
-    accuracy = correct / total if total else None
-    if not ctx.headline.strip():
-        ctx = replace(
-            ctx,
-            headline=(
-                f"{correct} of {total} cases attributed to the right cause."
-                if total
-                else "No labelled case was evaluated."
-            ),
-        )
-    best = {}
-    for col in ctx.method_columns:
-        values = [v for m in ctx.methods if (v := m.scores.get(col.key)) is not None]
-        best[col.key] = (max(values) if col.better == "higher" else min(values)) if values else None
     charts = (
-        [confusion_figure(ctx.labels, ctx.confusion)] if _want_charts(interactive) and total else []
+        [confusion_figure(ctx.labels, ctx.confusion)]
+        if _want_charts(interactive) and ctx.total
+        else []
     )
-    manifest = _manifest(ctx.run, "evaluation", verdict=None, top_cause=None, headline=ctx.headline)
     return _write_page(
         Path(out_dir),
         "evaluation.html.j2",
         charts=charts,
         ctx=ctx,
-        total=total,
-        accuracy=accuracy,
-        best=best,
+        total=ctx.total,
+        accuracy=ctx.accuracy,
+        best=ctx.best(),
         confusion_rows=matrix_rows(ctx.labels, ctx.confusion),
         index_href=index_href,
-        manifest=manifest,
+        manifest=ctx.entry(),
     )
 
 
@@ -383,23 +284,14 @@ def render_compare(
     """Write a run-vs-run page: both runs side by side, B − A per metric with its CI and verdict
     (context: pages.compare.build_compare_context)."""
     ctx = context
-    if not ctx.headline.strip():
-        ctx = replace(ctx, headline=_nightly_headline(ctx))
     rows = [{"metric": m, "bar": ci_bar(m.delta, m.ci_low, m.ci_high)} for m in ctx.metrics]
-    manifest = _manifest(
-        ctx.run,
-        "compare",
-        verdict=ctx.verdict,
-        top_cause=None,
-        headline=f"vs {ctx.run_a.run_id}: {ctx.headline}",
-    )
     return _write_page(
         Path(out_dir),
         "compare.html.j2",
         ctx=ctx,
         metric_rows=rows,
         index_href=index_href,
-        manifest=manifest,
+        manifest=ctx.entry(),
     )
 
 
@@ -413,19 +305,11 @@ def render_capacity(
     (context: pages.capacity.build_capacity_context)."""
     ctx = context
     charts = capacity_figures(asdict(ctx)) if _want_charts(interactive) else []
-    past = [s for s in ctx.steps if s.cause.past_knee and s.cause.cause]
-    manifest = _manifest(
-        ctx.run,
-        "capacity",
-        verdict=None,
-        top_cause=past[0].cause.cause if past else None,
-        headline=ctx.headline,
-    )
     return _write_page(
         Path(out_dir),
         "capacity.html.j2",
         charts=charts,
         ctx=ctx,
         index_href=index_href,
-        manifest=manifest,
+        manifest=ctx.entry(),
     )

@@ -320,6 +320,33 @@ CREATE TABLE evidence (
     pearson_r DOUBLE                   -- of the signal with the latency series across the run
 );
 
+-- rca.findings, stored by analyze_run with the spikes: each signal's mean outside every reported
+-- spike (2-window guard) against its mean inside any, in the incident page's order.
+CREATE TABLE spike_comparison (
+    run_id   VARCHAR NOT NULL,
+    seq      INTEGER NOT NULL,       -- 0.. the order the page lists them in
+    signal   VARCHAR NOT NULL,
+    unit     VARCHAR,
+    normal   DOUBLE,                 -- NULL: no sample outside the spikes
+    spike    DOUBLE,                 -- NULL: no sample inside them
+    PRIMARY KEY (run_id, seq)
+);
+
+-- rca.findings: each injected fault (ground truth, query faults' order) matched one-to-one to a
+-- reported spike as rca.evaluate scores runs; NULL spike_id: no spike matched it (missed).
+CREATE TABLE fault_verdicts (
+    run_id           VARCHAR NOT NULL,
+    seq              INTEGER NOT NULL, -- 0.. in the order of query faults
+    kind             VARCHAR NOT NULL,
+    cause            VARCHAR NOT NULL,
+    start_s          DOUBLE NOT NULL,  -- seconds from load_started_ns
+    end_s            DOUBLE NOT NULL,  -- the start when the fault has no end
+    params           JSON,
+    spike_id         INTEGER,          -- the matched reported spike
+    attributed_cause VARCHAR,          -- that spike's top cause
+    PRIMARY KEY (run_id, seq)
+);
+
 -- The nightly regression's verdicts, one row per run and metric.
 CREATE TABLE nightly_verdicts (
     run_id        VARCHAR NOT NULL,   -- the candidate nightly run

@@ -80,6 +80,9 @@ class SimSpec:
     extra_files: dict = field(default_factory=dict)
     collectors: bool = False  # also write collect/ (stacks, GC hook, /proc) files
     collectors_truncated: bool = False
+    # the load generator's verdict on itself (loadgen.client_health.verdict); not valid → the run's
+    # status is "invalid", as flows.run_scenario marks it
+    client_health: dict | None = None
 
 
 def _defaults(spec: SimSpec) -> float:
@@ -368,8 +371,9 @@ def run_json(spec: SimSpec) -> dict:
         "warmup_s": spec.warmup_s,
         "duration_s": spec.duration_s,
         "command": "spikelens run scenarios/sim.yaml",
-        "status": "ok",
+        "status": "ok" if (spec.client_health or {}).get("valid", True) else "invalid",
         "errors": [],
+        **({"extra": {"client_health": spec.client_health}} if spec.client_health else {}),
     }
 
 

@@ -1,6 +1,7 @@
 -- The header of one run for every report page: what ran, where, when, and how to reproduce it.
 -- From run.json: target (the URL of an engine spikelens did not start, else NULL), and what the
--- load drove (extra.model, extra.endpoint, extra.stopped_early, extra.vllm: a vLLM it started).
+-- load drove (extra.model, extra.endpoint, extra.stopped_early, extra.vllm: a vLLM it started),
+-- and why the load generator judged itself invalid (extra.client_health.reasons).
 WITH run AS (
     SELECT run_id, scenario_name, scenario, engine, command, started_ns, duration_s, warmup_s,
            git_commit, host, status, errors,
@@ -9,7 +10,8 @@ WITH run AS (
            json_extract_string(run_json, '$.extra.model') AS model,
            json_extract_string(run_json, '$.extra.endpoint') AS endpoint,
            json_extract(run_json, '$.extra.stopped_early') AS stopped_early,
-           json_extract(run_json, '$.extra.vllm') AS vllm
+           json_extract(run_json, '$.extra.vllm') AS vllm,
+           json_extract(run_json, '$.extra.client_health.reasons') AS client_reasons
     FROM runs
     WHERE run_id = $run_id
 )
