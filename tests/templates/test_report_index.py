@@ -6,7 +6,7 @@ import json
 
 from pages.index import build_index_context
 from templates.render import render_incident, render_nightly, render_sweep
-from templates.report_index import rebuild_index
+from flows.tasks import rebuild_index
 
 
 def test_each_render_leaves_a_manifest(incident_context, tmp_path, typed):
