@@ -361,9 +361,7 @@ def capacity_sweep(
         step = _run_step(paths, scenario_path, options, slo, load)
         steps.append(step)
         evidence[step.run_id] = step_evidence(paths.warehouse, step.run_id)
-    record = SweepRecord(
-        sweep_id, scenario_name, slo, started_ns, _command(scenario_path, options)
-    )
+    record = SweepRecord(sweep_id, scenario_name, slo, started_ns, _command(scenario_path, options))
     store(paths.warehouse, _rows(record, options, steps, evidence))
     ctx, report = render_page(paths.warehouse, sweep_id, paths.reports)
     refresh_index(paths.reports)

@@ -76,9 +76,9 @@ def compare_stored_runs(
 
 def render_compare_report(paths: StatePaths, run_a: str, run_b: str, verdicts: list[dict]) -> Path:
     """reports/<B>/vs-<A>/index.html, and the index refreshed."""
+    from flows.tasks import rebuild_index
     from pages.compare import build_compare_context
     from templates.render import render_compare
-    from flows.tasks import rebuild_index
 
     out_dir = paths.reports / run_b / f"vs-{run_a}"
     context = build_compare_context(

@@ -17,10 +17,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pages.fields import ContextError, finite, one_of, relative_href
+from pages.fields import ContextError, finite, iso_utc, one_of, relative_href
 from pages.from_mapping import from_mapping
 from pages.index import ReportEntry
-from pages.fields import iso_utc
 from pages.run_header import RunHeader
 from warehouse.db import connect
 from warehouse.queries import query
@@ -150,7 +149,9 @@ def capacity_headline(ctx: CapacityContext) -> str:
     return f"Even the lowest step ({ctx.steps[0].load:g} {unit}) missed the SLO ({slo})."
 
 
-def step_cause(spikes: list[dict], queueing: bool | None, queueing_note: str, past_knee: bool) -> dict:
+def step_cause(
+    spikes: list[dict], queueing: bool | None, queueing_note: str, past_knee: bool
+) -> dict:
     """What the page says about a step's slowdown: its worst spike's cause (capacity_spikes.sql
     rows, worst first), else the engine's queue (rca.capacity.queueing_reading, stored)."""
     if spikes:

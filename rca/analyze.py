@@ -148,7 +148,8 @@ def result_rows(analysis: Analysis) -> dict[str, list[dict]]:
                 "run_id": analysis.run_id,
                 "seq": i,
                 **asdict(f),
-                "params": f.params if f.params is None or isinstance(f.params, str)
+                "params": f.params
+                if f.params is None or isinstance(f.params, str)
                 else json.dumps(f.params),
             }
             for i, f in enumerate(analysis.faults)

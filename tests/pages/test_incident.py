@@ -295,7 +295,9 @@ def test_the_findings_are_read_not_computed(warehouse_with):
     db, run_id = warehouse_with(incident="gc")
     analyze_run(db, run_id)
     with connect(db) as conn:
-        conn.execute("UPDATE fault_verdicts SET attributed_cause = 'load' WHERE run_id = ?", [run_id])
+        conn.execute(
+            "UPDATE fault_verdicts SET attributed_cause = 'load' WHERE run_id = ?", [run_id]
+        )
         conn.execute(
             "UPDATE spike_comparison SET normal = 1.5 WHERE run_id = ? AND signal = 'ITL p99'",
             [run_id],

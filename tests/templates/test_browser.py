@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from templates.render import render_evaluation, render_incident, render_nightly, render_sweep
 from flows.tasks import rebuild_index
+from templates.render import render_evaluation, render_incident, render_nightly, render_sweep
 from templates.serve import make_server
 
 pytestmark = pytest.mark.e2e

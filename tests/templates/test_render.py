@@ -197,7 +197,9 @@ def test_fallback_headline_names_the_worst_spike(incident_context):
     """A context without a headline gets pages.incident's, from the one worst-spike formula."""
     incident_context["headline"] = ""
     text = _typed(incident_context).headline
-    assert text.startswith("ITL p99 rose from 45 ms to 261 ms for 12 s from 00:20; 78% of the excess is memory")
+    assert text.startswith(
+        "ITL p99 rose from 45 ms to 261 ms for 12 s from 00:20; 78% of the excess is memory"
+    )
 
 
 def test_nan_from_the_producer_reads_as_a_dash(incident_context, tmp_path, parse):

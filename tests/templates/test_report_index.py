@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
+from flows.tasks import rebuild_index
 from pages.index import build_index_context
 from templates.render import render_incident, render_nightly, render_sweep
-from flows.tasks import rebuild_index
 
 
 def test_each_render_leaves_a_manifest(incident_context, tmp_path, typed):
