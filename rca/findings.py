@@ -13,6 +13,7 @@ spikes (tables `spike_comparison` and `fault_verdicts`, warehouse/schema.sql):
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -59,7 +60,7 @@ def _real(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(float(x)) else float(x)
 
 
-def _masks(n: int, spikes: list[SpanLike], window_s: float) -> tuple[np.ndarray, np.ndarray]:
+def _masks(n: int, spikes: Sequence[SpanLike], window_s: float) -> tuple[np.ndarray, np.ndarray]:
     """Windows inside any spike, and windows outside every spike ± GUARD_WINDOWS windows."""
     t = np.arange(n) * window_s
     in_spike, normal = np.zeros(n, dtype=bool), np.isfinite(t)
@@ -128,7 +129,7 @@ def comparison(
     windows: list[dict],
     step_windows: list[dict],
     pauses: list[dict],
-    spikes: list[SpanLike],
+    spikes: Sequence[SpanLike],
     window_s: float,
 ) -> list[ComparisonRow]:
     """Normal (outside every spike, guarded) vs spike (inside any spike), per signal; empty when
@@ -170,7 +171,7 @@ def comparison(
 
 def fault_verdicts(
     faults: list[dict],
-    spikes: list[SpanLike],
+    spikes: Sequence[SpanLike],
     top_causes: dict[int, str],
     window_s: float,
     tolerance_windows: int = TOLERANCE_WINDOWS,
