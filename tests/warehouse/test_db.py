@@ -24,6 +24,8 @@ EXPECTED_TABLES = {
     "spikes",
     "attributions",
     "evidence",
+    "spike_comparison",
+    "fault_verdicts",
     "nightly_verdicts",
     "capacity_steps",
 }
