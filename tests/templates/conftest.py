@@ -581,3 +581,11 @@ def all_contexts() -> dict:
         "sweep": make_sweep_context(),
         "evaluation": make_evaluation_context(),
     }
+
+
+@pytest.fixture(scope="session")
+def real_pages(tmp_path_factory):
+    """Contexts the real builders make over a warehouse of simulated runs (one per session)."""
+    from tests.support.page_contexts import RealPages
+
+    return RealPages.build(tmp_path_factory.mktemp("real-pages"))

@@ -13,9 +13,9 @@ from templates import render
 from tests.support.page_contexts import GC, STARVED, RealPages
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory) -> RealPages:
-    return RealPages.build(tmp_path_factory.mktemp("pages"))
+@pytest.fixture
+def built(real_pages) -> RealPages:
+    return real_pages
 
 
 PAGES = {
