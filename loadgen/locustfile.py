@@ -15,7 +15,8 @@ at the headers). The run quits exactly at warm-up + duration; streams still open
 'cancelled'. Each process also probes its own health (CPU, event-loop lag, read delay) every
 second. Settings come from the JSON file named by $SPIKELENS_LOADGEN_CONFIG.
 
-Never import this module (or locust) into the Prefect/torch process: see STACK-NOTES.
+Never import this module (or locust) into the Prefect/torch process: its gevent patching hangs
+them (docs/loadgen.md).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ What: `run_locust(host, run_dir, LocustRunOptions(...))` writes the run config, 
 process's parts into `requests.parquet` and `tokens.parquet` in the run directory, and returns a
 LocustResult.
 Why a subprocess: importing locust (gevent monkey-patching) into the Prefect or torch process
-hangs them (STACK-NOTES). This module imports neither locust nor gevent.
+hangs them: gevent patches threads and sockets under torch and Prefect's event loop. This
+module imports neither locust nor gevent.
 On any exception or KeyboardInterrupt the whole process group is terminated (SIGTERM: Locust
 writes its parts), then killed, and what was recorded is still merged into the run directory.
 

