@@ -38,6 +38,15 @@ import numpy as np
 
 from rca.attribute import Attribution, CauseShare, RunSignals, window_masks, window_series
 from rca.config import CAUSES, AttributeConfig
+from rca.consequences import (
+    NO_COLLECTIVES_NOTE,
+    PER_TOKEN,
+    SERIES_ROLES,
+    cpu_given_to_siblings,
+    has_collectives,
+    per_work,
+    series_role,
+)
 from rca.detect import Spike
 from rca.evidence import Evidence, pearson
 from rca.process_evidence import RISE_FLOOR, describe_rise, did_own_work, own_cpu, process_series
@@ -53,10 +62,7 @@ CAUSE_PATTERNS: tuple[tuple[str, str], ...] = (
     ),
 )
 # The engine's own latency series (and its HTTP server's): the spike itself, not a cause of it.
-SYMPTOMS = (
-    r"time_to_first_token|inter_token_latency|e2e_request_latency|time_per_output_token|"
-    r"http_request_duration"
-)
+SYMPTOMS = next(p for p, role, _ in SERIES_ROLES if role == "symptom")
 # Series that count preemptions themselves (not a per-request histogram's _count or _bucket).
 PREEMPTION = r"preemptions?(_total|_sum)?$"
 # A preemption series counts as "sequences were preempted" from this z: one preemption a window
@@ -66,9 +72,9 @@ PREEMPTED_MIN_Z = 1.0
 # What preempting sequences does to the queue and the prefill work (re-queued, recomputed), and
 # the KV occupancy that made it preempt (vLLM preempts only when no block is free, so an occupancy
 # whose window mean stays under NEAR_CAPACITY was still full when it mattered).
-PREEMPTION_EFFECTS = (
-    r"queue|waiting|prompt_tokens|prefix_cache_queries|prefill|iteration_tokens|cache_usage"
-)
+# (Series that count work — prompt tokens, prefix-cache queries, iteration tokens — are demand and
+# stay load: rca.consequences.)
+PREEMPTION_EFFECTS = r"queue|waiting|prefill|cache_usage"
 # Occupancy fractions (KV cache, GPU memory) grow with the number of sequences too: they point at
 # memory only when they reach near capacity, else at load.
 OCCUPANCY = r"cache_usage|mem_fraction"
@@ -111,10 +117,10 @@ class ScoreConfig:
 
 
 def cause_of(series_name: str) -> str:
-    """The cause a metric name stands for; 'unexplained' when no pattern matches. A histogram's
-    `_count` counts observations — requests, for vLLM's per-request histograms — whatever the
-    histogram measures (vllm:request_num_preemptions_count rises with any burst): load."""
-    if series_name.split("{")[0].endswith("_count") and "request" in series_name:
+    """The cause a metric name stands for; 'unexplained' when no pattern matches. A series that
+    counts work (rca.consequences.SERIES_ROLES: requests, tokens, a per-request histogram's
+    `_count` — vllm:request_num_preemptions_count rises with any burst) is load."""
+    if series_role(series_name)[0] == "demand":
         return "load"
     for cause, pattern in CAUSE_PATTERNS:
         if re.search(pattern, series_name):
@@ -240,6 +246,9 @@ def rank_process_series(
             else None
         )
         ambiguous = cpu is not None and did_own_work(*cpu)
+        note = describe_rise(ps, in_spike, in_base, cpu)
+        if ps.kind == "runq_wait_ms_per_s":
+            z, note = _outside_part(signals, ps, z, note, in_spike, in_base)
         ranked.append(
             RankedSeries(
                 ps.name,
@@ -249,11 +258,60 @@ def rank_process_series(
                 median,
                 ps.values,
                 ps.unit,
-                describe_rise(ps, in_spike, in_base, cpu),
+                note,
                 votes=not ambiguous,
             )
         )
     return ranked
+
+
+def _outside_part(
+    signals: RunSignals,
+    ps,
+    z: float,
+    note: str,
+    in_spike: np.ndarray,
+    in_base: np.ndarray,
+) -> tuple[float, str]:
+    """A run-queue wait votes for host only with the part of it that no other process of the
+    engine's tree gained as CPU time (rca.consequences): its z scaled by that part."""
+    n = len(in_spike)
+    rise = float(np.nanmean(ps.values[in_spike]) - np.nanmean(ps.values[in_base]))
+    if not rise > 0:
+        return z, note
+    went = cpu_given_to_siblings(
+        signals.process.by_pid("cpu_windows", "cpu_ms_per_s", n), ps.pid, rise, in_spike, in_base
+    )
+    return z * went.outside_fraction, f"{note}; {went.note()}"
+
+
+def read_per_work(series: dict[str, np.ndarray], work: np.ndarray) -> dict[str, np.ndarray]:
+    """`series` with every work-proportional by-product (rca.consequences.SERIES_ROLES: GC
+    collections and objects collected) replaced by its value per token streamed in the window;
+    without a measure of work (no tokens counted) such a series cannot be read and is left out."""
+    out = {}
+    for name, values in series.items():
+        if series_role(name)[0] == "per_work":
+            if np.isfinite(work).any():
+                out[name + PER_TOKEN] = per_work(values, work)
+        else:
+            out[name] = values
+    return out
+
+
+def without_collectives(ranked: list[RankedSeries], collectives: bool | None) -> list[RankedSeries]:
+    """`ranked` with communication series made non-voting when the engine is known to run no
+    collectives (rca.consequences.has_collectives is False): a wait on a sibling process."""
+    if collectives is not False:
+        return ranked
+    return [
+        dataclasses.replace(
+            r, votes=False, note=(f"{r.note}; " if r.note else "") + NO_COLLECTIVES_NOTE
+        )
+        if r.cause == "communication"
+        else r
+        for r in ranked
+    ]
 
 
 def read_preemption_effects(ranked: list[RankedSeries]) -> list[RankedSeries]:
@@ -274,7 +332,9 @@ def read_preemption_effects(ranked: list[RankedSeries]) -> list[RankedSeries]:
     )
     out = [
         dataclasses.replace(r, cause="memory", note=why)
-        if r.cause in ("load", "unexplained") and re.search(PREEMPTION_EFFECTS, r.name)
+        if r.cause in ("load", "unexplained")
+        and re.search(PREEMPTION_EFFECTS, r.name)
+        and series_role(r.name)[0] != "demand"  # work asked stays load (rca.consequences)
         else r
         for r in ranked
     ]
@@ -325,9 +385,11 @@ def attribute_by_metrics(
     }
     symptoms = {k for k in series if re.search(SYMPTOMS, k)}
     kept = {k: v for k, v in series.items() if k not in symptoms}
+    kept = read_per_work(kept, window_series(signals.windows, "tokens", n))
     ranked = rank_series(kept, in_spike, in_base, signals.window_s)
     ranked = sorted(ranked + rank_process_series(signals, in_spike, in_base), key=lambda r: -r.z)
     ranked = read_preemption_effects(ranked)
+    ranked = without_collectives(ranked, has_collectives(signals.engine, signals.steps))
     voters = [r for r in ranked if r.votes][:TOP_K]
     voters = [r for r in voters if r.z > MIN_Z]
     latency = window_series(signals.windows, f"{spike.metric}_ms")
