@@ -18,12 +18,19 @@ the same z, their scale floored also by the rise that counts as marked (RISE_FLO
 rise below that floor cannot vote), each with the cause its region or signal speaks for; their
 evidence names the process and the region. A process's run-queue wait does not vote when its own
 CPU time rose with it (its own threads may be competing: rca.process_evidence.did_own_work).
-Two rules keep the vote about causes: the engine's own latency series (TTFT, ITL, E2E, time per
-output token) restate the spike and do not vote; and when sequences were preempted in the spike
-(a preemption series with z >= PREEMPTED_MIN_Z), the queueing and prefill series that rose with it (queue
-time, waiting requests, prompt tokens) are what preemption does — re-queue and recompute — so they
-vote for memory, and their evidence says that /metrics cannot split them from the cost the added
-work would have had without preemption.
+What keeps the vote about causes rather than their consequences (rca.consequences):
+  - series are classified by role (SERIES_ROLES): the engine's own latency series (TTFT, ITL,
+    E2E, time per output token) restate the spike and do not vote; series that count work
+    (requests, tokens, prompt tokens, a per-request histogram's count) vote load; by-products
+    of work (GC collections, objects collected) are ranked per token streamed;
+  - a run-queue wait votes for host only with the part of it no other process of the engine's
+    tree gained as CPU time (its z scaled by that part);
+  - on an engine known to run one rank, communication series (collective_wait, PCIe) do not vote;
+  - when sequences were preempted in the spike (a preemption series with z >= PREEMPTED_MIN_Z),
+    the queueing series that rose with it (queue time, waiting requests) and the KV occupancy are
+    what preemption does — re-queue — so they vote for memory, and their evidence says that
+    /metrics cannot split them from the cost the added work would have had without preemption.
+    Series that count work (prompt tokens) are never read so: they are the work asked.
 
 Pure: rows of warehouse queries `metric_windows` / `nvml_windows` in, an Attribution out.
 """
