@@ -9,7 +9,8 @@ fault kind alike (none of them names a fault kind):
    are demand, i.e. `load`, whatever their name says. Counters that are a by-product of work
    (Python GC collections and objects collected: CPython collects generation 0 every N
    allocations, and every request allocates) rise with load too; they are read per token
-   streamed, so only more garbage *per unit of work* speaks for `memory`. Time series are causes
+   generated (the engine's own token counter, scraped beside them; else the tokens the client
+   received), so only more garbage *per unit of work* speaks for `memory`. Time series are causes
    (GC pause time, collective wait, run-queue wait): a GC pause that grew is memory however much
    work there was — those series keep their own cause.
 2. **CPU time is conserved inside the engine's process tree** (`cpu_given_to_siblings`). A process
@@ -76,6 +77,21 @@ def series_role(name: str) -> tuple[str, str]:
         if re.search(pattern, name):
             return role, why
     return "cause", ""
+
+
+# The engine's own count of the tokens it generated (vLLM's name; any engine's `*_tokens_total`
+# of outputs): scraped at the same instants as the by-products it divides, so the ratio has no
+# edge effects from two clocks. Without it, the tokens the client received per window.
+WORK_COUNTERS = r"generation_tokens_total|output_tokens_total"
+
+
+def work_series(series: dict[str, np.ndarray], client_tokens: np.ndarray) -> np.ndarray:
+    """The work done per window: the engine's own generated-token rate when scraped (summed over
+    its label sets), else the tokens the client received."""
+    own = [v for k, v in sorted(series.items()) if re.search(WORK_COUNTERS, k.split("{")[0])]
+    if own:
+        return np.sum(own, axis=0)
+    return client_tokens
 
 
 def per_work(series: np.ndarray, work: np.ndarray) -> np.ndarray:

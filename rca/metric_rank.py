@@ -53,6 +53,7 @@ from rca.consequences import (
     has_collectives,
     per_work,
     series_role,
+    work_series,
 )
 from rca.detect import Spike
 from rca.evidence import Evidence, pearson
@@ -208,10 +209,13 @@ def rank_series(
     in_base: np.ndarray,
     window_s: float = 1.0,
     config: ScoreConfig | None = None,
+    floors: dict[str, float] | None = None,
 ) -> list[RankedSeries]:
     """Every series with data on both sides, by robust z (largest first); counters (by name)
-    are rates per second over windows of window_s."""
+    are rates per second over windows of window_s. `floors`: a further floor on the scale of
+    some series (a per-work series' resolution: `read_per_work`)."""
     config = config or ScoreConfig()
+    floors = floors or {}
     ranked = []
     for name, values in series.items():
         base, spike = values[in_base], values[in_spike]
@@ -220,6 +224,7 @@ def rank_series(
             continue
         median = float(np.median(base))
         scale = robust_scale(base, values, is_counter(name), window_s, config)
+        scale = max(scale, floors.get(name, 0.0))
         z = float((spike.max() - median) / scale)
         cause = cause_of(name)
         if re.search(OCCUPANCY, name) and spike.max() < NEAR_CAPACITY:
@@ -292,18 +297,24 @@ def _outside_part(
     return z * went.outside_fraction, f"{note}; {went.note()}"
 
 
-def read_per_work(series: dict[str, np.ndarray], work: np.ndarray) -> dict[str, np.ndarray]:
-    """`series` with every work-proportional by-product (rca.consequences.SERIES_ROLES: GC
-    collections and objects collected) replaced by its value per token streamed in the window;
-    without a measure of work (no tokens counted) such a series cannot be read and is left out."""
-    out = {}
+def read_per_work(
+    series: dict[str, np.ndarray], work: np.ndarray, in_spike: np.ndarray, window_s: float
+) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """(`series` with every work-proportional by-product — rca.consequences.SERIES_ROLES: GC
+    collections and objects collected — replaced by its value per token of `work` in the window
+    (rca.consequences.work_series), the scale floor of each such series). The floor is the least
+    change a count per token can show where the spike did the least work: one event per window
+    over that work (a gen-0 collection count of 5 per 100 tokens moves by 20 % on one event).
+    Without a measure of work such a series cannot be read and is left out."""
+    out, floors = {}, {}
+    spike_work = work[in_spike & (np.nan_to_num(work) > 0)]
     for name, values in series.items():
-        if series_role(name)[0] == "per_work":
-            if np.isfinite(work).any():
-                out[name + PER_TOKEN] = per_work(values, work)
-        else:
+        if series_role(name)[0] != "per_work":
             out[name] = values
-    return out
+        elif len(spike_work):
+            out[name + PER_TOKEN] = per_work(values, work)
+            floors[name + PER_TOKEN] = 1.0 / (window_s * float(spike_work.min()))
+    return out, floors
 
 
 def without_collectives(ranked: list[RankedSeries], collectives: bool | None) -> list[RankedSeries]:
@@ -392,8 +403,9 @@ def attribute_by_metrics(
     }
     symptoms = {k for k in series if re.search(SYMPTOMS, k)}
     kept = {k: v for k, v in series.items() if k not in symptoms}
-    kept = read_per_work(kept, window_series(signals.windows, "tokens", n))
-    ranked = rank_series(kept, in_spike, in_base, signals.window_s)
+    work = work_series(kept, window_series(signals.windows, "tokens", n))
+    kept, floors = read_per_work(kept, work, in_spike, signals.window_s)
+    ranked = rank_series(kept, in_spike, in_base, signals.window_s, floors=floors)
     ranked = sorted(ranked + rank_process_series(signals, in_spike, in_base), key=lambda r: -r.z)
     ranked = read_preemption_effects(ranked)
     ranked = without_collectives(ranked, has_collectives(signals.engine, signals.steps))

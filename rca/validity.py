@@ -67,11 +67,31 @@ def _server_metrics_rose(signals: RunSignals, spike: Spike, spikes: list[Spike],
     """Did one of the engine's own latency series on /metrics rise (None: none scraped)?"""
     n = len(signals.windows)
     series = metric_series(signals.metric_windows, n, signals.window_s)
-    own = {k: v for k, v in series.items() if re.search(SYMPTOMS, k)}
+    own = _histogram_means({k: v for k, v in series.items() if re.search(SYMPTOMS, k)})
     if not own:
         return None
     in_spike, in_base = window_masks(n, spike, spikes, config.guard_windows)
     return any(r.z > MIN_Z for r in rank_series(own, in_spike, in_base, signals.window_s))
+
+
+def _histogram_means(series: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Latency histograms as their mean per window (rate of _sum / rate of _count): the rate of a
+    latency sum alone stays flat under closed-loop load (fewer, slower requests); other series
+    as they are, counts left out (they count requests, not time)."""
+    out = {}
+    for name, values in series.items():
+        base, _, labels = name.partition("{")
+        if base.endswith("_count"):
+            continue
+        count = series.get(base[: -len("_sum")] + "_count" + (f"{{{labels}" if labels else ""))
+        if base.endswith("_sum") and count is not None:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out[base[: -len("_sum")] + "_mean" + (f"{{{labels}" if labels else "")] = np.where(
+                    count > 0, values / np.where(count > 0, count, 1.0), np.nan
+                )
+        else:
+            out[name] = values
+    return out
 
 
 def server_saw_spike(

@@ -30,7 +30,7 @@ def test_an_invalid_run_keeps_the_verdicts_its_server_times_show(warehouse_with,
 def test_an_invalid_run_without_step_traces_reads_the_servers_own_latency(warehouse_with):
     """/metrics: vLLM's own E2E latency series rose with a GC stall, so the verdict stands."""
     db, run_id = warehouse_with(
-        incident="gc", status="invalid", step_trace=False, engine={"kind": "vllm"}
+        incident="gc", status="invalid", step_trace=False, engine='{"kind": "vllm"}'
     )
     analysis = analyze_run(db, run_id)
     assert analysis.spikes

@@ -83,7 +83,9 @@ class SimSpec:
     # --- options of the cause-vs-consequence and validity tests (tests/rca/test_consequences.py,
     # tests/rca/test_validity.py); see `scrape_metrics` and `collector_tables` ---
     status: str = "ok"  # run.json status: ok | invalid (the load generator saturated)
-    engine: dict | None = None  # run.json's engine block (None: {"model": "sim", "tp": tp})
+    # run.json's engine block, a dict or its JSON text (hashable: warehouse_with caches on
+    # fields); None: {"model": "sim", "tp": tp}
+    engine: dict | str | None = None
     # False: no step trace and no engine GC log, a /metrics scrape instead (an engine without
     # step traces, as vLLM is driven)
     step_trace: bool = True
@@ -379,7 +381,13 @@ def run_json(spec: SimSpec) -> dict:
         "scenario": {"name": f"sim-{spec.incident or 'control'}"},
         "scenario_name": f"sim-{spec.incident or 'control'}",
         "scenario_path": "scenarios/sim.yaml",
-        "engine": spec.engine if spec.engine is not None else {"model": "sim", "tp": spec.tp},
+        "engine": (
+            {"model": "sim", "tp": spec.tp}
+            if spec.engine is None
+            else json.loads(spec.engine)
+            if isinstance(spec.engine, str)
+            else spec.engine
+        ),
         "faults": faults,
         "git_commit": "0" * 40,
         "host": "test",
