@@ -232,7 +232,7 @@ def _off_grid(rng, lo: float, hi: float) -> float:
 def _fault(rng, kind: str, duration_s: float, start_range: tuple[float, float] | None = None):
     mag = CATALOGUE[kind]
     value = _log_uniform(rng, mag.weak, mag.strong)
-    params: dict = {mag.param: int(round(value)) if mag.integer else round(value, 3)}
+    params: dict = {mag.param: round(value) if mag.integer else round(value, 3)}
     if kind == "client.stall":
         params["every_ms"] = 1000
     length = round(rng.uniform(4.0, min(12.0, duration_s / 4)), 2)
@@ -268,7 +268,10 @@ def _load(rng, duration_s: float) -> dict:
         return {
             "shape": "step",
             "users": users,
-            "stages": [{"at_s": 0, "users": users}, {"at_s": round(duration_s / 2), "users": later}],
+            "stages": [
+                {"at_s": 0, "users": users},
+                {"at_s": round(duration_s / 2), "users": later},
+            ],
         }
     return {"shape": "constant", "users": users}
 

@@ -120,14 +120,18 @@ class CpuWait:
     @property
     def outside_fraction(self) -> float:
         """outside / wait_rise in [0, 1] (0 when the wait did not rise)."""
-        return float(np.clip(self.outside / self.wait_rise, 0.0, 1.0)) if self.wait_rise > 0 else 0.0
+        return (
+            float(np.clip(self.outside / self.wait_rise, 0.0, 1.0)) if self.wait_rise > 0 else 0.0
+        )
 
     def note(self) -> str:
         """Where the CPU went, in words (for evidence text)."""
         if self.wait_rise <= 0:
             return ""
         if self.outside_fraction >= 1.0:
-            return "no other process of the engine gained CPU time: it went outside the engine (host)"
+            return (
+                "no other process of the engine gained CPU time: it went outside the engine (host)"
+            )
         return (
             f"{self.gainer} gained {self.siblings_gain:.0f} ms/s of CPU in the same windows: "
             f"{1 - self.outside_fraction:.0%} of the wait went to a sibling in the engine's own "

@@ -63,7 +63,9 @@ def _server_sockets_rose(
     return marked_rise(series, in_spike, in_base, floor) > 0
 
 
-def _server_metrics_rose(signals: RunSignals, spike: Spike, spikes: list[Spike], config) -> bool | None:
+def _server_metrics_rose(
+    signals: RunSignals, spike: Spike, spikes: list[Spike], config
+) -> bool | None:
     """Did one of the engine's own latency series on /metrics rise (None: none scraped)?"""
     n = len(signals.windows)
     series = metric_series(signals.metric_windows, n, signals.window_s)

@@ -62,7 +62,9 @@ def test_an_invalid_run_gets_no_engine_verdict_from_client_side_times(run, engin
     assert out.top_cause == "unexplained" and out.uncovered == 1.0
     assert out.summary.startswith("run invalid (the load generator saturated)")
     assert engine_cause in out.summary  # what the withdrawn signals pointed at is said
-    assert check_validity({spike.spike_id: valid}, [spike], signals, config)[spike.spike_id] is valid
+    assert (
+        check_validity({spike.spike_id: valid}, [spike], signals, config)[spike.spike_id] is valid
+    )
 
 
 def test_an_invalid_run_whose_engine_steps_rose_keeps_its_verdict():

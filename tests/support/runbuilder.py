@@ -590,7 +590,9 @@ def _cumulative_at(times: np.ndarray, values: np.ndarray, ts: int) -> float:
     return float(values[: int(np.searchsorted(times, ts, side="right"))].sum())
 
 
-def scrape_metrics(tables: dict[str, pa.Table], spec: SimSpec, every_ns: int = 500_000_000) -> pa.Table:
+def scrape_metrics(
+    tables: dict[str, pa.Table], spec: SimSpec, every_ns: int = 500_000_000
+) -> pa.Table:
     """metrics.parquet as a /metrics scraper would have written it from the simulated engine:
     vLLM's gauges and counters (running, waiting, KV usage, preemptions, prompt and generation
     tokens, finished requests, the server's own E2E latency sum and count) and the Python GC
@@ -617,13 +619,21 @@ def scrape_metrics(tables: dict[str, pa.Table], spec: SimSpec, every_ns: int = 5
         values = (
             ("vllm:num_requests_running", labels, col["batch_size"][i]),
             ("vllm:num_requests_waiting", labels, col["waiting"][i]),
-            ("vllm:gpu_cache_usage_perc", labels, col["kv_blocks_used"][i] / col["kv_blocks_total"][i]),
+            (
+                "vllm:gpu_cache_usage_perc",
+                labels,
+                col["kv_blocks_used"][i] / col["kv_blocks_total"][i],
+            ),
             ("vllm:num_preemptions_total", labels, preempted[i]),
             ("vllm:generation_tokens_total", labels, gen_tokens[i]),
             ("vllm:prompt_tokens_total", labels, prompt_tokens[i]),
             ("vllm:request_success_total", labels, np.searchsorted(done, ts, side="right")),
             ("vllm:e2e_request_latency_seconds_sum", labels, _cumulative_at(done, e2e_s, ts)),
-            ("vllm:e2e_request_latency_seconds_count", labels, np.searchsorted(done, ts, side="right")),
+            (
+                "vllm:e2e_request_latency_seconds_count",
+                labels,
+                np.searchsorted(done, ts, side="right"),
+            ),
             ("process_resident_memory_bytes", "{}", 1e9),
             (
                 "python_gc_objects_collected_total",
