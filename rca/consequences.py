@@ -184,7 +184,8 @@ def has_collectives(engine: dict | str | None, steps: dict[str, np.ndarray] | No
     stage, or its settings (run.json's engine block) put more than one rank behind a step; False
     when the trace or the settings are known and say one rank; None when nothing is known (a
     `target:` spikelens only drives, without a step trace)."""
-    traced = bool(steps) and len(steps.get("t_s", ())) > 0
+    steps = steps or {}
+    traced = len(steps.get("t_s", ())) > 0
     if traced:
         ranks, comm = steps.get("n_ranks"), steps.get("comm_ms")
         if ranks is not None and (np.nan_to_num(ranks) > 1).any():
@@ -198,7 +199,7 @@ def has_collectives(engine: dict | str | None, steps: dict[str, np.ndarray] | No
             engine = None
     if not isinstance(engine, dict) or not engine:
         return False if traced else None  # one rank, no collective stage in the trace
-    sizes = [engine.get(k) for k in _PARALLEL_KEYS if isinstance(engine.get(k), int)]
+    sizes = [int(engine[k]) for k in _PARALLEL_KEYS if isinstance(engine.get(k), int)]
     extra = engine.get("extra_args") or ()
     flags = " ".join(str(a) for a in extra) if isinstance(extra, (list, tuple)) else str(extra)
     sizes += [int(a or b) for a, b in _PARALLEL_FLAGS.findall(flags)]
