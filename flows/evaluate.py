@@ -57,10 +57,23 @@ def unregistered_kinds(scenario: Path) -> list[str]:
 
 
 @task(name="score-suite", cache_policy=NONE, retries=1)
-def score_suite(db_path: Path, run_ids: list[str], peers: tuple[str, ...], seed: int = 0) -> dict:
+def score_suite(
+    db_path: Path,
+    run_ids: list[str],
+    peers: tuple[str, ...],
+    seed: int = 0,
+    count_suppressed: bool = False,
+) -> dict:
     from rca.evaluate import evaluate
 
-    return evaluate(db_path, run_ids, tolerance_windows=2, peers=peers, seed=seed)
+    return evaluate(
+        db_path,
+        run_ids,
+        tolerance_windows=2,
+        peers=peers,
+        seed=seed,
+        count_suppressed=count_suppressed,
+    )
 
 
 @task(name="write-evaluation", cache_policy=NONE)
@@ -117,6 +130,7 @@ def evaluation(
     peers: tuple[str, ...] = ("baro", "nsigma"),
     rescore: str | None = None,
     seed: int = 0,
+    count_suppressed: bool = False,
 ) -> EvaluationResult:
     """Run every scenario in `suite_dir` (default scenarios/eval/) and score the analysis.
 
@@ -124,6 +138,8 @@ def evaluation(
     and scored, without running anything (for tuning detection and attribution on fixed data).
     A case whose fault kind this build does not register is skipped and listed under `skipped`.
     `seed`: the random floor's and the bootstrap intervals' (the same seed, the same figures).
+    `count_suppressed`: suppressed spikes are scored as 'unexplained' answers (and false alarms
+    in controls) instead of being left out — for generated suites (`generate_suite`).
     """
     skipped: list[dict] = []
     paths = StatePaths(Path(state_home).resolve()) if state_home else StatePaths.from_env()
@@ -154,7 +170,10 @@ def evaluation(
                 run_scenario(str(scenario), state_home=str(paths.home), kind="evaluation").run_id
             )
     suite_id = new_run_id("evaluation", folder.name)
-    scores = {**score_suite(paths.warehouse, run_ids, tuple(peers), seed), "skipped": skipped}
+    scores = {
+        **score_suite(paths.warehouse, run_ids, tuple(peers), seed, count_suppressed),
+        "skipped": skipped,
+    }
     json_path, page = write_outputs(suite_id, folder, run_ids, scores, paths.reports / suite_id)
     refresh_index(paths.reports)
     return EvaluationResult(suite_id, run_ids, scores, json_path, page)
