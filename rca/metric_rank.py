@@ -58,6 +58,7 @@ from rca.consequences import (
 from rca.detect import Spike
 from rca.evidence import Evidence, pearson
 from rca.process_evidence import RISE_FLOOR, describe_rise, did_own_work, own_cpu, process_series
+from rca.stepcost import mean_or_zero
 
 CAUSE_PATTERNS: tuple[tuple[str, str], ...] = (
     ("memory", r"cache_usage|kv_|preempt|gpu_memory|mem_fraction|memory|swap|gc_"),
@@ -288,7 +289,7 @@ def _outside_part(
     """A run-queue wait votes for host only with the part of it that no other process of the
     engine's tree gained as CPU time (rca.consequences): its z scaled by that part."""
     n = len(in_spike)
-    rise = float(np.nanmean(ps.values[in_spike]) - np.nanmean(ps.values[in_base]))
+    rise = mean_or_zero(ps.values[in_spike]) - mean_or_zero(ps.values[in_base])
     if not rise > 0:
         return z, note
     went = cpu_given_to_siblings(

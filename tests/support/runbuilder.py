@@ -18,6 +18,11 @@ hook rows (gc: gen-2 pauses of `magnitude` ms every 500 ms) and /proc counters (
 wait 20 → 300 ms/s and involuntary switches 20 → 500 /s); `collectors_truncated` cuts the GC
 file's last line in half, as a SIGKILLed process leaves it.
 The ground truth is written to faults.parquet, like the engine does.
+For the cause-vs-consequence tests: `step_trace=False` writes a /metrics scrape instead of the
+step trace (`scrape_metrics`: an engine driven without step traces, as vLLM); `cpu_theft`
+('sibling' | 'outside') gives the engine's tree a second process and makes the engine's process
+wait for a CPU that process takes, or that leaves the tree; `wait_region` puts the waiting process
+in a stack region such as collective_wait; `status` and `engine` fill run.json.
 """
 
 from __future__ import annotations
