@@ -3,7 +3,8 @@
 Results go to the tables `analyses`, `spikes`, `attributions` and `evidence`, with the findings
 of rca.findings (`spike_comparison`, `fault_verdicts`) (warehouse/schema.sql), replacing any earlier analysis of the run in one transaction. Runs with step traces are
 attributed by stage decomposition (rca.attribute); runs without (external targets) by ranking their
-/metrics and NVML series (rca.metric_rank).
+/metrics and NVML series (rca.metric_rank). In an invalid run (the load generator saturated), a
+spike the server's own times did not show gets no engine verdict (rca.validity).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from rca.findings import ComparisonRow, FaultVerdict, comparison, fault_verdicts
 from rca.metric_rank import attribute_by_metrics
 from rca.process_evidence import ProcessSignals
 from rca.stepcost import step_arrays
+from rca.validity import check_validity
 from warehouse.db import DbConnection, connect
 from warehouse.queries import query, query_table
 from warehouse.store import replace_run_rows
@@ -48,7 +50,8 @@ def load_signals(conn: DbConnection, run_id: str, window_s: float) -> RunSignals
     """Read what detection and attribution need; raises KeyError if the run is not ingested.
     Long results (steps, request outputs) come as Arrow tables turned into arrays once, not as a
     Python dict per row."""
-    if not query(conn, "run_header", run_id=run_id):
+    header = query(conn, "run_header", run_id=run_id)
+    if not header:
         raise KeyError(f"run {run_id!r} is not in the warehouse (ingest it first)")
     if not window_s > 0:
         raise ValueError(f"window_s must be > 0, got {window_s}")
@@ -67,7 +70,19 @@ def load_signals(conn: DbConnection, run_id: str, window_s: float) -> RunSignals
         history_windows=query(conn, "history_windows", run_id=run_id, window_s=window_s),
         transit_windows=query(conn, "transit_windows", run_id=run_id, window_s=window_s),
         process=ProcessSignals.load(conn, run_id, window_s),
+        engine=_json_object(header[0].get("engine")),
+        run_status=header[0].get("status") or "ok",
     )
+
+
+def _json_object(value) -> dict | None:
+    """A JSON column as a dict (None when absent or not an object)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return value if isinstance(value, dict) else None
 
 
 def analyze(
@@ -94,6 +109,7 @@ def analyze(
         )
         for s in spikes
     }
+    attributions = check_validity(attributions, spikes, signals, attribute)
     suppressed = (
         []
         if attribute.report_unexplained_minor

@@ -82,6 +82,10 @@ class RunSignals:
     process: ProcessSignals = field(
         default_factory=ProcessSignals
     )  # the collectors' per-process rows
+    # run.json's engine block (None: a target spikelens only drives, or not known) and the run's
+    # status (ok | invalid: the load generator saturated | failed): rca.consequences, rca.validity
+    engine: dict | None = None
+    run_status: str = "ok"
 
 
 def window_series(rows: list[dict], key: str, n: int | None = None) -> np.ndarray:

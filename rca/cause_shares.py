@@ -1,8 +1,12 @@
 """Share out a spike's latency excess over causes, and leave uncovered what nobody measured.
 
 1. client and network take the growth of client − server time (rca.outside_causes), first:
-   it happened outside the engine whatever the engine did. Where the server timed its own
-   sockets, the engine causes below cover at most the rise of the server's own p99.
+   it happened outside the engine whatever the engine did — but never the part of the excess the
+   server's own times saw: the rise of the server's socket-side p99 (TTFT/E2E), else the step
+   slowdown's coverage (ITL: the engine's step is the server-side inter-token time). So a late
+   client is named only while the server-side times stay flat; with an engine stall beside it,
+   the stall keeps its share. Where the server timed its own sockets, the engine causes below
+   cover at most the rise of the server's own p99.
 2. host takes the part of the spike's step time its engine process spent waiting for a CPU
    beyond baseline, out of the step components (contention slows every stage alike, so the
    time first comes out of the unexplained residual, then out of the others in proportion).
@@ -57,8 +61,12 @@ def _with_host(components: dict[str, float], host_ms: float) -> dict[str, float]
 def cause_shares(inputs: ShareInputs, config: AttributeConfig) -> dict[str, float]:
     """cause → share of the latency excess, 'unexplained' = the uncovered rest (see docstring)."""
     shares = {c: 0.0 for c in CAUSES}
-    shares["client"] = inputs.outside.client_share
-    shares["network"] = inputs.outside.network_share
+    # What the server's own times saw of the excess, the outside causes cannot have: without the
+    # server's socket times (ITL), the engine's step slowdown is the server-side time.
+    seen = inputs.outside.server_share
+    outside_room = max(0.0, 1.0 - (inputs.coverage if seen is None else seen))
+    shares["client"] = min(inputs.outside.client_share, outside_room)
+    shares["network"] = min(inputs.outside.network_share, outside_room - shares["client"])
     room = max(0.0, 1.0 - shares["client"] - shares["network"])
     if inputs.outside.server_share is not None:  # the engine covers at most what its server saw
         room = min(room, inputs.outside.server_share)

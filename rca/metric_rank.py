@@ -18,12 +18,19 @@ the same z, their scale floored also by the rise that counts as marked (RISE_FLO
 rise below that floor cannot vote), each with the cause its region or signal speaks for; their
 evidence names the process and the region. A process's run-queue wait does not vote when its own
 CPU time rose with it (its own threads may be competing: rca.process_evidence.did_own_work).
-Two rules keep the vote about causes: the engine's own latency series (TTFT, ITL, E2E, time per
-output token) restate the spike and do not vote; and when sequences were preempted in the spike
-(a preemption series with z >= PREEMPTED_MIN_Z), the queueing and prefill series that rose with it (queue
-time, waiting requests, prompt tokens) are what preemption does — re-queue and recompute — so they
-vote for memory, and their evidence says that /metrics cannot split them from the cost the added
-work would have had without preemption.
+What keeps the vote about causes rather than their consequences (rca.consequences):
+  - series are classified by role (SERIES_ROLES): the engine's own latency series (TTFT, ITL,
+    E2E, time per output token) restate the spike and do not vote; series that count work
+    (requests, tokens, prompt tokens, a per-request histogram's count) vote load; by-products
+    of work (GC collections, objects collected) are ranked per token streamed;
+  - a run-queue wait votes for host only with the part of it no other process of the engine's
+    tree gained as CPU time (its z scaled by that part);
+  - on an engine known to run one rank, communication series (collective_wait, PCIe) do not vote;
+  - when sequences were preempted in the spike (a preemption series with z >= PREEMPTED_MIN_Z),
+    the queueing series that rose with it (queue time, waiting requests) and the KV occupancy are
+    what preemption does — re-queue — so they vote for memory, and their evidence says that
+    /metrics cannot split them from the cost the added work would have had without preemption.
+    Series that count work (prompt tokens) are never read so: they are the work asked.
 
 Pure: rows of warehouse queries `metric_windows` / `nvml_windows` in, an Attribution out.
 """
@@ -38,9 +45,20 @@ import numpy as np
 
 from rca.attribute import Attribution, CauseShare, RunSignals, window_masks, window_series
 from rca.config import CAUSES, AttributeConfig
+from rca.consequences import (
+    NO_COLLECTIVES_NOTE,
+    PER_TOKEN,
+    SERIES_ROLES,
+    cpu_given_to_siblings,
+    has_collectives,
+    per_work,
+    series_role,
+    work_series,
+)
 from rca.detect import Spike
 from rca.evidence import Evidence, pearson
 from rca.process_evidence import RISE_FLOOR, describe_rise, did_own_work, own_cpu, process_series
+from rca.stepcost import mean_or_zero
 
 CAUSE_PATTERNS: tuple[tuple[str, str], ...] = (
     ("memory", r"cache_usage|kv_|preempt|gpu_memory|mem_fraction|memory|swap|gc_"),
@@ -53,10 +71,7 @@ CAUSE_PATTERNS: tuple[tuple[str, str], ...] = (
     ),
 )
 # The engine's own latency series (and its HTTP server's): the spike itself, not a cause of it.
-SYMPTOMS = (
-    r"time_to_first_token|inter_token_latency|e2e_request_latency|time_per_output_token|"
-    r"http_request_duration"
-)
+SYMPTOMS = next(p for p, role, _ in SERIES_ROLES if role == "symptom")
 # Series that count preemptions themselves (not a per-request histogram's _count or _bucket).
 PREEMPTION = r"preemptions?(_total|_sum)?$"
 # A preemption series counts as "sequences were preempted" from this z: one preemption a window
@@ -66,9 +81,9 @@ PREEMPTED_MIN_Z = 1.0
 # What preempting sequences does to the queue and the prefill work (re-queued, recomputed), and
 # the KV occupancy that made it preempt (vLLM preempts only when no block is free, so an occupancy
 # whose window mean stays under NEAR_CAPACITY was still full when it mattered).
-PREEMPTION_EFFECTS = (
-    r"queue|waiting|prompt_tokens|prefix_cache_queries|prefill|iteration_tokens|cache_usage"
-)
+# (Series that count work — prompt tokens, prefix-cache queries, iteration tokens — are demand and
+# stay load: rca.consequences.)
+PREEMPTION_EFFECTS = r"queue|waiting|prefill|cache_usage"
 # Occupancy fractions (KV cache, GPU memory) grow with the number of sequences too: they point at
 # memory only when they reach near capacity, else at load.
 OCCUPANCY = r"cache_usage|mem_fraction"
@@ -111,10 +126,10 @@ class ScoreConfig:
 
 
 def cause_of(series_name: str) -> str:
-    """The cause a metric name stands for; 'unexplained' when no pattern matches. A histogram's
-    `_count` counts observations — requests, for vLLM's per-request histograms — whatever the
-    histogram measures (vllm:request_num_preemptions_count rises with any burst): load."""
-    if series_name.split("{")[0].endswith("_count") and "request" in series_name:
+    """The cause a metric name stands for; 'unexplained' when no pattern matches. A series that
+    counts work (rca.consequences.SERIES_ROLES: requests, tokens, a per-request histogram's
+    `_count` — vllm:request_num_preemptions_count rises with any burst) is load."""
+    if series_role(series_name)[0] == "demand":
         return "load"
     for cause, pattern in CAUSE_PATTERNS:
         if re.search(pattern, series_name):
@@ -195,10 +210,13 @@ def rank_series(
     in_base: np.ndarray,
     window_s: float = 1.0,
     config: ScoreConfig | None = None,
+    floors: dict[str, float] | None = None,
 ) -> list[RankedSeries]:
     """Every series with data on both sides, by robust z (largest first); counters (by name)
-    are rates per second over windows of window_s."""
+    are rates per second over windows of window_s. `floors`: a further floor on the scale of
+    some series (a per-work series' resolution: `read_per_work`)."""
     config = config or ScoreConfig()
+    floors = floors or {}
     ranked = []
     for name, values in series.items():
         base, spike = values[in_base], values[in_spike]
@@ -207,6 +225,7 @@ def rank_series(
             continue
         median = float(np.median(base))
         scale = robust_scale(base, values, is_counter(name), window_s, config)
+        scale = max(scale, floors.get(name, 0.0))
         z = float((spike.max() - median) / scale)
         cause = cause_of(name)
         if re.search(OCCUPANCY, name) and spike.max() < NEAR_CAPACITY:
@@ -240,6 +259,9 @@ def rank_process_series(
             else None
         )
         ambiguous = cpu is not None and did_own_work(*cpu)
+        note = describe_rise(ps, in_spike, in_base, cpu)
+        if ps.kind == "runq_wait_ms_per_s":
+            z, note = _outside_part(signals, ps, z, note, in_spike, in_base)
         ranked.append(
             RankedSeries(
                 ps.name,
@@ -249,11 +271,66 @@ def rank_process_series(
                 median,
                 ps.values,
                 ps.unit,
-                describe_rise(ps, in_spike, in_base, cpu),
+                note,
                 votes=not ambiguous,
             )
         )
     return ranked
+
+
+def _outside_part(
+    signals: RunSignals,
+    ps,
+    z: float,
+    note: str,
+    in_spike: np.ndarray,
+    in_base: np.ndarray,
+) -> tuple[float, str]:
+    """A run-queue wait votes for host only with the part of it that no other process of the
+    engine's tree gained as CPU time (rca.consequences): its z scaled by that part."""
+    n = len(in_spike)
+    rise = mean_or_zero(ps.values[in_spike]) - mean_or_zero(ps.values[in_base])
+    if not rise > 0:
+        return z, note
+    went = cpu_given_to_siblings(
+        signals.process.by_pid("cpu_windows", "cpu_ms_per_s", n), ps.pid, rise, in_spike, in_base
+    )
+    return z * went.outside_fraction, f"{note}; {went.note()}"
+
+
+def read_per_work(
+    series: dict[str, np.ndarray], work: np.ndarray, in_spike: np.ndarray, window_s: float
+) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """(`series` with every work-proportional by-product — rca.consequences.SERIES_ROLES: GC
+    collections and objects collected — replaced by its value per token of `work` in the window
+    (rca.consequences.work_series), the scale floor of each such series). The floor is the least
+    change a count per token can show where the spike did the least work: one event per window
+    over that work (a gen-0 collection count of 5 per 100 tokens moves by 20 % on one event).
+    Without a measure of work such a series cannot be read and is left out."""
+    out, floors = {}, {}
+    spike_work = work[in_spike & (np.nan_to_num(work) > 0)]
+    for name, values in series.items():
+        if series_role(name)[0] != "per_work":
+            out[name] = values
+        elif len(spike_work):
+            out[name + PER_TOKEN] = per_work(values, work)
+            floors[name + PER_TOKEN] = 1.0 / (window_s * float(spike_work.min()))
+    return out, floors
+
+
+def without_collectives(ranked: list[RankedSeries], collectives: bool | None) -> list[RankedSeries]:
+    """`ranked` with communication series made non-voting when the engine is known to run no
+    collectives (rca.consequences.has_collectives is False): a wait on a sibling process."""
+    if collectives is not False:
+        return ranked
+    return [
+        dataclasses.replace(
+            r, votes=False, note=(f"{r.note}; " if r.note else "") + NO_COLLECTIVES_NOTE
+        )
+        if r.cause == "communication"
+        else r
+        for r in ranked
+    ]
 
 
 def read_preemption_effects(ranked: list[RankedSeries]) -> list[RankedSeries]:
@@ -274,7 +351,9 @@ def read_preemption_effects(ranked: list[RankedSeries]) -> list[RankedSeries]:
     )
     out = [
         dataclasses.replace(r, cause="memory", note=why)
-        if r.cause in ("load", "unexplained") and re.search(PREEMPTION_EFFECTS, r.name)
+        if r.cause in ("load", "unexplained")
+        and re.search(PREEMPTION_EFFECTS, r.name)
+        and series_role(r.name)[0] != "demand"  # work asked stays load (rca.consequences)
         else r
         for r in ranked
     ]
@@ -325,9 +404,12 @@ def attribute_by_metrics(
     }
     symptoms = {k for k in series if re.search(SYMPTOMS, k)}
     kept = {k: v for k, v in series.items() if k not in symptoms}
-    ranked = rank_series(kept, in_spike, in_base, signals.window_s)
+    work = work_series(kept, window_series(signals.windows, "tokens", n))
+    kept, floors = read_per_work(kept, work, in_spike, signals.window_s)
+    ranked = rank_series(kept, in_spike, in_base, signals.window_s, floors=floors)
     ranked = sorted(ranked + rank_process_series(signals, in_spike, in_base), key=lambda r: -r.z)
     ranked = read_preemption_effects(ranked)
+    ranked = without_collectives(ranked, has_collectives(signals.engine, signals.steps))
     voters = [r for r in ranked if r.votes][:TOP_K]
     voters = [r for r in voters if r.z > MIN_Z]
     latency = window_series(signals.windows, f"{spike.metric}_ms")

@@ -6,7 +6,9 @@
            and for ITL that rise
   network  the rest of the growth of client − server time: transit between them
   host     an engine process waited longer for a CPU (/proc run-queue delay) while doing no more
-           work itself: the share of its spike step time spent runnable but waiting, beyond baseline
+           work itself, and no other process of the engine's tree gained that CPU time
+           (rca.consequences): the share of its spike step time spent waiting for CPU that went
+           outside the engine, beyond baseline
 
 client − server time is the p99 of each side's latency per window: the client's from its kernel
 receive stamps, the server's from its own socket stamps (query `transit_windows`), so their gap
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rca.config import AttributeConfig
+from rca.consequences import cpu_given_to_siblings
 from rca.evidence import Evidence, EvidenceBuilder
 from rca.process_evidence import ProcessSignals, biggest_rise, did_own_work, per_pid
 from rca.stepcost import mean_or_zero
@@ -164,21 +167,27 @@ def _host(
     )
     if runq is None:
         return
-    cpu = per_pid(cpu_rows, "cpu_ms_per_s", inputs.n)[runq.pid][1]
+    tree_cpu = per_pid(cpu_rows, "cpu_ms_per_s", inputs.n)
+    cpu = tree_cpu[runq.pid][1]
     invol = per_pid(cpu_rows, "involuntary_switches_per_s", inputs.n)[runq.pid][1]
     cpu_s, cpu_b = mean_or_zero(cpu[ev.in_spike]), mean_or_zero(cpu[ev.in_base])
-    # its own threads competing, not another process
-    if runq.marked and not did_own_work(cpu_s, cpu_b) and cpu_s + runq.during > 0:
-        out.host_step_fraction = float(
-            np.clip((runq.during - runq.before) / (cpu_s + runq.during), 0, 1)
-        )
+    # CPU conservation (rca.consequences): only the wait no process of the engine's tree gained
+    # is CPU lost outside the engine; its own threads competing is not host either
+    went = cpu_given_to_siblings(
+        tree_cpu, runq.pid, runq.during - runq.before, ev.in_spike, ev.in_base
+    )
+    outside = went.outside
+    if runq.marked and outside > 0 and not did_own_work(cpu_s, cpu_b) and cpu_s + runq.during > 0:
+        out.host_step_fraction = float(np.clip(outside / (cpu_s + runq.during), 0, 1))
         out.host_pid = runq.pid
+    where = went.note()
     rows = [
         ev.series(
             "runq_wait_ms_per_s",
             runq.series,
             "ms/s",
-            f"{runq.role} (pid {runq.pid}): runnable but waiting for a CPU (/proc schedstat)",
+            f"{runq.role} (pid {runq.pid}): runnable but waiting for a CPU (/proc schedstat)"
+            + (f"; {where}" if runq.marked and where else ""),
         ),
         ev.series(
             "involuntary_switches_per_s",

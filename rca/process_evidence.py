@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rca.consequences import cpu_given_to_siblings
 from rca.evidence import Evidence, pearson
 from rca.stepcost import mean_or_zero
 
@@ -297,6 +298,15 @@ def _runq_evidence(
             if did_own_work(cpu_s, cpu_b)
             else "; it did no more work itself: CPU contention from outside the process"
         )
+        if not did_own_work(cpu_s, cpu_b):  # outside the process — and outside the engine?
+            went = cpu_given_to_siblings(
+                signals.by_pid("cpu_windows", "cpu_ms_per_s", n),
+                runq.pid,
+                runq.during - runq.before,
+                in_spike,
+                in_base,
+            )
+            note += f"; {went.note()}"
     return Evidence(
         "runq_wait_ms_per_s.process",
         runq.during,
@@ -393,6 +403,6 @@ def describe_rise(
             "; it rose too: its own threads may be competing — run-queue delay alone cannot tell,"
             " so it does not vote for host"
             if did_own_work(cpu_s, cpu_b)
-            else "; it did no more work itself: CPU contention from outside the process (host)"
+            else "; it did no more work itself: CPU contention from outside the process"
         )
     return text

@@ -147,3 +147,47 @@ def test_method_scores_and_the_paired_accuracy_lead():
     assert lead["low"] <= lead["value"] <= lead["high"]
     with pytest.raises(ValueError, match="paired events differ"):
         accuracy_lead(ours, theirs[:3], options)
+
+
+def _host_fault_table(start_s: float, duration_s: float):
+    """faults.host.parquet of the run builder's box contention (every stage slower alike)."""
+    import pyarrow as pa
+
+    from tests.support.runbuilder import SimSpec
+
+    t0 = SimSpec().t0_ns
+    return pa.Table.from_pylist(
+        [
+            {
+                "kind": "host.cpu_contention",
+                "cause": "host",
+                "start_ns": t0 + int(start_s * 1e9),
+                "end_ns": t0 + int((start_s + duration_s) * 1e9),
+                "params": "{}",
+            }
+        ]
+    )
+
+
+def test_suppressed_spikes_count_as_unexplained_answers_and_false_alarms(tmp_path):
+    """A uniform slowdown no signal explains is suppressed: by default it is a miss in a fault
+    run and nothing in a control; counted, it is an 'unexplained' answer and a false alarm."""
+    from tests.support.runbuilder import SimSpec, write_run
+    from warehouse.ingest import ingest_run
+
+    db = tmp_path / "w.duckdb"
+    control, fault = "host-control", "host-fault"
+    hogs = {"faults.host.parquet": _host_fault_table(20.0, 8.0)}
+    for run_id, extra in ((control, {}), (fault, hogs)):
+        ingest_run(
+            db, write_run(tmp_path, SimSpec(run_id=run_id, incident="host", extra_files=extra))
+        )
+        analysis = analyze_run(db, run_id)
+        assert analysis.suppressed and not analysis.spikes  # the premise: only suppressed spikes
+    quiet = evaluate(db, [control, fault], peers=(), bootstrap_reps=100)
+    counted = evaluate(db, [control, fault], peers=(), bootstrap_reps=100, count_suppressed=True)
+    assert quiet["per_run"][1]["verdicts"][0]["detected"] is False
+    assert quiet["per_run"][0]["false_alarms"] == 0
+    verdict = counted["per_run"][1]["verdicts"][0]
+    assert verdict["detected"] and verdict["attributed_cause"] == "unexplained"
+    assert counted["per_run"][0]["false_alarms"] >= 1 and counted["count_suppressed"]

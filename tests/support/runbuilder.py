@@ -18,6 +18,11 @@ hook rows (gc: gen-2 pauses of `magnitude` ms every 500 ms) and /proc counters (
 wait 20 → 300 ms/s and involuntary switches 20 → 500 /s); `collectors_truncated` cuts the GC
 file's last line in half, as a SIGKILLed process leaves it.
 The ground truth is written to faults.parquet, like the engine does.
+For the cause-vs-consequence tests: `step_trace=False` writes a /metrics scrape instead of the
+step trace (`scrape_metrics`: an engine driven without step traces, as vLLM); `cpu_theft`
+('sibling' | 'outside') gives the engine's tree a second process and makes the engine's process
+wait for a CPU that process takes, or that leaves the tree; `wait_region` puts the waiting process
+in a stack region such as collective_wait; `status` and `engine` fill run.json.
 """
 
 from __future__ import annotations
@@ -83,6 +88,27 @@ class SimSpec:
     # the load generator's verdict on itself (loadgen.client_health.verdict); not valid → the run's
     # status is "invalid", as flows.run_scenario marks it
     client_health: dict | None = None
+    # --- options of the cause-vs-consequence and validity tests (tests/rca/test_consequences.py,
+    # tests/rca/test_validity.py); see `scrape_metrics` and `collector_tables` ---
+    status: str = "ok"  # run.json status: ok | invalid (the load generator saturated)
+    # run.json's engine block, a dict or its JSON text (hashable: warehouse_with caches on
+    # fields); None: {"model": "sim", "tp": tp}
+    engine: dict | str | None = None
+    # False: no step trace and no engine GC log, a /metrics scrape instead (an engine without
+    # step traces, as vLLM is driven)
+    step_trace: bool = True
+    gc_objects_per_token: float = 40.0  # garbage each streamed token leaves (scrape's GC counters)
+    # During the incident window an engine process waits for a CPU: its run-queue wait rises by
+    # cpu_theft_ms_per_s and its own CPU falls by as much (its steps slow alike). 'sibling': a
+    # second process of the engine's tree (sibling_role) gains that CPU — and, in a GC storm, it
+    # is the one collecting; 'outside': nobody in the tree gains it (hogs), the sibling loses some.
+    cpu_theft: str | None = None
+    cpu_theft_ms_per_s: float = 300.0
+    waiting_role: str = "engine"  # the role of the process that waits (ENGINE_PID)
+    sibling_role: str = "EngineCore"
+    # the stack region the waiting process sits in during the window (e.g. collective_wait: a
+    # Worker blocked on its EngineCore), None: unchanged
+    wait_region: str | None = None
 
 
 def _defaults(spec: SimSpec) -> float:
@@ -187,6 +213,8 @@ def simulate(spec: SimSpec) -> dict[str, pa.Table]:
         slow = contention_factor if t < contention_until else 1.0
         if spec.incident == "host" and in_incident(t):
             slow = magnitude
+        if spec.cpu_theft and in_incident(t):  # runnable but waiting: every stage slower
+            slow *= 1000.0 / (1000.0 - spec.cpu_theft_ms_per_s)
         schedule_ms = (0.3 + 0.01 * batch) * slow
         forward_ms = (
             spec.forward_base_ms
@@ -361,7 +389,13 @@ def run_json(spec: SimSpec) -> dict:
         "scenario": {"name": f"sim-{spec.incident or 'control'}"},
         "scenario_name": f"sim-{spec.incident or 'control'}",
         "scenario_path": "scenarios/sim.yaml",
-        "engine": {"model": "sim", "tp": 1},
+        "engine": (
+            {"model": "sim", "tp": spec.tp}
+            if spec.engine is None
+            else json.loads(spec.engine)
+            if isinstance(spec.engine, str)
+            else spec.engine
+        ),
         "faults": faults,
         "git_commit": "0" * 40,
         "host": "test",
@@ -371,7 +405,7 @@ def run_json(spec: SimSpec) -> dict:
         "warmup_s": spec.warmup_s,
         "duration_s": spec.duration_s,
         "command": "spikelens run scenarios/sim.yaml",
-        "status": "ok" if (spec.client_health or {}).get("valid", True) else "invalid",
+        "status": spec.status if (spec.client_health or {}).get("valid", True) else "invalid",
         "errors": [],
         **({"extra": {"client_health": spec.client_health}} if spec.client_health else {}),
     }
@@ -410,6 +444,8 @@ def collector_tables(spec: SimSpec) -> tuple[pa.Table, pa.Table, list[dict]]:
     for i, t in enumerate(range(begin, end, slot)):
         during = spec.incident == "penalty" and inc_lo <= t < inc_hi
         region = _STEP_SLOTS[during][i % 10]
+        if spec.wait_region and inc_lo <= t < inc_hi and i % 10 < 3:
+            region = spec.wait_region  # blocked on a sibling instead of running the step
         stacks.append(
             {
                 "pid": ENGINE_PID,
@@ -468,6 +504,11 @@ def collector_tables(spec: SimSpec) -> tuple[pa.Table, pa.Table, list[dict]]:
         }
         for s, e, g in gcs
     ]
+    if spec.cpu_theft:
+        proc, gc_rows = _tree_rows(spec, proc, gc_rows, (begin, end, inc_lo, inc_hi))
+    role = spec.waiting_role if spec.cpu_theft else "engine"
+    for row in stacks:
+        row["role"] = role
     return pa.Table.from_pylist(stacks), pa.Table.from_pylist(proc), gc_rows
 
 
@@ -488,10 +529,133 @@ def write_run(root: Path, spec: SimSpec) -> Path:
     run_dir = Path(root) / spec.run_id
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "run.json").write_text(json.dumps(run_json(spec)))
-    for stem, table in simulate(spec).items():
+    tables = simulate(spec)
+    if not spec.step_trace:  # an engine without step traces: what its /metrics showed instead
+        tables["metrics"] = scrape_metrics(tables, spec)
+        del tables["steps"], tables["gc"]
+    for stem, table in tables.items():
         pq.write_table(table, run_dir / f"{stem}.parquet")
     for name, table in spec.extra_files.items():
         pq.write_table(table, run_dir / name)
     if spec.collectors:
         _write_collector_files(run_dir, spec)
     return run_dir
+
+
+SIBLING_PID = ENGINE_PID + 1
+
+
+def _tree_rows(
+    spec: SimSpec, proc: list[dict], gc_rows: list[dict], span: tuple[int, int, int, int]
+) -> tuple[list[dict], list[dict]]:
+    """/proc and GC hook rows of a two-process engine tree under `spec.cpu_theft` (see SimSpec):
+    the waiting process (ENGINE_PID, `waiting_role`) and its sibling (`sibling_role`)."""
+    begin, end, inc_lo, inc_hi = span
+    theft_per_tick = int(spec.cpu_theft_ms_per_s * 1e5)  # ns per 100-ms tick
+    waiting, sibling = [], []
+    lost = gained = sib_cpu = sib_wait = 0
+    for row, t in zip(proc, range(begin, end + 1, 100_000_000)):
+        on = inc_lo <= t < inc_hi
+        if on:
+            lost += theft_per_tick
+            gained += theft_per_tick if spec.cpu_theft == "sibling" else -theft_per_tick // 6
+        waiting.append(
+            {
+                **row,
+                "role": spec.waiting_role,
+                "cpu_ns": row["cpu_ns"] - lost,
+                "run_ns": row["run_ns"] - lost,
+                "wait_ns": row["wait_ns"] + lost,
+            }
+        )
+        sib_cpu += 30_000_000
+        sib_wait += 2_000_000 + (theft_per_tick // 2 if on and spec.cpu_theft == "outside" else 0)
+        sibling.append(
+            {
+                **row,
+                "pid": SIBLING_PID,
+                "ppid": ENGINE_PID,
+                "role": spec.sibling_role,
+                "cpu_ns": sib_cpu + gained,
+                "run_ns": sib_cpu + gained,
+                "wait_ns": sib_wait,
+                "involuntary_switches": row["involuntary_switches"] // 2,
+            }
+        )
+    if spec.cpu_theft == "sibling":  # the sibling does the collecting that takes the CPU
+        gc_rows = [
+            {**r, "pid": SIBLING_PID, "tid": SIBLING_PID, "role": spec.sibling_role}
+            if r["generation"] == 2
+            else {**r, "role": spec.waiting_role}
+            for r in gc_rows
+        ]
+    else:
+        gc_rows = [{**r, "role": spec.waiting_role} for r in gc_rows]
+    return waiting + sibling, gc_rows
+
+
+def _cumulative_at(times: np.ndarray, values: np.ndarray, ts: int) -> float:
+    """Sum of `values` whose time is <= ts (times sorted)."""
+    return float(values[: int(np.searchsorted(times, ts, side="right"))].sum())
+
+
+def scrape_metrics(
+    tables: dict[str, pa.Table], spec: SimSpec, every_ns: int = 500_000_000
+) -> pa.Table:
+    """metrics.parquet as a /metrics scraper would have written it from the simulated engine:
+    vLLM's gauges and counters (running, waiting, KV usage, preemptions, prompt and generation
+    tokens, finished requests, the server's own E2E latency sum and count) and the Python GC
+    counters every process exports, whose objects collected grow with the tokens streamed
+    (`gc_objects_per_token`) plus what each GC of the engine collected."""
+    steps = tables["steps"].to_pydict()
+    keep = np.array(steps["rank"]) == 0
+    end = np.array(steps["end_ns"])[keep]
+    col = {k: np.array(v)[keep] for k, v in steps.items()}
+    gen_tokens = np.cumsum(col["batch_size"] - (col["prefill_tokens"] > 0))
+    prompt_tokens = np.cumsum(col["prefill_tokens"])
+    preempted = np.cumsum(col["preempted"])
+    gc = tables["gc"].to_pydict()
+    gc_order = np.argsort(gc["end_ns"])
+    gc_t, gc_n = np.array(gc["end_ns"])[gc_order], np.array(gc["collected"], float)[gc_order]
+    req = tables["engine_requests"].to_pydict()
+    order = np.argsort(req["done_ns"])
+    done = np.array(req["done_ns"])[order]
+    e2e_s = ((np.array(req["done_ns"]) - np.array(req["arrival_ns"])) / 1e9)[order]
+    rows = []
+    labels = json.dumps({"model_name": "m"})
+    for ts in range(int(end[0]), int(end[-1]), every_ns):
+        i = int(np.searchsorted(end, ts, side="right")) - 1
+        values = (
+            ("vllm:num_requests_running", labels, col["batch_size"][i]),
+            ("vllm:num_requests_waiting", labels, col["waiting"][i]),
+            (
+                "vllm:gpu_cache_usage_perc",
+                labels,
+                col["kv_blocks_used"][i] / col["kv_blocks_total"][i],
+            ),
+            ("vllm:num_preemptions_total", labels, preempted[i]),
+            ("vllm:generation_tokens_total", labels, gen_tokens[i]),
+            ("vllm:prompt_tokens_total", labels, prompt_tokens[i]),
+            ("vllm:request_success_total", labels, np.searchsorted(done, ts, side="right")),
+            ("vllm:e2e_request_latency_seconds_sum", labels, _cumulative_at(done, e2e_s, ts)),
+            (
+                "vllm:e2e_request_latency_seconds_count",
+                labels,
+                np.searchsorted(done, ts, side="right"),
+            ),
+            ("process_resident_memory_bytes", "{}", 1e9),
+            (
+                "python_gc_objects_collected_total",
+                json.dumps({"generation": "0"}),
+                spec.gc_objects_per_token * gen_tokens[i] + _cumulative_at(gc_t, gc_n, ts),
+            ),
+            (
+                "python_gc_collections_total",
+                json.dumps({"generation": "0"}),
+                gen_tokens[i] // 20 + np.searchsorted(gc_t, ts, side="right"),
+            ),
+        )
+        rows += [
+            {"ts_ns": ts, "name": name, "labels": lab, "value": float(v)} for name, lab, v in values
+        ]
+    return pa.Table.from_pylist(rows)

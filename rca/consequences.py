@@ -1,0 +1,214 @@
+"""Causes kept apart from their consequences: what a rising signal may and may not stand for.
+
+A signal that rose in a spike is evidence for a cause only when the spike's cause could not have
+raised it as a side effect. Three general facts about serving systems decide that here, for every
+fault kind alike (none of them names a fault kind):
+
+1. **Work-proportional series are read per unit of work** (SERIES_ROLES). Counters that count work
+   (requests, tokens, prompt tokens, a per-request histogram's `_count`) rise with any load: they
+   are demand, i.e. `load`, whatever their name says. Counters that are a by-product of work
+   (Python GC collections and objects collected: CPython collects generation 0 every N
+   allocations, and every request allocates) rise with load too; they are read per token
+   generated (the engine's own token counter, scraped beside them; else the tokens the client
+   received), so only more garbage *per unit of work* speaks for `memory`. Time series are causes
+   (GC pause time, collective wait, run-queue wait): a GC pause that grew is memory however much
+   work there was — those series keep their own cause.
+2. **CPU time is conserved inside the engine's process tree** (`cpu_given_to_siblings`). A process
+   that waited longer for a CPU lost that CPU to someone. When the engine's other processes (the
+   collectors record every process of the tree with its role) gained as much CPU time in the
+   same windows, the CPU stayed inside the engine — a sibling collecting garbage or recomputing
+   preempted sequences — and the wait is a consequence of that sibling's cause, not `host`. Only
+   the part of the wait no process of the tree gained is CPU lost outside the engine (`host`).
+3. **Communication needs collectives** (`has_collectives`). An engine with one rank (tensor-,
+   pipeline- and data-parallel size 1, no collective stage in its step trace) runs no
+   all-reduce: a process's time in `collective_wait`-like code, or PCIe traffic, is then a wait
+   on a sibling process (vLLM's Worker waiting on its EngineCore) or host↔device copies, and
+   inherits the sibling's cause through the sibling's own signals. It is shown, it does not vote.
+
+Pure: dicts and numpy arrays in, numbers and booleans out.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from rca.stepcost import mean_or_zero
+
+# (pattern on the series name, role, why). First match wins. Roles:
+#   symptom   the engine's own latency: restates the spike, never votes (a server-side time)
+#   demand    counts work asked of the engine: votes `load`
+#   per_work  a by-product that scales with work: ranked per token streamed, keeps its cause
+# Any other series is a cause series and votes for the cause its name maps to.
+SERIES_ROLES: tuple[tuple[str, str, str], ...] = (
+    (
+        r"time_to_first_token|inter_token_latency|e2e_request_latency|time_per_output_token|"
+        r"http_request_duration",
+        "symptom",
+        "the engine's own latency: the spike as the server saw it",
+    ),
+    (
+        r"gc_objects_collected|gc_collections|gc_objects_uncollectable",
+        "per_work",
+        "CPython collects every N allocations and every request allocates: scales with work",
+    ),
+    (
+        r"^[^{]*request[^{]*_count(\{|$)",
+        "demand",
+        "a per-request histogram's count counts requests, whatever the histogram measures",
+    ),
+    (
+        r"prompt_tokens|generation_tokens|iteration_tokens|prefix_cache_queries|"
+        r"request_success|requests_total|arrival",
+        "demand",
+        "requests and tokens asked of the engine: the work itself",
+    ),
+)
+# Where a by-product series is read per unit of work, its name says so.
+PER_TOKEN = " per token"
+
+
+def series_role(name: str) -> tuple[str, str]:
+    """(role, why) of a series by its name (see SERIES_ROLES); ('cause', '') when none matches."""
+    for pattern, role, why in SERIES_ROLES:
+        if re.search(pattern, name):
+            return role, why
+    return "cause", ""
+
+
+# The engine's own count of the tokens it generated (vLLM's name; any engine's `*_tokens_total`
+# of outputs): scraped at the same instants as the by-products it divides, so the ratio has no
+# edge effects from two clocks. Without it, the tokens the client received per window.
+WORK_COUNTERS = r"generation_tokens_total|output_tokens_total"
+
+
+def work_series(series: dict[str, np.ndarray], client_tokens: np.ndarray) -> np.ndarray:
+    """The work done per window: the engine's own generated-token rate when scraped (summed over
+    its label sets), else the tokens the client received."""
+    own = [v for k, v in sorted(series.items()) if re.search(WORK_COUNTERS, k.split("{")[0])]
+    if own:
+        return np.sum(own, axis=0)
+    return client_tokens
+
+
+def per_work(series: np.ndarray, work: np.ndarray) -> np.ndarray:
+    """series / work per window (NaN where no work was streamed): a by-product per unit of work."""
+    work = np.asarray(work, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(np.nan_to_num(work) > 0, series / np.where(work > 0, work, 1.0), np.nan)
+
+
+# --- 2. CPU conservation in the engine's process tree -------------------------------------------
+
+
+@dataclass(frozen=True)
+class CpuWait:
+    """One process's extra run-queue wait in a spike and where that CPU went."""
+
+    wait_rise: float  # ms/s, spike − baseline mean
+    siblings_gain: float  # ms/s the tree's other processes gained (net, over all of them)
+    gainer: str  # "Role (pid N)" of the sibling that gained most ('' when none gained)
+
+    @property
+    def outside(self) -> float:
+        """ms/s of the extra wait that no process of the engine's tree gained: lost outside it."""
+        return max(0.0, self.wait_rise - max(0.0, self.siblings_gain))
+
+    @property
+    def outside_fraction(self) -> float:
+        """outside / wait_rise in [0, 1] (0 when the wait did not rise)."""
+        return (
+            float(np.clip(self.outside / self.wait_rise, 0.0, 1.0)) if self.wait_rise > 0 else 0.0
+        )
+
+    def note(self) -> str:
+        """Where the CPU went, in words (for evidence text)."""
+        if self.wait_rise <= 0:
+            return ""
+        if self.outside_fraction >= 1.0:
+            return (
+                "no other process of the engine gained CPU time: it went outside the engine (host)"
+            )
+        return (
+            f"{self.gainer} gained {self.siblings_gain:.0f} ms/s of CPU in the same windows: "
+            f"{1 - self.outside_fraction:.0%} of the wait went to a sibling in the engine's own "
+            "process tree (a consequence of what that sibling did, not host)"
+        )
+
+
+def cpu_given_to_siblings(
+    cpu: dict[int, tuple[str, np.ndarray]],
+    pid: int,
+    wait_rise: float,
+    in_spike: np.ndarray,
+    in_base: np.ndarray,
+) -> CpuWait:
+    """Where the `wait_rise` ms/s of process `pid` went: `cpu` = per-pid CPU ms/s of every process
+    of the engine's tree (rca.process_evidence.per_pid of query process_cpu_windows). The siblings'
+    gain is their net change (gains minus losses), so that noise across many idle processes does
+    not add up to a phantom gain, and hogs outside the tree (which slow every sibling) give none."""
+    gains: dict[int, float] = {}
+    for other, (_, values) in cpu.items():
+        if other == pid:
+            continue
+        s, b = values[in_spike], values[in_base]
+        if np.isfinite(s).any() and np.isfinite(b).any():
+            gains[other] = mean_or_zero(s) - mean_or_zero(b)
+    top = max(gains, key=lambda p: gains[p], default=None)
+    gainer = f"{cpu[top][0]} (pid {top})" if top is not None and gains[top] > 0 else ""
+    return CpuWait(wait_rise, float(sum(gains.values())), gainer)
+
+
+# --- 3. collectives -----------------------------------------------------------------------------
+
+# Engine settings that put more than one rank behind a step (spikelens' engine: tp; vLLM:
+# tensor/pipeline/data_parallel_size, also as command-line flags in extra_args).
+_PARALLEL_KEYS = (
+    "tp",
+    "pp",
+    "dp",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "data_parallel_size",
+)
+_PARALLEL_FLAGS = re.compile(
+    r"--(?:tensor|pipeline|data)-parallel-size[= ](\d+)|(?:^|\s)-(?:tp|pp|dp)[= ](\d+)"
+)
+
+
+def has_collectives(engine: dict | str | None, steps: dict[str, np.ndarray] | None) -> bool | None:
+    """Does the engine run collectives? True when a step trace has several ranks or a collective
+    stage, or its settings (run.json's engine block) put more than one rank behind a step; False
+    when the trace or the settings are known and say one rank; None when nothing is known (a
+    `target:` spikelens only drives, without a step trace)."""
+    steps = steps or {}
+    traced = len(steps.get("t_s", ())) > 0
+    if traced:
+        ranks, comm = steps.get("n_ranks"), steps.get("comm_ms")
+        if ranks is not None and (np.nan_to_num(ranks) > 1).any():
+            return True
+        if comm is not None and (np.nan_to_num(comm) > 0).any():
+            return True
+    if isinstance(engine, str):
+        try:
+            engine = json.loads(engine)
+        except ValueError:
+            engine = None
+    if not isinstance(engine, dict) or not engine:
+        return False if traced else None  # one rank, no collective stage in the trace
+    sizes = [int(engine[k]) for k in _PARALLEL_KEYS if isinstance(engine.get(k), int)]
+    extra = engine.get("extra_args") or ()
+    flags = " ".join(str(a) for a in extra) if isinstance(extra, (list, tuple)) else str(extra)
+    sizes += [int(a or b) for a, b in _PARALLEL_FLAGS.findall(flags)]
+    # settings known: an unset size is its default, one rank
+    return any(s > 1 for s in sizes)
+
+
+NO_COLLECTIVES_NOTE = (
+    "the engine runs one rank (no tensor/pipeline/data parallelism, no collective stage): "
+    "there is no collective to wait for, so this is a wait on a sibling process (or host↔device "
+    "copies) and it does not vote — the sibling's own signals speak for its cause"
+)

@@ -1,0 +1,231 @@
+"""rca.consequences: causes kept apart from their consequences, on simulated runs of several kinds.
+
+Each principle is tested on fault kinds other than the vLLM GC storm / load burst it came from:
+  1. CPU conservation: a process whose CPU went to a sibling of the engine's tree is not host
+     (GC storm, slow penalty path, load burst; step traces and /metrics alike), while the same
+     wait with nobody in the tree gaining it still is (host contention).
+  2. Collectives: a single-rank engine's wait on a sibling is not communication (GC storm, load
+     burst), while an engine with several ranks keeps its collective evidence.
+  3. Work-proportional series: GC objects collected rise with load but do not vote memory (load
+     burst, repetition loops), while a GC storm's extra garbage per token still does.
+  4. Client vs server time: a late client is named only while the engine's step time (the
+     server-side inter-token time) stays flat (GC stall, CPU wait, penalty slow path).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rca.analyze import analyze_run
+from rca.attribute import attribute_spike
+from rca.consequences import (
+    CpuWait,
+    cpu_given_to_siblings,
+    has_collectives,
+    per_work,
+    series_role,
+)
+from rca.metric_rank import cause_of
+from tests.support.spikesignals import SpikeRun, spike_signals
+
+VLLM_ONE_RANK = '{"kind": "vllm", "model": "m", "tensor_parallel_size": 1}'  # run.json engine
+VLLM_TWO_RANKS = '{"kind": "vllm", "model": "m", "tensor_parallel_size": 2}'
+
+
+def _analysis(warehouse_with, **spec):
+    db, run_id = warehouse_with(**spec)
+    return analyze_run(db, run_id)
+
+
+def _main(analysis):
+    """The attribution of the run's largest reported spike."""
+    spikes = sorted(analysis.spikes, key=lambda s: -(s.peak_ms - s.baseline_ms))
+    assert spikes, "the run should have a reported spike"
+    return analysis.attributions[spikes[0].spike_id]
+
+
+def _shares(attr) -> dict[str, float]:
+    return {c.cause: c.share for c in attr.causes}
+
+
+# --- 1. CPU conservation in the engine's process tree ----------------------------------------
+
+
+def test_cpu_given_to_a_sibling_is_not_lost_outside_the_engine():
+    n = 10
+    spike = np.arange(n) >= 7
+    cpu = {
+        1: ("Worker", np.where(spike, 300.0, 600.0)),
+        2: ("EngineCore", np.where(spike, 900.0, 600.0)),
+        3: ("api_server", np.full(n, 50.0)),
+    }
+    went = cpu_given_to_siblings(cpu, 1, 300.0, spike, ~spike)
+    assert went.siblings_gain == pytest.approx(300.0) and went.outside == 0.0
+    assert went.gainer == "EngineCore (pid 2)" and "sibling" in went.note()
+    hogs = {p: (r, np.where(spike, 500.0, 600.0)) for p, (r, v) in cpu.items()}
+    went = cpu_given_to_siblings(hogs, 1, 300.0, spike, ~spike)
+    assert went.outside_fraction == 1.0 and "outside the engine" in went.note()
+    assert CpuWait(300.0, 100.0, "x").outside_fraction == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize("incident", ["gc", "penalty"])
+def test_a_wait_for_cpu_a_sibling_took_is_not_host(warehouse_with, incident):
+    """Step traces: the same run-queue wait gives host a share only when the CPU left the tree."""
+    common = dict(incident=incident, collectors=True, cpu_theft_ms_per_s=250.0)
+    inside = _main(_analysis(warehouse_with, cpu_theft="sibling", **common))
+    outside = _main(_analysis(warehouse_with, cpu_theft="outside", **common))
+    cause = "memory" if incident == "gc" else "penalty"
+    assert inside.top_cause == cause and "host" not in _shares(inside)
+    assert _shares(outside).get("host", 0.0) > 0.05
+    host_ev = [e for c in inside.causes for e in c.evidence if e.signal == "runq_wait_ms_per_s"]
+    assert not host_ev  # host has no share, so no evidence row is listed for it
+
+
+@pytest.mark.parametrize("incident,cause", [("gc", "memory"), ("load", "load")])
+def test_worker_waiting_on_its_engine_core_is_neither_host_nor_communication(
+    warehouse_with, incident, cause
+):
+    """/metrics (a vLLM-like engine, one rank): the Worker's CPU went to its EngineCore and it
+    sat in collective_wait-like code; neither its run-queue wait nor that region votes."""
+    a = _main(
+        _analysis(
+            warehouse_with,
+            incident=incident,
+            step_trace=False,
+            collectors=True,
+            engine=VLLM_ONE_RANK,
+            cpu_theft="sibling",
+            waiting_role="Worker",
+            wait_region="collective_wait",
+        )
+    )
+    assert a.method == "metric_rank" and a.top_cause == cause
+    assert not {"host", "communication"} & set(_shares(a))
+
+
+def test_outside_cpu_contention_on_metrics_is_still_host(warehouse_with):
+    a = _main(
+        _analysis(
+            warehouse_with,
+            incident="host",
+            step_trace=False,
+            collectors=True,
+            engine=VLLM_ONE_RANK,
+            cpu_theft="outside",
+            waiting_role="Worker",
+        )
+    )
+    assert a.top_cause == "host"
+    assert any("outside the engine" in e.note for c in a.causes for e in c.evidence)
+
+
+# --- 2. collectives ---------------------------------------------------------------------------
+
+
+def test_collectives_come_from_the_step_trace_or_the_engine_settings():
+    one = {"t_s": np.arange(3.0), "n_ranks": np.ones(3), "comm_ms": np.zeros(3)}
+    two = {**one, "n_ranks": np.full(3, 2.0)}
+    assert has_collectives(None, one) is False and has_collectives(None, two) is True
+    assert has_collectives(VLLM_ONE_RANK, {}) is False
+    assert has_collectives(VLLM_TWO_RANKS, {}) is True
+    assert has_collectives({"kind": "vllm", "extra_args": ["--data-parallel-size", "2"]}, {})
+    assert has_collectives('{"model": "tiny", "tp": 1}', None) is False
+    assert has_collectives(None, None) is None  # a target: not known
+
+
+def test_an_engine_with_ranks_keeps_its_collective_evidence(warehouse_with):
+    """The same Worker wait on a two-rank engine: collective_wait is a real collective there."""
+    from rca.metric_rank import rank_process_series, without_collectives
+
+    db, run_id = warehouse_with(
+        incident="gc",
+        step_trace=False,
+        collectors=True,
+        engine=VLLM_TWO_RANKS,
+        cpu_theft="sibling",
+        waiting_role="Worker",
+        wait_region="collective_wait",
+    )
+    analysis = analyze_run(db, run_id)
+    spike = analysis.spikes[0]
+    n = len(analysis.signals.windows)
+    idx = np.arange(n)
+    in_spike = (idx >= spike.first_window) & (idx <= spike.last_window)
+    ranked = rank_process_series(analysis.signals, in_spike, ~in_spike)
+    comm = [r for r in ranked if r.cause == "communication"]
+    assert comm and all(r.votes for r in without_collectives(comm, True))
+    assert not any(r.votes for r in without_collectives(comm, False))
+
+
+# --- 3. work-proportional series --------------------------------------------------------------
+
+
+def test_series_roles_classify_work_and_its_by_products():
+    assert series_role('python_gc_objects_collected_total{"generation": "0"}')[0] == "per_work"
+    assert series_role("python_gc_collections_total")[0] == "per_work"
+    assert series_role("vllm:prompt_tokens_total")[0] == "demand"
+    assert series_role('vllm:request_num_preemptions_count{"e": "0"}')[0] == "demand"
+    assert series_role("vllm:e2e_request_latency_seconds_sum")[0] == "symptom"
+    assert series_role("vllm:num_preemptions_total")[0] == "cause"
+    assert cause_of("vllm:generation_tokens_total") == "load"
+    assert cause_of("vllm:num_preemptions_total") == "memory"
+    per = per_work(np.array([40.0, 80.0, 5.0]), np.array([1.0, 2.0, 0.0]))
+    assert per[0] == per[1] == 40.0 and np.isnan(per[2])
+
+
+@pytest.mark.parametrize("incident,cause", [("load", "load"), ("penalty", "unexplained")])
+def test_garbage_that_moves_with_the_work_is_not_memory(warehouse_with, incident, cause):
+    """More requests collect more objects (load: before, memory from python_gc_collections_total
+    at z 22.7); a slower engine collects fewer (penalty: /metrics has no penalty series, so it
+    stays unexplained). Per token generated neither moves, so neither votes memory."""
+    a = _main(_analysis(warehouse_with, incident=incident, step_trace=False, engine=VLLM_ONE_RANK))
+    assert a.top_cause == cause
+    gc = [e for c in a.causes if c.cause == "memory" for e in c.evidence if "gc_" in e.signal]
+    assert not gc, [e.signal for e in gc]
+
+
+def test_more_garbage_per_token_in_a_gc_storm_is_still_memory(warehouse_with):
+    a = _main(
+        _analysis(
+            warehouse_with,
+            incident="gc",
+            step_trace=False,
+            engine=VLLM_ONE_RANK,
+            gc_objects_per_token=2.0,
+        )
+    )
+    memory = next(c for c in a.causes if c.cause == "memory")
+    assert any(e.signal.endswith(" per token") for e in memory.evidence)
+
+
+# --- 4. client vs server-side time ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "engine,lag_ms,rise_ms,cause",
+    [
+        ({"stage_rise_ms": {"gc_ms": 15.0}}, 20.0, 20.0, "memory"),  # was client 0.93
+        ({"stage_rise_ms": {"penalty_ms": 15.0}}, 20.0, 20.0, "penalty"),  # was client 0.93
+        ({"runq_rise_ms_per_s": 400.0}, 10.0, 15.0, "host"),  # was client 0.61
+    ],
+)
+def test_a_late_client_does_not_take_what_the_engine_step_time_shows(
+    engine, lag_ms, rise_ms, cause
+):
+    """ITL: the engine's step is the server-side inter-token time. When its rise accounts for the
+    latency rise, the engine cause keeps it however late the client read at the same time."""
+    spike, signals = spike_signals(
+        SpikeRun(metric="itl_p99", client_lag_rise_ms=lag_ms, latency_rise_ms=rise_ms, **engine)
+    )
+    a = attribute_spike(spike, [spike], signals)
+    assert a.top_cause == cause and _shares(a)[cause] > 0.9
+    assert _shares(a).get("client", 0.0) < 0.05
+
+
+def test_a_late_client_with_flat_engine_times_is_client():
+    spike, signals = spike_signals(
+        SpikeRun(metric="itl_p99", client_lag_rise_ms=20.0, latency_rise_ms=20.0)
+    )
+    a = attribute_spike(spike, [spike], signals)
+    assert a.top_cause == "client" and _shares(a)["client"] > 0.9
