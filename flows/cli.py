@@ -338,7 +338,11 @@ def evaluate(
         "baro,nsigma,circa",
         help="RCAEval methods scored as peers, comma-separated (with --peers).",
     ),
-    seed: int = typer.Option(0, help="Seed of the random floor and the bootstrap intervals."),
+    seed: int = typer.Option(0, help="Seed of the draw, the random floor and the intervals."),
+    generate: int | None = typer.Option(
+        None,
+        help="Draw N held-out cases (seeded) into SUITE_DIR (default: a new folder), run them.",
+    ),
 ) -> None:
     """Run a suite of fault scenarios; score detection and attribution vs ground truth and peers."""
     if peers:  # BARO/NSigma need the eval extra: say so now, not after the suite has run
@@ -346,6 +350,7 @@ def evaluate(
     from flows.evaluate import (
         default_suite_dir,
         evaluation,
+        generate_suite,
         previous_suite,
         suite_scenarios,
         unregistered_kinds,
@@ -360,15 +365,23 @@ def evaluate(
 
     folder = suite_dir or default_suite_dir()
     try:
+        if generate is not None:
+            folder = suite_dir or StatePaths.from_env().home / "generated" / f"n{generate}-s{seed}"
+            console.print(
+                f"{len(generate_suite(folder, generate, seed))} cases drawn into {folder}"
+            )
         if rescore:
             previous_suite(StatePaths.from_env().reports, rescore)
         else:
             for scenario in suite_scenarios(folder):
                 if not unregistered_kinds(scenario):  # those cases are skipped, and listed
                     load_scenario(scenario)
-    except (ScenarioError, FileNotFoundError) as e:
+    except (ScenarioError, FileNotFoundError, FileExistsError, ValueError) as e:
         fail(str(e))
-    result = run_flow("evaluation suite", evaluation, str(folder), None, methods, rescore, seed)
+    counted = generate is not None  # a held-out draw scores suppressed spikes as 'unexplained'
+    result = run_flow(
+        "evaluation suite", evaluation, str(folder), None, methods, rescore, seed, counted
+    )
     det, att = result.scores["detection"], result.scores["attribution"]
     console.print(
         f"{len(result.run_ids)} runs: spike F1 {det['f1']}, attribution accuracy "

@@ -343,7 +343,7 @@ def generate_case(rng, index: int, seed: int) -> GeneratedCase:
 
 
 def _cause_of(kind: str) -> str:
-    from engine.faults.registry import FAULT_CAUSES
+    from spikelens_common.fault_catalogue import FAULT_CAUSES
 
     return FAULT_CAUSES[kind]
 

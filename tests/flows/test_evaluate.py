@@ -111,3 +111,20 @@ def test_a_generated_suite_refuses_a_folder_that_holds_scenarios(tmp_path):
         generate_suite(tmp_path / "gen-7", 2, 7)
     with pytest.raises(ValueError):
         generate_suite(tmp_path / "empty", 0, 7)
+
+
+def test_the_evaluate_command_refuses_a_bad_draw_before_running_anything(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    monkeypatch.setenv("SPIKELENS_HOME", str(tmp_path / "home"))
+    runner = CliRunner()
+    zero = runner.invoke(app, ["evaluate", "--no-peers", "--generate", "0"])
+    assert zero.exit_code == 2 and "N must be >= 1" in zero.output
+    _generated(tmp_path, n=2)
+    taken = runner.invoke(
+        app, ["evaluate", str(tmp_path / "gen-7"), "--no-peers", "--generate", "2"]
+    )
+    assert taken.exit_code == 2 and "already holds scenario files" in taken.output
+    assert not (tmp_path / "home" / "runs").exists()  # nothing ran
