@@ -27,7 +27,7 @@ from collectors.process_faults import KINDS as PROCESS_FAULT_KINDS
 from collectors.process_faults import arm as arm_process_faults
 from collectors.process_faults import schedule_env
 from engine.server.launch import EngineProcess
-from flows.affinity import KeptOff
+from flows.affinity import KeptOff, default_engine_cpus
 from flows.finish import finish_run
 from flows.manifest import RunManifest, new_run_id
 from flows.paths import StatePaths
@@ -48,6 +48,7 @@ from flows.tasks import (
     summarize_load,
     write_manifest,
 )
+from flows.vllm_config import VllmConfig
 from flows.vllm_process import VllmProcess
 from loadgen.runner import LocustRunOptions
 from loadgen.traffic_faults import for_loadgen
@@ -213,9 +214,7 @@ class _Serving:
                 engine = start_engine(run_id, config.to_dict(), self.faults, run_dir)
                 role = "engine"
             case VllmEngine(config=config):
-                if config.cpus is not None:
-                    self.kept_off = KeptOff(config.cpus).start()
-                    manifest.extra["cpus"] = self.kept_off.describe()
+                config = self._split_cpus(config, manifest)
                 # every process of vLLM's tree inherits the GC hook through its environment
                 engine = start_vllm(
                     config, run_dir, env_hook=lambda env: _vllm_env(run_dir, self.faults, env)
@@ -233,6 +232,21 @@ class _Serving:
         self.collectors = start_collectors(run_dir, root_pid, role, f"{self.url}/metrics")
         self.hogs = CpuContention(self.faults, root_pid, run_dir, self.scenario.duration_s)
         self._start_proxy()
+
+    def _split_cpus(self, config: VllmConfig, manifest: RunManifest) -> VllmConfig:
+        """vLLM on `engine.cpus`, else on all CPUs but one (flows.affinity.default_engine_cpus);
+        spikelens' own processes on the rest. run.json's extra.cpus says which and why."""
+        source = "scenario"
+        if config.cpus is None:
+            cpus = default_engine_cpus(tensor_parallel_size=config.tensor_parallel_size)
+            if cpus is None:  # a single CPU (or one per rank): shared, as vLLM's default
+                every = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+                manifest.extra["cpus"] = {"engine": every, "spikelens": every, "source": "shared"}
+                return config
+            config, source = dataclasses.replace(config, cpus=cpus), "default"
+        self.kept_off = KeptOff(config.cpus or (), source).start()
+        manifest.extra["cpus"] = self.kept_off.describe()
+        return config
 
     def _start_proxy(self) -> None:
         """network.delay: loadgen's URL becomes the delaying proxy's (same URL without one)."""
@@ -282,7 +296,9 @@ def _drive(serving: _Serving, manifest: RunManifest, on_load_start) -> None:
     scenario, run_dir = serving.scenario, serving.run_dir
     options = _load_options(scenario, serving)
     manifest.extra.update(model=options.model_name, endpoint=options.endpoint)
-    result = drive_load(serving.url, run_dir, options, on_load_start)
+    result = drive_load(
+        serving.url, run_dir, options, on_load_start, lambda v: _warmup_health(manifest, v)
+    )
     manifest.extra["locust"] = {
         "requests_sent": result.requests_sent,
         "requests_failed": result.requests_failed,
@@ -300,6 +316,14 @@ def _drive(serving: _Serving, manifest: RunManifest, on_load_start) -> None:
     manifest.extra["summary"] = summarize_load(
         run_dir, scenario.duration_s, scenario.raw.get("slo")
     )
+
+
+def _warmup_health(manifest: RunManifest, verdict: dict) -> None:
+    """The warm-up's client health, as measured load starts: into run.json, and a warning line
+    when the load generator is starved already (the run's verdict will say invalid)."""
+    manifest.extra["warmup_client_health"] = verdict
+    if not verdict["valid"]:
+        progress.warning("%s", verdict["message"])
 
 
 def _load_options(scenario: Scenario, serving: _Serving) -> LocustRunOptions:
