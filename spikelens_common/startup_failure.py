@@ -85,8 +85,8 @@ def _exception_lines(lines: list[str]) -> Iterable[tuple[int, str, bool]]:
             in_traceback = False
             continue
         usage = _USAGE_ERROR.match(line)
-        if usage:
-            yield i, f"error: {usage.group('message').strip()}", False
+        if usage:  # a refusal the program itself wrote: as good as a traceback's last line
+            yield i, usage.group("message").strip(), True
         if line and not line[0].isspace() and in_traceback and not line.startswith("  "):
             # a traceback's frames are indented; an unindented line that is not its exception
             # line means the block ended without one (cut output)
@@ -110,7 +110,7 @@ def root_cause(text: str) -> str | None:
         index, line, from_traceback = item
         wrapper = any(w.lower() in line.lower() for w in WRAPPERS)
         bare_exit = re.fullmatch(r"SystemExit(: \d+)?", line) is not None
-        return (int(wrapper or bare_exit), int(not from_traceback and "error:" not in line), index)
+        return (int(wrapper or bare_exit), int(not from_traceback), index)
 
     return min(found, key=rank)[1]
 

@@ -37,7 +37,7 @@ def test_the_workers_memory_refusal_is_the_root_cause_not_the_api_servers_last_l
 
 def test_argparse_refusal_is_the_cause_of_a_bad_dtype():
     assert root_cause((LOGS / "vllm-bad-dtype.log").read_text()) == (
-        "error: argument --dtype: invalid choice: 'bogus' (choose from 'auto', 'bfloat16', "
+        "argument --dtype: invalid choice: 'bogus' (choose from 'auto', 'bfloat16', "
         "'float', 'float16', 'float32', 'half')"
     )
 
