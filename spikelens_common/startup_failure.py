@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 # What a line may carry before its text: vLLM's process tag "(EngineCore_DP0 pid=123) ", then a
 # logging prefix "ERROR 12-03 05:30:01 [core.py:708] " or "2026-12-03 05:30:01,123 ERROR name: ".
@@ -163,7 +164,7 @@ class StartupFailure(RuntimeError):
         what_happened: str,
         hints: Iterable[Hint] = (),
         tail_chars: int = 4000,
-    ) -> StartupFailure:
+    ) -> Self:
         """From the log at `log_path`: `what_happened` (e.g. "exited with 1") when the log
         names no error, else the root cause line; the first matching hint's fix."""
         try:
