@@ -4,7 +4,8 @@
   a child and its descendants: GC pauses per process in `collect/gc-<pid>.jsonl`.
 - `CollectorSet(run_dir, root_pid, role, metrics_url, options).start()` / `.stop()`: py-spy
   stack samples by code region, /proc CPU and scheduling counters, /metrics scrapes.
-These never import the engine; a fault injector never writes their files.
+They only measure: they import nothing of spikelens but `spikelens_common`, the fault
+injectors live in `injectors/`, and none of them writes these files.
 """
 
 from collectors.gc_hook import hook_env

@@ -11,6 +11,8 @@ timestamps in no format); the `raw` format has counts without times.
 Clock: py-spy's `ts` is microseconds since it entered `record` (before attaching), stamped when
 a sample is handed to the writer; `origin_ns` is the wall time just after its exec returned.
 A region change in a test child landed 1-10 ms from the child's own wall-clock stamp.
+Fault injectors: a stack with a frame of an injector's thread (collectors/regions.py
+INJECTOR_THREADS) gives no segment, so no injector shows in the stacks the analysis reads.
 Limit: py-spy closes a thread's last stack only when the thread is sampled again or at the end,
 so a thread or process that exits keeps its last region until the recording ends.
 """
@@ -23,7 +25,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from collectors.regions import REGION_RULES, classify
+from collectors.regions import REGION_RULES, classify, is_injector_thread
 
 STACKS_SCHEMA = pa.schema(
     [
@@ -70,6 +72,15 @@ def _decide(stack: list[dict]) -> tuple[str, int, int]:
     return region, rule, len(stack) - 1
 
 
+def _classified(stack: list[dict]) -> tuple[str, int, str, str] | None:
+    """(region, rule, deciding frame, leaf) of a stack (root first); None in an injector's thread."""
+    frames = [(e.get("name", ""), (e.get("args") or {}).get("filename", "")) for e in stack]
+    if is_injector_thread(frames):
+        return None
+    region, rule, at = _decide(stack)
+    return region, rule, _frame_text(stack[at]), _frame_text(stack[-1])
+
+
 def _segment(
     cols: dict,
     pid: int,
@@ -85,8 +96,9 @@ def _segment(
         for e in stack
     )
     if key not in cache:  # a busy thread repeats a handful of stacks thousands of times
-        region, rule, at = _decide(stack)
-        cache[key] = (region, rule, _frame_text(stack[at]), _frame_text(stack[-1]))
+        cache[key] = _classified(stack)
+    if cache[key] is None:  # a fault injector's thread: not the engine's work
+        return
     region, rule, frame, leaf = cache[key]
     for name, value in (
         ("pid", pid),

@@ -12,6 +12,8 @@ GC: py-spy's Python stacks do not show the collector (it runs in C under whateve
 allocated), so GC time is not found here but by time: the warehouse counts a sample as `gc` when
 it falls inside a pause that the GC hook recorded for the same process (only the hook's own
 callback frame is matched here).
+Injectors: samples taken in a fault injector's own thread (INJECTOR_THREADS) are not classified
+but dropped by the reader (collectors/chrometrace.py), so no injector shows in the stacks.
 Covers spikelens' engine (engine/…) and vLLM's module layout (vllm/v1/sample, vllm/model_executor,
 vllm/v1/core/sched, vllm/entrypoints, vllm/distributed, tokenizers). Filenames are matched as
 substrings of py-spy's full filenames.
@@ -193,6 +195,35 @@ REGION_RULES: tuple[RegionRule, ...] = (
         reason="HTTP, request/response models, JSON and IPC (de)serialisation",
     ),
 )
+
+
+# Threads a fault injector runs inside an engine process: their stacks are not the engine's
+# work, and ground truth must not reach the telemetry the analysis reads, so the collectors drop
+# every sample taken in them (chrometrace). Their cost still lands where it should: the GC pauses
+# they cause are the process's own collections (the GC hook records them) and the GIL they hold
+# slows the engine's own threads.
+INJECTOR_THREADS: tuple[RegionRule, ...] = (
+    RegionRule(
+        "injector",
+        ("engine/faults/gc_storm.py",),
+        ("_run", "GcStorm._run"),
+        reason="memory.gc_storm's churn thread in spikelens' engine",
+    ),
+    RegionRule(
+        "injector",
+        ("injectors/process_churn.py",),
+        reason="memory.gc_storm's churn thread the GC hook starts in a vLLM process",
+    ),
+)
+
+
+def is_injector_thread(frames: list[tuple[str, str]] | tuple[tuple[str, str], ...]) -> bool:
+    """Whether a sample (frames leaf first) was taken in a fault injector's thread."""
+    return any(
+        rule.matches(function, filename)
+        for rule in INJECTOR_THREADS
+        for function, filename in frames
+    )
 
 
 def classify(frames: list[tuple[str, str]] | tuple[tuple[str, str], ...]) -> tuple[str, int]:

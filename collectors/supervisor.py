@@ -18,11 +18,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from collectors.metrics_scraper import MetricsScraper
 from collectors.options import CollectorOptions
 from collectors.proc_sampler import ProcSampler
 from collectors.process_tree import ProcessTree
 from collectors.pyspy import PySpyRecorder
+from spikelens_common.metrics_scraper import MetricsScraper
 
 COLLECT_DIR = "collect"
 

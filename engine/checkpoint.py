@@ -1,5 +1,6 @@
 """Load a local Hugging Face Llama checkpoint folder: ``config.json``, ``*.safetensors`` (single or
-sharded), ``tokenizer.json`` and, when present, ``tokenizer_config.json`` (chat template, EOS).
+sharded), ``tokenizer.json`` and, when present, ``tokenizer_config.json`` (EOS, BOS) and the chat
+template (``chat_template.jinja``, ``chat_template.json`` or ``tokenizer_config.json``).
 
 Only what our decoder implements is accepted; anything else (another architecture, biases,
 sliding windows, unknown RoPE scaling) is an error naming the config key, never a silent mismatch.
@@ -71,9 +72,10 @@ def load_safetensors(folder: Path) -> dict[str, torch.Tensor]:
 
 
 def load_checkpoint(
-    folder: Path, tp_rank: int = 0, tp_size: int = 1
+    folder: Path, tp_rank: int = 0, tp_size: int = 1, chat_template: str | None = None
 ) -> tuple[DecoderModel, Tokenizer]:
-    """Model with this rank's slice of the checkpoint's weights (fp32 on the CPU) and its tokenizer."""
+    """Model with this rank's slice of the checkpoint's weights (fp32 on the CPU) and its tokenizer
+    (its chat template: the ``chat_template`` setting's, else the checkpoint's own)."""
     cfg_file = folder / "config.json"
     if not cfg_file.exists():
         raise FileNotFoundError(
@@ -82,4 +84,4 @@ def load_checkpoint(
     args = model_args_from_hf(json.loads(cfg_file.read_text()), str(cfg_file))
     model = DecoderModel(args, tp_rank, tp_size)
     model.load_full_state(load_safetensors(folder))
-    return model, Tokenizer.from_hf_folder(folder)
+    return model, Tokenizer.from_hf_folder(folder, chat_template)

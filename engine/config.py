@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.config_keys import ALL_UNKNOWN, strict_keys
+from spikelens_common.config_keys import ALL_UNKNOWN, strict_keys
 
 # The project tokenizer's vocabulary (engine/assets/tokenizer.json).
 PROJECT_VOCAB_SIZE = 32000
@@ -219,6 +219,9 @@ class EngineConfig:
     # Token budget of one step (prefill + decode tokens); None = max_model_len, so any prompt fits.
     max_num_batched_tokens: int | None = None
     device: str = "cpu"  # cpu, cuda, or auto (cuda when available)
+    # The chat template, as vLLM's --chat-template: a template file (kept as its absolute path) or
+    # the Jinja template itself; None = the checkpoint's own (engine.chat_template: which files).
+    chat_template: str | None = None
 
     def __post_init__(self):
         if not isinstance(self.model, str) or not self.model:
@@ -247,6 +250,13 @@ class EngineConfig:
             raise ValueError(
                 f"engine.device: must be one of {', '.join(DEVICES)}, got {self.device!r}"
             )
+        if self.chat_template is not None:
+            from engine.chat_template import check_setting
+
+            try:
+                self.chat_template = check_setting(self.chat_template)
+            except ValueError as e:
+                raise ValueError(f"engine.chat_template: {e}") from None
         if self.kv_blocks * self.block_size < self.max_model_len:
             raise ValueError(
                 f"engine.kv_blocks: kv_blocks*block_size ({self.kv_blocks}*{self.block_size}) must hold "

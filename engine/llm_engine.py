@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from engine.config import EngineConfig
-from engine.faults import FaultClock, FaultSpec, parse_fault_specs
+from engine.faults import FaultClock
 from engine.kv_cache import KVCache
 from engine.model import AttentionBatch
 from engine.model_loader import load_model, resolve_device
@@ -38,6 +38,7 @@ from engine.sequence import SequenceStatus
 from engine.stage_clock import StageClock
 from engine.telemetry import StepRecord, Telemetry
 from engine.telemetry.thread_stats import page_faults
+from spikelens_common.fault_spec import FaultSpec, parse_fault_specs
 
 
 @dataclass

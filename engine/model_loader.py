@@ -29,13 +29,15 @@ def load_model(
     dtype = DTYPE_BY_NAME[config.dtype]
     if config.model in MODEL_PRESETS:
         args = ModelArgs.from_name(config.model)
-        tokenizer = Tokenizer.default()
+        tokenizer = Tokenizer.default(config.chat_template)
         model = DecoderModel(args, tp_rank, tp_size)
         model.init_synthetic(config.seed)
     elif Path(config.model).is_dir():
         from engine.checkpoint import load_checkpoint
 
-        model, tokenizer = load_checkpoint(Path(config.model), tp_rank, tp_size)
+        model, tokenizer = load_checkpoint(
+            Path(config.model), tp_rank, tp_size, config.chat_template
+        )
     else:
         raise ValueError(
             f"engine.model: {config.model!r} is neither a preset ({', '.join(MODEL_PRESETS)}) nor a checkpoint folder"

@@ -2,9 +2,11 @@
 
 Two sources:
 - the project's own BPE in ``engine/assets/tokenizer.json`` (trained by ``engine/train_tokenizer.py``,
-  vocab 32000), with a simple chat template written here;
-- a Hugging Face checkpoint folder (``tokenizer.json`` + ``tokenizer_config.json``), whose Jinja chat
-  template and EOS token are used when present.
+  vocab 32000), with its own chat template written out here (the same as
+  ``engine/assets/chat_template.jinja``, which checkpoints built on this tokenizer carry);
+- a Hugging Face checkpoint folder (``tokenizer.json`` + ``tokenizer_config.json``), with its EOS token
+  and its Jinja chat template where it has one (``engine.chat_template``: which file, in which order).
+  Without one, chat answers 400 naming both ways out; the project's template never stands in.
 
 Decoding is byte-level, so ``decode(encode(text)) == text`` for any text.
 """
@@ -15,12 +17,12 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tokenizers import Tokenizer as HFTokenizer
 
-if TYPE_CHECKING:
-    import jinja2
+from engine import chat_template as templates
+from engine.chat_template import ChatTemplate, ChatTemplateMissing
 
 BOS, EOS, PAD = "<|bos|>", "<|eos|>", "<|pad|>"
 END_OF_TURN = "<|end|>"
@@ -51,34 +53,43 @@ class Tokenizer:
         *,
         eos_token: str,
         bos_token: str | None,
-        chat_template: str | None = None,
+        chat_template: ChatTemplate | None = None,
+        builtin_chat: bool = False,
         extra_stop_tokens: Sequence[str] = (),
+        source: str = "this tokenizer",
     ):
+        """``chat_template``: the Jinja template chat renders with; else ``builtin_chat`` (the
+        project tokenizer's own turns), else chat is a ``ChatTemplateMissing`` naming ``source``."""
         self._hf = hf
         self.eos_token_id = self._require_id(eos_token)
         self.bos_token_id = None if bos_token is None else self._require_id(bos_token)
         self.stop_token_ids = frozenset(
             [self.eos_token_id, *(self._require_id(t) for t in extra_stop_tokens)]
         )
-        self._chat_template_source = chat_template
-        self._jinja_template: jinja2.Template | None = (
-            None  # compiled lazily: only HF checkpoints carry one
-        )
+        self.chat_template = chat_template
+        self._builtin_chat = builtin_chat
+        self._source = source
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
-    def default(cls) -> Tokenizer:
-        """The project's BPE (vocab 32000) with its built-in chat template."""
+    def default(cls, chat_template: str | None = None) -> Tokenizer:
+        """The project's BPE (vocab 32000) with its own chat template, or the ``chat_template``
+        setting's (``engine.chat_template``: a file or a template) where one is given."""
         return cls(
             HFTokenizer.from_file(str(DEFAULT_TOKENIZER_PATH)),
             eos_token=EOS,
             bos_token=BOS,
+            chat_template=None if chat_template is None else templates.from_setting(chat_template),
+            builtin_chat=True,
             extra_stop_tokens=(END_OF_TURN,),
+            source="the project tokenizer",
         )
 
     @classmethod
-    def from_hf_folder(cls, folder: str | Path) -> Tokenizer:
-        """Load ``tokenizer.json`` and, when present, ``tokenizer_config.json`` of a HF checkpoint."""
+    def from_hf_folder(cls, folder: str | Path, chat_template: str | None = None) -> Tokenizer:
+        """Load ``tokenizer.json`` and, when present, ``tokenizer_config.json`` of a HF checkpoint;
+        the chat template is the ``chat_template`` setting's, else the checkpoint's own
+        (``engine.chat_template.resolve``), else none."""
         folder = Path(folder)
         tok_file = folder / "tokenizer.json"
         if not tok_file.exists():
@@ -96,10 +107,8 @@ class Tokenizer:
             raise ValueError(
                 f"{folder}: no eos_token in tokenizer_config.json and none of the usual EOS tokens in the vocabulary"
             )
-        template = cfg.get("chat_template")
-        if isinstance(template, list):  # newer configs: [{"name": "default", "template": ...}, ...]
-            template = next((t["template"] for t in template if t.get("name") == "default"), None)
-        return cls(hf, eos_token=eos, bos_token=bos, chat_template=template)
+        template = templates.resolve(folder, cfg, chat_template)
+        return cls(hf, eos_token=eos, bos_token=bos, chat_template=template, source=str(folder))
 
     # ---- text ---------------------------------------------------------------------------------
     @property
@@ -126,17 +135,27 @@ class Tokenizer:
         return tid
 
     # ---- chat ---------------------------------------------------------------------------------
+    @property
+    def chat_template_origin(self) -> str | None:
+        """Where chat's template comes from (for the start-up log); None: chat answers 400."""
+        if self.chat_template is not None:
+            return self.chat_template.origin
+        return "the project tokenizer's own (built in)" if self._builtin_chat else None
+
     def apply_chat_template(self, messages: Sequence[ChatMessage | dict]) -> list[int]:
         """Render chat messages plus the assistant's opening into prompt ids.
 
         Messages are dicts (``{"role", "content"}``) or ``ChatMessage``; a role outside
         system/user/assistant or a non-string content is a ``ValueError`` naming the message.
+        With no template at all it is a ``ChatTemplateMissing`` (a ValueError) saying so.
         """
         msgs = [_as_message(m, i) for i, m in enumerate(messages)]
         if not msgs:
             raise ValueError("messages: at least one message is required")
-        if self._chat_template_source is not None:
-            return self._apply_jinja(msgs)
+        if self.chat_template is not None:
+            return self._apply_jinja(self.chat_template, msgs)
+        if not self._builtin_chat:
+            raise ChatTemplateMissing(templates.missing_template_message(self._source))
         ids: list[int] = [] if self.bos_token_id is None else [self.bos_token_id]
         end = self._require_id(END_OF_TURN)
         for m in msgs:
@@ -150,22 +169,13 @@ class Tokenizer:
         ids += [self._require_id(ROLE_TOKENS["assistant"]), *self.encode("\n")]
         return ids
 
-    def _apply_jinja(self, msgs: list[ChatMessage]) -> list[int]:
-        if self._chat_template_source is None:
-            raise ValueError("chat template: this tokenizer has none (tokenizer_config.json)")
-        if self._jinja_template is None:
-            import jinja2.sandbox  # a checkpoint's template is data, so render it sandboxed
-
-            env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-            env.globals["raise_exception"] = _raise_template_error
-            self._jinja_template = env.from_string(self._chat_template_source)
-        text = self._jinja_template.render(
-            messages=[{"role": m.role, "content": m.content} for m in msgs],
-            add_generation_prompt=True,
-            bos_token=self._hf.id_to_token(self.bos_token_id)
-            if self.bos_token_id is not None
-            else "",
-            eos_token=self._hf.id_to_token(self.eos_token_id),
+    def _apply_jinja(self, template: ChatTemplate, msgs: list[ChatMessage]) -> list[int]:
+        text = template.render(
+            [{"role": m.role, "content": m.content} for m in msgs],
+            bos_token=""
+            if self.bos_token_id is None
+            else str(self._hf.id_to_token(self.bos_token_id)),
+            eos_token=str(self._hf.id_to_token(self.eos_token_id)),
         )
         # The template writes special tokens as text; encode them as special tokens.
         return self._hf.encode(text, add_special_tokens=False).ids
@@ -198,7 +208,3 @@ def _token_str(tok) -> str | None:
 
 def _first_present(hf: HFTokenizer, candidates: list[str]) -> str | None:
     return next((c for c in candidates if hf.token_to_id(c) is not None), None)
-
-
-def _raise_template_error(message: str):
-    raise ValueError(f"chat template: {message}")

@@ -65,6 +65,11 @@ def engine(
         None, help="Seed of synthetic weights and unseeded sampling (default 0)."
     ),
     device: str | None = typer.Option(None, help="cpu (default), cuda or auto."),
+    chat_template: str | None = typer.Option(
+        None,
+        help="Chat template: a Jinja file or the template itself (as vLLM's). Default: the "
+        "checkpoint's chat_template.jinja, chat_template.json or tokenizer_config.json.",
+    ),
     served_model_name: str | None = typer.Option(
         None, help="Model id answered by /v1/models (default spikelens)."
     ),
@@ -90,6 +95,7 @@ def engine(
         "tp": tensor_parallel_size,
         "seed": seed,
         "device": device,
+        "chat_template": chat_template,
     }
     data = _engine_run_config(config, engine_flags, {"model_name": served_model_name})
     run_dir = run_dir or StatePaths.from_env().ensure().runs / "adhoc-engine"

@@ -48,7 +48,7 @@ def unregistered_kinds(scenario: Path) -> list[str]:
     kinds that land later: those cases are skipped and listed, not run and not failed)."""
     import yaml
 
-    from engine.faults.registry import FAULT_CAUSES
+    from spikelens_common.fault_catalogue import FAULT_CAUSES
 
     raw = yaml.safe_load(scenario.read_text()) or {}
     faults = raw.get("faults") or [] if isinstance(raw, dict) else []

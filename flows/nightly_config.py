@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from engine.config_keys import strict_keys
+from spikelens_common.config_keys import strict_keys
 
 # Metric name → quantile (None = mean). Latency in ms; throughput in output tokens/s per window.
 METRICS: dict[str, float | None] = {

@@ -4,7 +4,8 @@ against another engine config or an external URL, compared metric by metric with
 The recorded run's scenario (from its run.json) is the starting point; its load becomes a
 `replay` of its own requests.parquet, so the new run sends what the original sent, when it sent
 it. Engine faults are injected again when spikelens starts the engine (to reproduce the incident)
-and dropped against an external target (we cannot inject into an engine we did not start).
+and dropped against an external target (we cannot inject into an engine we did not start):
+only the kinds the catalogue allows on a target (loadgen's and the proxy's) stay.
 """
 
 from __future__ import annotations
@@ -23,8 +24,11 @@ from flows.paths import StatePaths
 from flows.run_scenario import run_scenario
 from flows.scenario import deep_merge
 from flows.tasks import progress, refresh_index
+from spikelens_common.fault_catalogue import Runtime as RuntimeKey
+from spikelens_common.fault_catalogue import kinds_on
 
-_TRAFFIC_FAULTS = ("penalty.repetition", "load.burst")
+# the kinds a target can get (loadgen's and the proxy's): the others need an engine spikelens starts
+_TARGET_FAULTS = frozenset(kinds_on(RuntimeKey.TARGET))
 
 
 @dataclass
@@ -46,7 +50,7 @@ def replay_scenario(
     if target:
         raw.pop("engine", None)
         raw["target"] = target
-        raw["faults"] = [f for f in raw.get("faults") or [] if f.get("kind") in _TRAFFIC_FAULTS]
+        raw["faults"] = [f for f in raw.get("faults") or [] if f.get("kind") in _TARGET_FAULTS]
     elif engine_overrides:
         raw["engine"] = deep_merge(raw.get("engine") or {}, engine_overrides)
     return raw

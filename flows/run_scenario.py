@@ -21,13 +21,9 @@ from prefect import flow
 from prefect.exceptions import TerminationSignal
 
 from collectors import collect_dir, hook_env
-from collectors.cpu_contention import CpuContention
-from collectors.delay_proxy import DelayProxy
-from collectors.process_faults import KINDS as PROCESS_FAULT_KINDS
-from collectors.process_faults import arm as arm_process_faults
-from collectors.process_faults import schedule_env
 from engine.server.launch import EngineProcess
 from flows.affinity import KeptOff, default_engine_cpus
+from flows.fault_routing import FaultRoutes, route_faults
 from flows.finish import finish_run
 from flows.manifest import RunManifest, new_run_id
 from flows.paths import StatePaths
@@ -50,8 +46,12 @@ from flows.tasks import (
 )
 from flows.vllm_config import VllmConfig
 from flows.vllm_process import VllmProcess
+from injectors.cpu_contention import CpuContention
+from injectors.delay_proxy import DelayProxy
+from injectors.process_faults import arm as arm_process_faults
+from injectors.process_faults import schedule_env
 from loadgen.runner import LocustRunOptions
-from loadgen.traffic_faults import for_loadgen
+from spikelens_common.fault_catalogue import Applier
 
 if TYPE_CHECKING:
     from collectors.supervisor import CollectorSet
@@ -109,7 +109,7 @@ def run_scenario(
     write_manifest(manifest, run_dir)
     progress.info("run %s", run_id)
 
-    serving = _Serving(scenario, run_dir, list(manifest.faults))
+    serving = _Serving(scenario, run_dir, route_faults(scenario.faults, scenario.runtime))
     nvml = None
     failure: BaseException | None = None
     try:
@@ -193,12 +193,13 @@ def _new_manifest(
 @dataclass
 class _Serving:
     """What a run starts besides the load: spikelens' engine or vLLM, with the collectors on its
-    process tree and the host.cpu_contention hogs on its CPUs (nothing for a `target:`).
+    process tree, the host.cpu_contention hogs on its CPUs (nothing for a `target:`) and the
+    network.delay proxy. Each applier gets its own faults from `faults` (routed once).
     `stop` stops whatever was started, in reverse order, and notes it in run.json."""
 
     scenario: Scenario
     run_dir: Path
-    faults: list[dict]
+    faults: FaultRoutes
     url: str = ""
     engine: EngineProcess | VllmProcess | None = None
     collectors: CollectorSet | None = None
@@ -211,13 +212,16 @@ class _Serving:
         engine: EngineProcess | VllmProcess
         match runtime:
             case OurEngine(config=config):
-                engine = start_engine(run_id, config.to_dict(), self.faults, run_dir)
+                engine = start_engine(
+                    run_id, config.to_dict(), self.faults.of(Applier.ENGINE), run_dir
+                )
                 role = "engine"
             case VllmEngine(config=config):
                 config = self._split_cpus(config, manifest)
                 # every process of vLLM's tree inherits the GC hook through its environment
+                process_faults = self.faults.of(Applier.GC_HOOK)
                 engine = start_vllm(
-                    config, run_dir, env_hook=lambda env: _vllm_env(run_dir, self.faults, env)
+                    config, run_dir, env_hook=lambda env: _vllm_env(run_dir, process_faults, env)
                 )
                 manifest.extra["vllm"] = engine.describe()
                 write_manifest(manifest, run_dir)
@@ -230,7 +234,9 @@ class _Serving:
         self.engine = engine
         self.url = engine.url
         self.collectors = start_collectors(run_dir, root_pid, role, f"{self.url}/metrics")
-        self.hogs = CpuContention(self.faults, root_pid, run_dir, self.scenario.duration_s)
+        self.hogs = CpuContention(
+            self.faults.of(Applier.HOGS), root_pid, run_dir, self.scenario.duration_s
+        )
         self._start_proxy()
 
     def _split_cpus(self, config: VllmConfig, manifest: RunManifest) -> VllmConfig:
@@ -250,7 +256,9 @@ class _Serving:
 
     def _start_proxy(self) -> None:
         """network.delay: loadgen's URL becomes the delaying proxy's (same URL without one)."""
-        self.proxy = DelayProxy(self.faults, self.run_dir, self.scenario.duration_s)
+        self.proxy = DelayProxy(
+            self.faults.of(Applier.PROXY), self.run_dir, self.scenario.duration_s
+        )
         self.url = self.proxy.start(self.url)
 
     def arm(self, t0_ns: int) -> None:
@@ -261,11 +269,9 @@ class _Serving:
             self.hogs.arm(t0_ns)
         if self.proxy is not None:
             self.proxy.arm(t0_ns)
-        if isinstance(self.scenario.runtime, VllmEngine) and any(
-            f["kind"] in PROCESS_FAULT_KINDS for f in self.faults
-        ):
+        if process_faults := self.faults.of(Applier.GC_HOOK):
             arm_process_faults(
-                self.faults,
+                process_faults,
                 t0_ns,
                 self.scenario.duration_s,
                 collect_dir(self.run_dir),
@@ -343,7 +349,7 @@ def _load_options(scenario: Scenario, serving: _Serving) -> LocustRunOptions:
         warmup_s=scenario.warmup_s,
         seed=scenario.seed,
         tokenizer_path=_tokenizer_path(scenario),
-        faults=for_loadgen(serving.faults, own_engine=own_engine),
+        faults=serving.faults.of(Applier.LOADGEN),
         # the collectors scrape /metrics of an engine spikelens started; a target's is scraped
         # by loadgen (one writer of metrics.parquet per run)
         metrics_url=f"{url.rstrip('/')}/metrics" if target else None,
@@ -353,11 +359,11 @@ def _load_options(scenario: Scenario, serving: _Serving) -> LocustRunOptions:
     )
 
 
-def _vllm_env(run_dir: Path, faults: list[dict], env: dict[str, str]) -> dict[str, str]:
+def _vllm_env(run_dir: Path, process_faults: list[dict], env: dict[str, str]) -> dict[str, str]:
     """vLLM's environment: every process of its tree inherits the GC hook, and, when the run has
-    process faults, the path of the schedule the hook waits for."""
+    process faults (the GC hook's, routed), the churn module and the schedule it waits for."""
     env = hook_env(collect_dir(run_dir), "vllm", env)
-    if any(f["kind"] in PROCESS_FAULT_KINDS for f in faults):
+    if process_faults:
         env = schedule_env(collect_dir(run_dir), env)
     return env
 

@@ -3,14 +3,14 @@
 A scenario is YAML. Unknown keys and bad values are errors that name the file, the line and the
 key, so a typo in a nightly config fails loudly at load time instead of silently running the
 wrong experiment. The blocks are validated by the modules that own them (`engine.config`, or
-`flows.vllm_config` for `engine: {kind: vllm}`; `loadgen.spec`); this module knows the top-level
+`flows.vllm_config` for `engine: {kind: vllm}`; `loadgen.spec`; each fault by the applier
+`flows.fault_routing` routes it to); this module knows the top-level
 shape (with `target: URL | {url, model}` and `endpoint: chat | completions`) and where each key
 sits in the file.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,20 +19,13 @@ from typing import Any, TypeVar
 
 import yaml
 
-from collectors.cpu_contention import KIND as CPU_CONTENTION
-from collectors.cpu_contention import make_params as make_cpu_contention_params
-from collectors.delay_proxy import KIND as NETWORK_DELAY
-from collectors.delay_proxy import make_params as make_network_delay_params
-from collectors.process_faults import KINDS as PROCESS_FAULT_KINDS
-from collectors.process_faults import make_params as make_process_fault_params
 from engine.config import EngineConfig
-from engine.config_keys import UnknownKeyError, strict_keys
-from engine.faults import ENGINE_KINDS, FaultSpec, parse_fault_specs
+from flows.fault_routing import FaultRouteError, check_params, route_faults
 from flows.runtime import OurEngine, Runtime, Target, VllmEngine
 from flows.vllm_config import VllmConfig, engine_kind
 from loadgen.spec import LoadSpec, WorkloadSpec
-from loadgen.traffic_faults import KINDS as TRAFFIC_KINDS
-from loadgen.traffic_faults import OWN_ENGINE_APPLIES, for_loadgen, traffic_faults
+from spikelens_common.config_keys import UnknownKeyError, strict_keys
+from spikelens_common.fault_spec import FaultSpec, parse_fault_specs
 
 _TOP_KEYS = {
     "name",
@@ -120,9 +113,10 @@ def _blame(
 ) -> tuple[int | None, str]:
     """Find the line of the key an error names inside `block` (else the block's line).
 
-    An error that carries its `field` (engine.config_keys.strict_keys) names it; for the others,
-    a quoted key ('max_num_seqz') in the message wins, else a key named as a word before any list
-    of valid keys. The message's list of valid keys must not be mistaken for the culprit.
+    An error that carries its `field` (spikelens_common.config_keys.strict_keys) names it; for
+    the others, a quoted key ('max_num_seqz') in the message wins, else a key named as a word
+    before any list of valid keys. The message's list of valid keys must not be mistaken for the
+    culprit.
     """
     if field:
         path = _field_path(field)
@@ -231,7 +225,7 @@ def parse_scenario(
     load = _section(src, "load", LoadSpec.from_dict)
     _check_slo(src)
     faults = _faults(src, runtime)
-    _check_fault_windows(src, runtime, faults, duration_s)
+    _check_fault_windows(src, faults, duration_s)
     return Scenario(
         name=name,
         duration_s=duration_s,
@@ -318,66 +312,39 @@ def _check_slo(src: _Source) -> None:
 
 
 def _faults(src: _Source, runtime: Runtime) -> list[FaultSpec]:
-    """Faults are validated by their owners: the engine's parser and injector params, and
-    loadgen's for the traffic kinds it applies. Their messages start with `faults[i]`."""
-    own = isinstance(runtime, OurEngine)  # spikelens' engine applies its kinds; else loadgen may
+    """The fault list: its shape (spikelens_common.fault_spec), then routed to the appliers the
+    catalogue names for this runtime (flows.fault_routing), each of which checks its params.
+    Messages start with `faults[i]` (or name the kind's params field)."""
     try:
         faults = parse_fault_specs(src.raw.get("faults"))
-        for f in faults:
-            if isinstance(runtime, VllmEngine) and f.kind in PROCESS_FAULT_KINDS:  # by the GC hook
-                make_process_fault_params(f.kind, f.params)
-            elif f.kind == CPU_CONTENTION:  # applied by the flow beside any engine it starts
-                make_cpu_contention_params(f.params)
-            elif f.kind == NETWORK_DELAY:  # a proxy the flow puts between loadgen and the engine
-                make_network_delay_params(f.params)
-            elif f.kind in ENGINE_KINDS and not (own is False and f.kind in OWN_ENGINE_APPLIES):
-                ENGINE_KINDS[f.kind].make_params(f.params)
-        traffic_faults(for_loadgen([dataclasses.asdict(f) for f in faults], own))
     except (ValueError, TypeError) as e:
-        index = re.match(r"faults\[(\d+)\]", str(e))
-        block = ("faults", int(index.group(1))) if index else ("faults",)
-        raise src.fail(block, str(e), e) from None
+        raise _fault_error(src, e) from None
+    try:
+        routes = route_faults(faults, runtime)
+    except FaultRouteError as e:
+        raise src.error(e.field, str(e).removeprefix(f"{e.field}: "), ("faults", e.index)) from None
+    try:
+        check_params(routes)
+    except (ValueError, TypeError) as e:
+        raise _fault_error(src, e) from None
     return faults
 
 
-def _check_fault_windows(
-    src: _Source, runtime: Runtime, faults: list[FaultSpec], duration_s: float
-) -> None:
-    """Each fault applies to what this scenario runs, inside the measured duration."""
-    vllm = isinstance(runtime, VllmEngine)
+def _fault_error(src: _Source, e: Exception) -> ScenarioError:
+    index = re.match(r"faults\[(\d+)\]", str(e))
+    block = ("faults", int(index.group(1))) if index else ("faults",)
+    return src.fail(block, str(e), e)
+
+
+def _check_fault_windows(src: _Source, faults: list[FaultSpec], duration_s: float) -> None:
+    """Each fault's window ends inside the measured duration."""
     for i, f in enumerate(faults):
-        at = ("faults", i)
-        if (
-            not isinstance(runtime, OurEngine)
-            and f.kind in ENGINE_KINDS
-            and not (vllm and f.kind in {*PROCESS_FAULT_KINDS, *OWN_ENGINE_APPLIES})
-        ):
-            also = (
-                ", ".join(sorted({*PROCESS_FAULT_KINDS, *OWN_ENGINE_APPLIES})) + " (vLLM)"
-                if vllm
-                else ""
-            )
-            raise src.error(
-                f"faults[{i}].kind",
-                f"{f.kind!r} is injected by spikelens' own engine; with vLLM or a "
-                f"target only loadgen's kinds apply: "
-                f"{', '.join(sorted(set(TRAFFIC_KINDS) - OWN_ENGINE_APPLIES))}"
-                + (f"; and {also}" if also else ""),
-                at,
-            )
-        if f.kind == CPU_CONTENTION and isinstance(runtime, Target):
-            raise src.error(
-                f"faults[{i}].kind",
-                f"{f.kind!r} pins hog processes to the CPUs of an engine spikelens "
-                f"starts; a `target:` is not started here",
-                at,
-            )
         if f.start_s + f.duration_s > duration_s:
             raise src.error(
                 f"faults[{i}]",
                 f"window {f.start_s:g}–{f.start_s + f.duration_s:g} s ends after "
                 f"duration_s={duration_s:g}",
-                at,
+                ("faults", i),
             )
 
 

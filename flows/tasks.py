@@ -34,14 +34,17 @@ progress = logging.getLogger("spikelens.progress")
 def start_engine(
     run_id: str, engine: dict[str, Any], faults: list[dict[str, Any]], run_dir: Path
 ) -> EngineProcess:
-    """Start the engine server as a child process and wait until /health answers."""
+    """Start the engine server as a child process, with the collectors' GC hook in it and its
+    ranks, and wait until /health answers. `faults`: the engine's own (flows.fault_routing)."""
+    from collectors import collect_dir, hook_env
+
     progress.info("starting engine (%s)", engine.get("model", "default"))
     handle = EngineProcess(
         {"run_id": run_id, "engine": engine, "faults": faults},
         run_dir,
         startup_timeout_s=180.0,
         preexec_fn=die_with_parent,
-        gc_hook=True,
+        env_hook=lambda env: hook_env(collect_dir(run_dir), "engine", env),
     ).start()
     progress.info("engine up at %s", handle.url)
     return handle

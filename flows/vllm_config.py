@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.config_keys import ALL_UNKNOWN, strict_keys
+from spikelens_common.config_keys import ALL_UNKNOWN, strict_keys
 
 SERVING_KINDS = ("spikelens", "vllm")
 DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")

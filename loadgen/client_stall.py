@@ -7,32 +7,16 @@ pause in it, does. Bytes the engine sends meanwhile wait in the client's socket;
 them on arrival, but chunks that arrive together are read together, under the later packet's
 stamp, so the client's ITL and TTFT grow while the server's own times do not. The stall writes
 nothing; the window goes to faults.loadgen.parquet (loadgen.traffic_faults) as ground truth.
+Its params dataclass, `StallParams`, is in spikelens_common.fault_params.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+
+from spikelens_common.fault_params import StallParams
 
 KIND = "client.stall"
-
-
-@dataclass(frozen=True)
-class StallParams:
-    pause_ms: float = 200.0  # how long each stall blocks the process
-    every_ms: float = 500.0  # a stall starts this often inside the window (> pause_ms)
-
-    def __post_init__(self) -> None:
-        for name, low, high in (("pause_ms", 1.0, 10_000.0), ("every_ms", 2.0, 60_000.0)):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int | float) or not low <= v <= high:
-                raise ValueError(
-                    f"{KIND}.params.{name}: must be a number in [{low:g}, {high:g}], got {v!r}"
-                )
-        if self.every_ms <= self.pause_ms:
-            raise ValueError(
-                f"{KIND}.params.every_ms: must be > pause_ms ({self.pause_ms:g}), got {self.every_ms:g}"
-            )
 
 
 def pause_starts(start_s: float, duration_s: float, params: StallParams) -> Iterator[float]:

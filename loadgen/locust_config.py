@@ -11,9 +11,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.config_keys import strict_keys
 from loadgen.errors import SpecError
 from loadgen.spec import LoadSpec, WorkloadSpec
+from spikelens_common.config_keys import strict_keys
 
 CONFIG_ENV = "SPIKELENS_LOADGEN_CONFIG"
 # The API key travels in the environment, never in the config file kept in the run directory.

@@ -36,8 +36,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.config_keys import strict_keys
 from loadgen.errors import SpecError
+from spikelens_common.config_keys import strict_keys
 
 PERCENTILES = (50, 90, 95, 99)
 CONVENTIONS = ("vllm", "guidellm", "genai-perf")

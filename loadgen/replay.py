@@ -1,14 +1,18 @@
-"""Replay traces: a recorded run's arrivals and request mix, or a JSONL trace of timestamps and
-request bodies.
+"""Replay traces: a recorded run's arrivals and request mix, a JSONL trace of timestamps and
+request bodies, or a production trace (Azure LLM inference CSV, Mooncake JSONL).
 
-What: `load_trace(path, speed)` returns `ReplayEntry`s sorted by send time (seconds from the
-trace's first request, divided by `speed`):
+What: `load_trace(path, options)` returns `ReplayEntry`s sorted by send time (seconds from the
+trace's first request, sliced to [from_s, to_s), then divided by `speed`; token lengths times
+`length_scale`):
 - a run directory (or its requests.parquet): every recorded request's intended send time,
   prompt length (prompt_tokens_target), max_tokens and sampling parameters; prompts are cut
   again from the corpus at the recorded lengths (the recorder keeps lengths, not texts).
 - a JSONL trace: one object per line with `t_s` (seconds, non-decreasing) and one of
   `body` (an OpenAI request body, sent as given but always streamed with usage), `prompt`
   (text) or `prompt_tokens` (a length); optional `max_tokens` and `sampling` ({name: value}).
+- a production trace (loadgen.trace_formats): a `.csv` file is read as the Azure LLM inference
+  trace, a JSONL file whose rows have `timestamp` and `input_length` as Mooncake's; prompts are
+  cut from the corpus at the given lengths and max_tokens is the recorded output length.
 Errors name the file, line and field. The runner validates and normalises the trace into the
 run's loadgen/replay.jsonl, which the Locust processes read (`read_normalised`).
 """
@@ -16,6 +20,7 @@ run's loadgen/replay.jsonl, which the Locust processes read (`read_normalised`).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -24,7 +29,8 @@ import pyarrow.parquet as pq
 from loadgen.errors import InputFileError, SpecError
 from loadgen.recorder import SAMPLING_COLUMNS
 from loadgen.sources import iter_json_objects
-from loadgen.spec import check_sampling
+from loadgen.spec import LoadSpec, check_sampling
+from loadgen.trace_formats import TraceRow, is_mooncake, read_azure_csv, read_mooncake_jsonl
 
 TRACE_KEYS = {"t_s", "body", "prompt", "prompt_tokens", "max_tokens", "sampling"}
 
@@ -39,20 +45,75 @@ class ReplayEntry:
     sampling: dict = field(default_factory=dict)
 
 
-def load_trace(path: str | Path, speed: float = 1.0) -> list[ReplayEntry]:
-    """Entries of a recorded run or a JSONL trace, sorted by t_s; raises InputFileError."""
+@dataclass(frozen=True)
+class TraceOptions:
+    """How a trace is replayed (LoadSpec's replay keys)."""
+
+    speed: float = 1.0  # time compression (2 = twice as fast); > 0
+    length_scale: float = 1.0  # token lengths times this (at least 1 token); > 0
+    from_s: float = 0.0  # the slice replayed: seconds after the trace's first request
+    to_s: float | None = None  # end of the slice (exclusive); None: the end of the trace
+
+
+def load_trace(path: str | Path, options: TraceOptions = TraceOptions()) -> list[ReplayEntry]:
+    """Entries of a recorded run or a trace file, sorted by t_s; raises InputFileError."""
     path = Path(path)
     if path.is_dir():
         path = path / "requests.parquet"
     if not path.exists():
         raise InputFileError(str(path), None, None, "no such file or run directory")
-    entries = _from_run(path) if path.suffix == ".parquet" else _from_jsonl(path)
+    entries = sorted(_read(path), key=lambda e: e.t_s)
     if not entries:
         raise InputFileError(str(path), None, None, "the trace has no requests")
+    to_s = math.inf if options.to_s is None else options.to_s
+    kept = [e for e in entries if options.from_s <= e.t_s < to_s]
+    if not kept:
+        raise InputFileError(
+            str(path),
+            None,
+            "trace_from_s",
+            f"no request in [{options.from_s}, {to_s}) s of a trace {entries[-1].t_s:.1f} s long",
+        )
     return [
-        ReplayEntry(e.t_s / speed, e.prompt_tokens, e.prompt, e.body, e.max_tokens, e.sampling)
-        for e in sorted(entries, key=lambda e: e.t_s)
+        ReplayEntry(
+            (e.t_s - options.from_s) / options.speed,
+            _scaled(e.prompt_tokens, options.length_scale),
+            e.prompt,
+            e.body,
+            _scaled(e.max_tokens, options.length_scale),
+            e.sampling,
+        )
+        for e in kept
     ]
+
+
+def trace_options(load: LoadSpec) -> TraceOptions:
+    """A replay load spec's trace options."""
+    return TraceOptions(load.speed, load.length_scale, load.trace_from_s, load.trace_to_s)
+
+
+def _read(path: Path) -> list[ReplayEntry]:
+    """The entries of one file, in file order, by its format."""
+    if path.suffix == ".parquet":
+        return _from_run(path)
+    if path.suffix == ".csv":
+        return _from_rows(read_azure_csv(path))
+    objects = list(iter_json_objects(path, path.read_text(encoding="utf-8")))
+    if objects and is_mooncake(objects[0][1]):
+        return _from_rows(read_mooncake_jsonl(path, objects))
+    return _from_jsonl(path, objects)
+
+
+def _from_rows(rows: list[TraceRow]) -> list[ReplayEntry]:
+    return [
+        ReplayEntry(r.t_s, prompt_tokens=r.prompt_tokens, max_tokens=r.output_tokens) for r in rows
+    ]
+
+
+def _scaled(tokens: int | None, scale: float) -> int | None:
+    if tokens is None or scale == 1.0:
+        return tokens
+    return max(1, round(tokens * scale))
 
 
 def _from_run(path: Path) -> list[ReplayEntry]:
@@ -71,10 +132,10 @@ def _from_run(path: Path) -> list[ReplayEntry]:
     ]
 
 
-def _from_jsonl(path: Path) -> list[ReplayEntry]:
+def _from_jsonl(path: Path, objects: list[tuple[int, dict]]) -> list[ReplayEntry]:
     entries = []
     previous = 0.0
-    for line, obj in iter_json_objects(path, path.read_text(encoding="utf-8")):
+    for line, obj in objects:
         for key in obj:
             if key not in TRACE_KEYS:
                 raise InputFileError(

@@ -33,17 +33,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from collectors.metrics_scraper import MetricsScraper
 from loadgen.client_health import WARMUP_MARKER, merge_health, warmup_verdict
 from loadgen.error_guard import STOP_MARKER, ErrorGuardConfig
 from loadgen.errors import SpecError
 from loadgen.locust_config import API_KEY_ENV, CONFIG_ENV, START_MARKER, LocustConfig
 from loadgen.prompts import PromptBuilder
 from loadgen.recorder import merge_parts
-from loadgen.replay import load_trace, write_normalised
+from loadgen.replay import load_trace, trace_options, write_normalised
 from loadgen.shapes import spawn_rate, target_users
 from loadgen.spec import LoadSpec, WorkloadSpec, load_from, workload_from
 from loadgen.traffic_faults import traffic_faults, write_faults
+from spikelens_common.metrics_scraper import MetricsScraper
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 EVENT_NAME = "chat-stream"  # the name of the Locust request event the locustfile fires
@@ -105,9 +105,9 @@ class LocustRunOptions:
     read_mode: str = "line"
     request_timeout_s: float = 600.0  # network timeout between bytes of one request, seconds
     log_lines: int = 60  # lines of Locust's output kept for stdout_tail and error messages
-    # the scenario's whole fault list ({kind, start_s, duration_s, params} mappings or FaultSpec
-    # -like objects): loadgen applies load.burst and the penalty kinds, records them in
-    # faults.loadgen.parquet, and skips the engine's kinds
+    # loadgen's own faults, as the flows route them ({kind, start_s, duration_s, params}
+    # mappings or FaultSpec-like objects): applied and recorded in faults.loadgen.parquet; a kind
+    # loadgen does not apply (spikelens_common.fault_catalogue) is an error
     faults: Sequence[Any] = ()
     # Locust worker processes: 0 runs one process; N (<= 256) a master and N workers
     # (`--processes N`), every worker's samples merged
@@ -190,7 +190,7 @@ class _PreparedRun:
     config: LocustConfig
     stats_base: Path  # Locust's --json-file (it appends ".json")
     env: dict[str, str]
-    faults: list  # the loadgen-owned faults (TrafficFault)
+    faults: list  # loadgen's faults, validated (TrafficFault)
     duration_s: float
     timeout_s: float
     deadline: float  # time.monotonic() past which Locust is stopped
@@ -205,7 +205,9 @@ def _prepare_run(host: str, run_dir: Path, options: LocustRunOptions) -> _Prepar
     replay_path = None
     if load.shape == "replay" and load.trace is not None:  # LoadSpec requires a trace for replay
         replay_path = str(
-            write_normalised(load_trace(load.trace, load.speed), parts_dir / "replay.jsonl")
+            write_normalised(
+                load_trace(load.trace, trace_options(load)), parts_dir / "replay.jsonl"
+            )
         )
     guard = options.error_guard
     config = LocustConfig(

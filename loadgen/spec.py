@@ -14,8 +14,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.config_keys import strict_keys
 from loadgen.errors import SpecError
+from spikelens_common.config_keys import strict_keys
 
 # Sampling parameters the workload may set, with the valid range the engine enforces
 # (docs/design.md "Engine semantics"; OpenAI / vLLM). (low, high, low_inclusive, high_inclusive, integer)
@@ -207,8 +207,11 @@ class LoadSpec:
     spike_duration_s: float = 0.0  # spike: burst length in seconds
     rate: float | None = None  # open/poisson: target arrivals per second
     max_in_flight: int = 1024  # open loop: cap on concurrent streams (hitting it is recorded)
-    trace: str | None = None  # replay: a run directory (its requests.parquet) or a JSONL trace
+    trace: str | None = None  # replay: a run directory, a JSONL trace, an Azure CSV or Mooncake
     speed: float = 1.0  # replay: time compression (2 = twice as fast)
+    length_scale: float = 1.0  # replay: token lengths times this (0.1: production to a small model)
+    trace_from_s: float = 0.0  # replay: the slice replayed, seconds after the trace's first request
+    trace_to_s: float | None = None  # replay: end of the slice; None = the end of the trace
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "load") -> LoadSpec:
@@ -268,9 +271,19 @@ class LoadSpec:
         if self.shape == "replay":
             if not self.trace:
                 raise SpecError(
-                    f"{where}.trace (a run directory or a JSONL file) is required for replay"
+                    f"{where}.trace (a run directory, a JSONL, Azure CSV or Mooncake file) is required for replay"
                 )
             _check_number(f"{where}.speed", self.speed, 0, 1000, low_inclusive=False)
+            _check_number(f"{where}.length_scale", self.length_scale, 0, 100, low_inclusive=False)
+            _check_number(f"{where}.trace_from_s", self.trace_from_s, 0, 10**8)
+            if self.trace_to_s is not None:
+                _check_number(
+                    f"{where}.trace_to_s",
+                    self.trace_to_s,
+                    self.trace_from_s,
+                    10**8,
+                    low_inclusive=False,
+                )
 
     @property
     def open_loop(self) -> bool:

@@ -2,11 +2,12 @@
 `penalty.heavy_traffic`, and `memory.kv_pressure` where spikelens' own engine does not serve;
 and to its own process: `client.stall` (loadgen.client_stall).
 
-What: `traffic_faults(faults)` keeps the scenario faults loadgen owns (docs/INTERFACES.md: each
-process gets the whole list and skips kinds it does not own) with validated params; the
-helpers say, for a time on the run's time line, how many users / what rate factor and which
-request overrides apply; `write_faults` records the windows in `faults.loadgen.parquet`
-(the engine's faults.parquet columns: kind, cause, start_ns, end_ns, params JSON).
+What: `traffic_faults(faults)` validates the params of loadgen's faults (the flows route only
+loadgen's kinds here: spikelens_common.fault_catalogue says which, per runtime; another kind is
+an error); the helpers say, for a time on the run's time line, how many users / what rate
+factor and which request overrides apply; `write_faults` records the windows in
+`faults.loadgen.parquet` (spikelens_common.ground_truth). The params dataclasses are in
+spikelens_common.fault_params.
 
 - load.burst (cause load): the arrival rate multiplies by `factor` for the window — closed loop:
   users × factor; open loop: rate × factor. Not an engine fault: the control case.
@@ -22,8 +23,8 @@ request overrides apply; `write_faults` records the windows in `faults.loadgen.p
 - memory.kv_pressure (cause memory) against an engine spikelens does not run itself (vLLM): a
   share of the requests sent inside the window ask for long prompts (`prompt_tokens`), so an
   engine with a small KV cache (vLLM's num_gpu_blocks_override) runs out of blocks, preempts and
-  queues. Spikelens' own engine applies this kind itself (its KV budget shrinks): `for_loadgen`
-  drops it from loadgen's list there.
+  queues. Spikelens' own engine applies this kind itself (its KV budget shrinks): the flows
+  route it to the engine there.
 
 Times are seconds from the start of measured load; pure functions, no Locust import.
 """
@@ -31,114 +32,42 @@ Times are seconds from the start of measured load; pure functions, no Locust imp
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from engine.config_keys import strict_keys
-from loadgen.client_stall import StallParams
 from loadgen.errors import SpecError
 from loadgen.spec import SAMPLING_RANGES, _check_number
-
-FAULTS_SCHEMA = pa.schema(
-    [
-        ("kind", pa.string()),
-        ("cause", pa.string()),
-        ("start_ns", pa.int64()),
-        ("end_ns", pa.int64()),
-        ("params", pa.string()),
-    ]
+from spikelens_common.config_keys import strict_keys
+from spikelens_common.fault_catalogue import CATALOGUE, Applier, kinds_applied_by
+from spikelens_common.fault_params import (
+    BurstParams,
+    HeavyTrafficParams,
+    LongPromptParams,
+    RepetitionParams,
+    StallParams,
 )
+from spikelens_common.ground_truth import Scheduled, scheduled_windows, write_windows
+
+# every kind loadgen applies on some runtime (memory.kv_pressure only where our engine does not)
+KINDS = tuple(kinds_applied_by(Applier.LOADGEN))
+
+__all__ = [
+    "KINDS",
+    "BurstParams",
+    "HeavyTrafficParams",
+    "LongPromptParams",
+    "RepetitionParams",
+    "StallParams",
+    "TrafficFault",
+    "traffic_fault",
+    "traffic_faults",
+    "write_faults",
+]
 
 
-@dataclass(frozen=True)
-class BurstParams:
-    factor: float = 3.0  # arrivals multiply by this inside the window (users or rate)
-
-
-@dataclass(frozen=True)
-class RepetitionParams:
-    honours_eos = True  # class constant: these requests never send ignore_eos (they may stop)
-    temperature: float = 0.0  # greedy: a small model falls into a loop and rarely picks EOS
-    max_tokens: int | None = None  # None: the workload's output_tokens.max (the longest it allows)
-    frequency_penalty: float = (
-        -2.0
-    )  # the most negative allowed: each repeat makes the next likelier
-    presence_penalty: float = 0.0
-    repetition_penalty: float = 1.0
-
-    def sampling_overrides(self) -> dict:
-        return {
-            "temperature": self.temperature,
-            "frequency_penalty": self.frequency_penalty,
-            "presence_penalty": self.presence_penalty,
-            "repetition_penalty": self.repetition_penalty,
-        }
-
-    def output_tokens(self, drawn: int, longest: int) -> int:
-        return self.max_tokens or longest
-
-
-@dataclass(frozen=True)
-class HeavyTrafficParams:
-    honours_eos = False  # the workload's own ignore_eos stays: only the penalties change
-    share: float = 0.5  # fraction of the window's requests that carry the penalties, in (0, 1]
-    frequency_penalty: float = 1.0  # OpenAI ranges; all three on, so every penalty path runs
-    presence_penalty: float = 0.5
-    repetition_penalty: float = 1.2
-
-    def sampling_overrides(self) -> dict:
-        return {
-            "frequency_penalty": self.frequency_penalty,
-            "presence_penalty": self.presence_penalty,
-            "repetition_penalty": self.repetition_penalty,
-        }
-
-    def output_tokens(self, drawn: int, longest: int) -> int:
-        return drawn
-
-
-@dataclass(frozen=True)
-class LongPromptParams:
-    # prompt length in tokens of the window's requests: with their output it must fit the
-    # engine's max_model_len; a few of them together must exceed its KV cache
-    prompt_tokens: int = 384
-    share: float = 1.0  # fraction of the window's requests that get the long prompt, in (0, 1]
-    max_tokens: int | None = None  # None: the drawn output length
-    honours_eos = False  # the workload's own ignore_eos stays: only the prompt grows
-
-    def sampling_overrides(self) -> dict:
-        return {}
-
-    def prompt_length(self, drawn: int) -> int:
-        return self.prompt_tokens
-
-    def output_tokens(self, drawn: int, longest: int) -> int:
-        return self.max_tokens or drawn
-
-
-KINDS: dict[str, tuple[str, type]] = {
-    "load.burst": ("load", BurstParams),
-    "penalty.repetition": ("penalty", RepetitionParams),
-    "penalty.heavy_traffic": ("penalty", HeavyTrafficParams),
-    "memory.kv_pressure": ("memory", LongPromptParams),
-    "client.stall": ("client", StallParams),
-}
-# Kinds loadgen applies only when spikelens' own engine does not serve the run (it applies them
-# itself, with its own params).
-OWN_ENGINE_APPLIES = frozenset({"memory.kv_pressure"})
-
-
-def for_loadgen(faults: list[dict], own_engine: bool) -> list[dict]:
-    """The fault list loadgen gets: without the kinds spikelens' own engine applies when it
-    serves the run (`own_engine`), else whole."""
-    if not own_engine:
-        return list(faults)
-    return [f for f in faults if f.get("kind") not in OWN_ENGINE_APPLIES]
+def _params_cls(kind: str) -> type:
+    return CATALOGUE[kind].params_cls(Applier.LOADGEN)
 
 
 @dataclass(frozen=True)
@@ -151,7 +80,7 @@ class TrafficFault:
 
     @property
     def cause(self) -> str:
-        return KINDS[self.kind][0]
+        return CATALOGUE[self.kind].cause
 
     def active(self, t_s: float) -> bool:
         return self.start_s <= t_s < self.start_s + self.duration_s
@@ -166,57 +95,63 @@ class TrafficFault:
 
 
 def traffic_faults(faults: list[dict] | None, where: str = "faults") -> list[TrafficFault]:
-    """The loadgen-owned faults of a scenario's fault list, params validated (unknown keys and
-    out-of-range values raise SpecError naming the field); other kinds are skipped."""
-    kept = []
-    for i, fault in enumerate(faults or []):
-        kind = fault.get("kind")
-        if kind not in KINDS:
-            continue  # an engine fault
-        label = f"{where}[{i}]"
-        params_cls = KINDS[kind][1]
-        params = dict(fault.get("params") or {})
-        strict_keys(
-            params,
-            (f.name for f in dataclasses.fields(params_cls)),
-            f"{label}.params",
-            error=SpecError,
-            message="{where}: unknown key '{key}' for " + kind + " (valid keys: {valid})",
+    """Loadgen's faults, each checked by `traffic_fault` (labels `<where>[i]`)."""
+    return [traffic_fault(fault, f"{where}[{i}]") for i, fault in enumerate(faults or [])]
+
+
+def traffic_fault(fault: dict, label: str) -> TrafficFault:
+    """One of loadgen's faults, params validated: unknown keys and out-of-range values raise
+    SpecError naming `<label>.<field>`; so does a kind loadgen does not apply (the flows route
+    only loadgen's kinds here)."""
+    kind = fault.get("kind")
+    if kind not in KINDS:
+        raise SpecError(
+            f"{label}.kind: loadgen does not apply {kind!r}; it applies: {', '.join(KINDS)}"
         )
-        _check_number(f"{label}.start_s", fault.get("start_s"), 0, 86_400)
+    params_cls = _params_cls(kind)
+    params = dict(fault.get("params") or {})
+    strict_keys(
+        params,
+        (f.name for f in dataclasses.fields(params_cls)),
+        f"{label}.params",
+        error=SpecError,
+        message="{where}: unknown key '{key}' for " + kind + " (valid keys: {valid})",
+    )
+    _check_number(f"{label}.start_s", fault.get("start_s"), 0, 86_400)
+    _check_number(f"{label}.duration_s", fault.get("duration_s"), 0, 86_400, low_inclusive=False)
+    try:
+        parsed = params_cls(**params)
+    except ValueError as e:  # the params check themselves (client.stall)
+        raise SpecError(f"{label}.{str(e).removeprefix(kind + '.')}") from None
+    _check_ranges(kind, label, parsed)
+    return TrafficFault(kind, float(fault["start_s"]), float(fault["duration_s"]), parsed)
+
+
+def _check_ranges(kind: str, label: str, parsed: Any) -> None:
+    """The ranges a params dataclass does not check itself (the workload's sampling ranges)."""
+    if kind == "client.stall":
+        return
+    if kind == "load.burst":
+        _check_number(f"{label}.params.factor", parsed.factor, 0, 1000, low_inclusive=False)
+        return
+    if kind == "memory.kv_pressure":
+        _check_long_prompt(label, parsed)
+        return
+    if kind == "penalty.heavy_traffic":
+        _check_number(f"{label}.params.share", parsed.share, 0, 1, low_inclusive=False)
+    for name in parsed.sampling_overrides():
+        low, high, lo_inc, hi_inc, integer = SAMPLING_RANGES[name]
         _check_number(
-            f"{label}.duration_s", fault.get("duration_s"), 0, 86_400, low_inclusive=False
+            f"{label}.params.{name}",
+            getattr(parsed, name),
+            low,
+            high,
+            low_inclusive=lo_inc,
+            high_inclusive=hi_inc,
+            integer=integer,
         )
-        try:
-            parsed = params_cls(**params)
-        except ValueError as e:  # the params check themselves (client.stall)
-            raise SpecError(f"{label}.{str(e).removeprefix(kind + '.')}") from None
-        if kind == "client.stall":
-            pass
-        elif kind == "load.burst":
-            _check_number(f"{label}.params.factor", parsed.factor, 0, 1000, low_inclusive=False)
-        elif kind == "memory.kv_pressure":
-            _check_long_prompt(label, parsed)
-        else:
-            if kind == "penalty.heavy_traffic":
-                _check_number(f"{label}.params.share", parsed.share, 0, 1, low_inclusive=False)
-            for name in parsed.sampling_overrides():
-                low, high, lo_inc, hi_inc, integer = SAMPLING_RANGES[name]
-                _check_number(
-                    f"{label}.params.{name}",
-                    getattr(parsed, name),
-                    low,
-                    high,
-                    low_inclusive=lo_inc,
-                    high_inclusive=hi_inc,
-                    integer=integer,
-                )
-            if getattr(parsed, "max_tokens", None) is not None:
-                _check_number(
-                    f"{label}.params.max_tokens", parsed.max_tokens, 1, 1_000_000, integer=True
-                )
-        kept.append(TrafficFault(kind, float(fault["start_s"]), float(fault["duration_s"]), parsed))
-    return kept
+    if getattr(parsed, "max_tokens", None) is not None:
+        _check_number(f"{label}.params.max_tokens", parsed.max_tokens, 1, 1_000_000, integer=True)
 
 
 def _check_long_prompt(label: str, parsed: LongPromptParams) -> None:
@@ -229,7 +164,9 @@ def _check_long_prompt(label: str, parsed: LongPromptParams) -> None:
 def from_dicts(dicts: list[dict]) -> list[TrafficFault]:
     """Rebuild faults from `TrafficFault.to_dict()` output (the Locust side of the config)."""
     return [
-        TrafficFault(d["kind"], d["start_s"], d["duration_s"], KINDS[d["kind"]][1](**d["params"]))
+        TrafficFault(
+            d["kind"], d["start_s"], d["duration_s"], _params_cls(d["kind"])(**d["params"])
+        )
         for d in dicts
     ]
 
@@ -288,16 +225,5 @@ def write_faults(
     (faults.loadgen.parquet); returns the number of rows. The windows are the scheduled ones: the
     Locust controller switches users at these times (gevent timers, ~ms) and a request's sampling
     is chosen by its intended send time."""
-    end_of_run = load_started_ns + int(duration_s * 1e9)
-    rows: dict[str, list[Any]] = {name: [] for name in FAULTS_SCHEMA.names}
-    for fault in faults:
-        start = load_started_ns + int(fault.start_s * 1e9)
-        if start >= end_of_run:
-            continue
-        rows["kind"].append(fault.kind)
-        rows["cause"].append(fault.cause)
-        rows["start_ns"].append(start)
-        rows["end_ns"].append(min(start + int(fault.duration_s * 1e9), end_of_run))
-        rows["params"].append(json.dumps(dataclasses.asdict(fault.params)))
-    pq.write_table(pa.Table.from_pydict(rows, schema=FAULTS_SCHEMA), path)
-    return len(rows["kind"])
+    scheduled = [Scheduled(f.kind, f.cause, f.start_s, f.duration_s, f.params) for f in faults]
+    return write_windows(scheduled_windows(scheduled, load_started_ns, duration_s), path)

@@ -1,5 +1,6 @@
 """Where code lives: test and bench support never ships with the packages, the shared builders
-import as the `tests.support` package from the repository root, and no test edits sys.path."""
+import as the `tests.support` package from the repository root, no test edits sys.path, and
+imports between the shipped packages follow the arrows of docs/design.md ("Layout")."""
 
 import ast
 import importlib.util
@@ -54,6 +55,70 @@ def edits_sys_path(tree: ast.AST) -> bool:
                 if is_sys_path(inner):
                     return True
     return False
+
+
+# The arrows of docs/design.md: what each shipped package may import of the others. flows knows
+# the order of things; engine, loadgen, collectors and injectors never import each other, only
+# spikelens_common, which imports nothing of spikelens.
+ALLOWED_IMPORTS: dict[str, set[str]] = {
+    "spikelens_common": set(),
+    "engine": {"spikelens_common"},
+    "loadgen": {"spikelens_common"},
+    "collectors": {"spikelens_common"},
+    "injectors": {"spikelens_common"},
+    "warehouse": {"spikelens_common"},
+    "rca": {"warehouse", "spikelens_common"},
+    "pages": {"warehouse", "rca", "spikelens_common"},
+    "templates": {"pages", "spikelens_common"},
+    "scenarios": set(),
+    "flows": {
+        "engine",
+        "loadgen",
+        "collectors",
+        "injectors",
+        "warehouse",
+        "rca",
+        "pages",
+        "templates",
+        "scenarios",
+        "spikelens_common",
+    },
+}
+
+
+def arrow_violations(root: Path, allowed: dict[str, set[str]]) -> list[str]:
+    """`file: package -> package` for every import (at any depth: in functions and under
+    TYPE_CHECKING too) from one package of `allowed` to another that its entry does not list."""
+    found = []
+    for package, may in sorted(allowed.items()):
+        for path in sorted((root / package).rglob("*.py")):
+            roots = imported_roots(ast.parse(path.read_text()))
+            for other in sorted((roots & set(allowed)) - may - {package}):
+                found.append(f"{path.relative_to(root)}: {package} -> {other}")
+    return found
+
+
+def test_every_shipped_package_has_its_arrows():
+    assert set(ALLOWED_IMPORTS) == set(shipped_packages())
+
+
+def test_imports_follow_the_arrows_of_the_design():
+    assert arrow_violations(REPO, ALLOWED_IMPORTS) == []
+
+
+def test_the_arrow_check_fails_on_a_sideways_or_upward_import(tmp_path):
+    for package in ("engine", "loadgen", "spikelens_common"):
+        (tmp_path / package).mkdir()
+    (tmp_path / "engine" / "ok.py").write_text("from spikelens_common import x\n")
+    (tmp_path / "loadgen" / "side.py").write_text(
+        "def f():\n    from engine.config import EngineConfig\n"
+    )
+    (tmp_path / "spikelens_common" / "up.py").write_text("import loadgen.spec\n")
+    allowed = {key: ALLOWED_IMPORTS[key] for key in ("engine", "loadgen", "spikelens_common")}
+    assert arrow_violations(tmp_path, allowed) == [
+        "loadgen/side.py: loadgen -> engine",
+        "spikelens_common/up.py: spikelens_common -> loadgen",
+    ]
 
 
 def test_no_shipped_module_imports_the_tests():

@@ -124,37 +124,56 @@ CREATE OR REPLACE TEMP MACRO latency_samples(rid) AS TABLE
 -- Engine telemetry
 ---------------------------------------------------------------------------------------------------
 
--- step_gc: every engine step with the GC pause time that overlaps it. A GC pause lands inside
--- whichever stage is running, so stage times include it; queries subtract gc_ms before
--- attributing stage time. A GC row without a rank belongs to rank 0 (one process).
+-- step_gc(rid): every engine step of a run with the GC pause time that overlaps it. A GC pause
+-- lands inside whichever stage is running, so stage times include it; queries subtract gc_ms
+-- before attributing stage time. A GC row without a rank belongs to rank 0 (one process).
 -- other_ms is the part of the step no stage timer covers (Python glue, streaming out).
-CREATE OR REPLACE TEMP VIEW step_gc AS
-WITH gc_ranked AS (
-    SELECT run_id, coalesce(rank, 0) AS rank, start_ns, end_ns, generation FROM gc
+-- The overlap join is bucketed by second, so it costs steps + pauses, not steps × pauses: each
+-- step and each pause is listed under every second it touches, and a (step, pause) pair is
+-- counted only in the later of their first seconds, which both touch when they overlap.
+CREATE OR REPLACE TEMP MACRO step_gc(rid) AS TABLE
+WITH sg_steps AS (
+    SELECT sg_s.* FROM steps sg_s WHERE sg_s.run_id = rid
 ),
-gc_overlaps AS (
-    SELECT s.run_id, s.step, s.rank,
-           sum(least(s.end_ns, g.end_ns) - greatest(s.start_ns, g.start_ns)) / 1e6 AS gc_ms,
+sg_step_secs AS (
+    SELECT st.step, st.rank, st.start_ns, st.end_ns, t.sec,
+           least(st.start_ns, st.end_ns) // 1000000000 AS first_sec
+    FROM sg_steps st,
+         unnest(range(least(st.start_ns, st.end_ns) // 1000000000,
+                      greatest(st.start_ns, st.end_ns) // 1000000000 + 1)) AS t(sec)
+),
+sg_gc_secs AS (
+    SELECT coalesce(g.rank, 0) AS rank, g.start_ns, g.end_ns, g.generation, t.sec,
+           least(g.start_ns, g.end_ns) // 1000000000 AS first_sec
+    FROM gc g,
+         unnest(range(least(g.start_ns, g.end_ns) // 1000000000,
+                      greatest(g.start_ns, g.end_ns) // 1000000000 + 1)) AS t(sec)
+    WHERE g.run_id = rid
+),
+sg_overlaps AS (
+    SELECT st.step, st.rank,
+           sum(least(st.end_ns, g.end_ns) - greatest(st.start_ns, g.start_ns)) / 1e6 AS gc_ms,
            max(g.generation) AS gc_max_generation,
            count(*) AS gc_count
-    FROM steps s
-    JOIN gc_ranked g
-      ON g.run_id = s.run_id AND g.rank = s.rank
-     AND g.start_ns < s.end_ns AND g.end_ns > s.start_ns
+    FROM sg_step_secs st
+    JOIN sg_gc_secs g
+      ON g.rank = st.rank AND g.sec = st.sec
+     AND st.sec = greatest(st.first_sec, g.first_sec)
+     AND g.start_ns < st.end_ns AND g.end_ns > st.start_ns
     GROUP BY ALL
 )
 SELECT
-    s.*,
-    (s.end_ns - s.start_ns) / 1e6 AS dur_ms,
-    greatest(0, (s.end_ns - s.start_ns) / 1e6
-        - coalesce(s.schedule_ms, 0) - coalesce(s.forward_ms, 0) - coalesce(s.penalty_ms, 0)
-        - coalesce(s.sample_ms, 0) - coalesce(s.comm_ms, 0)) AS other_ms,
+    st.*,
+    (st.end_ns - st.start_ns) / 1e6 AS dur_ms,
+    greatest(0, (st.end_ns - st.start_ns) / 1e6
+        - coalesce(st.schedule_ms, 0) - coalesce(st.forward_ms, 0) - coalesce(st.penalty_ms, 0)
+        - coalesce(st.sample_ms, 0) - coalesce(st.comm_ms, 0)) AS other_ms,
     coalesce(o.gc_ms, 0) AS gc_ms,
     o.gc_max_generation,
     coalesce(o.gc_count, 0) AS gc_count,
-    CAST(s.kv_blocks_used AS DOUBLE) / nullif(s.kv_blocks_total, 0) AS kv_usage
-FROM steps s
-LEFT JOIN gc_overlaps o ON o.run_id = s.run_id AND o.step = s.step AND o.rank = s.rank;
+    CAST(st.kv_blocks_used AS DOUBLE) / nullif(st.kv_blocks_total, 0) AS kv_usage
+FROM sg_steps st
+LEFT JOIN sg_overlaps o ON o.step = st.step AND o.rank = st.rank;
 
 -- A run's Prometheus samples (metrics) with data-parallel engines folded into one series, the
 -- server's load as `vllm bench serve` reports it: at each scrape, the series that differ only in

@@ -60,11 +60,8 @@ def query(conn: DbConnection, name: str, **params) -> list[dict]:
 
 def query_table(conn: DbConnection, name: str, **params) -> pa.Table:
     """Like `query`, as an Arrow table: no Python object per value, for results of many rows
-    that a caller turns into numpy arrays (a run's steps, its requests' outputs). It runs on a
-    cursor of `conn` (DuckDB's Arrow export of an `execute` result copies the rows once more, and
-    `conn.sql` refuses to run beside an unfinished result), so it sees what `conn` committed."""
-    cursor = conn.cursor()
-    try:
-        return cursor.sql(_checked(name, params), params=params).to_arrow_table()
-    finally:
-        cursor.close()
+    that a caller turns into numpy arrays (a run's steps, its requests' outputs). It runs on
+    `conn` itself: macros.sql's definitions live in the connection's temporary schema, which a
+    cursor (a connection of its own) does not see. (`sql`, not `execute`: Arrow from an
+    `execute` result copies the rows once more.)"""
+    return conn.sql(_checked(name, params), params=params).to_arrow_table()

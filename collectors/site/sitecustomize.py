@@ -18,10 +18,10 @@ spikelens on the path). The role is read again at each write, because vLLM retit
 (setproctitle) after it started.
 Children: multiprocessing spawn and forkserver children start a fresh interpreter with the same
 environment, so they load this hook too; fork children keep it and re-open their own file.
-Faults: when SPIKELENS_FAULT_SCHEDULE names a file (set by the launcher only for a run with
-process faults), a daemon thread waits for the flow to write it at load start and, in processes
-whose role a `memory.gc_storm` window names, churns short-lived cyclic garbage during the window
-(`collectors/process_faults.py` describes it). Without the variable no thread is started.
+Faults: the hook only measures. When SPIKELENS_FAULT_HOOK names a file (set by the launcher only
+for a run with process faults: injectors/process_faults.py), it loads that file by path and calls
+its `start(roles)`, which starts the fault's own thread (injectors/process_churn.py). Without the
+variable nothing else is loaded and no thread is started.
 Chaining: this directory shadows any other `sitecustomize` (a virtualenv's or the distribution's),
 so the next one on sys.path is found and executed after the hook is installed.
 """
@@ -144,65 +144,18 @@ def _install():
     return recorder
 
 
-def _run_fault_schedule(path, roles):
-    """Daemon thread body: wait for the schedule, then churn in each window meant for this role."""
-    import gc
-    import json
-    import time
-    from collections import deque
-
-    while not os.path.exists(path):
-        time.sleep(0.05)
-    with open(path) as f:
-        schedule = json.load(f)
-    t0 = schedule["t0_ns"] / 1e9
-    for fault in sorted(schedule["faults"], key=lambda x: x["start_s"]):
-        if fault["kind"] != "memory.gc_storm":
-            continue
-        p = fault["params"]
-        start, end = t0 + fault["start_s"], t0 + fault["start_s"] + fault["duration_s"]
-        if time.time() < start:
-            time.sleep(start - time.time())
-        root = os.environ.get(_ROOT_ENV)
-        role = roles.role_of(
-            roles.read_cmdline(),
-            root is None or root == str(os.getpid()),
-            os.environ.get(_ROLE_ENV),
-        )
-        if role != p["role"]:
-            continue
-        ballast = [[i] for i in range(p["ballast_objects"])] if p["ballast_objects"] else None
-        ring = deque(maxlen=p["live_ticks"])
-        while time.time() < end:
-            batch = []
-            for i in range(p["objects_per_tick"]):
-                a = {"i": i}
-                a["peer"] = {"peer": a}  # a reference cycle: only the cyclic GC frees it
-                batch.append(a)
-            ring.append(batch)  # the batch of live_ticks ago becomes garbage
-            time.sleep(p["tick_s"])
-        ring.clear()
-        del ballast
-        gc.collect()  # reclaim the storm's garbage inside the window
-
-
 def _start_faults():
-    path = os.environ.get("SPIKELENS_FAULT_SCHEDULE")
+    """Load the fault module named by SPIKELENS_FAULT_HOOK (injectors/process_churn.py, set by
+    the launcher only for a run with process faults) by path and start it; None without it."""
+    path = os.environ.get("SPIKELENS_FAULT_HOOK")
     if not path:
         return None
-    import threading
+    import importlib.util
 
-    roles = _load_roles()
-
-    def body():
-        try:
-            _run_fault_schedule(path, roles)
-        except Exception as exc:  # a bad schedule must not stop the process
-            sys.stderr.write(f"spikelens fault schedule ignored: {type(exc).__name__}: {exc}\n")
-
-    thread = threading.Thread(target=body, name="spikelens-fault-schedule", daemon=True)
-    thread.start()
-    return thread
+    spec = importlib.util.spec_from_file_location("_spikelens_fault_hook", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.start(_load_roles())
 
 
 def _chain():

@@ -1,17 +1,9 @@
-"""Fault injection: scheduled engine faults (the ground truth of a scenario) and their registry."""
+"""The engine side of fault injection: the fault clock of the step loop and the injectors of the
+kinds spikelens' engine applies (the catalogue of every kind is spikelens_common.fault_catalogue)."""
 
 # Importing the kind modules registers them.
 from engine.faults import alloc_churn, comm_faults, gc_storm, kv_pressure, penalty_slow_path  # noqa: F401
 from engine.faults.fault_clock import FaultClock
-from engine.faults.registry import ENGINE_KINDS, FAULT_CAUSES, FaultKind, register
-from engine.faults.spec import FaultSpec, parse_fault_specs
+from engine.faults.registry import ENGINE_KINDS, EngineFault, register
 
-__all__ = [
-    "ENGINE_KINDS",
-    "FAULT_CAUSES",
-    "FaultClock",
-    "FaultKind",
-    "FaultSpec",
-    "parse_fault_specs",
-    "register",
-]
+__all__ = ["ENGINE_KINDS", "EngineFault", "FaultClock", "register"]

@@ -11,32 +11,13 @@ buffers are allocated; the injector's ``forward`` hook runs there, not in the sc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from engine.faults.registry import register
+from spikelens_common.fault_params import AllocChurnParams
 
 
-@dataclass(frozen=True)
-class AllocChurnParams:
-    # MiB allocated and written per step: ~24k page faults; measured ~100-200 ms per step on the
-    # shared 2-core box (bench/fault_signal.py), a few tens of ms on a quiet one.
-    mb_per_step: int = 96
-    tensors: int = (
-        2  # split into this many tensors; keep each > 32 MiB (glibc's largest mmap threshold)
-    )
-
-    def __post_init__(self):
-        for name, lo, hi in (("mb_per_step", 1, 1_000_000), ("tensors", 1, 1024)):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-                raise ValueError(
-                    f"memory.alloc_churn.params.{name}: must be an integer in [{lo}, {hi}], got {v!r}"
-                )
-
-
-@register("memory.alloc_churn", AllocChurnParams)
+@register("memory.alloc_churn")
 class AllocChurn:
     def __init__(self, params: AllocChurnParams):
         self.params = params

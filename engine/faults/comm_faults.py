@@ -16,35 +16,11 @@ link's cost is the real transfer of a bigger buffer; neither runs in the schedul
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from engine.faults.registry import register
+from spikelens_common.fault_params import SlowLinkParams, StragglerParams
 
 
-def _check(kind: str, name: str, value, lo, hi, integer: bool = False) -> None:
-    ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
-    if isinstance(value, bool) or not ok_type or not lo <= value <= hi:
-        raise ValueError(
-            f"{kind}.params.{name}: must be {'an integer' if integer else 'a number'} in [{lo}, {hi}], got {value!r}"
-        )
-
-
-@dataclass(frozen=True)
-class StragglerParams:
-    rank: int = -1  # the late rank; -1 = the last rank
-    delay_ms: float = 30.0  # how late it arrives
-    every_collective: bool = False  # False: once per step (before its first all-reduce)
-
-    def __post_init__(self):
-        _check("comm.straggler", "rank", self.rank, -1, 1023, integer=True)
-        _check("comm.straggler", "delay_ms", self.delay_ms, 0, 10_000)
-        if not isinstance(self.every_collective, bool):
-            raise ValueError(
-                f"comm.straggler.params.every_collective: must be a boolean, got {self.every_collective!r}"
-            )
-
-
-@register("comm.straggler", StragglerParams)
+@register("comm.straggler")
 class Straggler:
     def __init__(self, params: StragglerParams):
         self.params = params
@@ -69,19 +45,7 @@ class Straggler:
             engine.comm.straggle_ms = 0.0
 
 
-@dataclass(frozen=True)
-class SlowLinkParams:
-    # Extra fp32 elements every all-reduce carries in the same collective (a link that must move
-    # more bytes per call). The default, 4 MiB per all-reduce, measured with bench/slow_link.py on
-    # gloo over loopback (2 shared cores): median all-reduce 0.24 -> 5.9 ms, about what the old
-    # 5 ms sleep added; the small model's activations are a few KiB, 1 MiB adds only ~0.5 ms.
-    extra_floats: int = 1_048_576
-
-    def __post_init__(self):
-        _check("comm.slow_link", "extra_floats", self.extra_floats, 1, 1 << 28, integer=True)
-
-
-@register("comm.slow_link", SlowLinkParams)
+@register("comm.slow_link")
 class SlowLink:
     """Rank 0 sets the payload; the step header carries it to every worker for the same step
     (all ranks must all-reduce buffers of one size)."""

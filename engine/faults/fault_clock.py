@@ -10,27 +10,16 @@ recorded: nothing was injected).
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
 from engine.faults.registry import ENGINE_KINDS
-from engine.faults.spec import FaultSpec
-from engine.telemetry.table_buffer import TableBuffer
+from spikelens_common.fault_spec import FaultSpec
+from spikelens_common.ground_truth import Window, params_json, write_windows
 
-FAULT_SCHEMA = pa.schema(
-    [
-        ("kind", pa.string()),
-        ("cause", pa.string()),
-        ("start_ns", pa.int64()),
-        ("end_ns", pa.int64()),
-        ("params", pa.string()),
-    ]
-)
 _NEVER = 2**63 - 1
 _CLEANUP_GRACE_NS = 1_000_000_000
 
@@ -50,18 +39,22 @@ class _Scheduled:
 
 class FaultClock:
     def __init__(self, specs: list[FaultSpec]):
-        """Keep the engine-applied faults of ``specs`` (others belong to loadgen) and build their
-        injectors now, so bad params fail at startup rather than mid-run."""
+        """Build the injectors of ``specs`` now, so bad params fail at startup rather than
+        mid-run. Every spec must be an engine-applied kind: the flows route the others to their
+        own appliers (flows/fault_routing.py), and a kind the engine cannot apply is an error."""
         self._faults: list[_Scheduled] = []
-        for spec in specs:
+        for i, spec in enumerate(specs):
             kind = ENGINE_KINDS.get(spec.kind)
             if kind is None:
-                continue  # a workload/traffic kind: applied by loadgen
+                raise ValueError(
+                    f"faults[{i}].kind: {spec.kind} is not applied by spikelens' engine; "
+                    f"it applies: {', '.join(sorted(ENGINE_KINDS))}"
+                )
             params = kind.make_params(spec.params)
             self._faults.append(_Scheduled(spec, params, kind.injector_cls(params)))
         self._next_change_ns = _NEVER
         self._active: list[_Scheduled] = []
-        self.buffer = TableBuffer(FAULT_SCHEMA)
+        self._applied: list[Window] = []  # closed windows, in closing order
 
     def arm(self, t0_ns: int) -> None:
         """Start the fault clock at ``t0_ns`` (wall clock ns). Re-arming restarts faults not yet run."""
@@ -120,13 +113,7 @@ class FaultClock:
         f.active, f.done = False, True
         self._active.remove(f)
         if f.applied_start_ns is not None:
-            self.buffer.append(
-                f.spec.kind,
-                f.spec.cause,
-                f.applied_start_ns,
-                f.applied_end_ns,
-                json.dumps(asdict(f.params), sort_keys=True),
-            )
+            self._applied.append(_window(f, f.applied_end_ns))
 
     def shutdown(self, engine) -> None:
         """Close every active fault now (engine stopping): its window ends at the last applied step."""
@@ -136,22 +123,22 @@ class FaultClock:
         self._refresh_next()
 
     def records(self) -> list[dict]:
-        return self.buffer.to_table().to_pylist()
+        """The closed windows as ground-truth rows (params as JSON)."""
+        return [{**dataclasses.asdict(w), "params": params_json(w.params)} for w in self._applied]
 
     def write(self, path: str | Path, include_active: bool = True) -> Path:
         """Write faults.parquet; faults still active are included with their window so far."""
-        buf = self.buffer
-        if include_active and self._active:
-            buf = TableBuffer(FAULT_SCHEMA)
-            for name in FAULT_SCHEMA.names:
-                buf.columns[name] = list(self.buffer.columns[name])
-            for f in self._active:
-                if f.applied_start_ns is not None:
-                    buf.append(
-                        f.spec.kind,
-                        f.spec.cause,
-                        f.applied_start_ns,
-                        f.applied_end_ns or f.applied_start_ns,
-                        json.dumps(asdict(f.params), sort_keys=True),
-                    )
-        return buf.write(path)
+        windows = list(self._applied)
+        if include_active:
+            windows += [
+                _window(f, f.applied_end_ns or f.applied_start_ns)
+                for f in self._active
+                if f.applied_start_ns is not None
+            ]
+        write_windows(windows, path)
+        return Path(path)
+
+
+def _window(f: _Scheduled, end_ns: int | None) -> Window:
+    assert f.applied_start_ns is not None
+    return Window(f.spec.kind, f.spec.cause, f.applied_start_ns, end_ns, f.params)

@@ -20,36 +20,9 @@ from __future__ import annotations
 import gc
 import threading
 from collections import deque
-from dataclasses import dataclass
 
 from engine.faults.registry import register
-
-
-@dataclass(frozen=True)
-class GcStormParams:
-    # Defaults follow the process hook's: 50 ticks/s of 20k cycles (two dicts each), ~1M cycles/s.
-    objects_per_tick: int = 20_000
-    live_ticks: int = 4  # ticks a batch stays reachable (it outlives young collections)
-    tick_s: float = 0.02  # pause between batches
-    # Extra GC-tracked containers kept alive during the window: each full pass walks them too, so
-    # pauses grow with it (the engine's own heap, ~180k objects, is walked anyway); 0 = none.
-    ballast_objects: int = 0
-
-    def __post_init__(self):
-        for name, lo, hi in (
-            ("objects_per_tick", 1, 10_000_000),
-            ("live_ticks", 1, 10_000),
-            ("ballast_objects", 0, 50_000_000),
-        ):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-                raise ValueError(
-                    f"memory.gc_storm.params.{name}: must be an integer in [{lo}, {hi}], got {v!r}"
-                )
-        t = self.tick_s
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0.001 <= t <= 10:
-            raise ValueError(f"memory.gc_storm.params.tick_s: must be in [0.001, 10], got {t!r}")
-
+from spikelens_common.fault_params import GcStormParams
 
 _BALLAST_CHUNK = 25_000  # ballast lists added per tick until it is complete (keeps stop prompt)
 
@@ -65,7 +38,7 @@ def churn_batch(n: int) -> list[dict]:
     return batch
 
 
-@register("memory.gc_storm", GcStormParams)
+@register("memory.gc_storm")
 class GcStorm:
     def __init__(self, params: GcStormParams):
         self.params = params

@@ -17,24 +17,12 @@ lone running sequence reclaims ballast blocks in the allocator), so the engine n
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from engine.faults.registry import register
 from engine.kv_cache import blocks_needed
+from spikelens_common.fault_params import KvPressureParams
 
 
-@dataclass(frozen=True)
-class KvPressureParams:
-    # Share of kv_blocks left to sequences while the ballast holds the rest; (0, 1].
-    fraction: float = 0.05
-
-    def __post_init__(self):
-        f = self.fraction
-        if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 < f <= 1:
-            raise ValueError(f"memory.kv_pressure.params.fraction: must be in (0, 1], got {f!r}")
-
-
-@register("memory.kv_pressure", KvPressureParams)
+@register("memory.kv_pressure")
 class KvPressure:
     def __init__(self, params: KvPressureParams):
         self.params = params

@@ -13,28 +13,11 @@ penalty arithmetic on the logits) is untouched, as in an engine that times only 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from engine.faults.registry import register
+from spikelens_common.fault_params import SlowPathParams
 
 
-@dataclass(frozen=True)
-class SlowPathParams:
-    # Recount passes per step: 1 is the naive path; more scales the cost (e.g. to stand out on a GPU).
-    passes: int = 1
-
-    def __post_init__(self):
-        if (
-            isinstance(self.passes, bool)
-            or not isinstance(self.passes, int)
-            or not 1 <= self.passes <= 100
-        ):
-            raise ValueError(
-                f"penalty.slow_path.params.passes: must be an integer in [1, 100], got {self.passes!r}"
-            )
-
-
-@register("penalty.slow_path", SlowPathParams)
+@register("penalty.slow_path")
 class PenaltySlowPath:
     def __init__(self, params: SlowPathParams):
         self.params = params

@@ -1,4 +1,5 @@
-"""Registry of fault kinds: the cause each stands for and, for engine-applied kinds, its injector.
+"""The engine-applied fault kinds and their injectors (the catalogue of every kind, its cause,
+its applier per runtime and its params, is `spikelens_common.fault_catalogue`).
 
 An injector is a class built from its params dataclass, with three hooks called by the
 ``FaultClock`` from the engine's step loop: ``start(engine)`` when the window opens,
@@ -15,37 +16,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.config_keys import ALL_UNKNOWN, strict_keys
-
-# Every kind of docs/design.md and its cause; loadgen applies the ones not in ENGINE_KINDS.
-FAULT_CAUSES: dict[str, str] = {
-    "penalty.slow_path": "penalty",
-    "penalty.repetition": "penalty",
-    "penalty.heavy_traffic": "penalty",
-    "memory.gc_storm": "memory",
-    "memory.kv_pressure": "memory",
-    "memory.alloc_churn": "memory",
-    "comm.straggler": "communication",
-    "comm.slow_link": "communication",
-    "load.burst": "load",
-    # applied from the flow side by collectors.cpu_contention (any engine spikelens starts)
-    "host.cpu_contention": "host",
-    # applied by loadgen to its own processes (loadgen.client_stall)
-    "client.stall": "client",
-    # applied from the flow side by a delaying TCP proxy between loadgen and the engine
-    "network.delay": "network",
-}
+from spikelens_common.config_keys import ALL_UNKNOWN, strict_keys
+from spikelens_common.fault_catalogue import CATALOGUE, Applier
 
 
 @dataclass(frozen=True)
-class FaultKind:
+class EngineFault:
+    """An engine-applied kind: its params dataclass (from the catalogue) and its injector."""
+
     name: str
     params_cls: type  # dataclass of magnitudes with defaults
     injector_cls: type  # built as injector_cls(params)
 
     @property
     def cause(self) -> str:
-        return FAULT_CAUSES[self.name]
+        return CATALOGUE[self.name].cause
 
     def make_params(self, values: Mapping[str, Any]):
         """Params dataclass from a mapping; unknown keys raise naming the key and the kind."""
@@ -60,16 +45,18 @@ class FaultKind:
         return self.params_cls(**dict(values))
 
 
-ENGINE_KINDS: dict[str, FaultKind] = {}
+ENGINE_KINDS: dict[str, EngineFault] = {}
 
 
-def register(name: str, params_cls: type):
-    """Class decorator: register an injector class for the engine fault kind ``name``."""
-    if name not in FAULT_CAUSES:
+def register(name: str):
+    """Class decorator: the injector class of the engine-applied kind ``name``; its params
+    dataclass is the one the catalogue names for the engine."""
+    if name not in CATALOGUE:
         raise ValueError(f"unknown fault kind {name!r}")
+    params_cls = CATALOGUE[name].params_cls(Applier.ENGINE)
 
     def deco(injector_cls):
-        ENGINE_KINDS[name] = FaultKind(name, params_cls, injector_cls)
+        ENGINE_KINDS[name] = EngineFault(name, params_cls, injector_cls)
         return injector_cls
 
     return deco

@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 
 from engine.config import EngineConfig
-from engine.faults import FaultClock, parse_fault_specs
+from engine.faults import FaultClock
 from engine.kv_cache import KVCache
 from engine.model_loader import load_model, resolve_device
 from engine.parallel.comm import TPComm
@@ -25,6 +25,7 @@ from engine.parallel.protocol import (
     unpack_step,
 )
 from engine.telemetry import StepRecord, Telemetry
+from spikelens_common.fault_spec import parse_fault_specs
 
 
 class WorkerContext:

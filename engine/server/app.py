@@ -23,6 +23,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from engine.chat_template import ChatTemplateMissing
 from engine.server import sse
 from engine.server.async_engine import AsyncEngine, EngineDeadError
 from engine.server.config import ServerConfig
@@ -233,6 +234,8 @@ def _add_generation_routes(app: FastAPI, service: GenerationService) -> None:
         req = parse_request(await _read_body(request, config.max_body_bytes), ChatCompletionRequest)
         try:
             prompt_ids = tokenizer.apply_chat_template(req.message_dicts())
+        except ChatTemplateMissing as e:  # the server's setup, not the request (vLLM: 400 too)
+            raise invalid_request(str(e), None) from None
         except ValueError as e:
             raise invalid_request(str(e), "messages") from None
         params = service.with_tokenizer_stops(

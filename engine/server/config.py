@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.config_keys import ALL_UNKNOWN, strict_keys
+from spikelens_common.config_keys import ALL_UNKNOWN, strict_keys
 
 
 @dataclass(frozen=True)

@@ -92,10 +92,11 @@ class EngineProcess(SupervisedServer):
         port: int | None = None,
         startup_timeout_s: float = 120.0,
         preexec_fn: Callable[[], None] | None = None,
-        gc_hook: bool = False,
+        env_hook: Callable[[dict[str, str]], dict[str, str]] | None = None,
     ):
-        # gc_hook: put spikelens' GC hook in the server and its ranks (run_dir/collect/gc-<pid>.jsonl).
-        self.gc_hook = gc_hook
+        # env_hook: edits the server's environment, e.g. the flows put the collectors' GC hook
+        # in the server and its ranks (the engine does not know who observes it).
+        self.env_hook = env_hook
         # preexec_fn: e.g. the flows' PR_SET_PDEATHSIG hook, so a SIGKILLed parent leaves no orphan.
         self.preexec_fn = preexec_fn
         self.config = config
@@ -150,11 +151,7 @@ class EngineProcess(SupervisedServer):
 
     def _env(self) -> dict[str, str]:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        if not self.gc_hook:
-            return env
-        from collectors import collect_dir, hook_env
-
-        return hook_env(collect_dir(self.run_dir), "engine", env)
+        return self.env_hook(env) if self.env_hook is not None else env
 
     def _wait_healthy(self) -> None:
         deadline = time.monotonic() + self.startup_timeout_s

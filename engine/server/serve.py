@@ -23,10 +23,10 @@ from typing import Any
 import uvicorn
 
 from engine.config import EngineConfig
-from engine.config_keys import ALL_UNKNOWN, strict_keys
 from engine.server.app import create_app
 from engine.server.config import ServerConfig
 from engine.server.wire_clock import WireH11Protocol
+from spikelens_common.config_keys import ALL_UNKNOWN, strict_keys
 from spikelens_common.socket_clock import keep_stamping_on
 
 log = logging.getLogger("engine.server")
@@ -156,6 +156,7 @@ def serve(
         e.tp,
         run_dir,
     )
+    _log_chat_template(engine.tokenizer, e.model)
     stamping = keep_stamping_on()  # the kernel stamps every request's arrival from the first on
     try:
         server.run()
@@ -165,6 +166,19 @@ def serve(
         app.state.wire_log.write(run_dir)  # server_requests.parquet: the socket-side times
         log.warning("engine stopped; telemetry flushed to %s", run_dir)
     return 0 if server.started else 1
+
+
+def _log_chat_template(tokenizer, model: str) -> None:
+    """Say at start-up which chat template chat requests render with, or that they get 400."""
+    origin = tokenizer.chat_template_origin
+    if origin is None:
+        log.warning(
+            "no chat template: chat requests will be answered 400 (add chat_template.jinja to %s, "
+            "or start with --chat-template FILE|TEMPLATE)",
+            model,
+        )
+    else:
+        log.warning("chat template: %s", origin)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -49,6 +49,30 @@ def test_segments_replay_each_threads_stack_between_event_times():
     assert rows[0]["depth"] == 2
 
 
+def test_an_injector_threads_samples_give_no_segment():
+    events = [
+        # the engine's own gc_storm churn thread: allocating, then waiting for its next tick
+        _ev("B", "Thread._bootstrap", "/usr/lib/threading.py", 0, tid=3),
+        _ev("B", "GcStorm._run", "/r/engine/faults/gc_storm.py", 0, tid=3),
+        _ev("B", "churn_batch", "/r/engine/faults/gc_storm.py", 0, tid=3),
+        _ev("E", "churn_batch", "/r/engine/faults/gc_storm.py", 20_000, tid=3),
+        _ev("B", "Event.wait", "/usr/lib/threading.py", 20_000, tid=3),
+        _ev("E", "Event.wait", "/usr/lib/threading.py", 40_000, tid=3),
+        _ev("E", "GcStorm._run", "/r/engine/faults/gc_storm.py", 40_000, tid=3),
+        _ev("E", "Thread._bootstrap", "/usr/lib/threading.py", 40_000, tid=3),
+        # the GC hook's churn thread in a vLLM process
+        _ev("B", "body", "/r/injectors/process_churn.py", 0, tid=4, pid=11),
+        _ev("E", "body", "/r/injectors/process_churn.py", 50_000, tid=4, pid=11),
+        # the engine's step loop stopping the storm: its own work, kept
+        _ev("B", "step", "/r/engine/llm_engine.py", 0, tid=1),
+        _ev("B", "GcStorm.stop", "/r/engine/faults/gc_storm.py", 0, tid=1),
+        _ev("E", "GcStorm.stop", "/r/engine/faults/gc_storm.py", 10_000, tid=1),
+        _ev("E", "step", "/r/engine/llm_engine.py", 10_000, tid=1),
+    ]
+    rows = segments_from_events(events, origin_ns=0).to_pylist()
+    assert [(r["pid"], r["tid"]) for r in rows] == [(10, 1)]
+
+
 def test_unreadable_or_malformed_traces_raise_naming_the_file(tmp_path):
     bad = tmp_path / "pyspy-1.json"
     bad.write_text('[{"ph": "B", "name": "x"')  # truncated

@@ -8,9 +8,10 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
-from engine.faults import FaultClock, parse_fault_specs
+from engine.faults import FaultClock
 from engine.llm_engine import LLMEngine
 from engine.sampling_params import SamplingParams
+from spikelens_common.fault_spec import parse_fault_specs
 
 
 @pytest.mark.parametrize(
@@ -35,11 +36,10 @@ def test_unknown_params_key_is_named():
         )
 
 
-def test_loadgen_kinds_are_skipped_by_the_engine():
-    sched = FaultClock(parse_fault_specs([{"kind": "load.burst", "start_s": 0, "duration_s": 1}]))
-    sched.arm(time.time_ns())
-    sched.begin_step(None, time.time_ns())
-    assert sched.records() == []
+def test_a_kind_the_engine_does_not_apply_is_an_error():
+    # the flows route loadgen's kinds to loadgen (flows.fault_routing): the engine filters nothing
+    with pytest.raises(ValueError, match=r"faults\[0\]\.kind: load.burst is not applied"):
+        FaultClock(parse_fault_specs([{"kind": "load.burst", "start_s": 0, "duration_s": 1}]))
 
 
 def test_nothing_happens_before_arm(tiny_config):

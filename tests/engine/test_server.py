@@ -293,3 +293,27 @@ def test_sigterm_with_an_open_stream_ends_it_in_band_and_logs_the_abort(tmp_path
     assert "Traceback" not in proc.log_tail()
     rows = pq.read_table(tmp_path / "engine_requests.parquet").to_pylist()
     assert [(r["request_id"], r["finish_reason"]) for r in rows] == [("open-at-sigterm", "abort")]
+
+
+def test_a_checkpoint_without_a_chat_template_answers_chat_400_naming_both_ways_out(
+    hf_llama_256, tmp_path
+):
+    """The OpenAI error shape, no param (the request is not at fault), the two fixes named;
+    completions still serve, and the start-up log says so before any request."""
+    from tests.support.hf_llama import with_template_in
+
+    folder = with_template_in(hf_llama_256, tmp_path / "no-template", None)
+    engine = {"model": str(folder), "max_num_seqs": 2, "kv_blocks": 32}
+    with EngineProcess({"engine": engine}, tmp_path / "run") as proc:
+        r = httpx.post(proc.url + "/v1/chat/completions", json={**CHAT, "max_tokens": 2})
+        completion = httpx.post(proc.url + "/v1/completions", json={"prompt": "Hi", **GREEDY})
+        log = proc.log_tail()
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert (error["type"], error["param"], error["code"]) == ("invalid_request_error", None, 400)
+    assert "has no chat template" in error["message"] and str(folder) in error["message"]
+    assert "Add chat_template.jinja to the checkpoint" in error["message"]
+    assert "--chat-template FILE|TEMPLATE" in error["message"]
+    assert "<|end|>" not in error["message"]  # no built-in template's token stood in
+    assert completion.status_code == 200, completion.text
+    assert "no chat template: chat requests will be answered 400" in log

@@ -155,9 +155,51 @@ def test_help_lists_the_vllm_style_flags(tmp_path):
         "--host",
         "--port",
         "--config",
+        "--chat-template",
     ):
         assert flag in proc.stdout
     assert "override the file" in " ".join(proc.stdout.split())
+
+
+def test_chat_template_flag_serves_chat_on_a_checkpoint_without_one(hf_llama_256, tmp_path):
+    """--chat-template FILE, as `vllm serve --chat-template`: the merged config records it and
+    chat renders with it; a value that looks like a path but does not open exits 2 at start."""
+    from engine.tokenizer import Tokenizer
+    from tests.support.hf_llama import CHAT_TEMPLATE, with_template_in
+
+    folder = with_template_in(hf_llama_256, tmp_path / "no-template", None)
+    bad = subprocess.run(
+        [SPIKELENS, "engine", str(folder), "--chat-template", "missing.jinja"],
+        env=_env(tmp_path / "bad"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 2
+    assert "engine.chat_template: 'missing.jinja' looks like a file path" in bad.stderr
+    template = tmp_path / "chat.jinja"
+    template.write_text(CHAT_TEMPLATE)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    cmd = [SPIKELENS, "engine", str(folder), "--chat-template", str(template), "--port", str(port)]
+    proc = subprocess.Popen(
+        cmd, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        _wait_healthy(proc, url)
+        chat = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3}
+        r = httpx.post(url + "/v1/chat/completions", json=chat, timeout=60)
+        assert r.status_code == 200, r.text
+        built_in = Tokenizer.default().apply_chat_template(chat["messages"])
+        assert r.json()["usage"]["prompt_tokens"] == len(built_in)  # the file's = the project's
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=60) == 0
+    assert f"chat template: --chat-template {template}" in proc.stderr.read()
+    merged = json.loads(
+        (tmp_path / "home" / "runs" / "adhoc-engine" / "engine-config.json").read_text()
+    )
+    assert merged["engine"]["chat_template"] == str(template)
 
 
 def test_sigterm_of_the_cli_stops_the_server_gracefully(tmp_path):

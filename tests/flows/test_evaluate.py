@@ -5,9 +5,9 @@ from pathlib import Path
 
 import yaml
 
-from engine.faults.registry import FAULT_CAUSES
 from flows.evaluate import default_suite_dir, suite_scenarios, unregistered_kinds
 from flows.scenario import load_scenario
+from spikelens_common.fault_catalogue import FAULT_CAUSES
 
 SMALL_LM = "models/small-lm"  # the Makefile's small-model target writes it
 

@@ -3,6 +3,7 @@ built from the scenario and what was started, for each runtime."""
 
 from pathlib import Path
 
+from flows.fault_routing import route_faults
 from flows.run_scenario import _load_options, _Serving
 from flows.scenario import parse_scenario
 
@@ -12,11 +13,7 @@ BURST = {"kind": "load.burst", "start_s": 1, "duration_s": 2, "params": {"factor
 
 def _serving(raw: dict, url: str, tmp_path: Path) -> _Serving:
     scenario = parse_scenario(raw)
-    faults = [
-        {"kind": f.kind, "start_s": f.start_s, "duration_s": f.duration_s, "params": f.params}
-        for f in scenario.faults
-    ]
-    return _Serving(scenario, tmp_path, faults, url=url)
+    return _Serving(scenario, tmp_path, route_faults(scenario.faults, scenario.runtime), url=url)
 
 
 def test_our_engine_is_driven_by_chat_with_its_own_model_id_and_no_scraping(tmp_path):

@@ -208,7 +208,8 @@ def test_vllm_engine_block_parses_and_rejects_engine_faults(tmp_path):
             )
         )
     assert e.value.key == "faults[0].kind" and "load.burst" in str(e.value)
-    assert "memory.gc_storm, memory.kv_pressure (vLLM)" in str(e.value)
+    assert "memory.gc_storm, memory.kv_pressure" in str(e.value)
+    assert "'comm.straggler' cannot be applied to a vLLM engine" in str(e.value)
     storm = load_scenario(
         write(
             tmp_path,

@@ -8,7 +8,13 @@ import pytest
 from loadgen.errors import InputFileError
 from loadgen.prompts import PromptBuilder
 from loadgen.recorder import Recorder, merge_parts
-from loadgen.replay import ReplayEntry, load_trace, read_normalised, write_normalised
+from loadgen.replay import (
+    ReplayEntry,
+    TraceOptions,
+    load_trace,
+    read_normalised,
+    write_normalised,
+)
 from loadgen.request_plan import COMPLETIONS_PATH, RequestFactory
 from loadgen.spec import WorkloadSpec
 
@@ -31,7 +37,7 @@ def test_a_recorded_run_replays_its_arrivals_lengths_and_sampling(tmp_path):
         rec.finish(f"r{i}", status="ok")
     rec.flush()
     merge_parts(tmp_path / "parts", tmp_path)
-    entries = load_trace(tmp_path, speed=2.0)
+    entries = load_trace(tmp_path, TraceOptions(speed=2.0))
     assert [(e.t_s, e.prompt_tokens, e.max_tokens, e.sampling) for e in entries] == [
         (0.0, 10, 4, {"temperature": 0.5}),
         (0.125, 11, 5, {}),

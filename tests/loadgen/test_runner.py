@@ -238,12 +238,6 @@ def test_the_runner_never_imports_locust_or_gevent():
 def test_loadgen_faults_burst_users_and_switch_sampling_in_their_windows(tmp_path):
     workload = {**FIXED, "output_tokens": {"mean": 3, "min": 2, "max": 6}}
     faults = [
-        {
-            "kind": "memory.gc_storm",
-            "start_s": 0,
-            "duration_s": 1,
-            "params": {},
-        },  # engine's: skipped
         {"kind": "load.burst", "start_s": 0.5, "duration_s": 1.0, "params": {"factor": 3}},
         {"kind": "penalty.repetition", "start_s": 1.0, "duration_s": 5.0},
     ]
@@ -387,6 +381,10 @@ def test_distributed_workers_merge_every_sample_and_metrics_are_scraped(tmp_path
         (
             {"faults": [{"kind": "load.burst", "start_s": 0, "duration_s": 1, "params": {"x": 1}}]},
             "faults[0].params: unknown key 'x'",
+        ),
+        (
+            {"faults": [{"kind": "memory.gc_storm", "start_s": 0, "duration_s": 1}]},
+            "faults[0].kind: loadgen does not apply 'memory.gc_storm'",
         ),
     ],
 )

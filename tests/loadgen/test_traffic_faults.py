@@ -1,4 +1,5 @@
-"""Loadgen-owned faults: selection, validation, windows and the faults.loadgen.parquet rows."""
+"""Loadgen's faults: validation, windows and the faults.loadgen.parquet rows (the flows route
+only loadgen's kinds here: flows.fault_routing)."""
 
 import json
 import random
@@ -16,7 +17,6 @@ from loadgen.traffic_faults import (
     RepetitionParams,
     burst_edges,
     burst_factor,
-    for_loadgen,
     from_dicts,
     repetition_at,
     sampling_fault_at,
@@ -25,17 +25,24 @@ from loadgen.traffic_faults import (
 )
 
 SCENARIO_FAULTS = [
-    {"kind": "memory.gc_storm", "start_s": 1, "duration_s": 2, "params": {"whatever": 1}},
     {"kind": "load.burst", "start_s": 2, "duration_s": 3, "params": {"factor": 4}},
     {"kind": "penalty.repetition", "start_s": 6, "duration_s": 2},
 ]
 
 
-def test_engine_kinds_are_skipped_and_defaults_filled():
+def test_defaults_are_filled_and_faults_survive_the_locust_config():
     faults = traffic_faults(SCENARIO_FAULTS)
     assert [f.kind for f in faults] == ["load.burst", "penalty.repetition"]
     assert faults[1].params == RepetitionParams()
     assert from_dicts([f.to_dict() for f in faults]) == faults
+
+
+def test_a_kind_loadgen_does_not_apply_is_an_error_naming_it():
+    engine_fault = {"kind": "memory.gc_storm", "start_s": 1, "duration_s": 2}
+    with pytest.raises(
+        SpecError, match=r"faults\[1\]\.kind: loadgen does not apply 'memory.gc_storm'"
+    ):
+        traffic_faults([SCENARIO_FAULTS[0], engine_fault])
 
 
 @pytest.mark.parametrize(
@@ -174,10 +181,9 @@ def test_heavy_traffic_params_are_checked(params, message):
     assert message in str(err.value)
 
 
-def test_kv_pressure_is_loadgen_s_only_where_our_engine_does_not_serve():
+def test_kv_pressure_as_loadgen_applies_it_sends_long_prompts_in_its_window():
     faults = [{"kind": "memory.kv_pressure", "start_s": 1, "duration_s": 2, "params": {}}]
-    assert for_loadgen(faults, own_engine=True) == []
-    mine = traffic_faults(for_loadgen(faults, own_engine=False))
+    mine = traffic_faults(faults)
     assert [(f.kind, f.cause, f.params) for f in mine] == [
         ("memory.kv_pressure", "memory", LongPromptParams())
     ]

@@ -53,7 +53,7 @@ def test_connect_creates_every_declared_table_and_the_definitions(tmp_path):
     with db.connect(tmp_path / "sub" / "w.duckdb") as conn:
         assert _file_tables(conn) == EXPECTED_TABLES == set(db.declared().tables)
         assert _stored_definitions(conn) == []  # macros.sql lives in each connection, not the file
-        assert conn.execute("SELECT count(*) FROM step_gc").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM step_gc('none')").fetchone() == (0,)
         assert conn.execute("SELECT count(*) FROM latency_samples('none')").fetchone() == (0,)
 
 
@@ -88,7 +88,7 @@ def test_a_file_of_the_migrations_era_opens_with_todays_definitions(tmp_path, ma
     path = tmp_path / "w.duckdb"
     _old_layout(path)
     with db.connect(path, read_only=True) as conn:  # changes nothing, still reads today's macros
-        assert "stale" not in [d[0] for d in conn.execute("SELECT * FROM step_gc").description]
+        assert "stale" not in [d[0] for d in conn.execute("SELECT * FROM step_gc('x')").description]
         assert _stored_definitions(conn) == ["request_ok", "run_axis", "step_gc"]
     with db.connect(path) as conn:  # read-write: the stored definitions and version table go
         assert _stored_definitions(conn) == []

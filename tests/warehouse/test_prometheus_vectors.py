@@ -1,4 +1,4 @@
-"""Peers' Prometheus expositions through spikelens' /metrics parser (collectors.metrics_scraper)
+"""Peers' Prometheus expositions through spikelens' /metrics parser (spikelens_common.metrics_scraper)
 and the warehouse's metric queries: data-parallel engines summed as vLLM sums them, histogram
 quantiles as Prometheus computes them, a quantile beyond the last finite bucket reported as
 "≥ that bound" rather than interpolated, and scientific notation.
@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from collectors.metrics_scraper import METRICS_SCHEMA, parse_exposition
+from spikelens_common.metrics_scraper import METRICS_SCHEMA, parse_exposition
 from warehouse.db import connect
 from warehouse.ingest import ingest_run
 from warehouse.queries import query

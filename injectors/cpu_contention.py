@@ -12,52 +12,43 @@ truth: `arm` writes the windows to `faults.host.parquet` (cause `host`).
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-from engine.config_keys import strict_keys
+from spikelens_common.fault_catalogue import CATALOGUE, Applier, build_params
+from spikelens_common.fault_params import CpuContentionParams
+from spikelens_common.ground_truth import (
+    GROUND_TRUTH_FILES,
+    Scheduled,
+    scheduled_windows,
+    write_windows,
+)
 
 KIND = "host.cpu_contention"
-GROUND_TRUTH_FILE = "faults.host.parquet"
+GROUND_TRUTH_FILE = GROUND_TRUTH_FILES["hogs"]
 _HOG = "while True: pass"
-
-
-@dataclass(frozen=True)
-class CpuContentionParams:
-    processes: int | None = None  # hog processes; None: one per CPU in the engine's affinity mask
-
-    def __post_init__(self):
-        v = self.processes
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 1024):
-            raise ValueError(
-                f"{KIND}.params.processes: must be an integer in [1, 1024] or null, got {v!r}"
-            )
 
 
 def make_params(values: dict | None) -> CpuContentionParams:
     """Params from a scenario mapping; unknown keys raise naming the key."""
-    valid = [f.name for f in dataclasses.fields(CpuContentionParams)]
-    strict_keys(
-        values or {}, valid, f"{KIND}.params", error=ValueError, sort_unknown=True, valid=valid
-    )
-    return CpuContentionParams(**dict(values or {}))
+    return build_params(KIND, Applier.HOGS, values)
 
 
 class CpuContention:
-    """The hog supervisor of one run: `arm(t0_ns)` at load start, `stop()` at teardown."""
+    """The hog supervisor of one run, for its host.cpu_contention faults (the flows route only
+    those here): `arm(t0_ns)` at load start, `stop()` at teardown."""
 
     def __init__(self, faults: list[dict], engine_pid: int, run_dir: str | Path, duration_s: float):
+        for f in faults:
+            if f["kind"] != KIND:
+                raise ValueError(f"the hogs apply {KIND} only, got {f['kind']!r}")
         self.windows = [
             (float(f["start_s"]), float(f["duration_s"]), make_params(f.get("params")))
             for f in faults
-            if f["kind"] == KIND
         ]
         self.engine_pid, self.run_dir, self.duration_s = engine_pid, Path(run_dir), duration_s
         self.hogs: list[subprocess.Popen] = []
@@ -134,20 +125,6 @@ def _die_with_starter() -> None:
 
 
 def _write_ground_truth(windows, t0_ns: int, duration_s: float, path: Path) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from loadgen.traffic_faults import FAULTS_SCHEMA
-
-    end_of_run = t0_ns + int(duration_s * 1e9)
-    rows: dict[str, list] = {name: [] for name in FAULTS_SCHEMA.names}
-    for start_s, dur_s, params in windows:
-        start = t0_ns + int(start_s * 1e9)
-        if start >= end_of_run:
-            continue
-        rows["kind"].append(KIND)
-        rows["cause"].append("host")
-        rows["start_ns"].append(start)
-        rows["end_ns"].append(min(start + int(dur_s * 1e9), end_of_run))
-        rows["params"].append(json.dumps(dataclasses.asdict(params)))
-    pq.write_table(pa.Table.from_pydict(rows, schema=FAULTS_SCHEMA), path)
+    cause = CATALOGUE[KIND].cause
+    scheduled = [Scheduled(KIND, cause, s, d, params) for s, d, params in windows]
+    write_windows(scheduled_windows(scheduled, t0_ns, duration_s), path)

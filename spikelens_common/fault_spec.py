@@ -1,4 +1,8 @@
-"""A scheduled fault as written in a scenario / CONFIG.json: kind, start_s, duration_s, params."""
+"""A scheduled fault as written in a scenario / CONFIG.json: kind, start_s, duration_s, params.
+
+`parse_fault_specs` checks the shape of each entry and that its kind is in the catalogue
+(`fault_catalogue`); the params are checked by the applier the flows route the fault to.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.config_keys import ALL_UNKNOWN, strict_keys
-from engine.faults.registry import FAULT_CAUSES
+from spikelens_common.config_keys import ALL_UNKNOWN, strict_keys
+from spikelens_common.fault_catalogue import FAULT_CAUSES
 
 _SPEC_KEYS = ("kind", "start_s", "duration_s", "params")
 

@@ -1,4 +1,4 @@
-"""collectors.delay_proxy: chunks delayed in the window only, in order; the proxy process and its
+"""injectors.delay_proxy: chunks delayed in the window only, in order; the proxy process and its
 ground truth; params named in errors."""
 
 import asyncio
@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pyarrow.parquet as pq
 import pytest
 
-from collectors.delay_proxy import DelayParams, DelayProxy, Schedule, make_params, serve
+from injectors.delay_proxy import DelayParams, DelayProxy, Schedule, make_params, serve
 
 
 async def _echo_round_trips(schedule: Schedule, n: int) -> list[float]:
@@ -110,8 +110,13 @@ def test_proxy_process_delays_an_http_server_after_arm_and_records_the_window(tm
 
 
 def test_no_fault_no_proxy(tmp_path):
-    proxy = DelayProxy([{"kind": "memory.gc_storm", "start_s": 0, "duration_s": 1}], tmp_path, 5)
+    proxy = DelayProxy([], tmp_path, 5)
     assert proxy.start("http://127.0.0.1:8000") == "http://127.0.0.1:8000" and proxy.proc is None
     proxy.arm(1)
     proxy.stop()
     assert not (tmp_path / "faults.network.parquet").exists()
+
+
+def test_only_network_delay_is_taken(tmp_path):
+    with pytest.raises(ValueError, match="got 'memory.gc_storm'"):
+        DelayProxy([{"kind": "memory.gc_storm", "start_s": 0, "duration_s": 1}], tmp_path, 5)

@@ -1,6 +1,6 @@
 """`network.delay`: a TCP proxy between loadgen and the engine that delays every chunk in a window.
 
-What: a small asyncio process (`python -m collectors.delay_proxy`) listens on a free loopback
+What: a small asyncio process (`python -m injectors.delay_proxy`) listens on a free loopback
 port and forwards each connection to the engine. Inside a fault window every chunk read from
 either side is written on `delay_ms` (+ a uniform draw in [0, jitter_ms]) after it was read,
 in order: a latency on the path, as a slower network adds, not a bandwidth cap (chunks in flight
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import json
 import random
 import subprocess
@@ -25,32 +24,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from engine.config_keys import strict_keys
+from spikelens_common.fault_catalogue import CATALOGUE, Applier, build_params
+from spikelens_common.fault_params import DelayParams
+from spikelens_common.ground_truth import (
+    GROUND_TRUTH_FILES,
+    Scheduled,
+    scheduled_windows,
+    write_windows,
+)
 
 KIND = "network.delay"
-GROUND_TRUTH_FILE = "faults.network.parquet"
+GROUND_TRUTH_FILE = GROUND_TRUTH_FILES["proxy"]
 _READ_BYTES = 65536
-
-
-@dataclass(frozen=True)
-class DelayParams:
-    delay_ms: float = 50.0  # added to every chunk, each direction
-    jitter_ms: float = 0.0  # uniform extra in [0, jitter_ms] per chunk (order kept)
-
-    def __post_init__(self) -> None:
-        for name in ("delay_ms", "jitter_ms"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= 10_000:
-                raise ValueError(f"{KIND}.params.{name}: must be a number in [0, 10000], got {v!r}")
 
 
 def make_params(values: dict | None) -> DelayParams:
     """Params from a scenario mapping; unknown keys raise naming the key."""
-    valid = [f.name for f in dataclasses.fields(DelayParams)]
-    strict_keys(
-        values or {}, valid, f"{KIND}.params", error=ValueError, sort_unknown=True, valid=valid
-    )
-    return DelayParams(**dict(values or {}))
+    return build_params(KIND, Applier.PROXY, values)
 
 
 @dataclass
@@ -150,7 +140,8 @@ async def _main(args: argparse.Namespace) -> None:
 
 
 class DelayProxy:
-    """The proxy process of one run, for the network.delay faults of its list (if any)."""
+    """The proxy process of one run, for its network.delay faults (the flows route them here;
+    none: no proxy)."""
 
     def __init__(self, faults: list[dict], run_dir: str | Path, duration_s: float):
         self.windows = [
@@ -159,8 +150,7 @@ class DelayProxy:
                 "duration_s": float(f["duration_s"]),
                 "params": f.get("params") or {},
             }
-            for f in faults
-            if f["kind"] == KIND
+            for f in _own(faults)
         ]
         self.run_dir, self.duration_s = Path(run_dir), duration_s
         self.proc: subprocess.Popen | None = None
@@ -176,7 +166,7 @@ class DelayProxy:
             [
                 sys.executable,
                 "-m",
-                "collectors.delay_proxy",
+                "injectors.delay_proxy",
                 "--upstream",
                 f"{parts.hostname}:{port}",
                 "--windows",
@@ -212,24 +202,21 @@ class DelayProxy:
         self.proc = None
 
 
+def _own(faults: list[dict]) -> list[dict]:
+    """`faults`, each of which must be a network.delay (the flows route only those here)."""
+    for f in faults:
+        if f["kind"] != KIND:
+            raise ValueError(f"the delay proxy applies {KIND} only, got {f['kind']!r}")
+    return faults
+
+
 def _write_ground_truth(windows: list[dict], t0_ns: int, duration_s: float, path: Path) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from loadgen.traffic_faults import FAULTS_SCHEMA
-
-    end_of_run = t0_ns + int(duration_s * 1e9)
-    rows: dict[str, list] = {name: [] for name in FAULTS_SCHEMA.names}
-    for w in windows:
-        start = t0_ns + int(w["start_s"] * 1e9)
-        if start >= end_of_run:
-            continue
-        rows["kind"].append(KIND)
-        rows["cause"].append("network")
-        rows["start_ns"].append(start)
-        rows["end_ns"].append(min(start + int(w["duration_s"] * 1e9), end_of_run))
-        rows["params"].append(json.dumps(dataclasses.asdict(make_params(w["params"]))))
-    pq.write_table(pa.Table.from_pydict(rows, schema=FAULTS_SCHEMA), path)
+    cause = CATALOGUE[KIND].cause
+    scheduled = [
+        Scheduled(KIND, cause, w["start_s"], w["duration_s"], make_params(w["params"]))
+        for w in windows
+    ]
+    write_windows(scheduled_windows(scheduled, t0_ns, duration_s), path)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ import time
 
 import pyarrow.parquet as pq
 
-from collectors.metrics_scraper import MetricsScraper, parse_exposition
+from spikelens_common.metrics_scraper import MetricsScraper, parse_exposition
 from tests.support.sse_server import SSEServer
 
 

@@ -1,8 +1,8 @@
-"""engine.config_keys.strict_keys: one check for unknown keys; the error carries its field."""
+"""spikelens_common.config_keys.strict_keys: one check for unknown keys; the error carries its field."""
 
 import pytest
 
-from engine.config_keys import ALL_UNKNOWN, UnknownKeyError, strict_keys
+from spikelens_common.config_keys import ALL_UNKNOWN, UnknownKeyError, strict_keys
 
 
 class MyError(ValueError):

@@ -8,7 +8,7 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
-from collectors.cpu_contention import CpuContention, make_params
+from injectors.cpu_contention import CpuContention, make_params
 
 
 def _alive(pid):
@@ -41,7 +41,6 @@ def test_hogs_run_pinned_to_the_engine_cpus_in_the_window_and_stop_kills_them(tm
             "params": {"processes": 2},
         },
         {"kind": "host.cpu_contention", "start_s": 4.0, "duration_s": 20, "params": {}},
-        {"kind": "load.burst", "start_s": 0, "duration_s": 1, "params": {}},
     ]
     hog = CpuContention(faults, engine.pid, tmp_path, duration_s=6.0)
     try:
@@ -79,10 +78,16 @@ def test_bad_params_name_the_field(params, message):
         make_params(params)
 
 
+def test_only_host_cpu_contention_is_taken(tmp_path):
+    burst = {"kind": "load.burst", "start_s": 0, "duration_s": 1, "params": {}}
+    with pytest.raises(ValueError, match="got 'load.burst'"):
+        CpuContention([burst], os.getpid(), tmp_path, duration_s=2.0)
+
+
 def test_a_hog_dies_with_the_process_that_started_it(tmp_path):
     code = (
         "import os, sys, time\n"
-        "from collectors.cpu_contention import CpuContention\n"
+        "from injectors.cpu_contention import CpuContention\n"
         f"h = CpuContention([{{'kind': 'host.cpu_contention', 'start_s': 0, 'duration_s': 60,"
         f" 'params': {{'processes': 1}}}}], os.getpid(), {str(tmp_path)!r}, 60)\n"
         "h.arm(time.time_ns()); time.sleep(1.0)\n"

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from collectors.gc_hook import hook_env
-from collectors.process_faults import (
+from injectors.process_faults import (
     SCHEDULE_ENV,
     ProcessGcStormParams,
     arm,
@@ -48,8 +48,7 @@ def test_the_storm_runs_only_in_its_role_and_window_and_its_collections_are_reco
             "duration_s": 0.8,
             "params": {"role": "engine"},
         },
-        {"kind": "load.burst", "start_s": 0, "duration_s": 1, "params": {}},
-    ]  # not the hook's
+    ]
     assert arm(faults, t0, 2.0, collect, tmp_path) == 2
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0 and out.strip() == "2"  # main + the schedule thread
@@ -65,6 +64,13 @@ def test_the_storm_runs_only_in_its_role_and_window_and_its_collections_are_reco
         ("memory.gc_storm", "memory", 100_000_000),
         ("memory.gc_storm", "memory", 800_000_000),
     ]
+
+
+def test_only_the_hooks_kinds_are_armed(tmp_path):
+    burst = {"kind": "load.burst", "start_s": 0, "duration_s": 1, "params": {}}
+    with pytest.raises(ValueError, match="got 'load.burst'"):
+        arm([burst], 0, 2.0, tmp_path / "collect", tmp_path)
+    assert not (tmp_path / "faults.process.parquet").exists()
 
 
 def test_without_the_variable_the_hook_starts_no_thread(tmp_path):
