@@ -214,8 +214,8 @@ def warmup_verdict(summaries: list[dict]) -> dict:
         if result["valid"]
         else "the load generator is starved during warm-up ("
         + "; ".join(result["reasons"])
-        + "): this run's latencies will be the client's; give the engine fewer CPUs "
-        "(engine.cpus) or lighten the load"
+        + "): this run's latencies will be partly the client's; keep other work off "
+        "spikelens' CPUs, give the engine fewer (engine.cpus) or lighten the load"
     )
     return result
 
