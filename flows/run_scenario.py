@@ -22,7 +22,7 @@ from prefect.exceptions import TerminationSignal
 
 from collectors import collect_dir, hook_env
 from engine.server.launch import EngineProcess
-from flows.affinity import KeptOff
+from flows.affinity import KeptOff, default_engine_cpus
 from flows.fault_routing import FaultRoutes, route_faults
 from flows.finish import finish_run
 from flows.manifest import RunManifest, new_run_id
@@ -44,6 +44,7 @@ from flows.tasks import (
     summarize_load,
     write_manifest,
 )
+from flows.vllm_config import VllmConfig
 from flows.vllm_process import VllmProcess
 from injectors.cpu_contention import CpuContention
 from injectors.delay_proxy import DelayProxy
@@ -216,9 +217,7 @@ class _Serving:
                 )
                 role = "engine"
             case VllmEngine(config=config):
-                if config.cpus is not None:
-                    self.kept_off = KeptOff(config.cpus).start()
-                    manifest.extra["cpus"] = self.kept_off.describe()
+                config = self._split_cpus(config, manifest)
                 # every process of vLLM's tree inherits the GC hook through its environment
                 process_faults = self.faults.of(Applier.GC_HOOK)
                 engine = start_vllm(
@@ -239,6 +238,21 @@ class _Serving:
             self.faults.of(Applier.HOGS), root_pid, run_dir, self.scenario.duration_s
         )
         self._start_proxy()
+
+    def _split_cpus(self, config: VllmConfig, manifest: RunManifest) -> VllmConfig:
+        """vLLM on `engine.cpus`, else on all CPUs but one (flows.affinity.default_engine_cpus);
+        spikelens' own processes on the rest. run.json's extra.cpus says which and why."""
+        source = "scenario"
+        if config.cpus is None:
+            cpus = default_engine_cpus(tensor_parallel_size=config.tensor_parallel_size)
+            if cpus is None:  # a single CPU (or one per rank): shared, as vLLM's default
+                every = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+                manifest.extra["cpus"] = {"engine": every, "spikelens": every, "source": "shared"}
+                return config
+            config, source = dataclasses.replace(config, cpus=cpus), "default"
+        self.kept_off = KeptOff(config.cpus or (), source).start()
+        manifest.extra["cpus"] = self.kept_off.describe()
+        return config
 
     def _start_proxy(self) -> None:
         """network.delay: loadgen's URL becomes the delaying proxy's (same URL without one)."""
@@ -288,7 +302,9 @@ def _drive(serving: _Serving, manifest: RunManifest, on_load_start) -> None:
     scenario, run_dir = serving.scenario, serving.run_dir
     options = _load_options(scenario, serving)
     manifest.extra.update(model=options.model_name, endpoint=options.endpoint)
-    result = drive_load(serving.url, run_dir, options, on_load_start)
+    result = drive_load(
+        serving.url, run_dir, options, on_load_start, lambda v: _warmup_health(manifest, v)
+    )
     manifest.extra["locust"] = {
         "requests_sent": result.requests_sent,
         "requests_failed": result.requests_failed,
@@ -306,6 +322,14 @@ def _drive(serving: _Serving, manifest: RunManifest, on_load_start) -> None:
     manifest.extra["summary"] = summarize_load(
         run_dir, scenario.duration_s, scenario.raw.get("slo")
     )
+
+
+def _warmup_health(manifest: RunManifest, verdict: dict) -> None:
+    """The warm-up's client health, as measured load starts: into run.json, and a warning line
+    when the load generator is starved already (the run's verdict will say invalid)."""
+    manifest.extra["warmup_client_health"] = verdict
+    if not verdict["valid"]:
+        progress.warning("%s", verdict["message"])
 
 
 def _load_options(scenario: Scenario, serving: _Serving) -> LocustRunOptions:

@@ -163,10 +163,12 @@ def drive_load(
     run_dir: Path,
     options: LocustRunOptions,
     on_load_start: Callable[[int], None] | None,
+    on_warmup_health: Callable[[dict], None] | None = None,
 ) -> LocustResult:
     """Run Locust as a subprocess against `url` as `options` say; raw samples land in `run_dir`.
 
     The runner enforces its own hard deadline (duration + warm-up + grace) on the subprocess.
+    `on_warmup_health(verdict)`: the warm-up's client health, as measured load starts.
     """
     from loadgen.runner import run_locust  # imports no locust: the runner spawns a subprocess
 
@@ -177,7 +179,12 @@ def drive_load(
         extra={"duration_s": options.warmup_s + options.duration_s},
     )
     return run_locust(
-        url, run_dir, options, on_load_start=on_load_start, preexec_fn=die_with_parent
+        url,
+        run_dir,
+        options,
+        on_load_start=on_load_start,
+        preexec_fn=die_with_parent,
+        on_warmup_health=on_warmup_health,
     )
 
 

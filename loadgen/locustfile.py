@@ -37,7 +37,7 @@ from locust import FastHttpUser, events, task
 from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner, WorkerRunner
 
 from loadgen.arrivals import arrival_times, for_worker
-from loadgen.client_health import PROBE_INTERVAL_S, HealthMonitor
+from loadgen.client_health import PROBE_INTERVAL_S, WARMUP_MARKER, HealthMonitor
 from loadgen.client_stall import KIND as CLIENT_STALL
 from loadgen.client_stall import blocking_sleep, run_stalls
 from loadgen.error_guard import STOP_MARKER, ErrorGuard, ErrorGuardConfig
@@ -250,11 +250,14 @@ def _sample_health() -> None:
     while True:
         _sleep_until(next_ns)
         now = time.time_ns()
-        if CLOCK.phase(now) == "measure" and "cpu_at_load_start" not in STATE:
+        load_starts = CLOCK.phase(now) == "measure" and "cpu_at_load_start" not in STATE
+        if load_starts:
             STATE["cpu_at_load_start"] = (sum(proc.cpu_times()[:2]), now)
         health.close_second(
             now, CLOCK.phase(now - 1), proc.cpu_percent(None), len(recorder.in_flight)
         )
+        if load_starts:  # the runner reads it: a starved warm-up is said before measuring
+            print(f"{WARMUP_MARKER} {json.dumps(health.warmup_summary())}", flush=True)
         next_ns += 10**9
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loadgen.client_health import merge_health
+from loadgen.client_health import WARMUP_MARKER, merge_health, warmup_verdict
 from loadgen.error_guard import STOP_MARKER, ErrorGuardConfig
 from loadgen.errors import SpecError
 from loadgen.locust_config import API_KEY_ENV, CONFIG_ENV, START_MARKER, LocustConfig
@@ -131,19 +131,23 @@ def run_locust(
     *,
     on_load_start: Callable[[int], None] | None = None,
     preexec_fn: Callable[[], None] | None = None,
+    on_warmup_health: Callable[[dict], None] | None = None,
 ) -> LocustResult:
     """Drive `host` (the server root, http(s)://) as `options` say for warmup_s + duration_s,
     recording into `run_dir`; see the module doc.
     Blocks until Locust exits; raises LoadgenError (after killing the group) if it does not
     within options.timeout_s. `on_load_start(t0_ns)` is called when the warm-up ends.
     `preexec_fn` runs in the Locust child before exec (e.g. PR_SET_PDEATHSIG, so a SIGKILLed
-    caller leaves no Locust behind).
+    caller leaves no Locust behind). `on_warmup_health(verdict)` (client_health.warmup_verdict)
+    is called, from a reader thread, once every Locust process has summarised its warm-up as
+    measured load starts; not at all without a warm-up of 2 s or more.
     If the wait is interrupted (any exception, KeyboardInterrupt, a termination signal raised in
     this thread), Locust is terminated and what it recorded is still merged — requests.parquet,
     tokens.parquet, client_health.parquet and faults.loadgen.parquet up to that moment — before
     the exception propagates."""
     run = _prepare_run(host, Path(run_dir), options)
     output = _OutputReader(run.parts_dir / "locust.log", options.log_lines)
+    output.expect_warmup(max(options.workers, 1), on_warmup_health)
     scraper = (
         MetricsScraper(
             options.metrics_url,
@@ -517,6 +521,25 @@ class _OutputReader:
         self.stopped_early: dict | None = None  # the error guard's verdict (STOP_MARKER line)
         self.started = threading.Event()
         self.thread: threading.Thread | None = None
+        self.warmup: list[dict | None] = []  # each users' process's warm-up summary
+        self._warmup_processes = 1
+        self._on_warmup: Callable[[dict], None] | None = None
+
+    def expect_warmup(self, processes: int, callback: Callable[[dict], None] | None) -> None:
+        """Call `callback(warmup_verdict)` once `processes` warm-up summaries were read."""
+        self._warmup_processes, self._on_warmup = processes, callback
+
+    def _warmup_line(self, payload: str) -> None:
+        try:
+            self.warmup.append(json.loads(payload))
+        except ValueError:
+            self.warmup.append(None)
+        summaries = [w for w in self.warmup if w]
+        if len(self.warmup) == self._warmup_processes and summaries and self._on_warmup:
+            try:  # the caller's report must not stop this thread reading Locust's output
+                self._on_warmup(warmup_verdict(summaries))
+            except Exception as e:
+                self.lines.append(f"warm-up health callback failed: {e!r}")
 
     def follow(self, proc: subprocess.Popen) -> None:
         self.thread = threading.Thread(target=self._read, args=(proc,), daemon=True)
@@ -530,6 +553,8 @@ class _OutputReader:
             if line.startswith(START_MARKER):
                 self.started_ns = int(line.split()[1])
                 self.started.set()
+            elif line.startswith(WARMUP_MARKER):
+                self._warmup_line(line[len(WARMUP_MARKER) :])
             elif line.startswith(STOP_MARKER) and self.stopped_early is None:
                 try:
                     self.stopped_early = json.loads(line[len(STOP_MARKER) :])

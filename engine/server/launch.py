@@ -21,6 +21,18 @@ from typing import Any
 
 import httpx
 
+from spikelens_common.startup_failure import Hint, StartupFailure
+
+# Fixes known for the root cause lines the engine prints when it cannot start (first match wins);
+# a bad CONFIG.json key names itself ("error: engine.kv_blocks: ...").
+ENGINE_HINTS = (
+    Hint(
+        r"out of memory|OutOfMemory|Cannot allocate|not enough memory",
+        "lower engine.kv_blocks (or kv_cache_memory_bytes) or engine.max_num_seqs",
+    ),
+    Hint(r"address already in use", "another server holds the port; pick another"),
+)
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A port that was free a moment ago (the OS picks it)."""
@@ -146,18 +158,18 @@ class EngineProcess(SupervisedServer):
         proc = self.running()
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                raise RuntimeError(
-                    f"engine exited with {proc.returncode} during startup:\n{self.log_tail()}"
-                )
+                raise self._failure(f"exited with {proc.returncode} during startup")
             try:
                 if httpx.get(self.url + "/health", timeout=1.0).status_code == 200:
                     return
             except httpx.TransportError:
                 pass
             time.sleep(0.1)
-        raise TimeoutError(
-            f"engine not healthy after {self.startup_timeout_s} s:\n{self.log_tail()}"
-        )
+        raise self._failure(f"not healthy after {self.startup_timeout_s:.0f} s")
+
+    def _failure(self, what_happened: str) -> StartupFailure:
+        """One line: the root cause line of engine.log, its path and the fix if known."""
+        return StartupFailure.from_log("engine", self.log_path, what_happened, ENGINE_HINTS)
 
     def arm_faults(self, t0_ns: int) -> None:
         """Start the engine's fault clock: faults run from t0_ns + start_s (POST /spikelens/arm)."""

@@ -93,3 +93,55 @@ def test_unsupervised_the_command_reruns_in_a_child_and_exits_with_its_code(monk
     with pytest.raises(typer.Exit) as e:
         run_flow("long", lambda: pytest.fail("ran in the parent"))
     assert e.value.exit_code == 3 and len(calls) == 1
+
+
+def test_a_server_that_did_not_start_exits_2_with_its_one_line_however_wrapped(screen):
+    from spikelens_common.startup_failure import StartupFailure
+
+    cause = StartupFailure("vLLM", "ValueError: no memory", "/runs/r/vllm.log", "set engine.x")
+
+    def flow():
+        try:
+            raise cause
+        except StartupFailure as e:
+            raise RuntimeError("task failed") from e
+
+    assert failure_line(cause, ()) == FailureLine(str(cause), USAGE_ERROR)
+    with pytest.raises(typer.Exit) as e:
+        run_flow("running s.yaml", flow)
+    assert e.value.exit_code == USAGE_ERROR
+    assert screen.getvalue().splitlines()[-1] == (
+        "error: vLLM did not start: ValueError: no memory (log: /runs/r/vllm.log); "
+        "fix: set engine.x"
+    )
+
+
+def test_prefects_own_report_of_a_startup_failure_stays_off_the_terminal():
+    """Prefect logs a failed task's and flow's traceback and a 'Finished in state Failed(...)'
+    line; while a command runs, the terminal's handlers drop those about a startup failure and
+    keep everything else."""
+    import logging
+
+    from spikelens_common.startup_failure import StartupFailure
+
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    logger = logging.getLogger("prefect.task_runs")
+    logger.addHandler(handler)
+    failure = StartupFailure("vLLM", "ValueError: no memory")
+    try:
+        with cli_run.quiet_startup_failures():
+            try:
+                raise failure
+            except StartupFailure:
+                logger.exception("Task run failed with exception")
+            logger.error(
+                "Finished in state Failed('Task run encountered an exception %s')", failure
+            )
+            logger.error("Finished in state Failed('other')")
+        logger.exception("after the command", exc_info=failure)
+    finally:
+        logger.removeHandler(handler)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "Finished in state Failed('other')"
+    assert lines[1] == "after the command" and "Traceback" in out.getvalue()

