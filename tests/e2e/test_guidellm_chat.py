@@ -10,21 +10,19 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from engine.chat_template import JINJA_FILE, TOKENIZER_CONFIG
 from engine.server.launch import free_port
+from tests.support.engine_cli import SPIKELENS, wait_healthy
 
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDELLM = ROOT / ".venv-peers" / "bin" / "guidellm"
-SPIKELENS = str(Path(sys.executable).parent / "spikelens")
 LOAD_S = 3  # seconds of measured load per case
 
 
@@ -74,7 +72,7 @@ def test_guidellm_chat_mode_has_no_errors(checkpoints, case, tmp_path):
         text=True,
     )
     try:
-        _wait_healthy(engine, f"http://127.0.0.1:{port}")
+        wait_healthy(engine, f"http://127.0.0.1:{port}")
         t0 = time.monotonic()
         result = _guidellm_chat(f"http://127.0.0.1:{port}", folder, tmp_path)
         print(f"guidellm ({case}): {time.monotonic() - t0:.1f} s wall for {LOAD_S} s of load")
@@ -114,17 +112,3 @@ def _guidellm_chat(url: str, tokenizer: Path, work: Path) -> dict:
     proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     return json.loads(out.read_text())
-
-
-def _wait_healthy(proc: subprocess.Popen, url: str, timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"spikelens engine exited {proc.returncode}: {proc.stderr.read()}")
-        try:
-            if httpx.get(url + "/health", timeout=1.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError("spikelens engine did not become healthy")

@@ -3,40 +3,15 @@ console script in a subprocess, the context length taken from the checkpoint, th
 `openai` client streaming; contradicting flags refused before anything starts."""
 
 import json
-import os
 import signal
 import subprocess
-import sys
-import time
-from pathlib import Path
 
 import httpx
 import pytest
 
 from engine.server.launch import free_port
+from tests.support.engine_cli import SPIKELENS, engine_env, run_engine, wait_healthy
 from tests.support.terminal import terminal_like
-
-SPIKELENS = str(Path(sys.executable).parent / "spikelens")
-
-
-def _env(tmp_path: Path) -> dict:
-    return {**os.environ, "SPIKELENS_HOME": str(tmp_path / "home"), "PYTHONUNBUFFERED": "1"}
-
-
-def _wait_healthy(proc: subprocess.Popen, url: str, timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(
-                f"spikelens engine exited with {proc.returncode}: {proc.stderr.read()}"
-            )
-        try:
-            if httpx.get(url + "/health", timeout=1.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError("spikelens engine did not become healthy")
 
 
 def test_engine_serves_a_256_position_checkpoint_with_no_engine_flag(hf_llama_256, tmp_path):
@@ -47,14 +22,14 @@ def test_engine_serves_a_256_position_checkpoint_with_no_engine_flag(hf_llama_25
     url = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen(
         [SPIKELENS, "engine", "--model", str(hf_llama_256), "--port", str(port)],
-        env=_env(tmp_path),
+        env=engine_env(tmp_path),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         preexec_fn=terminal_like,  # Ctrl-C must reach it even from a background CI job
     )
     try:
-        _wait_healthy(proc, url)
+        wait_healthy(proc, url)
         models = httpx.get(url + "/v1/models").json()
         assert models["data"][0]["max_model_len"] == 256
         client = openai.OpenAI(base_url=url + "/v1", api_key="unused")
@@ -83,20 +58,8 @@ def test_engine_serves_a_256_position_checkpoint_with_no_engine_flag(hf_llama_25
 
 
 def test_explicit_max_model_len_above_the_checkpoint_is_refused(hf_llama_256, tmp_path):
-    proc = subprocess.run(
-        [
-            SPIKELENS,
-            "engine",
-            str(hf_llama_256),
-            "--max-model-len",
-            "512",
-            "--port",
-            str(free_port()),
-        ],
-        env=_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=120,
+    proc = run_engine(
+        [str(hf_llama_256), "--max-model-len", "512", "--port", str(free_port())], tmp_path
     )
     assert proc.returncode == 2
     assert "engine.max_model_len: must be in [2, 256]" in proc.stderr and "got 512" in proc.stderr
@@ -106,10 +69,8 @@ def test_flags_override_the_config_file(tmp_path):
     """The file's max_num_seqs (2) is valid; the flag's (0) wins, so the server refuses to start."""
     config = tmp_path / "engine.json"
     config.write_text(json.dumps({"engine": {"model": "tiny", "max_num_seqs": 2}, "faults": []}))
-    proc = subprocess.run(
+    proc = run_engine(
         [
-            SPIKELENS,
-            "engine",
             "--config",
             str(config),
             "--max-num-seqs",
@@ -121,10 +82,7 @@ def test_flags_override_the_config_file(tmp_path):
             "--port",
             str(free_port()),
         ],
-        env=_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=120,
+        tmp_path,
     )
     assert proc.returncode == 2 and "engine.max_num_seqs" in proc.stderr
     merged = json.loads(
@@ -134,13 +92,7 @@ def test_flags_override_the_config_file(tmp_path):
 
 
 def test_help_lists_the_vllm_style_flags(tmp_path):
-    proc = subprocess.run(
-        [SPIKELENS, "engine", "--help"],
-        env={**_env(tmp_path), "COLUMNS": "200"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = run_engine(["--help"], tmp_path, COLUMNS="200")
     assert proc.returncode == 0
     for flag in (
         "--model",
@@ -168,13 +120,7 @@ def test_chat_template_flag_serves_chat_on_a_checkpoint_without_one(hf_llama_256
     from tests.support.hf_llama import CHAT_TEMPLATE, with_template_in
 
     folder = with_template_in(hf_llama_256, tmp_path / "no-template", None)
-    bad = subprocess.run(
-        [SPIKELENS, "engine", str(folder), "--chat-template", "missing.jinja"],
-        env=_env(tmp_path / "bad"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    bad = run_engine([str(folder), "--chat-template", "missing.jinja"], tmp_path / "bad")
     assert bad.returncode == 2
     assert "engine.chat_template: 'missing.jinja' looks like a file path" in bad.stderr
     template = tmp_path / "chat.jinja"
@@ -183,10 +129,10 @@ def test_chat_template_flag_serves_chat_on_a_checkpoint_without_one(hf_llama_256
     url = f"http://127.0.0.1:{port}"
     cmd = [SPIKELENS, "engine", str(folder), "--chat-template", str(template), "--port", str(port)]
     proc = subprocess.Popen(
-        cmd, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        cmd, env=engine_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     try:
-        _wait_healthy(proc, url)
+        wait_healthy(proc, url)
         chat = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3}
         r = httpx.post(url + "/v1/chat/completions", json=chat, timeout=60)
         assert r.status_code == 200, r.text
@@ -219,13 +165,13 @@ def test_sigterm_of_the_cli_stops_the_server_gracefully(tmp_path):
             "--port",
             str(port),
         ],
-        env=_env(tmp_path),
+        env=engine_env(tmp_path),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
-        _wait_healthy(proc, f"http://127.0.0.1:{port}")
+        wait_healthy(proc, f"http://127.0.0.1:{port}")
         children = psutil.Process(proc.pid).children(recursive=True)
         assert children
     finally:
