@@ -87,7 +87,7 @@ def test_flow_starts_vllm_drives_it_and_leaves_nothing_behind(checkpoint, clean_
     # the suite gives vLLM CPU 0 (cpus: [0]): its OpenMP threads bind there, spikelens runs beside
     assert vllm["env"] == {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "0"}
     others = sorted(set(os.sched_getaffinity(0)) - {0})
-    assert run["extra"]["cpus"] == {"engine": [0], "spikelens": others}
+    assert run["extra"]["cpus"] == {"engine": [0], "spikelens": others, "source": "scenario"}
     roles = sorted(p["role"] for p in vllm["processes"])
     assert roles[:1] == ["api_server"] and "engine_core" in roles, vllm["processes"]
     assert run["extra"]["model"] == str(checkpoint) and run["extra"]["endpoint"] == "completions"

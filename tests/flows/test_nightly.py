@@ -80,7 +80,7 @@ def test_baseline_and_verdicts(harness, tmp_path):
 
 def stored_sweeps(tmp_path):
     """Four stored capacity sweeps of scenario `cap`; returns (db, check over steps 2 and 4)."""
-    from flows.capacity import CapacityOptions, _rows
+    from flows.capacity import CapacityOptions, SweepRecord, _rows
     from flows.capacity import store as store_capacity
     from flows.nightly_config import CapacityCheck
     from rca.capacity import StepOutcome, queueing_reading
@@ -107,7 +107,10 @@ def stored_sweeps(tmp_path):
         store_capacity.fn(
             db,
             _rows(
-                sweep_id, "cap", CapacityOptions(loads=loads), {"ttft_ms": 1}, steps, ev, started
+                SweepRecord(sweep_id, "cap", {"ttft_ms": 1}, started),
+                CapacityOptions(loads=loads),
+                steps,
+                ev,
             ),
         )
     return db, CapacityCheck(scenario=tmp_path, kind="users", loads=(2.0, 4.0), last_n=3)
