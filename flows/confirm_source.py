@@ -7,11 +7,11 @@ bad run id or spike index costs nothing: `ConfirmUsageError` names the field and
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flows.manifest import RunManifest
 from rca.config import CAUSES
 
 
@@ -62,8 +62,8 @@ def read_source(
         facts = query(conn, "confirm_stretch", run_id=run_id, from_s=0.0, to_s=1.0)[0]
     if facts["load_started_ns"] is None or facts["first_send_ns"] is None:
         raise ConfirmUsageError(f"RUN_ID: run {run_id} has no measured load in the warehouse")
-    manifest = RunManifest.read(run_dir)
-    scenario = dict(manifest.scenario)
+    recorded = json.loads((run_dir / "run.json").read_text())
+    scenario = dict(recorded.get("scenario") or {})
     return ConfirmSource(
         run_id=run_id,
         run_dir=run_dir,
@@ -76,7 +76,7 @@ def read_source(
         memory_kind=memory_kind(evidence),
         scenario=scenario,
         runtime_kind=runtime_kind(scenario),
-        warmup_s=float(manifest.warmup_s),
+        warmup_s=float(recorded.get("warmup_s") or scenario.get("warmup_s") or 5.0),
         t0_offset_s=(facts["load_started_ns"] - facts["first_send_ns"]) / 1e9,
         trace_end_s=float(facts["trace_end_s"] or 0.0),
     )
