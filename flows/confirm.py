@@ -35,7 +35,7 @@ from flows.interventions import (
 )
 from flows.paths import StatePaths
 from flows.run_scenario import run_scenario
-from flows.tasks import progress, refresh_index
+from flows.tasks import progress, rebuild_index
 
 
 @dataclass
@@ -140,7 +140,7 @@ def render(paths: StatePaths, result: ConfirmResult) -> Path:
 
     out_dir = paths.reports / result.run_id / f"confirm-{result.spike_id}"
     page = render_confirm(build_confirm_context(asdict(result)), out_dir, "../../index.html")
-    refresh_index(paths.reports)
+    rebuild_index(paths.reports)
     return page
 
 
