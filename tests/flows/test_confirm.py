@@ -61,6 +61,7 @@ def test_each_arm_is_a_valid_scenario_replaying_the_stretch(state, tmp_path):
     recorded, removed = (load_scenario(files[k]) for k in ("recorded", "removed"))
     assert recorded.duration_s == pytest.approx(stretch.duration_s, abs=1e-3)
     assert recorded.faults[0].start_s == pytest.approx(20 - stretch.shift_s, abs=1e-3)
+    assert removed.faults == recorded.faults and removed.runtime == recorded.runtime
     rows = [
         [json.loads(line) for line in (tmp_path / f"{k}.jsonl").read_text().splitlines()]
         for k in ("recorded", "removed")
