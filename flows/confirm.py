@@ -139,7 +139,9 @@ def render(paths: StatePaths, result: ConfirmResult) -> Path:
     from templates.render import render_confirm
 
     out_dir = paths.reports / result.run_id / f"confirm-{result.spike_id}"
-    page = render_confirm(build_confirm_context(asdict(result)), out_dir, "../../index.html")
+    incident = "../index.html" if (out_dir.parent / "index.html").is_file() else None
+    context = build_confirm_context(asdict(result), incident_href=incident)
+    page = render_confirm(context, out_dir, "../../index.html")
     rebuild_index(paths.reports)
     return page
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pages.fields import one_of
+from pages.fields import one_of, relative_href
 from pages.index import ReportEntry
 from pages.run_header import RunHeader
 
@@ -60,9 +60,12 @@ class ConfirmContext:
     arms: tuple[ArmRow, ...]
     command: str
     headline: str = ""
+    incident_href: str | None = None  # the run's incident page, relative to this one
 
     def __post_init__(self) -> None:
         one_of(self.verdict, VERDICTS, "verdict")
+        if self.incident_href is not None:
+            object.__setattr__(self, "incident_href", relative_href(self.incident_href, "href"))
         if not self.headline:
             object.__setattr__(self, "headline", self._headline())
 
@@ -103,8 +106,11 @@ class ConfirmContext:
         )
 
 
-def build_confirm_context(result: Mapping[str, Any]) -> ConfirmContext:
-    """From a confirmation's stored result (flows.confirm.ConfirmResult as a mapping)."""
+def build_confirm_context(
+    result: Mapping[str, Any], incident_href: str | None = None
+) -> ConfirmContext:
+    """From a confirmation's stored result (flows.confirm.ConfirmResult as a mapping);
+    `incident_href`: the run's incident page, relative to this page (None: no link)."""
     share = result.get("share") or {}
     intervention = result["intervention"]
     forced = result["cause"] != result.get("stored_cause")
@@ -140,5 +146,12 @@ def build_confirm_context(result: Mapping[str, Any]) -> ConfirmContext:
             for a in result.get("arms") or []
         ),
         command=f"spikelens confirm {result['run_id']} --spike {result['spike_id']}"
+        + (f" --repeats {n}" if (n := _repeats(result)) else "")
         + (f" --cause {result['cause']}" if forced else ""),
+        incident_href=incident_href,
     )
+
+
+def _repeats(result: Mapping[str, Any]) -> int:
+    """The K of the confirmation (0: no arm ran)."""
+    return sum(1 for a in result.get("arms") or [] if a["arm"] == "recorded")

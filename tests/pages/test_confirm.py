@@ -55,19 +55,23 @@ def test_the_headline_says_the_share_its_interval_and_the_intervention():
     assert ctx.mean_ms("recorded", "excess_ms") == pytest.approx(200.0)
     assert ctx.mean_ms("removed", "excess_ms") == pytest.approx(20.0)
     assert not ctx.forced
-    assert ctx.command == "spikelens confirm 20261203T000000Z-incident-gc-0001 --spike 1"
+    assert ctx.command == (
+        "spikelens confirm 20261203T000000Z-incident-gc-0001 --spike 1 --repeats 2"
+    )
     entry = ctx.entry()
     assert (entry.kind, entry.verdict, entry.top_cause) == ("confirm", "confirmed", "memory")
 
 
 def test_a_forced_wrong_cause_not_confirmed_renders_as_suspect(tmp_path):
     ctx = build_confirm_context(
-        result("not confirmed", cause="penalty", stored="memory", share=(0.1, -0.05, 0.2))
+        result("not confirmed", cause="penalty", stored="memory", share=(0.1, -0.05, 0.2)),
+        incident_href="../index.html",
     )
     assert ctx.forced and ctx.command.endswith("--cause penalty")
     page = render_confirm(ctx, tmp_path, "../../index.html")
     html = page.read_text()
     assert 'id="suspect"' in html and 'id="forced"' in html
+    assert 'id="incident-link" href="../index.html"' in html
     assert html.count('class="arm-row"') == 4 and "250 ms" in html and "61.5 s" in html
     assert json.loads((tmp_path / "report.json").read_text())["verdict"] == "not confirmed"
 
