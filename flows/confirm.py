@@ -146,6 +146,35 @@ def render(paths: StatePaths, result: ConfirmResult) -> Path:
     return page
 
 
+@task(name="publish-confirm-artifacts", cache_policy=NONE)
+def publish(result: ConfirmResult) -> None:
+    """The arms as a table and the verdict as markdown in Prefect's UI."""
+    from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+    key = f"confirm-{result.run_id}-{result.spike_id}".lower()[:60].rstrip("-")
+    create_table_artifact(
+        key=key,
+        table=[
+            {k: a.get(k) for k in ("arm", "repeat", "run_id", "baseline_ms", "excess_ms")}
+            for a in result.arms
+        ],
+        description=f"confirm {result.cause} for spike {result.spike_id} of {result.run_id}",
+    )
+    share = result.share
+    create_markdown_artifact(
+        key="confirm-summary",
+        markdown=f"# {result.verdict}: {result.cause}, spike {result.spike_id} of {result.run_id}"
+        + "\n\n"
+        + (
+            f"- share removed {share['point']:.0%} [{share['low']:.0%}, {share['high']:.0%}]\n"
+            if share
+            else ""
+        )
+        + f"- {result.reason}\n\nReport: [{result.report}](file://{result.report})",
+        description="spikelens confirm",
+    )
+
+
 def _judge(
     source: ConfirmSource, intervention: Intervention, stretch: Stretch, arms: list[dict]
 ) -> ConfirmResult:
@@ -213,5 +242,6 @@ def confirm_spike(
     json_path = paths.run_dir(run_id) / f"confirm-{source.spike_id}.json"
     result.json_path = str(json_path)
     result.report = str(render(paths, result))
+    publish(result)
     json_path.write_text(json.dumps(asdict(result), indent=2, default=str))
     return result
