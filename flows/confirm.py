@@ -215,7 +215,10 @@ def confirm_spike(
     paths = StatePaths(Path(state_home).resolve()) if state_home else StatePaths.from_env()
     source = load_source(paths.warehouse, paths.run_dir(run_id), run_id, spike, cause)
     intervention = intervention_for(
-        source.cause, source.runtime_kind, gc_paused=source.memory_kind == "gc"
+        source.cause,
+        source.runtime_kind,
+        gc_paused=source.memory_kind == "gc",
+        engine=source.scenario.get("engine"),
     )
     stretch = plan_stretch(
         source.spike_start_s,

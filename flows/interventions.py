@@ -9,7 +9,8 @@ it lands where it landed in the recorded run.
 One intervention per cause, where a knob exists (`intervention_for`):
 - memory (GC): automatic GC off in every process of the engine's tree, through the GC hook
   (`intervention: {gc_off: true}`); explicit gc.collect() calls still run;
-- memory (KV): 4× the KV cache (engine.kv_blocks, or kv_cache_memory_bytes when set);
+- memory (KV): 4× the KV cache (engine.kv_blocks, or kv_cache_memory_bytes when set; vLLM's
+  num_gpu_blocks_override and kv_cache_space_gib, when the run gave a size);
 - penalty: every request's frequency/presence penalty 0 and repetition penalty 1, and max_tokens
   capped at the baseline stretch's median output;
 - load: the arrivals above the baseline rate dropped in the spike's window;
@@ -153,9 +154,12 @@ _NO_KNOB = {
 }
 
 
-def intervention_for(cause: str, runtime_kind: str, gc_paused: bool = True) -> Intervention:
+def intervention_for(
+    cause: str, runtime_kind: str, gc_paused: bool = True, engine: dict | None = None
+) -> Intervention:
     """The intervention for `cause` on `runtime_kind` ('engine' = spikelens', 'vllm', 'target').
-    `gc_paused`: the memory evidence is GC pauses (else KV pressure)."""
+    `gc_paused`: the memory evidence is GC pauses (else KV pressure); `engine`: the recorded
+    engine block (a vLLM whose cache size was derived has no recorded size to multiply)."""
     if runtime_kind == "target":
         return Intervention(
             cause, "none", "", available=False, reason="a target: spikelens did not start it"
@@ -170,9 +174,23 @@ def intervention_for(cause: str, runtime_kind: str, gc_paused: bool = True) -> I
             "when its window closes, which then walks the whole window's garbage",
         )
     if cause == "memory":
-        if runtime_kind != "engine":
-            return Intervention(cause, "kv_x4", "", available=False, reason=_VLLM_LATER)
-        return Intervention(cause, "kv_x4", f"{KV_FACTOR}× the engine's KV cache blocks")
+        sized = engine is None or any(
+            engine.get(k) is not None for k in ("num_gpu_blocks_override", "kv_cache_space_gib")
+        )
+        if runtime_kind == "vllm" and not sized:
+            return Intervention(
+                cause,
+                "kv_x4",
+                "",
+                available=False,
+                reason="vLLM derived its KV cache size: no recorded size to multiply",
+            )
+        return Intervention(
+            cause,
+            "kv_x4",
+            f"{KV_FACTOR}× the engine's KV cache (spikelens' kv_blocks or kv_cache_memory_bytes; "
+            "vLLM's num_gpu_blocks_override and kv_cache_space_gib)",
+        )
     if cause == "penalty":
         return Intervention(
             cause,
@@ -190,17 +208,19 @@ def intervention_for(cause: str, runtime_kind: str, gc_paused: bool = True) -> I
     return Intervention(cause, "none", "", available=False, reason=reason)
 
 
-_VLLM_LATER = "not on vLLM in this version (its KV cache knob is not wired to confirm yet)"
-
-
 def apply_to_engine(engine: dict[str, Any], intervention: Intervention) -> dict[str, Any]:
     """The scenario's `engine:` block under `intervention` (only kv_x4 changes it)."""
     if intervention.name != "kv_x4":
         return dict(engine)
     out = dict(engine)
-    if out.get("kv_cache_memory_bytes") is not None and isinstance(
-        out["kv_cache_memory_bytes"], int
-    ):
+    if out.get("kind") == "vllm":
+        # the cache's size in blocks and the CPU build's space for it, each as recorded; a
+        # derived size (neither given) grows with max_num_seqs × max_model_len instead
+        for key in ("num_gpu_blocks_override", "kv_cache_space_gib"):
+            if out.get(key) is not None:
+                out[key] = out[key] * KV_FACTOR
+        return out
+    if isinstance(out.get("kv_cache_memory_bytes"), int):
         out["kv_cache_memory_bytes"] = out["kv_cache_memory_bytes"] * KV_FACTOR
         return out
     out["kv_blocks"] = int(out.get("kv_blocks", 512)) * KV_FACTOR

@@ -7,6 +7,7 @@ from flows.interventions import (
     KV_FACTOR,
     BaselineFacts,
     TraceEntry,
+    apply_to_engine,
     apply_to_trace,
     arm_scenario,
     cap_arrivals,
@@ -72,7 +73,15 @@ def test_each_cause_has_its_intervention_or_says_why_not():
         assert not none.available and none.reason, cause
     assert "no engine knob" in intervention_for("network", "engine").reason
     assert not intervention_for("memory", "target").available
-    assert not intervention_for("memory", "vllm", gc_paused=False).available
+    derived = {"kind": "vllm", "model": "/m"}
+    assert not intervention_for("memory", "vllm", False, derived).available
+    sized = {**derived, "num_gpu_blocks_override": 64, "kv_cache_space_gib": 1}
+    kv = intervention_for("memory", "vllm", False, sized)
+    assert kv.available and apply_to_engine(sized, kv) == {
+        **sized,
+        "num_gpu_blocks_override": 64 * KV_FACTOR,
+        "kv_cache_space_gib": KV_FACTOR,
+    }
 
 
 def test_arm_scenarios_parse_and_differ_only_by_the_intervention():
