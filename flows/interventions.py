@@ -93,10 +93,11 @@ def shift_faults(faults: list[dict[str, Any]], stretch: Stretch) -> list[dict[st
     for f in faults:
         start = float(f.get("start_s", 0.0)) - stretch.shift_s
         end = start + float(f.get("duration_s", 0.0))
-        start, end = max(0.0, start), min(stretch.duration_s, end)
-        if end <= start:
+        start, end = round(max(0.0, start), 3), min(round(stretch.duration_s, 3) - 0.001, end)
+        length = math.floor((end - start) * 1000) / 1000  # never past the arm's end
+        if length <= 0:
             continue
-        shifted.append({**f, "start_s": round(start, 3), "duration_s": round(end - start, 3)})
+        shifted.append({**f, "start_s": start, "duration_s": length})
     return shifted
 
 
