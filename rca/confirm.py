@@ -4,7 +4,8 @@ Each arm of `spikelens confirm` replays the spike's stretch: baseline windows, t
 windows. Per arm (`measure_arm`), on the spike's metric's 1-s windows, the arm's own baseline is
 the detector's (rca.detect.baseline over the windows before the spike, less a guard), and
 
-    excess_ms = mean over the spike's windows of (window p99 − baseline median)
+    excess_ms = mean over the spike's windows (its times rounded to the 1-s grid) of
+                (window p99 − baseline median)
 
 The arm reproduced the spike when at least `DetectConfig.min_windows` of its spike windows are
 above the detector's threshold (the same test that finds spikes). Across arms (`share_removed`):
@@ -65,8 +66,11 @@ def measure_arm(
     windows before it; `windows`: the windows query's rows (t_s and the percentiles)."""
     values = series(windows, metric, config)
     t = np.array([float(w["t_s"]) for w in windows])
-    inside = (t >= np.floor(spike_s[0])) & (t < spike_s[1])
-    before = t < np.floor(spike_s[0]) - GUARD_WINDOWS
+    # the spike's windows on the arm's grid: a replay lands within a second of the recorded
+    # times, so the nearest window boundaries
+    first, end = round(spike_s[0]), max(round(spike_s[1]), round(spike_s[0]) + 1)
+    inside = (t >= first) & (t < end)
+    before = t < first - GUARD_WINDOWS
     base = baseline(values[before], metric, config)
     spike_values = values[inside][~np.isnan(values[inside])]
     if base is None or len(spike_values) == 0:
