@@ -3,6 +3,10 @@ valid scenarios replaying the stretch, the measure reads the spike back from the
 a cause without an intervention is judged inconclusive and rendered without running anything."""
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -92,3 +96,27 @@ def test_no_intervention_is_inconclusive_and_says_why(state):
     assert "Nothing was run" in html and "no engine knob" in html
     entry = json.loads((page.parent / "report.json").read_text())
     assert entry["kind"] == "confirm" and entry["verdict"] == "inconclusive"
+
+
+def test_the_cli_runs_the_flow_and_exits_3_when_the_cause_has_no_intervention(state):
+    """The whole command without an engine: a network verdict has no engine knob, so nothing
+    runs, the result and page say why, and the exit code is 3 (inconclusive)."""
+    paths, _, _ = state
+    env = {
+        **os.environ,
+        "SPIKELENS_HOME": str(paths.home),
+        "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect"),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "confirm", RUN, "--cause", "network"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert "inconclusive" in proc.stderr and "no engine knob" in proc.stderr
+    page = Path(proc.stdout.strip().splitlines()[-1])
+    assert page.is_file() and page.parent.name == "confirm-1"
+    stored = json.loads((paths.run_dir(RUN) / "confirm-1.json").read_text())
+    assert stored["verdict"] == "inconclusive" and stored["arms"] == []
