@@ -5,9 +5,9 @@ The flow only orchestrates: read the run and spike (flows.confirm_source), plan 
 the intervention (flows.interventions), then K times (A B A B …) replay the stretch as recorded
 (A) and with the cause removed (B) through `run_scenario` (each arm is a full run: engine,
 collectors, load, ingest), measure each arm's spike-window excess from the warehouse, and judge
-(rca.confirm). The result is written beside the recorded run (`confirm-<spike>.json`) and as a
-page (reports/<run>/confirm-<spike>/). Where the cause has no intervention nothing is run and
-the result says so (inconclusive).
+(rca.confirm). The result is written beside the recorded run (`confirm-<spike>-<cause>.json`)
+and as a page (reports/<run>/confirm-<spike>-<cause>/). Where the cause has no intervention
+nothing is run and the result says so (inconclusive).
 """
 
 from __future__ import annotations
@@ -134,11 +134,11 @@ def measure(
 
 @task(name="render-confirm", cache_policy=NONE)
 def render(paths: StatePaths, result: ConfirmResult) -> Path:
-    """reports/<run>/confirm-<spike>/index.html, and the index refreshed."""
+    """reports/<run>/confirm-<spike>-<cause>/index.html, and the index refreshed."""
     from pages.confirm import build_confirm_context
     from templates.render import render_confirm
 
-    out_dir = paths.reports / result.run_id / f"confirm-{result.spike_id}"
+    out_dir = paths.reports / result.run_id / f"confirm-{result.spike_id}-{result.cause}"
     incident = "../index.html" if (out_dir.parent / "index.html").is_file() else None
     context = build_confirm_context(asdict(result), incident_href=incident)
     page = render_confirm(context, out_dir, "../../index.html")
@@ -242,7 +242,7 @@ def confirm_spike(
     else:
         progress.warning("confirm %s: %s", run_id, intervention.reason)
     result = _judge(source, intervention, stretch, arms)
-    json_path = paths.run_dir(run_id) / f"confirm-{source.spike_id}.json"
+    json_path = paths.run_dir(run_id) / f"confirm-{source.spike_id}-{source.cause}.json"
     result.json_path = str(json_path)
     result.report = str(render(paths, result))
     publish(result)

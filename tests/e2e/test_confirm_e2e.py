@@ -47,8 +47,8 @@ def gc_run(tmp_path_factory):
 def confirm(gc_run, *extra):
     proc = spikelens(gc_run["env"], "confirm", gc_run["run_id"], "--repeats", "1", *extra)
     report = Path(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else None
-    spike = report.parent.name.removeprefix("confirm-") if report else "1"
-    result_file = gc_run["home"] / "runs" / gc_run["run_id"] / f"confirm-{spike}.json"
+    name = report.parent.name if report else "confirm-1"  # confirm-<spike>-<cause>
+    result_file = gc_run["home"] / "runs" / gc_run["run_id"] / f"{name}.json"
     result = json.loads(result_file.read_text()) if result_file.is_file() else None
     print(json.dumps(result, indent=1)[:3000])  # the figures, for the record (-s)
     return proc, result, report

@@ -117,6 +117,6 @@ def test_the_cli_runs_the_flow_and_exits_3_when_the_cause_has_no_intervention(st
     assert proc.returncode == 3, proc.stderr[-3000:]
     assert "inconclusive" in proc.stderr and "no engine knob" in proc.stderr
     page = Path(proc.stdout.strip().splitlines()[-1])
-    assert page.is_file() and page.parent.name == "confirm-1"
-    stored = json.loads((paths.run_dir(RUN) / "confirm-1.json").read_text())
+    assert page.is_file() and page.parent.name == "confirm-1-network"
+    stored = json.loads((paths.run_dir(RUN) / "confirm-1-network.json").read_text())
     assert stored["verdict"] == "inconclusive" and stored["arms"] == []
