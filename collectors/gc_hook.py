@@ -19,12 +19,17 @@ DIR_ENV, ROLE_ENV, ROOT_ENV = (
     "SPIKELENS_COLLECT_ROLE",
     "SPIKELENS_COLLECT_ROOT_PID",
 )
+# "1": the hook disables automatic garbage collection (gc.freeze(); gc.disable()) in every process
+# of the tree at interpreter start: `spikelens confirm`'s memory/GC intervention. Explicit
+# gc.collect() calls still run.
+GC_OFF_ENV = "SPIKELENS_GC_OFF"
 
 
 def hook_env(
-    collect_dir: str | Path, role: str, env: dict[str, str] | None = None
+    collect_dir: str | Path, role: str, env: dict[str, str] | None = None, gc_off: bool = False
 ) -> dict[str, str]:
-    """`env` (default os.environ) plus what the GC hook needs; `collect_dir` is created."""
+    """`env` (default os.environ) plus what the GC hook needs; `collect_dir` is created.
+    `gc_off`: the hook also turns automatic GC off in every process of the tree (GC_OFF_ENV)."""
     if not role or not role.replace("_", "").replace("-", "").isalnum():
         raise ValueError(f"gc hook role must be a non-empty word ([A-Za-z0-9_-]), got {role!r}")
     collect_dir = Path(collect_dir).resolve()
@@ -35,4 +40,7 @@ def hook_env(
     out["PYTHONPATH"] = os.pathsep.join([str(SITE_DIR), *path])
     out[DIR_ENV] = str(collect_dir)
     out[ROLE_ENV] = role
+    out.pop(GC_OFF_ENV, None)
+    if gc_off:
+        out[GC_OFF_ENV] = "1"
     return out

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import typer
 
+from flows.cli_confirm import confirm
 from flows.cli_options import json_option
 from flows.cli_run import fail, run_flow
 from flows.engine_command import engine
@@ -240,6 +241,7 @@ def compare(
 
 
 app.command()(engine)  # `spikelens engine ...`: serve the engine alone (flows/engine_command.py)
+app.command()(confirm)  # `spikelens confirm RUN_ID`: prove a cause (flows/cli_confirm.py)
 
 
 @app.command()

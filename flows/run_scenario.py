@@ -213,15 +213,22 @@ class _Serving:
         match runtime:
             case OurEngine(config=config):
                 engine = start_engine(
-                    run_id, config.to_dict(), self.faults.of(Applier.ENGINE), run_dir
+                    run_id,
+                    config.to_dict(),
+                    self.faults.of(Applier.ENGINE),
+                    run_dir,
+                    gc_off=self.scenario.gc_off,
                 )
                 role = "engine"
             case VllmEngine(config=config):
                 config = self._split_cpus(config, manifest)
                 # every process of vLLM's tree inherits the GC hook through its environment
                 process_faults = self.faults.of(Applier.GC_HOOK)
+                gc_off = self.scenario.gc_off
                 engine = start_vllm(
-                    config, run_dir, env_hook=lambda env: _vllm_env(run_dir, process_faults, env)
+                    config,
+                    run_dir,
+                    env_hook=lambda env: _vllm_env(run_dir, process_faults, env, gc_off),
                 )
                 manifest.extra["vllm"] = engine.describe()
                 write_manifest(manifest, run_dir)
@@ -359,10 +366,13 @@ def _load_options(scenario: Scenario, serving: _Serving) -> LocustRunOptions:
     )
 
 
-def _vllm_env(run_dir: Path, process_faults: list[dict], env: dict[str, str]) -> dict[str, str]:
-    """vLLM's environment: every process of its tree inherits the GC hook, and, when the run has
-    process faults (the GC hook's, routed), the churn module and the schedule it waits for."""
-    env = hook_env(collect_dir(run_dir), "vllm", env)
+def _vllm_env(
+    run_dir: Path, process_faults: list[dict], env: dict[str, str], gc_off: bool = False
+) -> dict[str, str]:
+    """vLLM's environment: every process of its tree inherits the GC hook (with automatic GC off
+    under intervention.gc_off), and, when the run has process faults (the GC hook's, routed),
+    the churn module and the schedule it waits for."""
+    env = hook_env(collect_dir(run_dir), "vllm", env, gc_off=gc_off)
     if process_faults:
         env = schedule_env(collect_dir(run_dir), env)
     return env

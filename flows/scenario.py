@@ -24,6 +24,7 @@ from flows.fault_routing import FaultRouteError, check_params, route_faults
 from flows.runtime import OurEngine, Runtime, Target, VllmEngine
 from flows.vllm_config import VllmConfig, engine_kind
 from loadgen.spec import LoadSpec, WorkloadSpec
+from spikelens_common.config_keys import ALL_UNKNOWN as ALL_UNKNOWN_KEYS
 from spikelens_common.config_keys import UnknownKeyError, strict_keys
 from spikelens_common.fault_spec import FaultSpec, parse_fault_specs
 
@@ -40,7 +41,12 @@ _TOP_KEYS = {
     "slo",
     "description",
     "endpoint",
+    "intervention",
 }
+# `intervention:` (written by `spikelens confirm` for its cause-removed arm): what the flow changes
+# in the engine's processes beyond the scenario's own keys. gc_off: automatic GC off in every
+# process of the engine's tree (through the GC hook, collectors.gc_hook.GC_OFF_ENV).
+_INTERVENTION_KEYS = ("gc_off",)
 _TARGET_KEYS = ("url", "model")
 ENDPOINTS = ("chat", "completions")
 _T = TypeVar("_T")
@@ -72,6 +78,7 @@ class Scenario:
     text: str
     # chat → /v1/chat/completions, completions → /v1/completions (see `default_endpoint`).
     endpoint: str = "chat"
+    gc_off: bool = False  # intervention.gc_off: automatic GC off in the engine's processes
 
     @property
     def slug(self) -> str:
@@ -226,6 +233,7 @@ def parse_scenario(
     _check_slo(src)
     faults = _faults(src, runtime)
     _check_fault_windows(src, faults, duration_s)
+    gc_off = _intervention(src, runtime)
     return Scenario(
         name=name,
         duration_s=duration_s,
@@ -239,7 +247,25 @@ def parse_scenario(
         raw=raw,
         text=text or yaml.safe_dump(raw, sort_keys=False),
         endpoint=endpoint,
+        gc_off=gc_off,
     )
+
+
+def _intervention(src: _Source, runtime: Runtime) -> bool:
+    """`intervention: {gc_off: bool}`; gc_off needs an engine the flow starts (the GC hook)."""
+    block = src.raw.get("intervention") or {}
+    if not isinstance(block, dict):
+        raise src.error("intervention", "must be a mapping", ("intervention",))
+    try:
+        strict_keys(block, _INTERVENTION_KEYS, "intervention", message=ALL_UNKNOWN_KEYS)
+    except UnknownKeyError as e:
+        raise src.error(e.field, str(e), ("intervention", e.unknown[0])) from None
+    gc_off = block.get("gc_off", False)
+    if not isinstance(gc_off, bool):
+        raise src.error("intervention.gc_off", f"must be true or false, got {gc_off!r}")
+    if gc_off and isinstance(runtime, Target):
+        raise src.error("intervention.gc_off", "needs an engine spikelens starts, not a target")
+    return gc_off
 
 
 def _check_top_keys(src: _Source) -> None:

@@ -32,10 +32,15 @@ progress = logging.getLogger("spikelens.progress")
 
 @task(name="start-engine", cache_policy=NONE, retries=1, retry_delay_seconds=2)
 def start_engine(
-    run_id: str, engine: dict[str, Any], faults: list[dict[str, Any]], run_dir: Path
+    run_id: str,
+    engine: dict[str, Any],
+    faults: list[dict[str, Any]],
+    run_dir: Path,
+    gc_off: bool = False,
 ) -> EngineProcess:
     """Start the engine server as a child process, with the collectors' GC hook in it and its
-    ranks, and wait until /health answers. `faults`: the engine's own (flows.fault_routing)."""
+    ranks, and wait until /health answers. `faults`: the engine's own (flows.fault_routing);
+    `gc_off`: the hook turns automatic GC off in them (a scenario's intervention.gc_off)."""
     from collectors import collect_dir, hook_env
 
     progress.info("starting engine (%s)", engine.get("model", "default"))
@@ -44,7 +49,7 @@ def start_engine(
         run_dir,
         startup_timeout_s=180.0,
         preexec_fn=die_with_parent,
-        env_hook=lambda env: hook_env(collect_dir(run_dir), "engine", env),
+        env_hook=lambda env: hook_env(collect_dir(run_dir), "engine", env, gc_off=gc_off),
     ).start()
     progress.info("engine up at %s", handle.url)
     return handle

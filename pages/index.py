@@ -17,7 +17,16 @@ from pages.fields import ContextError, one_of, relative_href
 from pages.run_header import RunHeader
 
 MANIFEST = "report.json"
-RUN_KINDS = ("incident", "nightly", "replay", "sweep", "evaluation", "capacity", "compare")
+RUN_KINDS = (
+    "incident",
+    "nightly",
+    "replay",
+    "sweep",
+    "evaluation",
+    "capacity",
+    "compare",
+    "confirm",
+)
 
 
 @dataclass(frozen=True)

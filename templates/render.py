@@ -25,6 +25,7 @@ import jinja2
 
 from pages.capacity import CapacityContext
 from pages.compare import CompareContext
+from pages.confirm import ConfirmContext
 from pages.evaluation import EvaluationContext
 from pages.incident import IncidentContext
 from pages.index import MANIFEST, RUN_KINDS, IndexContext, ReportEntry
@@ -312,4 +313,18 @@ def render_capacity(
         ctx=ctx,
         index_href=index_href,
         manifest=ctx.entry(),
+    )
+
+
+def render_confirm(
+    context: ConfirmContext, out_dir: str | Path, index_href: str | None = None
+) -> Path:
+    """Write a confirmation page: the verdict, the intervention, both arms' excess and the share
+    removed (context: pages.confirm.build_confirm_context)."""
+    return _write_page(
+        Path(out_dir),
+        "confirm.html.j2",
+        ctx=context,
+        index_href=index_href,
+        manifest=context.entry(),
     )

@@ -22,6 +22,8 @@ Faults: the hook only measures. When SPIKELENS_FAULT_HOOK names a file (set by t
 for a run with process faults: injectors/process_faults.py), it loads that file by path and calls
 its `start(roles)`, which starts the fault's own thread (injectors/process_churn.py). Without the
 variable nothing else is loaded and no thread is started.
+GC off: SPIKELENS_GC_OFF=1 (set only for `spikelens confirm`'s memory/GC arm) freezes what exists
+and disables automatic collection in the process; nothing else changes.
 Chaining: this directory shadows any other `sitecustomize` (a virtualenv's or the distribution's),
 so the next one on sys.path is found and executed after the hook is installed.
 """
@@ -172,7 +174,19 @@ def _chain():
     spec.loader.exec_module(module)
 
 
+def _gc_off():
+    """SPIKELENS_GC_OFF=1 (collectors.gc_hook.GC_OFF_ENV, `spikelens confirm`'s memory/GC
+    intervention): what exists now is frozen and automatic collection is off for the process's
+    life; explicit gc.collect() calls still run (and the recorder still times them)."""
+    if os.environ.get("SPIKELENS_GC_OFF") == "1":
+        import gc
+
+        gc.freeze()
+        gc.disable()
+
+
 try:
+    _gc_off()
     _recorder = _install()
 except Exception as exc:  # the hook must never stop the process it observes
     _recorder = None

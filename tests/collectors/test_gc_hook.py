@@ -110,3 +110,17 @@ def test_the_hook_is_inert_without_the_run_dir_variable(tmp_path):
 def test_hook_env_rejects_a_bad_role(tmp_path):
     with pytest.raises(ValueError, match="gc hook role"):
         hook_env(tmp_path, "bad role;")
+
+
+def test_gc_off_disables_automatic_collection_but_keeps_timing_explicit_ones(tmp_path):
+    """confirm's memory/GC arm: with gc_off the child starts with automatic GC disabled and its
+    start-up heap frozen; an explicit gc.collect() still runs and is still recorded."""
+    code = "import gc; gc.collect(); print(gc.isenabled(), gc.get_freeze_count() > 0)"
+    env = hook_env(tmp_path / "collect", "engine", dict(os.environ), gc_off=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == ["False", "True"]
+    assert sum(len(r) for r in _rows(tmp_path / "collect").values()) >= 1
+    plain = hook_env(tmp_path / "collect2", "engine", {**os.environ, "SPIKELENS_GC_OFF": "1"})
+    assert "SPIKELENS_GC_OFF" not in plain  # never inherited by a run without the intervention

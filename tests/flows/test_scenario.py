@@ -330,3 +330,22 @@ def test_client_stall_and_network_delay_work_for_any_engine_or_target(tmp_path):
     with pytest.raises(ScenarioError) as e:
         load_scenario(write(tmp_path, GOOD + faults.replace("pause_ms: 100", "pause_ms: 0")))
     assert e.value.key == "faults[0].params.pause_ms" and "[1, 10000]" in str(e.value)
+
+
+def test_the_intervention_block_turns_gc_off_and_names_its_mistakes(tmp_path):
+    """`intervention: {gc_off: true}` (written by `spikelens confirm`): off by default, on when
+    given, and a wrong key, value or runtime names the key."""
+    assert not load_scenario(write(tmp_path, GOOD)).gc_off
+    assert load_scenario(write(tmp_path, GOOD + "intervention: {gc_off: true}\n")).gc_off
+    for block, needle in (
+        ("intervention: {gc_of: true}\n", "intervention: unknown key"),
+        ("intervention: {gc_off: 1}\n", "intervention.gc_off: must be true or false"),
+    ):
+        with pytest.raises(ScenarioError, match=needle):
+            load_scenario(write(tmp_path, GOOD + block))
+    target = GOOD.replace("engine:\n  model: tiny\n  max_num_seqs: 8\n", "target: http://x:1\n")
+    target = target.replace(
+        "faults:\n  - kind: memory.gc_storm\n    start_s: 10\n    duration_s: 8\n", ""
+    )
+    with pytest.raises(ScenarioError, match="needs an engine spikelens starts"):
+        load_scenario(write(tmp_path, target + "intervention: {gc_off: true}\n"))

@@ -339,3 +339,18 @@ def test_transit_windows_split_client_from_server_time(tmp_path, make_run):
     assert late["ttft_pairs"] > 0
     assert late["merged_first_share"] is None  # the simulation records no arrival clock
     assert [r["window"] for r in out] == sorted(by_w)
+
+
+def test_confirm_stretch_matches_the_requests_file(gc_run):
+    """The trace's zero (first intended send), its length, and a stretch's median output of ok
+    requests and arrivals per second, against the requests file."""
+    conn, run_dir = gc_run
+    req = pq.read_table(run_dir / "requests.parquet").to_pylist()
+    row = query(conn, "confirm_stretch", run_id=RUN_ID, from_s=1.0, to_s=4.0)[0]
+    sends = [r["intended_send_ns"] for r in req]
+    assert row["load_started_ns"] == T0 and row["first_send_ns"] == min(sends)
+    assert row["trace_end_s"] == pytest.approx((max(sends) - min(sends)) / 1e9)
+    inside = [r for r in req if T0 + 1e9 <= r["intended_send_ns"] < T0 + 4e9]
+    ok = [r["output_tokens"] for r in inside if r["status"] == "ok"]
+    assert row["median_output_tokens"] == pytest.approx(float(np.median(ok)))
+    assert row["arrivals_per_s"] == pytest.approx(len(inside) / 3.0)

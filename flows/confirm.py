@@ -1,0 +1,250 @@
+"""`spikelens confirm RUN_ID`: re-run a spike's stretch with its verdict's cause removed and
+measure what is left.
+
+The flow only orchestrates: read the run and spike (flows.confirm_source), plan the stretch and
+the intervention (flows.interventions), then K times (A B A B …) replay the stretch as recorded
+(A) and with the cause removed (B) through `run_scenario` (each arm is a full run: engine,
+collectors, load, ingest), measure each arm's spike-window excess from the warehouse, and judge
+(rca.confirm). The result is written beside the recorded run (`confirm-<spike>-<cause>.json`)
+and as a page (reports/<run>/confirm-<spike>-<cause>/). Where the cause has no intervention
+nothing is run and the result says so (inconclusive).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from prefect import flow, task
+from prefect.cache_policies import NONE
+
+from flows.confirm_source import ConfirmSource, read_source
+from flows.interventions import (
+    BaselineFacts,
+    Intervention,
+    Stretch,
+    TraceEntry,
+    apply_to_trace,
+    arm_scenario,
+    intervention_for,
+    plan_stretch,
+)
+from flows.paths import StatePaths
+from flows.run_scenario import run_scenario
+from flows.tasks import progress, rebuild_index
+
+
+@dataclass
+class ConfirmResult:
+    run_id: str
+    spike_id: int
+    metric: str
+    cause: str
+    stored_cause: str | None
+    intervention: dict[str, Any]
+    verdict: str
+    reason: str
+    exit_code: int
+    share: dict[str, Any] | None
+    arms: list[dict[str, Any]] = field(default_factory=list)
+    stretch: dict[str, Any] = field(default_factory=dict)
+    report: str | None = None
+    json_path: str | None = None
+
+
+@task(name="read-confirm-source", cache_policy=NONE, retries=2, retry_delay_seconds=2)
+def load_source(
+    db_path: Path, run_dir: Path, run_id: str, spike: int | None, cause: str | None
+) -> ConfirmSource:
+    """The run, spike and verdict to confirm (ConfirmUsageError on bad input)."""
+    return read_source(db_path, run_dir, run_id, spike, cause)
+
+
+@task(name="baseline-facts", cache_policy=NONE, retries=2, retry_delay_seconds=2)
+def baseline_facts(db_path: Path, source: ConfirmSource, stretch: Stretch) -> BaselineFacts:
+    """The recorded baseline stretch's median output and arrival rate."""
+    from warehouse.db import connect
+    from warehouse.queries import query
+
+    base_from = stretch.shift_s  # the arm's measured start, in recorded time
+    with connect(db_path, read_only=True) as conn:
+        row = query(
+            conn,
+            "confirm_stretch",
+            run_id=source.run_id,
+            from_s=max(0.0, base_from),
+            to_s=source.spike_start_s,
+        )[0]
+    return BaselineFacts(row["median_output_tokens"], row["arrivals_per_s"])
+
+
+@task(name="write-arm", cache_policy=NONE, retries=1, retry_delay_seconds=1)
+def write_arm(
+    source: ConfirmSource,
+    stretch: Stretch,
+    intervention: Intervention | None,
+    facts: BaselineFacts,
+    out_dir: Path,
+    label: str,
+) -> Path:
+    """The arm's trace (JSONL) and scenario (YAML) files; returns the scenario's path."""
+    from loadgen.replay import TraceOptions, load_trace
+
+    replayed = load_trace(
+        source.run_dir, TraceOptions(from_s=stretch.trace_from_s, to_s=stretch.trace_to_s)
+    )
+    entries = [
+        TraceEntry(e.t_s, e.prompt_tokens, e.max_tokens, dict(e.sampling))
+        for e in replayed
+        if e.prompt_tokens
+    ]
+    if intervention is not None:
+        spike_in_slice = (
+            stretch.spike_start_s + stretch.warmup_s,
+            stretch.spike_end_s + stretch.warmup_s,
+        )
+        entries = apply_to_trace(entries, intervention, facts, spike_in_slice)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    trace = out_dir / f"{label}.jsonl"
+    trace.write_text("".join(json.dumps(e.row()) + "\n" for e in entries))
+    scenario = out_dir / f"{label}.yaml"
+    raw = arm_scenario(source.scenario, stretch, str(trace), intervention)
+    scenario.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return scenario
+
+
+@task(name="measure-arm", cache_policy=NONE, retries=2, retry_delay_seconds=2)
+def measure(
+    db_path: Path, run_id: str, source: ConfirmSource, stretch: Stretch, arm: str, repeat: int
+) -> dict[str, Any]:
+    """The arm's spike-window excess against its own baseline (rca.confirm.measure_arm)."""
+    from rca.confirm import measure_arm
+    from warehouse.db import connect
+    from warehouse.queries import query
+
+    with connect(db_path, read_only=True) as conn:
+        windows = query(conn, "windows", run_id=run_id, window_s=1.0)
+    spike = (stretch.spike_start_s, stretch.spike_end_s)
+    return measure_arm(windows, source.metric, spike, arm, repeat, run_id).to_dict()
+
+
+@task(name="render-confirm", cache_policy=NONE)
+def render(paths: StatePaths, result: ConfirmResult) -> Path:
+    """reports/<run>/confirm-<spike>-<cause>/index.html, and the index refreshed."""
+    from pages.confirm import build_confirm_context
+    from templates.render import render_confirm
+
+    out_dir = paths.reports / result.run_id / f"confirm-{result.spike_id}-{result.cause}"
+    incident = "../index.html" if (out_dir.parent / "index.html").is_file() else None
+    context = build_confirm_context(asdict(result), incident_href=incident)
+    page = render_confirm(context, out_dir, "../../index.html")
+    rebuild_index(paths.reports)
+    return page
+
+
+@task(name="publish-confirm-artifacts", cache_policy=NONE)
+def publish(result: ConfirmResult) -> None:
+    """The arms as a table and the verdict as markdown in Prefect's UI."""
+    from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+    key = f"confirm-{result.run_id}-{result.spike_id}".lower()[:60].rstrip("-")
+    create_table_artifact(
+        key=key,
+        table=[
+            {k: a.get(k) for k in ("arm", "repeat", "run_id", "baseline_ms", "excess_ms")}
+            for a in result.arms
+        ],
+        description=f"confirm {result.cause} for spike {result.spike_id} of {result.run_id}",
+    )
+    share = result.share
+    create_markdown_artifact(
+        key="confirm-summary",
+        markdown=f"# {result.verdict}: {result.cause}, spike {result.spike_id} of {result.run_id}"
+        + "\n\n"
+        + (
+            f"- share removed {share['point']:.0%} [{share['low']:.0%}, {share['high']:.0%}]\n"
+            if share
+            else ""
+        )
+        + f"- {result.reason}\n\nReport: [{result.report}](file://{result.report})",
+        description="spikelens confirm",
+    )
+
+
+def _judge(
+    source: ConfirmSource, intervention: Intervention, stretch: Stretch, arms: list[dict]
+) -> ConfirmResult:
+    """The share and the verdict from the arms' measures (rca.confirm)."""
+    from rca.confirm import ArmMeasure, share_removed, verdict
+
+    measures = [ArmMeasure(**{k: v for k, v in a.items() if k != "wall_s"}) for a in arms]
+    recorded = [m for m in measures if m.arm == "recorded"]
+    removed = [m for m in measures if m.arm == "removed"]
+    share = share_removed(recorded, removed)
+    judged = verdict(recorded, share, "" if intervention.available else intervention.reason)
+    return ConfirmResult(
+        run_id=source.run_id,
+        spike_id=source.spike_id,
+        metric=source.metric,
+        cause=source.cause,
+        stored_cause=source.stored_cause,
+        intervention=intervention.to_dict(),
+        verdict=judged.verdict,
+        reason=judged.reason,
+        exit_code=judged.exit_code,
+        share=asdict(share) if share is not None else None,
+        arms=arms,
+        stretch=asdict(stretch),
+    )
+
+
+@flow(name="confirm-spike")
+def confirm_spike(
+    run_id: str,
+    spike: int | None = None,
+    repeats: int = 2,
+    cause: str | None = None,
+    state_home: str | None = None,
+) -> ConfirmResult:
+    """Replay spike `spike` of `run_id` K=`repeats` times as recorded and K times with `cause`
+    (default: its verdict) removed, alternating, and judge how much of the excess went away."""
+    paths = StatePaths(Path(state_home).resolve()) if state_home else StatePaths.from_env()
+    source = load_source(paths.warehouse, paths.run_dir(run_id), run_id, spike, cause)
+    intervention = intervention_for(
+        source.cause,
+        source.runtime_kind,
+        gc_paused=source.memory_kind == "gc",
+        engine=source.scenario.get("engine"),
+    )
+    stretch = plan_stretch(
+        source.spike_start_s,
+        source.spike_end_s,
+        source.t0_offset_s,
+        source.warmup_s,
+        source.trace_end_s,
+    )
+    arms: list[dict[str, Any]] = []
+    if intervention.available:
+        facts = baseline_facts(paths.warehouse, source, stretch)
+        out_dir = paths.home / "confirm" / f"{run_id}-{source.spike_id}-{intervention.name}"
+        for i in range(repeats):
+            for arm, change in (("recorded", None), ("removed", intervention)):
+                progress.info("confirm %s: %s arm, repeat %d of %d", run_id, arm, i + 1, repeats)
+                scenario = write_arm(source, stretch, change, facts, out_dir, f"{arm}-{i + 1}")
+                started = time.monotonic()
+                run = run_scenario(str(scenario), state_home=str(paths.home), kind="confirm")
+                measured = measure(paths.warehouse, run.run_id, source, stretch, arm, i + 1)
+                arms.append({**measured, "wall_s": round(time.monotonic() - started, 1)})
+    else:
+        progress.warning("confirm %s: %s", run_id, intervention.reason)
+    result = _judge(source, intervention, stretch, arms)
+    json_path = paths.run_dir(run_id) / f"confirm-{source.spike_id}-{source.cause}.json"
+    result.json_path = str(json_path)
+    result.report = str(render(paths, result))
+    publish(result)
+    json_path.write_text(json.dumps(asdict(result), indent=2, default=str))
+    return result

@@ -1,0 +1,150 @@
+"""How much of a spike's excess an intervention took away, and the verdict (pure).
+
+Each arm of `spikelens confirm` replays the spike's stretch: baseline windows, then the spike's
+windows. Per arm (`measure_arm`), on the spike's metric's 1-s windows, the arm's own baseline is
+the detector's (rca.detect.baseline over the windows before the spike, less a guard), and
+
+    excess_ms = mean over the spike's windows (its times rounded to the 1-s grid) of
+                (window p99 − baseline median)
+
+The arm reproduced the spike when at least `DetectConfig.min_windows` of its spike windows are
+above the detector's threshold (the same test that finds spikes). Across arms (`share_removed`):
+
+    share removed = 1 − mean(excess, cause removed) / mean(excess, as recorded)
+
+with an interval that is the min and max of the same ratio over every (recorded, removed) pair
+of repeats — with K repeats each, K² pairs; not a confidence interval, the spread the repeats
+showed. Verdict (`verdict`): inconclusive when no intervention exists or when the recorded arms
+did not reproduce the spike (most of them under the threshold); else confirmed when the share
+removed is at least CONFIRM_SHARE, not confirmed when it is less.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from rca.config import DetectConfig
+from rca.detect import baseline, series
+
+CONFIRM_SHARE = 0.5
+GUARD_WINDOWS = 2  # windows just before the spike left out of the baseline (its run-up)
+EXIT_CODES = {"confirmed": 0, "not confirmed": 1, "inconclusive": 3}
+
+
+@dataclass(frozen=True)
+class ArmMeasure:
+    """One arm's spike-window excess against its own baseline stretch."""
+
+    arm: str  # 'recorded' | 'removed'
+    repeat: int
+    run_id: str
+    baseline_ms: float | None  # median of the baseline windows
+    threshold_ms: float | None  # the detector's threshold on them
+    spike_ms: float | None  # mean of the spike windows
+    excess_ms: float | None  # spike_ms − baseline_ms
+    windows_above: int  # spike windows above the threshold
+    reproduced: bool
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def measure_arm(
+    windows: list[dict],
+    metric: str,
+    spike_s: tuple[float, float],
+    arm: str,
+    repeat: int,
+    run_id: str,
+    config: DetectConfig = DetectConfig(),
+) -> ArmMeasure:
+    """The excess of `metric` ('itl_p99', …) in the windows of `spike_s` (arm seconds) over the
+    windows before it; `windows`: the windows query's rows (t_s and the percentiles)."""
+    values = series(windows, metric, config)
+    t = np.array([float(w["t_s"]) for w in windows])
+    # the spike's windows on the arm's grid: a replay lands within a second of the recorded
+    # times, so the nearest window boundaries
+    first, end = round(spike_s[0]), max(round(spike_s[1]), round(spike_s[0]) + 1)
+    inside = (t >= first) & (t < end)
+    before = t < first - GUARD_WINDOWS
+    base = baseline(values[before], metric, config)
+    spike_values = values[inside][~np.isnan(values[inside])]
+    if base is None or len(spike_values) == 0:
+        why = "too few baseline windows" if base is None else "no sample in the spike's windows"
+        return ArmMeasure(arm, repeat, run_id, None, None, None, None, 0, False, why)
+    spike_ms = float(np.mean(spike_values))
+    above = int(np.sum(spike_values > base.threshold_ms))
+    return ArmMeasure(
+        arm,
+        repeat,
+        run_id,
+        base.median_ms,
+        base.threshold_ms,
+        spike_ms,
+        spike_ms - base.median_ms,
+        above,
+        above >= config.min_windows,
+    )
+
+
+@dataclass(frozen=True)
+class Share:
+    """The share of the recorded excess the removal took away, with its min–max over pairs."""
+
+    point: float
+    low: float
+    high: float
+    pairs: int
+
+
+def share_removed(recorded: list[ArmMeasure], removed: list[ArmMeasure]) -> Share | None:
+    """1 − mean removed excess / mean recorded excess; None without a positive recorded excess
+    or without a measured removed arm."""
+    rec = [m.excess_ms for m in recorded if m.excess_ms is not None]
+    rem = [m.excess_ms for m in removed if m.excess_ms is not None]
+    if not rec or not rem or float(np.mean(rec)) <= 0:
+        return None
+    point = 1.0 - float(np.mean(rem)) / float(np.mean(rec))
+    ratios = [1.0 - b / a for a in rec if a > 0 for b in rem]
+    if not ratios:
+        return None
+    return Share(point, min(ratios), max(ratios), len(ratios))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str  # confirmed | not confirmed | inconclusive
+    reason: str
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.verdict]
+
+
+def verdict(
+    recorded: list[ArmMeasure], share: Share | None, intervention_reason: str = ""
+) -> Verdict:
+    """The verdict of a confirmation; `intervention_reason` non-empty: no intervention exists
+    (inconclusive, saying why)."""
+    if intervention_reason:
+        return Verdict("inconclusive", f"no intervention: {intervention_reason}")
+    reproduced = sum(m.reproduced for m in recorded)
+    if not recorded or 2 * reproduced < len(recorded):
+        return Verdict(
+            "inconclusive",
+            f"the as-recorded arm did not reproduce the spike ({reproduced} of {len(recorded)} "
+            "repeats above the detector's threshold)",
+        )
+    if share is None:
+        return Verdict("inconclusive", "the removed arm could not be measured")
+    if share.point >= CONFIRM_SHARE:
+        return Verdict("confirmed", f"removing the cause took {share.point:.0%} of the excess away")
+    return Verdict(
+        "not confirmed",
+        f"removing the cause took only {share.point:.0%} of the excess away "
+        f"(< {CONFIRM_SHARE:.0%}): the verdict is suspect",
+    )

@@ -1,0 +1,122 @@
+"""flows.confirm's tasks on a real warehouse (a simulated GC-storm run): the arms' files are
+valid scenarios replaying the stretch, the measure reads the spike back from the warehouse, and
+a cause without an intervention is judged inconclusive and rendered without running anything."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from flows.confirm import _judge, baseline_facts, measure, render, write_arm
+from flows.confirm_source import read_source
+from flows.interventions import Stretch, intervention_for, plan_stretch
+from flows.paths import StatePaths
+from flows.scenario import load_scenario
+from rca.analyze import analyze_run
+from tests.support.runbuilder import SimSpec, write_run
+from warehouse.ingest import ingest_run
+
+RUN = "20261201T000000Z-incident-gc-0001"
+
+
+@pytest.fixture(scope="module")
+def state(tmp_path_factory):
+    home = tmp_path_factory.mktemp("state")
+    spec = SimSpec(run_id=RUN, incident="gc", magnitude=150.0, duration_s=40, users=6)
+    run_dir = write_run(home / "runs", spec)
+    # the simulated run.json has no scenario: give it the one a real run records
+    meta = json.loads((run_dir / "run.json").read_text())
+    meta["scenario"] = {
+        "name": "sim-gc",
+        "duration_s": 40,
+        "warmup_s": 3,
+        "engine": {"model": "tiny", "kv_blocks": 256},
+        "load": {"shape": "constant", "users": 6},
+        "faults": [{"kind": "memory.gc_storm", "start_s": 20, "duration_s": 8, "params": {}}],
+    }
+    (run_dir / "run.json").write_text(json.dumps(meta))
+    # … and the prompt length loadgen records for a replay (the simulation keeps only the count)
+    requests = pq.read_table(run_dir / "requests.parquet")
+    requests = requests.append_column("prompt_tokens_target", requests["prompt_tokens"])
+    pq.write_table(requests, run_dir / "requests.parquet")
+    ingest_run(home / "warehouse.duckdb", run_dir)
+    analyze_run(home / "warehouse.duckdb", RUN)
+    paths = StatePaths(home)
+    source = read_source(paths.warehouse, run_dir, RUN, None, None)
+    stretch = plan_stretch(
+        source.spike_start_s, source.spike_end_s, source.t0_offset_s, 3.0, source.trace_end_s
+    )
+    return paths, source, stretch
+
+
+def test_each_arm_is_a_valid_scenario_replaying_the_stretch(state, tmp_path):
+    paths, source, stretch = state
+    facts = baseline_facts.fn(paths.warehouse, source, stretch)
+    assert facts.median_output_tokens and 20 <= facts.median_output_tokens <= 40
+    assert facts.arrivals_per_s and facts.arrivals_per_s > 0
+    files = {}
+    for label, change in (("recorded", None), ("removed", intervention_for("penalty", "engine"))):
+        files[label] = write_arm.fn(source, stretch, change, facts, tmp_path, label)
+    recorded, removed = (load_scenario(files[k]) for k in ("recorded", "removed"))
+    assert recorded.duration_s == pytest.approx(stretch.duration_s, abs=1e-3)
+    assert recorded.faults[0].start_s == pytest.approx(20 - stretch.shift_s, abs=1e-3)
+    assert removed.faults == recorded.faults and removed.runtime == recorded.runtime
+    rows = [
+        [json.loads(line) for line in (tmp_path / f"{k}.jsonl").read_text().splitlines()]
+        for k in ("recorded", "removed")
+    ]
+    assert len(rows[0]) == len(rows[1]) > 20
+    assert [r["t_s"] for r in rows[0]] == [r["t_s"] for r in rows[1]]
+    assert all(r["sampling"]["frequency_penalty"] == 0.0 for r in rows[1])
+    assert max(r["max_tokens"] for r in rows[1]) <= round(facts.median_output_tokens)
+    assert yaml.safe_load(files["recorded"].read_text())["load"]["shape"] == "replay"
+
+
+def test_measure_reads_the_recorded_spike_back_from_the_warehouse(state):
+    paths, source, _ = state
+    # the recorded run measured against its own spike times: it reproduces itself
+    own = Stretch(0.0, 50.0, 0.0, source.spike_start_s, source.spike_end_s)
+    m = measure.fn(paths.warehouse, RUN, source, own, "recorded", 1)
+    assert m["reproduced"] and m["excess_ms"] > 0 and m["baseline_ms"] > 0
+
+
+def test_no_intervention_is_inconclusive_and_says_why(state):
+    paths, source, stretch = state
+    network = intervention_for("network", "engine")
+    result = _judge(source, network, stretch, [])
+    assert (result.verdict, result.exit_code) == ("inconclusive", 3)
+    assert "no intervention: no engine knob" in result.reason
+    page = render.fn(paths, result)
+    html = page.read_text()
+    assert "Nothing was run" in html and "no engine knob" in html
+    entry = json.loads((page.parent / "report.json").read_text())
+    assert entry["kind"] == "confirm" and entry["verdict"] == "inconclusive"
+
+
+def test_the_cli_runs_the_flow_and_exits_3_when_the_cause_has_no_intervention(state):
+    """The whole command without an engine: a network verdict has no engine knob, so nothing
+    runs, the result and page say why, and the exit code is 3 (inconclusive)."""
+    paths, _, _ = state
+    env = {
+        **os.environ,
+        "SPIKELENS_HOME": str(paths.home),
+        "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect"),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "confirm", RUN, "--cause", "network"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert "inconclusive" in proc.stderr and "no engine knob" in proc.stderr
+    page = Path(proc.stdout.strip().splitlines()[-1])
+    assert page.is_file() and page.parent.name == "confirm-1-network"
+    stored = json.loads((paths.run_dir(RUN) / "confirm-1-network.json").read_text())
+    assert stored["verdict"] == "inconclusive" and stored["arms"] == []

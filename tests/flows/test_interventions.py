@@ -1,0 +1,146 @@
+"""flows.interventions: the stretch a confirmation replays, faults shifted onto it, and each
+cause's intervention as a change of the scenario or of the replayed requests."""
+
+import pytest
+
+from flows.interventions import (
+    KV_FACTOR,
+    BaselineFacts,
+    TraceEntry,
+    apply_to_engine,
+    apply_to_trace,
+    arm_scenario,
+    cap_arrivals,
+    intervention_for,
+    plan_stretch,
+    shift_faults,
+    zero_penalties,
+)
+from flows.scenario import parse_scenario
+
+RECORDED = {
+    "name": "gc",
+    "duration_s": 40,
+    "warmup_s": 4,
+    "engine": {"model": "small", "max_num_seqs": 16, "kv_blocks": 1024},
+    "load": {"shape": "constant", "users": 6},
+    "faults": [
+        {"kind": "memory.gc_storm", "start_s": 16, "duration_s": 10, "params": {}},
+        {"kind": "load.burst", "start_s": 1, "duration_s": 2, "params": {}},
+    ],
+}
+
+
+def test_the_stretch_holds_a_baseline_before_the_spike_and_a_tail_after_it():
+    # spike at 16–26 s of measured time; load started 4.1 s after the first request
+    s = plan_stretch(16.0, 26.0, t0_offset_s=4.1, warmup_s=4.0, trace_end_s=44.0)
+    assert s.trace_from_s == 0.0  # the lead (max(20, 2×10) = 20 s) + warm-up reach the start
+    assert s.spike_start_s == pytest.approx(16.1) and s.spike_end_s == pytest.approx(26.1)
+    assert s.trace_to_s == pytest.approx(35.1)  # spike end + 5 s
+    assert s.duration_s == pytest.approx(31.1)
+    late = plan_stretch(100.0, 104.0, t0_offset_s=5.0, warmup_s=5.0, trace_end_s=300.0)
+    assert late.trace_from_s == pytest.approx(80.0)  # 105 − 20 s lead − 5 s warm-up
+    assert late.spike_start_s == pytest.approx(20.0) and late.duration_s == pytest.approx(29.0)
+
+
+def test_faults_land_where_they_landed_and_those_outside_the_stretch_are_left_out():
+    s = plan_stretch(100.0, 104.0, t0_offset_s=5.0, warmup_s=5.0, trace_end_s=300.0)
+    faults = [
+        {"kind": "memory.gc_storm", "start_s": 98, "duration_s": 10, "params": {"x": 1}},
+        {"kind": "load.burst", "start_s": 10, "duration_s": 5},
+        {"kind": "comm.straggler", "start_s": 70, "duration_s": 20},  # cut at the arm's start
+    ]
+    shifted = shift_faults(faults, s)
+    assert shifted[0] == {
+        "kind": "memory.gc_storm",
+        "start_s": 18.0,
+        "duration_s": 10.0,
+        "params": {"x": 1},
+    }
+    assert shifted[1]["kind"] == "comm.straggler"
+    assert shifted[1]["start_s"] == 0.0 and shifted[1]["duration_s"] == pytest.approx(10.0)
+    assert len(shifted) == 2
+
+
+def test_each_cause_has_its_intervention_or_says_why_not():
+    assert intervention_for("memory", "engine").name == "gc_off"
+    assert "gc.collect()" in intervention_for("memory", "engine").leaves
+    assert intervention_for("memory", "engine", gc_paused=False).name == "kv_x4"
+    assert intervention_for("penalty", "engine").name == "penalties_off"
+    assert intervention_for("load", "vllm").name == "arrivals_capped"
+    for cause in ("host", "communication", "client", "network", "unexplained"):
+        none = intervention_for(cause, "engine")
+        assert not none.available and none.reason, cause
+    assert "no engine knob" in intervention_for("network", "engine").reason
+    assert not intervention_for("memory", "target").available
+    derived = {"kind": "vllm", "model": "/m"}
+    assert not intervention_for("memory", "vllm", False, derived).available
+    sized = {**derived, "num_gpu_blocks_override": 64, "kv_cache_space_gib": 1}
+    kv = intervention_for("memory", "vllm", False, sized)
+    assert kv.available and apply_to_engine(sized, kv) == {
+        **sized,
+        "num_gpu_blocks_override": 64 * KV_FACTOR,
+        "kv_cache_space_gib": KV_FACTOR,
+    }
+
+
+def test_arm_scenarios_parse_and_differ_only_by_the_intervention():
+    s = plan_stretch(16.0, 26.0, t0_offset_s=4.0, warmup_s=4.0, trace_end_s=44.0)
+    recorded = arm_scenario(RECORDED, s, "/x/recorded.jsonl", None)
+    removed = arm_scenario(RECORDED, s, "/x/removed.jsonl", intervention_for("memory", "engine"))
+    kv = arm_scenario(RECORDED, s, "/x/kv.jsonl", intervention_for("memory", "engine", False))
+    for raw in (recorded, removed, kv):
+        parsed = parse_scenario(raw)
+        assert parsed.load.shape == "replay" and parsed.duration_s == pytest.approx(31.0)
+        # the stretch starts at the run's start: both faults stay where they were
+        assert [(f.kind, f.start_s) for f in parsed.faults] == [
+            ("memory.gc_storm", 16.0),
+            ("load.burst", 1.0),
+        ]
+    assert not parse_scenario(recorded).gc_off and parse_scenario(removed).gc_off
+    assert kv["engine"]["kv_blocks"] == 1024 * KV_FACTOR and "intervention" not in kv
+    assert recorded["engine"] == removed["engine"] == RECORDED["engine"]
+
+
+ENTRIES = [
+    TraceEntry(
+        t / 2,
+        32,
+        64,
+        {"temperature": 0.7, "frequency_penalty": 0.5, "repetition_penalty": 1.2},
+    )
+    for t in range(40)
+]
+
+
+def test_penalties_off_neutralises_every_penalty_and_caps_max_tokens_at_the_median():
+    out = zero_penalties(ENTRIES, 40.4)
+    assert {e.max_tokens for e in out} == {40}
+    assert all(
+        e.sampling
+        == {
+            "temperature": 0.7,
+            "frequency_penalty": 0.0,
+            "presence_penalty": 0.0,
+            "repetition_penalty": 1.0,
+        }
+        for e in out
+    )
+    assert [e.t_s for e in out] == [e.t_s for e in ENTRIES]
+    assert zero_penalties(ENTRIES, None)[0].max_tokens == 64
+
+
+def test_arrivals_above_the_baseline_rate_are_dropped_only_inside_the_window():
+    # 2 arrivals/s everywhere; window [5, 10) s capped at 1/s keeps 5 of its 10
+    out = cap_arrivals(ENTRIES, (5.0, 10.0), 1.0)
+    inside = [e for e in out if 5.0 <= e.t_s < 10.0]
+    assert len(inside) == 5 and len(out) == len(ENTRIES) - 5
+    assert cap_arrivals(ENTRIES, (5.0, 10.0), 3.0) == ENTRIES
+    via = apply_to_trace(
+        ENTRIES, intervention_for("load", "engine"), BaselineFacts(30.0, 1.0), (5.0, 10.0)
+    )
+    assert via == out
+    unchanged = apply_to_trace(
+        ENTRIES, intervention_for("memory", "engine"), BaselineFacts(30.0, 1.0), (5.0, 10.0)
+    )
+    assert unchanged == ENTRIES
