@@ -79,6 +79,13 @@ test:
 evaluate: setup-eval small-model
 	$(VENV)/bin/spikelens evaluate
 
+# The end-to-end tests over CI's 45-minute budget (tests/support/slow_e2e.py): `spikelens
+# confirm` on a GC storm (~7 min) and vLLM's shortest scenario form with 4 GiB held (~3.5 min).
+.PHONY: test-slow
+test-slow:
+	$(MAKE) -j2 setup-test setup-vllm
+	SPIKELENS_E2E_SLOW=1 $(VENV)/bin/pytest -q tests/e2e/test_confirm_e2e.py tests/e2e/test_vllm_defaults.py
+
 # Unit tests only (no end-to-end runs): the inner loop while developing.
 test-fast: setup-test
 	$(VENV)/bin/pytest -q -m "not e2e"

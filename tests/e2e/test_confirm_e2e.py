@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.e2e
+from tests.support.slow_e2e import slow_e2e
+
+pytestmark = [pytest.mark.e2e, slow_e2e]  # 7 min: five runs of our engine
 
 HERE = Path(__file__).parent
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from tests.support.slow_e2e import slow_e2e
 from tests.support.vllm_setup import STARTUP_TIMEOUT_S, build_tiny_llama, vllm_python
 
 pytestmark = pytest.mark.e2e
@@ -109,6 +110,7 @@ def memory_held():
         holder.wait()
 
 
+@slow_e2e  # 3.5 min on 2 cores (4 GiB held, vLLM compiles during warm-up)
 def test_the_shortest_form_starts_measures_validly_and_finds_a_gc_storm(
     checkpoint, tmp_path, memory_held
 ):
