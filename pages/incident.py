@@ -258,14 +258,15 @@ class IncidentContext:
         return display_windows(self.windows)
 
     def entry(self) -> ReportEntry:
-        """The page's report.json; an invalid run names no cause (the client's times are not
-        the engine's)."""
+        """The page's report.json; an invalid run names a cause only where the analysis kept one
+        (rca.validity: the server's own times rose too), never 'unexplained' as if judged."""
         top = self.top
+        judged = top is not None and (not self.invalid or top.top_cause != "unexplained")
         return ReportEntry.of(
             self.run,
             "incident",
             verdict=self.verdict,
-            top_cause=top.top_cause if top and not self.invalid else None,
+            top_cause=top.top_cause if judged and top else None,
             headline=self.headline,
         )
 
@@ -523,9 +524,16 @@ def invalid_headline(ctx: IncidentContext) -> str:
     reasons = "; ".join(ctx.run.client_reasons)
     text = f"Invalid run: {why}" + (f" ({reasons})" if reasons else "") + "."
     text += " Its latencies are the client's as much as the engine's"
-    n = len(ctx.spikes)
+    # rca.validity withdrew the engine verdicts no server-side time confirmed ('unexplained')
+    kept = sum(s.top_cause != "unexplained" for s in ctx.spikes)
+    n = len(ctx.spikes) - kept
     if n:
-        text += f"; the {n} spike{'s' if n > 1 else ''} below {'are' if n > 1 else 'is'} not judged"
+        text += f"; {n} spike{'s' if n > 1 else ''} below {'are' if n > 1 else 'is'} not judged"
+    if kept:
+        text += (
+            f"; {kept} spike{'s' if kept > 1 else ''} below keep{'' if kept > 1 else 's'} a"
+            " verdict: the server's own times rose with it"
+        )
     return text + "."
 
 

@@ -262,9 +262,13 @@ def test_an_invalid_run_says_so_and_why_never_no_spike(tmp_path, incident):
     assert ctx.headline.startswith("Invalid run: the load generator could not keep up")
     assert "client 0 scheduling lag p99 120.3 ms > 50 ms" in ctx.headline
     assert "No latency spike" not in ctx.headline and " rose from " not in ctx.headline
-    assert ("not judged" in ctx.headline) == bool(ctx.spikes)
+    withdrawn = [s for s in ctx.spikes if s.top_cause == "unexplained"]
+    assert ("not judged" in ctx.headline) == bool(withdrawn)
+    assert ("a verdict: the server" in ctx.headline) == (len(withdrawn) < len(ctx.spikes))
     entry = ctx.entry()
-    assert entry.verdict == "invalid" and entry.top_cause is None
+    top = ctx.top
+    kept = top is not None and top.top_cause != "unexplained"
+    assert entry.verdict == "invalid" and entry.top_cause == (top.top_cause if kept else None)
     page = render_incident(ctx, tmp_path / "page", interactive=False)
     manifest = json.loads((page.parent / "report.json").read_text())
     assert manifest["verdict"] == "invalid" and manifest["headline"] == ctx.headline
