@@ -37,8 +37,13 @@ from rca.sweep import repeated_ngram_rate
 from warehouse.db import connect
 from warehouse.queries import query
 
+_FIXTURES = Path(__file__).parent / "fixtures"
+# the old step_gc view, written once, inlined where the step_* references used the view
+_STEP_GC = (_FIXTURES / "step_gc_reference.sql").read_text().split("\n", 2)[2]
 REFERENCE_SQL = {
-    name: (Path(__file__).parent / "fixtures" / f"{name}_reference.sql").read_text()
+    name: (_FIXTURES / f"{name}_reference.sql")
+    .read_text()
+    .replace("    {step_gc_reference}\n", _STEP_GC)
     for name in ("process_stack_windows", "step_stages", "step_timeline", "history_windows")
 }
 
