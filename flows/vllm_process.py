@@ -296,15 +296,16 @@ class VllmProcess(SupervisedServer):
     def _wait_healthy(self, started: float) -> None:
         deadline = started + self.config.startup_timeout_s
         proc = self.running()
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise self._failure(f"exited with {proc.returncode} during startup")
-            try:
-                if httpx.get(self.url + "/health", timeout=2.0).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.5)
+        with httpx.Client(timeout=2.0) as client:  # one client: each new one loads the CA bundle
+            while time.monotonic() < deadline:
+                if proc.poll() is not None:
+                    raise self._failure(f"exited with {proc.returncode} during startup")
+                try:
+                    if client.get(self.url + "/health").status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.5)
         raise self._failure(
             f"not healthy after {self.config.startup_timeout_s:.0f} s (engine.startup_timeout_s)"
         )

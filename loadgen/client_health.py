@@ -1,19 +1,24 @@
 """Client health: is the load generator itself the bottleneck?
 
 What: each Locust process measures, per second, its CPU use, its scheduling lag (how late a
-10 ms timer fires in its event loop: a busy loop reads every chunk late by as much) and its read
-delay (how long stream data waited in the socket before it was read; the chunk times themselves
-are the kernel's receive times, loadgen/timed_socket.py, so this delay is shown, not counted);
-`HealthMonitor` keeps the per-second rows and a summary of the measured phase, written as parts
-and merged into `client_health.parquet`. `verdict` marks the run invalid when any process
-saturated: CPU > 90 % of a core or scheduling-lag p99 > 10 ms over the measured phase
-(the thresholds below) — its latencies are then the client's, not the server's — or when it read
-so late that over 1 % of its first tokens are known only to within more than 1 ms: the first
-content came merged with a later packet, which the kernel keeps under the later receive time,
-and the previous read was more than 1 ms before it (loadgen/timed_socket.py). Then the TTFT p99
-cannot be trusted to the millisecond: with a CPU hog beside 64 streams on 2 cores, 4.1 % merged
-first tokens made the TTFT |client − server| p99 3.96 ms, 0.05 ms over the others, while the lag
-p99 can stay just under its limit (9.8 ms in a CI run with a 5.7-ms TTFT p99).
+10 ms timer fires in its event loop) and its read delay (how long stream data waited in the
+socket before it was read); `HealthMonitor` keeps the per-second rows and a summary of the
+measured phase, written as parts and merged into `client_health.parquet`.
+
+`verdict` marks the run invalid only for what spoils its figures. Token arrivals are the kernel's
+receive times and the send is stamped in sendall (loadgen/timed_socket.py), so a late event loop
+moves no TTFT or ITL; it moves the sends off their schedule. Measured on 2 cores during a GC
+storm: in seconds whose lag p99 was 8-16 ms, client − server TTFT was still p50 0.06 ms, p99
+0.7 ms. So a run is invalid when a process saturated (CPU > 90 % of a core: it can no longer offer
+the scenario's load), when its sends slipped far enough to change the load it offered (lag p99
+> 50 ms: the time scale of the TTFTs it measures, 30-60 ms for the small model here; a client
+starved by vLLM on its cores lagged 70-500 ms), or when it read so late that over 1 % of its
+first tokens are known only to within more than 1 ms: the first content came merged with a later
+packet, which the kernel keeps under the later receive time. Then the TTFT p99 cannot be trusted
+to the millisecond (with a CPU hog beside 64 streams on 2 cores, 4.1 % merged first tokens made
+the TTFT |client − server| p99 3.96 ms, 0.05 ms over the others). A smaller lag is a per-window
+signal for the analysis (`client` cause), not a reason to throw the run away: the 10-ms limit
+this replaced failed CI runs whose lag p99 was 11.6 and 15.4 ms from the shared box alone.
 The warm-up gets the same test early (`HealthMonitor.warmup_summary`, `warmup_verdict`): each
 process prints its warm-up summary as the measured phase starts (WARMUP_MARKER), so a run whose
 load generator is already starved says so before it measures, not only in its verdict.
@@ -31,7 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 CPU_LIMIT_PERCENT = 90.0  # of one core: a Locust process is one gevent thread
-LAG_P99_LIMIT_MS = 10.0
+LAG_P99_LIMIT_MS = 50.0  # sends late by a TTFT: the offered load is no longer the scenario's
 MERGED_FIRST_LIMIT = 0.01  # share of first tokens timed only to > 1 ms (a TTFT p99 needs < 1 %)
 PROBE_INTERVAL_S = 0.010  # the lag probe's timer
 # The line each Locust process prints as measured load starts: WARMUP_MARKER <summary JSON>.

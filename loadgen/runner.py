@@ -67,8 +67,8 @@ class LocustResult:
     requests_recorded: int = 0  # rows written to requests.parquet (should equal requests_sent)
     chunks_recorded: int = 0  # rows written to tokens.parquet
     started_ns: int = 0  # when Locust's clock started (start of warm-up)
-    # False when a Locust process saturated (CPU > 90 % of a core or event-loop lag p99 > 10 ms
-    # in the measured phase): the latencies are then the client's, not the server's
+    # False when a Locust process saturated or its figures cannot be trusted (loadgen/
+    # client_health.verdict: CPU > 90 % of a core, event-loop lag p99 > 50 ms, merged first tokens)
     client_valid: bool = True
     client_health: dict = field(
         default_factory=dict

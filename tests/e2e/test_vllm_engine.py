@@ -92,7 +92,8 @@ def test_flow_starts_vllm_drives_it_and_leaves_nothing_behind(checkpoint, clean_
     assert roles[:1] == ["api_server"] and "engine_core" in roles, vllm["processes"]
     assert run["extra"]["model"] == str(checkpoint) and run["extra"]["endpoint"] == "completions"
     assert run["extra"]["locust"]["requests_sent"] >= 5
-    assert run["extra"]["locust"]["requests_failed"] <= 3  # at most the streams cut at the end
+    # failed counts the cancelled: at most one stream per user (4 in clean.yaml) cut at the end
+    assert run["extra"]["locust"]["requests_failed"] <= 4
     assert str(checkpoint) in report.read_text()
     assert gone([p["pid"] for p in vllm["processes"]]) == []
     assert processes_using(checkpoint) == []

@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from engine.server.launch import free_port
+from tests.support.slow_e2e import slow_e2e
 from tests.support.vllm_setup import STARTUP_TIMEOUT_S, build_tiny_llama, vllm_python
 
 pytestmark = pytest.mark.e2e
@@ -116,7 +117,9 @@ load: {{shape: constant, users: 3}}
     return {"report": report, "ok": ok, "failed": failed, "run": run_json, "stdout": proc.stdout}
 
 
-@pytest.mark.parametrize("endpoint", ["chat", "completions"])
+# completions is opt-in: the flow-started vLLM runs of test_vllm_engine.py and test_vllm_faults.py
+# drive it over completions already; chat is the one path only this module covers.
+@pytest.mark.parametrize("endpoint", ["chat", pytest.param("completions", marks=slow_e2e)])
 def test_target_run_against_vllm_renders_a_report(vllm_server, tmp_path, endpoint):
     out = run_scenario(tmp_path, vllm_server, endpoint)
     # 'invalid' = the load generator itself was starved (2 cores shared with vLLM's busy-polling
