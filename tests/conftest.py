@@ -7,7 +7,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-os.environ.setdefault("SPIKELENS_HOME", str(REPO / ".spikelens" / "test"))
+# Under pytest-xdist each worker gets its own state (its own Prefect database above all: two
+# ephemeral servers on one SQLite file lock each other out).
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+os.environ.setdefault(
+    "SPIKELENS_HOME", str(REPO / ".spikelens" / ("test" if not _WORKER else f"test-{_WORKER}"))
+)
 # Prefect creates its home with a plain mkdir: in a fresh checkout its parent must exist first.
 (Path(os.environ["SPIKELENS_HOME"]) / "prefect").mkdir(parents=True, exist_ok=True)
 
