@@ -5,8 +5,10 @@ The flow only orchestrates: read the run and spike (flows.confirm_source), plan 
 the intervention (flows.interventions), then K times (A B A B …) replay the stretch as recorded
 (A) and with the cause removed (B) through `run_scenario` (each arm is a full run: engine,
 collectors, load, ingest), measure each arm's spike-window excess from the warehouse, and judge
-(rca.confirm). The result is written beside the recorded run (`confirm-<spike>-<cause>.json`)
-and as a page (reports/<run>/confirm-<spike>-<cause>/). Where the cause has no intervention
+(rca.confirm). The result is written beside the recorded run (`confirm-<spike>-<cause>.json`,
+and `confirmations/<spike>-<cause>.jsonl`, the row a re-ingest reads), to the warehouse
+(`confirmations`) and as a page (reports/<run>/confirm-<spike>-<cause>/), which the run's incident
+page and the index then link. Where the cause has no intervention
 nothing is run and the result says so (inconclusive).
 """
 
@@ -35,7 +37,7 @@ from flows.interventions import (
 )
 from flows.paths import StatePaths
 from flows.run_scenario import run_scenario
-from flows.tasks import progress, rebuild_index
+from flows.tasks import progress, rebuild_index, render_report
 
 
 @dataclass
@@ -132,18 +134,71 @@ def measure(
     return measure_arm(windows, source.metric, spike, arm, repeat, run_id).to_dict()
 
 
+def page_dir(result: ConfirmResult) -> str:
+    """The confirmation page's folder, relative to the run's report folder."""
+    return f"confirm-{result.spike_id}-{result.cause}"
+
+
 @task(name="render-confirm", cache_policy=NONE)
 def render(paths: StatePaths, result: ConfirmResult) -> Path:
-    """reports/<run>/confirm-<spike>-<cause>/index.html, and the index refreshed."""
+    """reports/<run>/confirm-<spike>-<cause>/index.html."""
     from pages.confirm import build_confirm_context
     from templates.render import render_confirm
 
-    out_dir = paths.reports / result.run_id / f"confirm-{result.spike_id}-{result.cause}"
+    out_dir = paths.reports / result.run_id / page_dir(result)
     incident = "../index.html" if (out_dir.parent / "index.html").is_file() else None
     context = build_confirm_context(asdict(result), incident_href=incident)
-    page = render_confirm(context, out_dir, "../../index.html")
+    return render_confirm(context, out_dir, "../../index.html")
+
+
+def confirmation_row(result: ConfirmResult, confirmed_ns: int) -> dict[str, Any]:
+    """The result as a `confirmations` row (warehouse/schema.sql), less its run_id."""
+    share = result.share or {}
+    return {
+        "spike_id": result.spike_id,
+        "cause": result.cause,
+        "verdict": result.verdict,
+        "reason": result.reason,
+        "intervention": result.intervention.get("does") or result.intervention.get("name"),
+        "share_removed": share.get("point"),
+        "share_low": share.get("low"),
+        "share_high": share.get("high"),
+        "pairs": share.get("pairs"),
+        "confirmed_ns": confirmed_ns,
+        "page": f"{page_dir(result)}/index.html",
+    }
+
+
+@task(name="store-confirmation", cache_policy=NONE, retries=2, retry_delay_seconds=2)
+def store_confirmation(paths: StatePaths, result: ConfirmResult) -> Path:
+    """The result as one JSON line in the run's folder (so a re-ingest keeps it) and as its row
+    in `confirmations`; then the run's incident page again, which now links it, and the index."""
+    from warehouse.db import connect
+
+    row = confirmation_row(result, time.time_ns())
+    folder = paths.run_dir(result.run_id) / "confirmations"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{result.spike_id}-{result.cause}.jsonl").write_text(json.dumps(row) + "\n")
+    names = ["run_id", *row]
+    with connect(paths.warehouse) as conn:
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            conn.execute(
+                "DELETE FROM confirmations WHERE run_id = ? AND spike_id = ? AND cause = ?",
+                [result.run_id, result.spike_id, result.cause],
+            )
+            conn.execute(
+                f"INSERT INTO confirmations ({', '.join(names)}) "
+                f"VALUES ({', '.join('?' for _ in names)})",
+                [result.run_id, *row.values()],
+            )
+            conn.execute("COMMIT")
+        except Exception:
+            conn.execute("ROLLBACK")
+            raise
+    incident = render_report.fn(paths.warehouse, result.run_id, paths.reports / result.run_id)
     rebuild_index(paths.reports)
-    return page
+    return incident
 
 
 @task(name="publish-confirm-artifacts", cache_policy=NONE)
@@ -247,4 +302,5 @@ def confirm_spike(
     result.report = str(render(paths, result))
     publish(result)
     json_path.write_text(json.dumps(asdict(result), indent=2, default=str))
+    store_confirmation(paths, result)
     return result

@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from pages.confirm import VERDICTS as CONFIRM_VERDICTS
 from pages.display_windows import display_windows
-from pages.fields import ContextError, count, finite, need_share, real
+from pages.fields import ContextError, count, finite, need_share, one_of, real, relative_href
 from pages.index import ReportEntry
 from pages.run_header import RunHeader, read_run_header
 from warehouse.db import connect
@@ -179,6 +180,35 @@ class Fault:
 
 
 @dataclass(frozen=True)
+class Confirmation:
+    """`spikelens confirm`'s result for one spike: the spike replayed with `cause` removed."""
+
+    spike_id: int
+    cause: str
+    verdict: str  # confirmed | not confirmed | inconclusive
+    reason: str = ""
+    intervention: str = ""  # what was changed, in words
+    share_removed: float | None = None  # of the recorded excess (None: not measured)
+    share_low: float | None = None  # min over the repeat pairs
+    share_high: float | None = None  # max over the repeat pairs
+    href: str = ""  # its page, relative to the incident page
+
+    def __post_init__(self) -> None:
+        one_of(self.verdict, CONFIRM_VERDICTS, "confirmations.verdict")
+        object.__setattr__(self, "href", relative_href(self.href, "confirmations.page"))
+
+    @property
+    def words(self) -> str:
+        """e.g. "confirmed: 92 % [84, 96] of the excess went away"."""
+        if self.share_removed is None:
+            return self.verdict
+        share = f"{self.share_removed:.0%}"
+        if self.share_low is not None and self.share_high is not None:
+            share += f" [{self.share_low:.0%}, {self.share_high:.0%}]"
+        return f"{self.verdict}: {share} of the excess went away"
+
+
+@dataclass(frozen=True)
 class Totals:
     """The run's measured requests and latency percentiles (warehouse/queries/totals.sql)."""
 
@@ -224,6 +254,7 @@ class IncidentContext:
     faults: tuple[Fault, ...] = ()
     measurement: Measurement | None = None  # None: no server-side times (e.g. an external target)
     client_lag_p99_ms: tuple[float, float] | None = None  # per-window range, shown when invalid
+    confirmations: tuple[Confirmation, ...] = ()  # `spikelens confirm` results, latest per spike
 
     def __post_init__(self) -> None:
         if not self.headline.strip():
@@ -253,6 +284,13 @@ class IncidentContext:
             return "matched"
         return "wrong cause" if all(f.detected for f in self.faults) else "missed"
 
+    def confirmation_of(self, spike_id: int) -> Confirmation | None:
+        """The latest confirmation of the spike's stored verdict (its top cause), else any."""
+        mine = [c for c in self.confirmations if c.spike_id == spike_id]
+        spike = next((s for s in self.spikes if s.spike_id == spike_id), None)
+        verdict = [c for c in mine if spike is not None and c.cause == spike.top_cause]
+        return (verdict or mine or [None])[0]
+
     def chart_windows(self) -> tuple[Window, ...]:
         """The windows the timeline and charts draw: a long run's in display buckets."""
         return display_windows(self.windows)
@@ -268,6 +306,9 @@ class IncidentContext:
             verdict=self.verdict,
             top_cause=top.top_cause if judged and top else None,
             headline=self.headline,
+            confirmation=proof.words
+            if top and (proof := self.confirmation_of(top.spike_id))
+            else None,
         )
 
 
@@ -322,6 +363,7 @@ def build_incident_context(db_path: str | Path, run_id: str) -> IncidentContext:
                 "evidence",
                 "spike_comparison",
                 "fault_verdicts",
+                "confirmations",
             )
         }
     spikes = _spikes(
@@ -352,6 +394,22 @@ def build_incident_context(db_path: str | Path, run_id: str) -> IncidentContext:
         faults=tuple(_fault(f) for f in rows["fault_verdicts"]),
         measurement=(Measurement(**measurement_row) if measurement["requests"] else None),
         client_lag_p99_ms=_lag_range(rows["client_windows"]),
+        confirmations=tuple(_confirmation(c) for c in rows["confirmations"]),
+    )
+
+
+def _confirmation(row: dict[str, Any]) -> Confirmation:
+    """A stored confirmation (flows/confirm.py)."""
+    return Confirmation(
+        spike_id=int(row["spike_id"]),
+        cause=row["cause"],
+        verdict=row["verdict"],
+        reason=row["reason"] or "",
+        intervention=row["intervention"] or "",
+        share_removed=finite(row["share_removed"]),
+        share_low=finite(row["share_low"]),
+        share_high=finite(row["share_high"]),
+        href=row["page"] or "",
     )
 
 

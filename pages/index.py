@@ -41,6 +41,7 @@ class ReportEntry:
     verdict: str | None = None
     top_cause: str | None = None
     headline: str = ""
+    confirmation: str | None = None  # the top cause's `spikelens confirm` result, in words
 
     def __post_init__(self) -> None:
         one_of(self.kind, RUN_KINDS, "kind")
@@ -63,6 +64,7 @@ class IndexRow:
     verdict: str | None = None  # matched / wrong cause / missed, or a nightly verdict
     top_cause: str | None = None
     headline: str = ""
+    confirmation: str | None = None  # e.g. "confirmed: 92 % [84, 96] of the excess went away"
 
     def __post_init__(self) -> None:
         one_of(self.kind, RUN_KINDS, "kind")
@@ -96,6 +98,7 @@ def _row(entry: dict, href: str) -> IndexRow | None:
             verdict=entry.get("verdict"),
             top_cause=entry.get("top_cause"),
             headline=str(entry.get("headline") or ""),
+            confirmation=str(entry["confirmation"]) if entry.get("confirmation") else None,
             href=href,
         )
     except ContextError:

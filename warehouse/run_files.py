@@ -70,6 +70,13 @@ RUN_FILES: tuple[RunFile, ...] = (
         several=True,
         skip_unreadable=True,
     ),
+    # `spikelens confirm`'s results, one JSON line per spike and cause it removed.
+    RunFile(
+        "confirmations",
+        ("confirmations/*.jsonl",),
+        ("spike_id", "cause", "verdict"),
+        several=True,
+    ),
     RunFile(
         "process_cpu",
         ("collect/proc-*.parquet",),

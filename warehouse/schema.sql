@@ -347,6 +347,25 @@ CREATE TABLE fault_verdicts (
     PRIMARY KEY (run_id, seq)
 );
 
+-- `spikelens confirm` (flows/confirm.py): a spike's verdict replayed with its cause removed. The
+-- flow writes each result to runs/<run>/confirmations/<spike>-<cause>.jsonl too, so a re-ingest
+-- of the run keeps it.
+CREATE TABLE confirmations (
+    run_id        VARCHAR NOT NULL,
+    spike_id      INTEGER NOT NULL,
+    cause         VARCHAR NOT NULL,  -- the cause removed (the spike's verdict unless --cause)
+    verdict       VARCHAR NOT NULL,  -- confirmed | not confirmed | inconclusive
+    reason        VARCHAR,           -- the verdict in words
+    intervention  VARCHAR,           -- what was changed, in words (flows/interventions.py)
+    share_removed DOUBLE,            -- of the recorded excess; NULL: not measured
+    share_low     DOUBLE,            -- min over the repeat pairs
+    share_high    DOUBLE,            -- max over the repeat pairs
+    pairs         INTEGER,           -- repeat pairs measured
+    confirmed_ns  BIGINT,            -- when the confirmation finished
+    page          VARCHAR,           -- its page, relative to the run's report folder
+    PRIMARY KEY (run_id, spike_id, cause)
+);
+
 -- The nightly regression's verdicts, one row per run and metric.
 CREATE TABLE nightly_verdicts (
     run_id        VARCHAR NOT NULL,   -- the candidate nightly run

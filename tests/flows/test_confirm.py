@@ -12,13 +12,22 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from flows.confirm import _judge, baseline_facts, measure, render, write_arm
+from flows.confirm import (
+    _judge,
+    baseline_facts,
+    confirmation_row,
+    measure,
+    render,
+    store_confirmation,
+    write_arm,
+)
 from flows.confirm_source import read_source
 from flows.interventions import Stretch, intervention_for, plan_stretch
 from flows.paths import StatePaths
 from flows.scenario import load_scenario
 from rca.analyze import analyze_run
 from tests.support.runbuilder import SimSpec, write_run
+from warehouse.db import connect
 from warehouse.ingest import ingest_run
 
 RUN = "20261201T000000Z-incident-gc-0001"
@@ -120,3 +129,54 @@ def test_the_cli_runs_the_flow_and_exits_3_when_the_cause_has_no_intervention(st
     assert page.is_file() and page.parent.name == "confirm-1-network"
     stored = json.loads((paths.run_dir(RUN) / "confirm-1-network.json").read_text())
     assert stored["verdict"] == "inconclusive" and stored["arms"] == []
+
+
+def arm(kind: str, repeat: int, excess_ms: float) -> dict:
+    return {
+        "arm": kind,
+        "repeat": repeat,
+        "run_id": f"{kind}-{repeat}",
+        "baseline_ms": 50.0,
+        "threshold_ms": 80.0,
+        "spike_ms": 50.0 + excess_ms,
+        "excess_ms": excess_ms,
+        "windows_above": 3 if excess_ms > 30 else 0,
+        "reproduced": excess_ms > 30,
+    }
+
+
+def test_a_confirmation_is_stored_linked_from_its_incident_and_kept_by_a_reingest(state):
+    """The result lands in `confirmations` and in the run's folder; the incident page links its
+    page and its report.json (so the index) carries it beside the verdict; a re-ingest of the
+    run (which replaces every row of it) reads it back from the folder."""
+    paths, source, stretch = state
+    memory = intervention_for("memory", "engine", gc_paused=True)
+    arms = [arm("recorded", 1, 200.0), arm("removed", 1, 20.0)]
+    arms += [arm("recorded", 2, 180.0), arm("removed", 2, 10.0)]
+    result = _judge(source, memory, stretch, arms)
+    assert result.verdict == "confirmed"
+    result.report = str(render.fn(paths, result))
+    row = confirmation_row(result, 1)
+    assert row["share_removed"] == pytest.approx(1 - 15 / 190)
+    assert (row["share_low"], row["share_high"]) == pytest.approx((1 - 20 / 180, 1 - 10 / 200))
+    page = store_confirmation.fn(paths, result)
+
+    words = "confirmed: 92% [89%, 95%] of the excess went away"
+    html = page.read_text()
+    link = f'href="confirm-{result.spike_id}-memory/index.html"'
+    assert link in html and words in html
+    entry = json.loads((page.parent / "report.json").read_text())
+    assert entry["confirmation"] == words
+    assert words in (paths.reports / "index.html").read_text()
+
+    ingest_run(paths.warehouse, paths.run_dir(RUN))  # replaces the run's rows
+    with connect(paths.warehouse, read_only=True) as conn:
+        kept = conn.execute(
+            "SELECT spike_id, cause, verdict, round(share_removed, 3), page FROM confirmations "
+            "WHERE run_id = ? AND cause = 'memory'",
+            [RUN],
+        ).fetchall()
+    assert kept == [
+        (result.spike_id, "memory", "confirmed", round(row["share_removed"], 3), row["page"])
+    ]
+    analyze_run(paths.warehouse, RUN)  # the re-ingest dropped the analysis: back for other tests

@@ -189,6 +189,37 @@ def test_the_rendered_page_matches_the_context(warehouse_with, tmp_path):
     ctx = _context(warehouse_with, incident="gc")
     html = render_incident(ctx, tmp_path / "gc", interactive=False).read_text(encoding="utf-8")
     assert ctx.headline in html and "<dt>engine.model</dt><dd><code>sim</code></dd>" in html
+    # not confirmed yet: the page gives the command that would prove it
+    spike = ctx.top
+    assert spike is not None and ctx.confirmation_of(spike.spike_id) is None
+    assert f"<code>spikelens confirm {ctx.run.run_id} --spike {spike.spike_id}</code>" in html
+
+
+def test_a_confirmation_is_shown_with_its_share_and_link(warehouse_with, tmp_path):
+    from dataclasses import replace
+
+    from pages.incident import Confirmation
+
+    ctx = _context(warehouse_with, incident="gc")
+    spike = ctx.top
+    assert spike is not None
+    wrong = Confirmation(spike.spike_id, "penalty", "not confirmed", share_removed=0.1)
+    proof = Confirmation(
+        spike.spike_id,
+        spike.top_cause,
+        "confirmed",
+        intervention="GC frozen",
+        share_removed=0.91,
+        share_low=0.84,
+        share_high=0.96,
+        href=f"confirm-{spike.spike_id}-{spike.top_cause}/index.html",
+    )
+    ctx = replace(ctx, confirmations=(wrong, proof))
+    assert ctx.confirmation_of(spike.spike_id) == proof  # the verdict's own cause first
+    assert ctx.entry().confirmation == "confirmed: 91% [84%, 96%] of the excess went away"
+    html = render_incident(ctx, tmp_path / "gc", interactive=False).read_text(encoding="utf-8")
+    assert f'<a href="{proof.href}">confirmed: 91% [84%, 96%] of the excess went away</a>' in html
+    assert "Replayed with memory removed (GC frozen)" in html
 
 
 def test_target_and_vllm_runs_name_what_they_drove(tmp_path, warehouse_with):

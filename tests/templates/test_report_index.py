@@ -24,6 +24,7 @@ def test_each_render_leaves_a_manifest(real_pages, tmp_path):
         "verdict": "matched",
         "top_cause": "memory",
         "headline": ctx.headline,
+        "confirmation": None,  # no `spikelens confirm` of it yet
     }
 
 

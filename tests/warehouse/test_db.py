@@ -26,6 +26,7 @@ EXPECTED_TABLES = {
     "evidence",
     "spike_comparison",
     "fault_verdicts",
+    "confirmations",
     "nightly_verdicts",
     "capacity_steps",
 }
