@@ -13,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from flows.cli_confirm import confirm
+from flows.cli_confirm import confirm, confirm_and_say
 from flows.cli_options import json_option
 from flows.cli_run import fail, run_flow
 from flows.engine_command import engine
@@ -45,7 +45,9 @@ def _require(command: str) -> None:
         raise typer.Exit(2) from None
 
 
-def _run_incident(scenario: Path, overrides: dict | None = None) -> None:
+def _run_incident(
+    scenario: Path, overrides: dict | None = None, confirm_repeats: int | None = None
+) -> None:
     from flows.scenario import ScenarioError, load_scenario
 
     try:
@@ -63,8 +65,16 @@ def _run_incident(scenario: Path, overrides: dict | None = None) -> None:
     )
     if result.errors:
         console.print(f"[yellow]run had errors:[/yellow] {'; '.join(result.errors)}")
+    code = 0
+    if confirm_repeats is not None:
+        if result.spikes and result.status == "ok":
+            code = confirm_and_say(result.run_id, None, confirm_repeats, None, print_page=False)
+        else:
+            console.print(f"nothing to confirm: {result.spikes} spike(s), run {result.status}")
     # The report path is the last line on stdout, for scripts and for people.
     print(result.report)
+    if code:
+        raise typer.Exit(code)
 
 
 @app.command()
@@ -79,9 +89,14 @@ def run(
     overrides: str | None = typer.Option(
         None, help='JSON laid over the scenario, e.g. \'{"engine": {"max_num_seqs": 8}}\'.'
     ),
+    confirm: bool = typer.Option(
+        False, "--confirm", help="Then prove the worst spike's cause (spikelens confirm)."
+    ),
+    repeats: int = typer.Option(2, min=1, max=10, help="--confirm's runs per arm."),
 ) -> None:
-    """Run SCENARIO end to end: engine, load, warehouse, causes, report."""
-    _run_incident(scenario, json_option("--overrides", overrides))
+    """Run SCENARIO end to end: engine, load, warehouse, causes, report. With --confirm, exit
+    as `spikelens confirm` does: 0 confirmed (or nothing to confirm), 1 not, 3 inconclusive."""
+    _run_incident(scenario, json_option("--overrides", overrides), repeats if confirm else None)
 
 
 @app.command()

@@ -1,5 +1,6 @@
 """`spikelens confirm RUN_ID [--spike N] [--repeats K] [--cause CAUSE]` (registered on flows.cli's
-app): re-run a spike's stretch with its verdict's cause removed and say how much went away.
+app): re-run a spike's stretch with its verdict's cause removed and say how much went away;
+`confirm_and_say` is also what `spikelens run --confirm` calls after its run.
 
 Exit codes make it scriptable: 0 confirmed, 1 not confirmed, 3 inconclusive, 2 bad input (an
 unknown run, a spike index out of range, an unknown cause: one line naming the field).
@@ -26,6 +27,14 @@ def confirm(
 ) -> None:
     """Re-run a spike's stretch as recorded and with its cause removed; exit 0 confirmed,
     1 not confirmed, 3 inconclusive, 2 bad input."""
+    raise typer.Exit(confirm_and_say(run_id, spike, repeats, cause, print_page=True))
+
+
+def confirm_and_say(
+    run_id: str, spike: int | None, repeats: int, cause: str | None, print_page: bool
+) -> int:
+    """Run the confirm flow, say its verdict in one line and return its exit code; bad input
+    (`ConfirmUsageError`) fails with its one line (exit 2) before Prefect starts."""
     from flows.confirm import confirm_spike
     from flows.confirm_source import ConfirmUsageError, read_source
 
@@ -53,5 +62,6 @@ def confirm(
         )
         + f" — {result.reason}"
     )
-    print(result.report)
-    raise typer.Exit(result.exit_code)
+    if print_page:
+        print(result.report)
+    return result.exit_code

@@ -289,7 +289,8 @@ class IncidentContext:
         mine = [c for c in self.confirmations if c.spike_id == spike_id]
         spike = next((s for s in self.spikes if s.spike_id == spike_id), None)
         verdict = [c for c in mine if spike is not None and c.cause == spike.top_cause]
-        return (verdict or mine or [None])[0]
+        found = verdict or mine
+        return found[0] if found else None
 
     def chart_windows(self) -> tuple[Window, ...]:
         """The windows the timeline and charts draw: a long run's in display buckets."""

@@ -1,6 +1,7 @@
-"""`spikelens confirm` for real: a short GC-storm run on spikelens' engine, then its spike's stretch
-replayed as recorded and with GC off (confirmed, exit 0), and again with the verdict forced to
-penalty (penalties off changes nothing a GC storm does: not confirmed, exit 1).
+"""`spikelens confirm` for real: a short GC-storm run on spikelens' engine with `run --confirm`,
+which then replays its spike's stretch as recorded and with GC off (confirmed, exit 0, linked from
+the incident page), and `confirm` again with the verdict forced to penalty (penalties off changes
+nothing a GC storm does: not confirmed, exit 1).
 
 No part is mocked: each arm is a full run (engine, Locust, collectors, warehouse). K=1 keeps it
 to five short runs (about 5 minutes on 2 cores).
@@ -40,33 +41,37 @@ def gc_run(tmp_path_factory):
         # Reuse the suite's Prefect database: a cold ephemeral server costs ~15 s more.
         "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect"),
     }
-    proc = spikelens(env, "run", str(HERE / "scenarios" / "gc-storm-short.yaml"))
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    run_id = Path(proc.stdout.strip().splitlines()[-1]).parent.name
-    return {"home": home, "env": env, "run_id": run_id}
-
-
-def confirm(gc_run, *extra):
-    proc = spikelens(gc_run["env"], "confirm", gc_run["run_id"], "--repeats", "1", *extra)
+    scenario = str(HERE / "scenarios" / "gc-storm-short.yaml")
+    proc = spikelens(env, "run", scenario, "--confirm", "--repeats", "1")
     report = Path(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else None
-    name = report.parent.name if report else "confirm-1"  # confirm-<spike>-<cause>
-    result_file = gc_run["home"] / "runs" / gc_run["run_id"] / f"{name}.json"
+    return {"home": home, "env": env, "proc": proc, "report": report}
+
+
+def result_of(gc_run, name):
+    run_id = gc_run["report"].parent.name
+    result_file = gc_run["home"] / "runs" / run_id / f"{name}.json"
     result = json.loads(result_file.read_text()) if result_file.is_file() else None
     print(json.dumps(result, indent=1)[:3000])  # the figures, for the record (-s)
-    return proc, result, report
+    return result
 
 
 def test_gc_off_confirms_a_gc_storm_and_a_forced_penalty_verdict_is_not_confirmed(gc_run):
-    proc, result, report = confirm(gc_run)
+    proc, report = gc_run["proc"], gc_run["report"]
+    assert report is not None and report.name == "index.html", proc.stderr[-4000:]
+    result = result_of(gc_run, "confirm-1-memory")
     assert result is not None, proc.stderr[-4000:]
     assert result["cause"] == "memory" and result["intervention"]["name"] == "gc_off"
     assert [a["arm"] for a in result["arms"]] == ["recorded", "removed"]
     assert result["arms"][0]["reproduced"], result["arms"]
     assert (result["verdict"], proc.returncode) == ("confirmed", 0), proc.stderr[-3000:]
     assert result["share"]["point"] >= 0.5
-    assert report is not None and "confirmed" in report.read_text()
+    # the run's incident page links its confirmation, and the index shows it
+    assert 'href="confirm-1-memory/index.html"' in report.read_text()
+    assert "confirmed: " in (report.parent.parent / "index.html").read_text()
 
-    proc, result, _ = confirm(gc_run, "--cause", "penalty")
+    run_id = report.parent.name
+    proc = spikelens(gc_run["env"], "confirm", run_id, "--repeats", "1", "--cause", "penalty")
+    result = result_of(gc_run, "confirm-1-penalty")
     assert result is not None, proc.stderr[-4000:]
     assert result["cause"] == "penalty" and result["stored_cause"] == "memory"
     assert result["intervention"]["name"] == "penalties_off"
