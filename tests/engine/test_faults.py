@@ -80,6 +80,7 @@ def test_gc_storm_pauses_land_inside_its_window_only(tmp_path, tiny_config):
             )
             i += 1
         eng.step()
+    served_until = time.time_ns()
     eng.close()
     gc.callbacks.remove(record)
     # Driven from another thread of the process: its allocations trigger full collections.
@@ -92,12 +93,13 @@ def test_gc_storm_pauses_land_inside_its_window_only(tmp_path, tiny_config):
     assert t0 + 0.4e9 <= f["start_ns"] < f["end_ns"] and f["end_ns"] - f["start_ns"] >= 0.5e9
     pauses = pq.read_table(tmp_path / "gc.parquet").to_pylist()
     inside = [p for p in pauses if f["start_ns"] <= p["start_ns"] <= f["end_ns"]]
-    outside = [p for p in pauses if p not in inside and p["start_ns"] >= t0]
-    # full collections in the 0.6-s window, none outside (one, not two, when a busy CI box slows
-    # the churn thread: seen in a full local run)
+    outside = [p for p in pauses if p not in inside and t0 <= p["start_ns"] <= served_until]
+    # full collections in the 0.6-s window (one, not two, when a busy box slows the churn thread),
+    # none outside it while the engine served; the ~100 collections of eng.close() come after
+    # (counted, they failed it: 99 collections 0.3-0.7 s past the window in each failing run)
     assert sum(p["generation"] == 2 for p in inside) >= 1
     assert not [p for p in outside if p["generation"] == 2]
-    assert len(inside) > 5 * len(outside)
+    assert len(inside) > 5 * len(outside), (len(inside), len(outside))
 
 
 def test_comm_fault_without_tensor_parallelism_is_refused(tiny_config):
