@@ -26,13 +26,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import psutil
 
 from engine.server.launch import SupervisedServer, free_port
 from flows.supervisor import kill_survivors
 from flows.vllm_config import DTYPES, VllmConfig
 from flows.vllm_kv import derive_kv_cache
+from spikelens_common.health_wait import wait_healthy
 from spikelens_common.startup_failure import Hint, StartupFailure
 
 API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
@@ -294,21 +294,15 @@ class VllmProcess(SupervisedServer):
             os.sched_setaffinity(0, self.config.cpus)
 
     def _wait_healthy(self, started: float) -> None:
-        deadline = started + self.config.startup_timeout_s
         proc = self.running()
-        with httpx.Client(timeout=2.0) as client:  # one client: each new one loads the CA bundle
-            while time.monotonic() < deadline:
-                if proc.poll() is not None:
-                    raise self._failure(f"exited with {proc.returncode} during startup")
-                try:
-                    if client.get(self.url + "/health").status_code == 200:
-                        return
-                except httpx.TransportError:
-                    pass
-                time.sleep(0.5)
-        raise self._failure(
-            f"not healthy after {self.config.startup_timeout_s:.0f} s (engine.startup_timeout_s)"
-        )
+        deadline = started + self.config.startup_timeout_s
+        state = wait_healthy(self.url + "/health", proc, deadline, 0.5, 2.0)
+        if state == "exited":
+            raise self._failure(f"exited with {proc.returncode} during startup")
+        if state == "timed out":
+            raise self._failure(
+                f"not healthy after {self.config.startup_timeout_s:.0f} s (engine.startup_timeout_s)"
+            )
 
     def _failure(self, what_happened: str) -> VllmLaunchError:
         """The one-line failure: the root cause line of vllm.log, its path, the fix if known."""

@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 
+from spikelens_common.health_wait import wait_healthy
 from spikelens_common.startup_failure import Hint, StartupFailure
 
 # Fixes known for the root cause lines the engine prints when it cannot start (first match wins);
@@ -154,21 +155,13 @@ class EngineProcess(SupervisedServer):
         return self.env_hook(env) if self.env_hook is not None else env
 
     def _wait_healthy(self) -> None:
-        """Poll /health through one client: a client per poll loads the CA bundle each time
-        (~40 ms of CPU), which at 10 Hz took 4 s of CPU from the starting engine."""
-        deadline = time.monotonic() + self.startup_timeout_s
         proc = self.running()
-        with httpx.Client(timeout=1.0) as client:
-            while time.monotonic() < deadline:
-                if proc.poll() is not None:
-                    raise self._failure(f"exited with {proc.returncode} during startup")
-                try:
-                    if client.get(self.url + "/health").status_code == 200:
-                        return
-                except httpx.TransportError:
-                    pass
-                time.sleep(0.1)
-        raise self._failure(f"not healthy after {self.startup_timeout_s:.0f} s")
+        deadline = time.monotonic() + self.startup_timeout_s
+        state = wait_healthy(self.url + "/health", proc, deadline, 0.1, 1.0)
+        if state == "exited":
+            raise self._failure(f"exited with {proc.returncode} during startup")
+        if state == "timed out":
+            raise self._failure(f"not healthy after {self.startup_timeout_s:.0f} s")
 
     def _failure(self, what_happened: str) -> StartupFailure:
         """One line: the root cause line of engine.log, its path and the fix if known."""

@@ -17,9 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
-
 from engine.server.launch import free_port
+from spikelens_common.health_wait import wait_healthy
 
 STARTUP_TIMEOUT_S = 180.0  # a cold SQLite database and migrations: 24 s on a quiet 2-core box
 
@@ -58,20 +57,15 @@ class PrefectServer:
         return self
 
     def _wait_healthy(self) -> None:
+        assert self.proc is not None
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        with httpx.Client(timeout=2.0) as client:
-            while time.monotonic() < deadline:
-                if self.proc is not None and self.proc.poll() is not None:
-                    log = (self.home / "server.log").read_text(errors="replace")[-2000:]
-                    raise RuntimeError(f"prefect server exited {self.proc.returncode}: {log}")
-                try:
-                    if client.get(self.url + "/health").status_code == 200:
-                        return
-                except httpx.TransportError:
-                    pass
-                time.sleep(0.5)
-        self.stop()
-        raise RuntimeError(f"prefect server not healthy after {STARTUP_TIMEOUT_S:.0f} s")
+        state = wait_healthy(self.url + "/health", self.proc, deadline, 0.5, 2.0)
+        if state == "exited":
+            log = (self.home / "server.log").read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"prefect server exited {self.proc.returncode}: {log}")
+        if state == "timed out":
+            self.stop()
+            raise RuntimeError(f"prefect server not healthy after {STARTUP_TIMEOUT_S:.0f} s")
 
     def stop(self) -> None:
         """SIGTERM the server's whole group (uvicorn and its services), SIGKILL what stays."""
