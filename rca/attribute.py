@@ -121,26 +121,55 @@ def _p99(x: np.ndarray) -> float:
     return float(np.quantile(x, 0.99)) if len(x) else 0.0
 
 
+def baseline_exclusions(
+    n: int, spike: Spike, spikes: list[Spike], guard: int, min_windows: int
+) -> list[tuple[int, int]]:
+    """Window spans [first, last] left out of `spike`'s baseline: every spike ± `guard` windows.
+
+    Where that leaves fewer than `min_windows` calm windows (a short run with two spikes), the
+    other spikes are left out without their guards, then not at all (this spike, the spans of its
+    incident, keeps its guard): a thin baseline beats none, against which every signal 'rises'
+    from zero. The caller decides whether what is left is enough (`AttributeConfig`).
+    """
+    own = [s for s in spikes if s.spike_id == spike.spike_id] or [spike]
+    others = [s for s in spikes if s.spike_id != spike.spike_id]
+    own_spans = [(s.first_window - guard, s.last_window + guard) for s in [spike, *own]]
+    tries = (
+        own_spans + [(s.first_window - guard, s.last_window + guard) for s in others],
+        own_spans + [(s.first_window, s.last_window) for s in others],
+        own_spans,
+    )
+    idx = np.arange(n)
+    for spans in tries:
+        calm = np.ones(n, dtype=bool)
+        for first, last in spans:
+            calm &= ~((idx >= first) & (idx <= last))
+        if calm.sum() >= min_windows:
+            return spans
+    return tries[-1]
+
+
 def window_masks(
-    n: int, spike: Spike, spikes: list[Spike], guard: int
+    n: int, spike: Spike, spikes: list[Spike], guard: int, min_windows: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(in spike, baseline) boolean masks [n_windows]: baseline = outside every spike ± guard windows."""
+    """(in spike, baseline) boolean masks [n_windows]; baseline as `baseline_exclusions` says."""
     idx = np.arange(n)
     in_spike = (idx >= spike.first_window) & (idx <= spike.last_window)
     base = np.ones(n, dtype=bool)
-    for s in spikes:
-        base &= ~((idx >= s.first_window - guard) & (idx <= s.last_window + guard))
+    for first, last in baseline_exclusions(n, spike, spikes, guard, min_windows):
+        base &= ~((idx >= first) & (idx <= last))
     return in_spike, base
 
 
 def time_masks(
-    t: np.ndarray, spike: Spike, spikes: list[Spike], window_s: float, guard: int
+    t: np.ndarray, spike: Spike, spans: list[tuple[int, int]], window_s: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The same masks over step times t [n_steps] (seconds from load start)."""
+    """The same masks over step times t [n_steps] (seconds from load start); `spans` are
+    `baseline_exclusions`' window spans."""
     in_spike = (t >= spike.start_s) & (t < spike.end_s)
     base = np.isfinite(t)
-    for s in spikes:
-        base &= ~((t >= s.start_s - guard * window_s) & (t < s.end_s + guard * window_s))
+    for first, last in spans:
+        base &= ~((t >= first * window_s) & (t < (last + 1) * window_s))
     return in_spike, base
 
 
@@ -157,10 +186,14 @@ class SpikeFrame:
     latency: np.ndarray  # the spike metric per window, ms
 
     @classmethod
-    def of(cls, spike: Spike, spikes: list[Spike], signals: RunSignals, guard: int) -> SpikeFrame:
+    def of(
+        cls, spike: Spike, spikes: list[Spike], signals: RunSignals, config: AttributeConfig
+    ) -> SpikeFrame:
         n = len(signals.windows)
-        win_spike, win_base = window_masks(n, spike, spikes, guard)
-        st_spike, st_base = time_masks(signals.steps["t_s"], spike, spikes, signals.window_s, guard)
+        guard, least = config.guard_windows, config.min_baseline_windows
+        win_spike, win_base = window_masks(n, spike, spikes, guard, least)
+        spans = baseline_exclusions(n, spike, spikes, guard, least)
+        st_spike, st_base = time_masks(signals.steps["t_s"], spike, spans, signals.window_s)
         latency = window_series(signals.windows, f"{spike.metric}_ms")
         return cls(spike, n, win_spike, win_base, st_spike, st_base, latency)
 
@@ -319,7 +352,10 @@ def _attribute_series(
     spike: Spike, spikes: list[Spike], signals: RunSignals, config: AttributeConfig
 ) -> Attribution:
     """Attribution of one series of an incident: `spike` spans that series' windows."""
-    frame = SpikeFrame.of(spike, spikes, signals, config.guard_windows)
+    frame = SpikeFrame.of(spike, spikes, signals, config)
+    calm = int(frame.win_base.sum())
+    if calm < config.min_baseline_windows:
+        return _no_baseline(spike, calm)
     steps = signals.steps
     model, dec = _decompose(frame, steps, config)
     coverage, rel_step, base_step, spike_step = _step_coverage(frame, steps, dec)
@@ -366,6 +402,22 @@ def _attribute_series(
         _summary(top, frame, signals, dec, outside, shares, (queue_cause, queue_reason)),
         host_contention=dec.uniform_slowdown is not None,
         uncovered=round(shares["unexplained"], 4),
+        metric=spike.metric,
+    )
+
+
+def _no_baseline(spike: Spike, calm: int) -> Attribution:
+    """'unexplained', said why: the run has too few windows outside the spike to compare with."""
+    return Attribution(
+        spike.spike_id,
+        [CauseShare("unexplained", 1.0, 1.0, 0.0)],
+        "unexplained",
+        0.0,
+        0.0,
+        {},
+        f"no calm baseline: {calm} window(s) of the run lie outside its spikes, too few to say"
+        " what rose; a longer run (or a later start of the fault) can",
+        uncovered=1.0,
         metric=spike.metric,
     )
 

@@ -92,6 +92,12 @@ class DetectConfig:
 class AttributeConfig:
     # Windows on each side of a spike left out of its baseline (latency lingers after a stall).
     guard_windows: int = 2
+    # Fewest calm windows a spike's signals are compared against. Fewer (a short run whose spikes
+    # and their guards cover it) first let the other spikes' guards in, then the other spikes
+    # (rca.attribute.baseline_exclusions); with fewer still the verdict is 'unexplained'. Four
+    # windows hold hundreds of steps, so one blip cannot carry the mean; with none at all, every
+    # signal 'rose' from zero: a CI run named a GC storm 'load' (share 1.0) that way.
+    min_baseline_windows: int = 4
     # A load signal (arrivals, batch, waiting) must rise by this fraction to count as load.
     load_rise: float = 0.2
     # Mean output tokens per finished request must grow by this factor to call it inflation.
@@ -129,6 +135,10 @@ class AttributeConfig:
     runq_rise_ms_per_s: float = 20.0
 
     def __post_init__(self) -> None:
+        if self.min_baseline_windows < 1:
+            raise ValueError(
+                f"AttributeConfig.min_baseline_windows must be >= 1, got {self.min_baseline_windows}"
+            )
         for name in ("min_explained_share", "min_component_rel", "min_step_rise"):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:

@@ -397,7 +397,9 @@ def attribute_by_metrics(
     """Attribution of one spike from /metrics and NVML series alone (see module docstring)."""
     config = config or AttributeConfig()
     n = len(signals.windows)
-    in_spike, in_base = window_masks(n, spike, spikes, config.guard_windows)
+    in_spike, in_base = window_masks(
+        n, spike, spikes, config.guard_windows, config.min_baseline_windows
+    )
     series = {
         **metric_series(signals.metric_windows, n, signals.window_s),
         **_nvml(signals.nvml_windows, n),

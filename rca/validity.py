@@ -39,7 +39,9 @@ def _steps_rose(signals: RunSignals, spike: Spike, spikes: list[Spike], config) 
         dur = window_series(signals.step_windows, "dur_ms", n)
     if not np.isfinite(dur).any():
         return None
-    in_spike, in_base = window_masks(n, spike, spikes, config.guard_windows)
+    in_spike, in_base = window_masks(
+        n, spike, spikes, config.guard_windows, config.min_baseline_windows
+    )
     base = mean_or_zero(dur[in_base])
     return marked_rise(dur, in_spike, in_base, config.min_step_rise * base) > 0
 
@@ -58,7 +60,9 @@ def _server_sockets_rose(
             series[r["window"]] = float(r[column])
     if not np.isfinite(series).any():
         return None
-    in_spike, in_base = window_masks(n, spike, spikes, config.guard_windows)
+    in_spike, in_base = window_masks(
+        n, spike, spikes, config.guard_windows, config.min_baseline_windows
+    )
     floor = max(config.min_transit_rise_ms, config.min_step_rise * mean_or_zero(series[in_base]))
     return marked_rise(series, in_spike, in_base, floor) > 0
 
@@ -72,7 +76,9 @@ def _server_metrics_rose(
     own = _histogram_means({k: v for k, v in series.items() if re.search(SYMPTOMS, k)})
     if not own:
         return None
-    in_spike, in_base = window_masks(n, spike, spikes, config.guard_windows)
+    in_spike, in_base = window_masks(
+        n, spike, spikes, config.guard_windows, config.min_baseline_windows
+    )
     return any(r.z > MIN_Z for r in rank_series(own, in_spike, in_base, signals.window_s))
 
 

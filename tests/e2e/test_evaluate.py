@@ -39,7 +39,7 @@ def test_evaluate_scores_a_small_suite_against_ground_truth_and_peers(tmp_path):
     assert scores["runs"] == 2 and scores["faults"] == 1
     assert scores["detection"]["tp"] >= 1
     assert scores["controls"]["runs"] == 1
-    assert scores["attribution"]["confusion"]["memory"]["memory"] == 1
+    assert scores["attribution"]["confusion"]["memory"]["memory"] == 1, scores["per_run"]
     assert set(scores["peers"]) == {"baro", "nsigma", "circa", "random"}
     for method in ("baro", "nsigma", "circa"):
         peer = scores["peers"][method]

@@ -4,9 +4,12 @@ import numpy as np
 import pytest
 
 from rca.analyze import analyze
+from rca.attribute import attribute_spike, baseline_exclusions, window_masks
 from rca.config import AttributeConfig
+from rca.detect import Spike
 from rca.evidence import pearson
 from rca.stepcost import STEP_COLUMNS, StepCostModel, decompose_step_excess
+from tests.support.spikesignals import SpikeRun, spike_signals
 from warehouse.db import connect
 
 
@@ -197,3 +200,53 @@ def test_every_stage_slower_alike_is_unexplained_not_penalty():
         steps, spike, ~spike, StepCostModel(2.0, 1.0, 0.0), AttributeConfig()
     )
     assert dec.uniform_slowdown is None and dec.components_ms["penalty"] == pytest.approx(1.8)
+
+
+def _early_spike(first: int, last: int) -> Spike:
+    return Spike(
+        2, "itl_p99", ["itl_p99"], first, last, float(first), last + 1.0, 90.0, 45.0, "minor", 1.0
+    )
+
+
+def test_a_baseline_crowded_out_by_other_spikes_lets_their_guards_in_then_them():
+    run = SpikeRun(n=24, first=10, last=21, metric="itl_p99")
+    spike = run.spike()
+    early = _early_spike(2, 5)
+    # every spike ± 2 windows leaves nothing of 24 windows; without the early spike's guard: 0, 1, 6, 7
+    spans = baseline_exclusions(24, spike, [early, spike], guard=2, min_windows=3)
+    assert (2, 5) in spans and (8, 23) in spans
+    _, base = window_masks(24, spike, [early, spike], 2, 3)
+    assert list(np.flatnonzero(base)) == [0, 1, 6, 7]
+    # five wanted: the early spike is let in too (this spike keeps its guard)
+    _, base = window_masks(24, spike, [early, spike], 2, 5)
+    assert list(np.flatnonzero(base)) == [0, 1, 2, 3, 4, 5, 6, 7]
+    # enough calm windows: every spike stays out with its guard, as before
+    _, base = window_masks(40, spike, [_early_spike(2, 5), spike], 2, 4)
+    assert list(np.flatnonzero(base)) == list(range(24, 40))
+
+
+def test_a_gc_storm_beside_another_spike_in_a_short_run_is_still_memory():
+    """A CI run (2026-12-03): a noisy start made a second spike, the guards of both left no calm
+    window, and every signal 'rose' from an empty baseline: the storm came out 'load', 1.0."""
+    run = SpikeRun(
+        n=24,
+        first=10,
+        last=21,
+        metric="itl_p99",
+        base_latency_ms=45.0,
+        latency_rise_ms=250.0,
+        stage_rise_ms={"gc_ms": 150.0},
+    )
+    spike, signals = spike_signals(run)
+    attr = attribute_spike(spike, [_early_spike(2, 5), spike], signals)
+    assert attr.top_cause == "memory", (attr.top_cause, attr.summary)
+
+
+def test_a_spike_with_no_calm_window_left_is_unexplained_and_says_why():
+    run = SpikeRun(n=12, first=2, last=9, metric="itl_p99", stage_rise_ms={"gc_ms": 15.0})
+    spike, signals = spike_signals(run)
+    attr = attribute_spike(spike, [spike], signals)
+    assert attr.top_cause == "unexplained" and attr.uncovered == 1.0
+    assert attr.summary.startswith("no calm baseline: 0 window(s)")
+    with pytest.raises(ValueError, match="min_baseline_windows must be >= 1"):
+        AttributeConfig(min_baseline_windows=0)
