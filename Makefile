@@ -20,6 +20,7 @@ $(VENV)/.setup-test: $(VENV)/.setup-runtime
 	$(PIP) -e '.[test,eval]' > $(VENV)/pip.log 2>&1 || (tail -40 $(VENV)/pip.log; exit 1)
 	$(PY) -c "import pytest, transformers, triton"
 	bash scripts/setup-browser.sh
+	bash scripts/setup-prometheus.sh
 	touch $@
 
 $(VENV)/.setup-eval: $(VENV)/.setup-runtime

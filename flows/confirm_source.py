@@ -51,8 +51,13 @@ def read_source(
         raise ConfirmUsageError(f"--cause: unknown cause {cause!r}; valid: {', '.join(CAUSES)}")
     if not db_path.exists():
         raise ConfirmUsageError(f"RUN_ID: no warehouse at {db_path}: run a scenario first")
-    if not (run_dir / "run.json").is_file() or not (run_dir / "requests.parquet").is_file():
+    if not (run_dir / "run.json").is_file():
         raise ConfirmUsageError(f"RUN_ID: unknown run {run_id!r} (no run.json in {run_dir})")
+    if not (run_dir / "requests.parquet").is_file():
+        raise ConfirmUsageError(
+            f"RUN_ID: run {run_id!r} has no recorded requests to replay (an observed window"
+            " from Prometheus has none): confirm re-runs a load test's requests"
+        )
     with connect(db_path, read_only=True) as conn:
         spikes = query(conn, "spikes", run_id=run_id)
         chosen = _pick_spike(run_id, spikes, spike)

@@ -20,8 +20,10 @@ from pages.confirm import VERDICTS as CONFIRM_VERDICTS
 from pages.display_windows import display_windows
 from pages.fields import ContextError, count, finite, need_share, one_of, real, relative_href
 from pages.index import ReportEntry
+from pages.observed_signals import signal_coverage
 from pages.run_header import RunHeader, read_run_header
 from warehouse.db import connect
+from warehouse.observed_windows import is_observed, latency_windows
 from warehouse.queries import query
 
 MAX_STEPS = 2000
@@ -255,6 +257,9 @@ class IncidentContext:
     measurement: Measurement | None = None  # None: no server-side times (e.g. an external target)
     client_lag_p99_ms: tuple[float, float] | None = None  # per-window range, shown when invalid
     confirmations: tuple[Confirmation, ...] = ()  # `spikelens confirm` results, latest per spike
+    # an observed run (imported from Prometheus): what its series can and cannot tell, one
+    # sentence per family (pages.observed_signals); () for a load-test run
+    signal_coverage: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.headline.strip():
@@ -266,6 +271,11 @@ class IncidentContext:
     def invalid(self) -> bool:
         """The load generator judged itself unfit: its latencies are not the engine's alone."""
         return self.run.status == "invalid"
+
+    @property
+    def observed(self) -> bool:
+        """Imported from monitoring: no recorded requests, so nothing to replay or confirm."""
+        return is_observed(self.run.engine)
 
     @property
     def top(self) -> Spike | None:
@@ -348,8 +358,9 @@ def build_incident_context(db_path: str | Path, run_id: str) -> IncidentContext:
         window_s = float(analysis[0]["window_s"])
         rows = {
             name: query(conn, name, run_id=run_id, window_s=window_s)
-            for name in ("windows", "step_stages", "client_windows")
+            for name in ("step_stages", "client_windows")
         }
+        rows["windows"] = latency_windows(conn, run_id, window_s, run.engine)
         rows |= {
             name: query(conn, name, run_id=run_id)
             for name in (
@@ -365,6 +376,7 @@ def build_incident_context(db_path: str | Path, run_id: str) -> IncidentContext:
                 "spike_comparison",
                 "fault_verdicts",
                 "confirmations",
+                "metric_names",
             )
         }
     spikes = _spikes(
@@ -396,6 +408,11 @@ def build_incident_context(db_path: str | Path, run_id: str) -> IncidentContext:
         measurement=(Measurement(**measurement_row) if measurement["requests"] else None),
         client_lag_p99_ms=_lag_range(rows["client_windows"]),
         confirmations=tuple(_confirmation(c) for c in rows["confirmations"]),
+        signal_coverage=(
+            signal_coverage(r["name"] for r in rows["metric_names"])
+            if is_observed(run.engine)
+            else ()
+        ),
     )
 
 

@@ -23,6 +23,7 @@ from rca.process_evidence import ProcessSignals
 from rca.stepcost import step_arrays
 from rca.validity import check_validity
 from warehouse.db import DbConnection, connect
+from warehouse.observed_windows import is_observed, latency_windows
 from warehouse.queries import query, query_table
 from warehouse.store import replace_run_rows
 
@@ -55,9 +56,10 @@ def load_signals(conn: DbConnection, run_id: str, window_s: float) -> RunSignals
         raise KeyError(f"run {run_id!r} is not in the warehouse (ingest it first)")
     if not window_s > 0:
         raise ValueError(f"window_s must be > 0, got {window_s}")
+    engine = _json_object(header[0].get("engine"))
     return RunSignals(
         window_s=window_s,
-        windows=query(conn, "windows", run_id=run_id, window_s=window_s),
+        windows=latency_windows(conn, run_id, window_s, engine),
         step_windows=query(conn, "step_stages", run_id=run_id, window_s=window_s),
         steps=step_arrays(query_table(conn, "step_timeline", run_id=run_id)),
         gc_pauses=query(conn, "gc_pauses", run_id=run_id),
@@ -70,9 +72,16 @@ def load_signals(conn: DbConnection, run_id: str, window_s: float) -> RunSignals
         history_windows=query(conn, "history_windows", run_id=run_id, window_s=window_s),
         transit_windows=query(conn, "transit_windows", run_id=run_id, window_s=window_s),
         process=ProcessSignals.load(conn, run_id, window_s),
-        engine=_json_object(header[0].get("engine")),
+        engine=engine,
         run_status=header[0].get("status") or "ok",
     )
+
+
+def run_window_s(conn: DbConnection, run_id: str) -> float:
+    """The run's analysis window: its query step for an observed run, else 1 s."""
+    header = query(conn, "run_header", run_id=run_id)
+    engine = _json_object(header[0].get("engine")) if header else None
+    return float(engine.get("step_s", 1.0)) if engine and is_observed(engine) else 1.0
 
 
 def _json_object(value) -> dict | None:
@@ -253,13 +262,16 @@ def _analysis_row(analysis: Analysis) -> dict:
 def analyze_run(
     db_path: str | Path,
     run_id: str,
-    window_s: float = 1.0,
+    window_s: float | None = None,
     detect: DetectConfig | None = None,
     attribute: AttributeConfig | None = None,
 ) -> Analysis:
-    """Analyse an ingested run and store spikes/attributions/evidence, replacing earlier results."""
+    """Analyse an ingested run and store spikes/attributions/evidence, replacing earlier results.
+    `window_s` None: the run's own (`run_window_s`)."""
     conn = connect(db_path)
     try:
+        if window_s is None:
+            window_s = run_window_s(conn, run_id)
         result = analyze(conn, run_id, window_s, detect, attribute)
         replace_run_rows(conn, run_id, result_rows(result))
         return result

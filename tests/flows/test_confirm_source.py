@@ -65,3 +65,11 @@ def test_memory_kind_and_runtime_kind():
     assert runtime_kind({"target": "http://x"}) == "target"
     assert runtime_kind({"engine": {"kind": "vllm"}}) == "vllm"
     assert runtime_kind({"engine": {"model": "small"}}) == "engine"
+
+
+def test_an_observed_window_has_nothing_to_replay(home, tmp_path):
+    run_dir = tmp_path / "obs"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text("{}")
+    with pytest.raises(ConfirmUsageError, match="no recorded requests to replay"):
+        read_source(home / "warehouse.duckdb", run_dir, "obs", None, None)

@@ -1,0 +1,69 @@
+"""A run imported from Prometheus, built by hand: run.json of kind `observed` and a metrics.parquet
+with an ITL histogram, the running batch and the token counter at a 1-s step."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from spikelens_common.metrics_scraper import METRICS_SCHEMA
+
+T0 = 1_796_300_000_000_000_000
+BOUNDS = ("0.01", "0.025", "0.05", "0.1", "0.25", "+Inf")
+
+
+def _cumulative(rng_counts):
+    """Cumulative bucket counts over BOUNDS from per-bucket counts."""
+    out, total = [], 0
+    for c in rng_counts:
+        total += c
+        out.append(total)
+    return out
+
+
+def observed_run(root: Path, n: int = 40, spike: tuple[int, int] = (20, 26)) -> Path:
+    """A Prometheus window at a 1-s step: 80 ITL observations a second, under 25 ms; in the
+    spike, a tenth of them between 100 and 250 ms and the running batch up from 2 to 14."""
+    cols = {k: [] for k in METRICS_SCHEMA.names}
+
+    def add(ts, name, labels, value):
+        cols["ts_ns"].append(ts)
+        cols["name"].append(name)
+        cols["labels"].append(json.dumps(labels, sort_keys=True))
+        cols["value"].append(float(value))
+
+    itl = [0] * len(BOUNDS)
+    tokens = 0.0
+    for w in range(n):
+        hot = spike[0] <= w < spike[1]
+        per = [0, 72, 0, 0, 8, 0] if hot else [40, 40, 0, 0, 0, 0]
+        itl = [a + b for a, b in zip(itl, per, strict=True)]
+        tokens += 80
+        ts = T0 + w * 1_000_000_000 + 500_000_000
+        for le, cum in zip(BOUNDS, _cumulative(itl), strict=True):
+            add(ts, "vllm:inter_token_latency_seconds_bucket", {"job": "e", "le": le}, cum)
+        add(ts, "vllm:num_requests_running", {"job": "e"}, 14 if hot else 2)
+        add(ts, "vllm:generation_tokens_total", {"job": "e"}, tokens)
+    run_dir = root / "obs-1"
+    run_dir.mkdir(parents=True)
+    pq.write_table(pa.table(cols, schema=METRICS_SCHEMA), run_dir / "metrics.parquet")
+    manifest = {
+        "run_id": "obs-1",
+        "kind": "observed",
+        "scenario_name": "prometheus",
+        "scenario": {},
+        "engine": {"kind": "observed", "step_s": 1.0},
+        "faults": [],
+        "warmup_s": 0.0,
+        "duration_s": float(n),
+        "started_ns": T0,
+        "ended_ns": T0 + n * 10**9,
+        "load_started_ns": T0,
+        "status": "ok",
+        "errors": [],
+    }
+    (run_dir / "run.json").write_text(json.dumps(manifest))
+    return run_dir
