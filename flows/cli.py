@@ -3,7 +3,8 @@
 The CLI parses arguments, shows progress and prints results; the flows do the work. Each long
 command checks its arguments, runs its flow through `flows.cli_run.run_flow` (supervision,
 progress, Ctrl-C, failure lines) and prints what came back: details on stderr, the report's
-path as the last line on stdout. `spikelens engine` is in flows/engine_command.py.
+path as the last line on stdout. `spikelens engine` is in flows/engine_command.py, `incident` in
+flows/observed_command.py, `deploy`/`serve`/`export` in flows/ops_commands.py.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from flows.cli_confirm import confirm, confirm_and_say
 from flows.cli_options import json_option
 from flows.cli_run import fail, run_flow
 from flows.engine_command import engine
+from flows.observed_command import incident
+from flows.ops_commands import deploy, export, serve
 from flows.paths import StatePaths
 from flows.progress import console
 
@@ -97,45 +100,6 @@ def run(
     """Run SCENARIO end to end: engine, load, warehouse, causes, report. With --confirm, exit
     as `spikelens confirm` does: 0 confirmed (or nothing to confirm), 1 not, 3 inconclusive."""
     _run_incident(scenario, json_option("--overrides", overrides), repeats if confirm else None)
-
-
-@app.command()
-def incident(
-    prometheus: str = typer.Option(
-        ..., help="Prometheus server that scraped the engine, e.g. http://127.0.0.1:9090."
-    ),
-    from_: str = typer.Option(
-        ..., "--from", help="Start of the window: RFC 3339 (2026-12-03T06:00:00Z) or Unix seconds."
-    ),
-    to: str = typer.Option(..., help="End of the window, as --from."),
-    match: str | None = typer.Option(
-        None,
-        help="Series selector, e.g. '{job=\"vllm\"}' (default: every serving-engine series,"
-        " its jobs' process and GC series, node_exporter's CPU and pressure).",
-    ),
-    step: float = typer.Option(
-        15.0, help="Query step in seconds: the analysis window (your scrape interval or more)."
-    ),
-) -> None:
-    """Explain a production window from Prometheus alone: its spikes and their causes."""
-    from collectors.prometheus_range import PrometheusError, RangeRequest, check_range, parse_time
-    from flows.observed import observed_incident
-
-    try:
-        req = RangeRequest(
-            prometheus, parse_time(from_, "--from"), parse_time(to, "--to"), step, match
-        )
-        check_range(req)  # the window, the server, data in it: before Prefect starts
-    except PrometheusError as e:
-        fail(str(e))
-    result = run_flow(
-        f"incident from {prometheus}", observed_incident, req, expected=(PrometheusError,)
-    )
-    console.print(
-        f"{result.run_id}: {result.series} series, {result.rows} samples; "
-        f"{result.spikes} spike(s) reported"
-    )
-    print(result.report)
 
 
 @app.command()
@@ -296,89 +260,9 @@ def compare(
 
 app.command()(engine)  # `spikelens engine ...`: serve the engine alone (flows/engine_command.py)
 app.command()(confirm)  # `spikelens confirm RUN_ID`: prove a cause (flows/cli_confirm.py)
-
-
-@app.command()
-def deploy(
-    cron: str = typer.Option("0 2 * * *", help="Five-field cron of the nightly."),
-    timezone: str = typer.Option("UTC", help="IANA time zone the cron is read in."),
-    pool: str | None = typer.Option(
-        None,
-        help="Register with this process work pool and return, instead of "
-        "serving from this process.",
-    ),
-    config_dir: Path | None = typer.Option(
-        None, file_okay=False, help="Nightly config folder (default: scenarios/nightly)."
-    ),
-    name: str = typer.Option("nightly", help="Deployment name."),
-) -> None:
-    """Schedule the nightly regression on a Prefect server (serves until Ctrl-C unless --pool)."""
-    from flows.deploy import DeployError
-    from flows.deploy import deploy as deploy_nightly
-
-    try:
-        deployment_id = deploy_nightly(
-            cron=cron,
-            timezone=timezone,
-            pool=pool,
-            config_dir=str(config_dir) if config_dir else None,
-            name=name,
-        )
-    except DeployError as e:
-        fail(str(e))
-    except KeyboardInterrupt:
-        console.print("stopped serving; Prefect paused the schedule")
-        return
-    if deployment_id is not None:
-        console.print(
-            f"deployment [bold]nightly-regression/{name}[/bold] ({deployment_id}) "
-            f"in pool {pool}: start a worker with `prefect worker start --pool {pool}`"
-        )
-    else:  # Prefect catches Ctrl-C inside serve and returns normally
-        console.print("stopped serving; the schedule is paused")
-
-
-@app.command()
-def serve(
-    host: str = typer.Option("127.0.0.1", help="Address to bind (loopback by default)."),
-    port: int = typer.Option(8080, help="Port."),
-    root: Path | None = typer.Option(
-        None, file_okay=False, help="Reports folder (default: the state's reports/)."
-    ),
-) -> None:
-    """Serve the reports read-only over HTTP (GET/HEAD, nothing outside the reports folder)."""
-    from templates.serve import serve as serve_reports
-
-    root = root or StatePaths.from_env().ensure().reports
-    console.print(f"serving {root} on http://{host}:{port}/ (Ctrl-C to stop)")
-    try:
-        serve_reports(root, host=host, port=port)
-    except KeyboardInterrupt:
-        pass
-    except OSError as e:
-        fail(f"--port {port}: {e.strerror}")
-
-
-@app.command()
-def export(
-    out_dir: Path = typer.Argument(..., file_okay=False, help="Destination folder."),
-    run: list[str] | None = typer.Option(None, "--run", help="Run id (repeatable; default all)."),
-) -> None:
-    """Export runs as hive-partitioned Parquet (table/date=…/run_id=…/data.parquet)."""
-    from warehouse.export import export_runs
-
-    paths = StatePaths.from_env()
-    if not paths.warehouse.exists():
-        fail(f"no warehouse at {paths.warehouse}: run a scenario first")
-    try:
-        files = export_runs(paths.warehouse, out_dir, run or None)
-    except (KeyError, ValueError) as e:
-        fail(str(e).strip("'\""))
-    console.print(
-        f"{len(files)} file(s) written; read back with DuckDB: "
-        f"SELECT * FROM read_parquet('{out_dir}/requests/*/*/*.parquet', hive_partitioning=true)"
-    )
-    print(out_dir)
+app.command()(incident)  # `spikelens incident --prometheus …` (flows/observed_command.py)
+for command in (deploy, serve, export):  # operations (flows/ops_commands.py)
+    app.command()(command)
 
 
 @app.command()

@@ -174,28 +174,20 @@ def store_confirmation(paths: StatePaths, result: ConfirmResult) -> Path:
     """The result as one JSON line in the run's folder (so a re-ingest keeps it) and as its row
     in `confirmations`; then the run's incident page again, which now links it, and the index."""
     from warehouse.db import connect
+    from warehouse.store import replace_rows
 
     row = confirmation_row(result, time.time_ns())
     folder = paths.run_dir(result.run_id) / "confirmations"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{result.spike_id}-{result.cause}.jsonl").write_text(json.dumps(row) + "\n")
-    names = ["run_id", *row]
-    with connect(paths.warehouse) as conn:
-        conn.execute("BEGIN TRANSACTION")
-        try:
-            conn.execute(
-                "DELETE FROM confirmations WHERE run_id = ? AND spike_id = ? AND cause = ?",
-                [result.run_id, result.spike_id, result.cause],
-            )
-            conn.execute(
-                f"INSERT INTO confirmations ({', '.join(names)}) "
-                f"VALUES ({', '.join('?' for _ in names)})",
-                [result.run_id, *row.values()],
-            )
-            conn.execute("COMMIT")
-        except Exception:
-            conn.execute("ROLLBACK")
-            raise
+    key = (result.run_id, result.spike_id, result.cause)
+    with connect(paths.warehouse) as conn:  # this spike's confirmation of this cause, replaced
+        replace_rows(
+            conn,
+            ("run_id", "spike_id", "cause"),
+            key,
+            {"confirmations": [{"run_id": key[0], **row}]},
+        )
     incident = render_report.fn(paths.warehouse, result.run_id, paths.reports / result.run_id)
     rebuild_index(paths.reports)
     return incident

@@ -21,19 +21,33 @@ from warehouse.db import DbConnection
 from warehouse.tables import arrow_schema
 
 Rows: TypeAlias = "pa.Table | list[dict]"  # an Arrow table, or rows as dicts
+# The column(s) that own the rows: "run_id", or a composite such as ("run_id", "spike_id", "cause")
+Key: TypeAlias = "str | tuple[str, ...]"
+
+
+def _pairs(key: Key, value: object) -> list[tuple[str, object]]:
+    """(column, value) per key column; a composite key takes a tuple of as many values."""
+    if isinstance(key, str):
+        return [(key, value)]
+    values = tuple(value) if isinstance(value, tuple | list) else (value,)
+    if len(values) != len(key):
+        raise ValueError(f"key {key!r} needs {len(key)} values, got {value!r}")
+    return list(zip(key, values, strict=True))
 
 
 @contextmanager
 def replacing(
-    conn: DbConnection, key: str, value: str, tables: Iterable[str]
+    conn: DbConnection, key: Key, value: object, tables: Iterable[str]
 ) -> Iterator[Callable[[pa.Table], str]]:
     """One transaction that deletes the rows whose `key` is `value` from each of `tables`, then
     runs the body, which inserts the new rows. The body reads Arrow tables through the view name
     the yielded `register(rows)` returns. Commits when the body ends; rolls back if it raises."""
     names = list(tables)
-    for name in [key, *names]:
+    pairs = _pairs(key, value)
+    for name in [*(k for k, _ in pairs), *names]:
         if not name.isidentifier():
             raise ValueError(f"{name!r} is not an identifier")
+    where = " AND ".join(f'"{k}" = ?' for k, _ in pairs)
     views: list[str] = []
 
     def register(rows: pa.Table) -> str:
@@ -45,7 +59,7 @@ def replacing(
     conn.execute("BEGIN TRANSACTION")
     try:
         for name in names:
-            conn.execute(f'DELETE FROM "{name}" WHERE "{key}" = ?', [value])
+            conn.execute(f'DELETE FROM "{name}" WHERE {where}', [v for _, v in pairs])
         yield register
         conn.execute("COMMIT")
     except BaseException:
@@ -61,23 +75,25 @@ def replace_run_rows(conn: DbConnection, run_id: str, tables: Mapping[str, Rows]
     replace_rows(conn, "run_id", run_id, tables)
 
 
-def replace_rows(conn: DbConnection, key: str, value: str, tables: Mapping[str, Rows]) -> None:
+def replace_rows(conn: DbConnection, key: Key, value: object, tables: Mapping[str, Rows]) -> None:
     """For each {table: rows}: delete the rows whose `key` is `value`, insert `rows` (columns
     matched by name; the table's defaults fill the others), all in one transaction.
 
     `rows` is an Arrow table, or a list of dicts converted with the table's own column types
     (warehouse.tables.arrow_schema), so a writer restates no schema. Every row must carry `key`
-    equal to `value`; empty rows only delete.
+    equal to `value` (each column of a composite key); empty rows only delete.
     """
     arrow = {name: _as_arrow(conn, name, rows) for name, rows in tables.items()}
     for name, rows in arrow.items():
-        if rows.num_rows and key not in rows.column_names:
-            raise ValueError(f"rows for table {name!r} need a {key} column")
-        ids = set(rows.column(key).to_pylist()) if rows.num_rows else set()
-        if ids - {value}:
-            raise ValueError(
-                f"rows for table {name!r} carry {key} {sorted(ids - {value})}, expected {value!r}"
-            )
+        for column, expected in _pairs(key, value):
+            if rows.num_rows and column not in rows.column_names:
+                raise ValueError(f"rows for table {name!r} need a {column} column")
+            ids = set(rows.column(column).to_pylist()) if rows.num_rows else set()
+            if ids - {expected}:
+                raise ValueError(
+                    f"rows for table {name!r} carry {column} {sorted(ids - {expected})},"
+                    f" expected {expected!r}"
+                )
     with replacing(conn, key, value, arrow) as register:
         for name, rows in arrow.items():
             if rows.num_rows:

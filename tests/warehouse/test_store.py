@@ -71,6 +71,37 @@ def test_rows_keyed_by_another_column(tmp_path):
             replace_rows(conn, "sweep_id", "a", {"sweep_steps": steps("b", [1.0])})
 
 
+def test_rows_keyed_by_several_columns(tmp_path):
+    """A composite key (a confirmation: run, spike, cause) replaces only its own rows."""
+    from warehouse.store import replace_rows
+
+    key = ("run_id", "spike_id", "cause")
+    with connect(tmp_path / "w.duckdb") as conn:
+
+        def put(run, spike, cause, verdict):
+            row = {"run_id": run, "spike_id": spike, "cause": cause, "verdict": verdict}
+            replace_rows(conn, key, (run, spike, cause), {"confirmations": [row]})
+
+        put("a", 1, "memory", "inconclusive")
+        put("a", 1, "penalty", "not confirmed")
+        put("a", 2, "memory", "confirmed")
+        put("a", 1, "memory", "confirmed")
+        rows = conn.execute(
+            "SELECT run_id, spike_id, cause, verdict FROM confirmations ORDER BY ALL"
+        ).fetchall()
+        assert rows == [
+            ("a", 1, "memory", "confirmed"),
+            ("a", 1, "penalty", "not confirmed"),
+            ("a", 2, "memory", "confirmed"),
+        ]
+        with pytest.raises(ValueError, match="carry spike_id \\[3\\], expected 1"):
+            replace_rows(
+                conn, key, ("a", 1, "memory"), {"confirmations": [{"run_id": "a", "spike_id": 3}]}
+            )
+        with pytest.raises(ValueError, match="needs 3 values"):
+            replace_rows(conn, key, ("a", 1), {"confirmations": []})
+
+
 def test_rows_as_dicts_take_the_tables_own_types(tmp_path):
     """A writer passes plain rows; their types come from the table (no restated schema)."""
     with connect(tmp_path / "w.duckdb") as conn:
