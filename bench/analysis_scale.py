@@ -172,12 +172,15 @@ def _query_stage(args, kwargs) -> str:
 def _instrument(clock: StageClock) -> list:
     """Wrap the warehouse query runners and the analysis' stages; returns the undo callables."""
     import rca.analyze
+    import warehouse.observed_windows
     import warehouse.queries
 
     undo = []
     for runner in ("query", "query_table"):
         undo.append(clock.wrap(warehouse.queries, runner, _query_stage))
         undo.append(clock.wrap(rca.analyze, runner, _query_stage))
+    # the latency windows are read through warehouse.observed_windows (client or histograms)
+    undo.append(clock.wrap(warehouse.observed_windows, "query", _query_stage))
     undo.append(clock.wrap(rca.analyze, "step_arrays"))
     undo.append(clock.wrap(rca.analyze, "detect_spikes", lambda a, k: "detect"))
     for fn in ("attribute_spike", "attribute_by_metrics"):
