@@ -78,10 +78,13 @@ def observed_manifest(run_id: str, req: RangeRequest, pulled: PulledRange) -> Ru
 
 
 @flow(name="observed-incident")
-def observed_incident(req: RangeRequest, state_home: str | None = None) -> ObservedResult:
-    """Pull the window, store it as an observed run, find and explain its spikes."""
+def observed_incident(
+    req: RangeRequest, state_home: str | None = None, checked: list[str] | None = None
+) -> ObservedResult:
+    """Pull the window, store it as an observed run, find and explain its spikes. `checked`: the
+    selectors a caller's own `check_range` returned (the CLI checks before Prefect starts)."""
     paths = StatePaths(Path(state_home).resolve()) if state_home else StatePaths.from_env()
-    chosen = check_prometheus(req)
+    chosen = checked if checked is not None else check_prometheus(req)
     host = req.url.split("://", 1)[-1].split("/", 1)[0].replace(":", "-")
     run_id = new_run_id("observed", host)
     run_dir = paths.run_dir(run_id)

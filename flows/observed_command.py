@@ -34,11 +34,15 @@ def incident(
         req = RangeRequest(
             prometheus, parse_time(from_, "--from"), parse_time(to, "--to"), step, match
         )
-        check_range(req)  # the window, the server, data in it: before Prefect starts
+        checked = check_range(req)  # the window, the server, data in it: before Prefect starts
     except PrometheusError as e:
         fail(str(e))
     result = run_flow(
-        f"incident from {prometheus}", observed_incident, req, expected=(PrometheusError,)
+        f"incident from {prometheus}",
+        observed_incident,
+        req,
+        checked=checked,
+        expected=(PrometheusError,),
     )
     console.print(
         f"{result.run_id}: {result.series} series, {result.rows} samples; "

@@ -131,34 +131,38 @@ def baseline_exclusions(
     incident, keeps its guard): a thin baseline beats none, against which every signal 'rises'
     from zero. The caller decides whether what is left is enough (`AttributeConfig`).
     """
-    own = [s for s in spikes if s.spike_id == spike.spike_id] or [spike]
+    own = [spike, *(s for s in spikes if s.spike_id == spike.spike_id)]
     others = [s for s in spikes if s.spike_id != spike.spike_id]
-    own_spans = [(s.first_window - guard, s.last_window + guard) for s in [spike, *own]]
+    own_spans = [(s.first_window - guard, s.last_window + guard) for s in own]
     tries = (
         own_spans + [(s.first_window - guard, s.last_window + guard) for s in others],
         own_spans + [(s.first_window, s.last_window) for s in others],
         own_spans,
     )
+    return next((spans for spans in tries if _outside(n, spans).sum() >= min_windows), own_spans)
+
+
+def _outside(n: int, spans: list[tuple[int, int]]) -> np.ndarray:
+    """bool [n_windows]: the windows in none of the [first, last] spans."""
     idx = np.arange(n)
-    for spans in tries:
-        calm = np.ones(n, dtype=bool)
-        for first, last in spans:
-            calm &= ~((idx >= first) & (idx <= last))
-        if calm.sum() >= min_windows:
-            return spans
-    return tries[-1]
+    calm = np.ones(n, dtype=bool)
+    for first, last in spans:
+        calm &= ~((idx >= first) & (idx <= last))
+    return calm
 
 
 def window_masks(
     n: int, spike: Spike, spikes: list[Spike], guard: int, min_windows: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """(in spike, baseline) boolean masks [n_windows]; baseline as `baseline_exclusions` says."""
+    return _in_spike(n, spike), _outside(
+        n, baseline_exclusions(n, spike, spikes, guard, min_windows)
+    )
+
+
+def _in_spike(n: int, spike: Spike) -> np.ndarray:
     idx = np.arange(n)
-    in_spike = (idx >= spike.first_window) & (idx <= spike.last_window)
-    base = np.ones(n, dtype=bool)
-    for first, last in baseline_exclusions(n, spike, spikes, guard, min_windows):
-        base &= ~((idx >= first) & (idx <= last))
-    return in_spike, base
+    return (idx >= spike.first_window) & (idx <= spike.last_window)
 
 
 def time_masks(
@@ -191,8 +195,8 @@ class SpikeFrame:
     ) -> SpikeFrame:
         n = len(signals.windows)
         guard, least = config.guard_windows, config.min_baseline_windows
-        win_spike, win_base = window_masks(n, spike, spikes, guard, least)
-        spans = baseline_exclusions(n, spike, spikes, guard, least)
+        spans = baseline_exclusions(n, spike, spikes, guard, least)  # once, for both masks
+        win_spike, win_base = _in_spike(n, spike), _outside(n, spans)
         st_spike, st_base = time_masks(signals.steps["t_s"], spike, spans, signals.window_s)
         latency = window_series(signals.windows, f"{spike.metric}_ms")
         return cls(spike, n, win_spike, win_base, st_spike, st_base, latency)
