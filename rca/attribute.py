@@ -387,6 +387,7 @@ def _attribute_series(
             base_step,
             spike_step,
             outside,
+            queues=spike.metric != "itl_p99",
         ),
         config,
     )

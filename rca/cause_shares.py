@@ -13,9 +13,12 @@
 3. The step slowdown covers `coverage` of the excess, shared over the step components; a
    component below `min_component_rel` of the baseline step is noise and stays uncovered, and
    so does the unexplained residual (forward growth nothing accounts for, time outside timers).
-4. The rest of the excess is queueing: it goes to the cause that made the queue grow (loops,
-   preemptions, arrivals), else to the step causes in proportion if the step slowdown itself
-   was marked (>= `min_step_rise`), else it stays uncovered.
+4. The rest of the excess goes to the cause that made the queue grow (loops, preemptions,
+   arrivals: each also puts other work between a running request's tokens), else, where the
+   latency accumulates a queue (TTFT, E2E), to the step causes in proportion if the step
+   slowdown itself was marked (>= `min_step_rise`): slower steps make requests wait. An ITL gap
+   is one request's wait between two of its tokens; what its rise holds beyond the slowdown of
+   the steps is no queue the steps built, so without a queue cause it stays uncovered.
 The uncovered share is the 'unexplained' share; shares sum to 1. The verdict is the largest
 named share, or 'unexplained' when the named shares together cover less than
 `min_explained_share`. Pure arithmetic on dicts.
@@ -40,6 +43,7 @@ class ShareInputs:
     base_step_ms: float  # mean baseline step
     spike_step_ms: float  # mean spike step
     outside: OutsideExcess
+    queues: bool = True  # the latency accumulates waiting (TTFT, E2E), unlike one ITL gap
 
 
 def _with_host(components: dict[str, float], host_ms: float) -> dict[str, float]:
@@ -82,7 +86,7 @@ def cause_shares(inputs: ShareInputs, config: AttributeConfig) -> dict[str, floa
     queue = room - coverage
     if inputs.queue_cause is not None:
         shares[inputs.queue_cause] += queue
-    elif inputs.step_marked and kept:
+    elif inputs.queues and inputs.step_marked and kept:
         kept_total = sum(kept.values())
         for c, v in kept.items():
             shares[c] += queue * v / kept_total

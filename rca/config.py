@@ -117,7 +117,8 @@ class AttributeConfig:
     # 2-core box a stage's mean over a few seconds of steps moves by ~1 % of the step on its own.
     min_component_rel: float = 0.02
     # The step slowdown must be at least this fraction of the baseline step before the queueing
-    # it causes (TTFT/E2E beyond the step excess) is shared out over the step causes.
+    # it causes (TTFT/E2E beyond the step excess; an ITL gap holds no such queue) is shared out
+    # over the step causes.
     min_step_rise: float = 0.1
     # Repeated-3-gram rate of outputs (spike minus baseline) that makes longer outputs loops
     # (penalty); longer outputs without it are demand, not a penalty fault.

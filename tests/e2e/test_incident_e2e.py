@@ -77,12 +77,12 @@ def test_spike_overlaps_the_injected_window_and_is_memory(gc_storm_run):
 
 
 def test_the_storm_is_not_blamed_outside_its_window(gc_storm_run):
-    """Outside the storm's window, no spike is memory and none is more than minor.
+    """Outside the storm's window, no spike is blamed on memory.
 
-    The box is shared, so a quiet baseline is not the test's to promise: in a CI run (2026-12-03)
-    the engine's CPU fell to 460 of its 850 ms/s for two seconds before the storm, ITL p99 doubled
-    and E2E p99 rose 1.65x, a real minor spike (named penalty, from the stage timers it was
-    descheduled in). How often a quiet run alarms is the evaluation's controls' figure."""
+    The box is shared, so a quiet baseline is not the test's to promise: in two CI runs
+    (2026-12-03) the engine slowed for two seconds before the storm (its CPU fell to 460 of
+    850 ms/s; in the other, ITL p99 97 vs 45 ms, a major spike), real spikes the storm did not
+    cause. How often a quiet run alarms is the evaluation's controls' figure."""
     db, run_id = gc_storm_run["db"], gc_storm_run["run_id"]
     f_start, f_end = fault_window(db, run_id)
     spikes = db.execute(
@@ -91,7 +91,7 @@ def test_the_storm_is_not_blamed_outside_its_window(gc_storm_run):
         [run_id],
     ).fetchall()
     outside = [s for s in spikes if s[1] < f_start - TOLERANCE_S or s[0] > f_end + TOLERANCE_S]
-    wrong = [s for s in outside if s[3] != "minor" or s[4] == "memory"]
+    wrong = [s for s in outside if s[4] == "memory"]
     assert not wrong, f"spikes outside the fault window {f_start:.1f}-{f_end:.1f}: {outside}"
 
 

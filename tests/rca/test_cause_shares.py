@@ -1,5 +1,7 @@
 """rca.cause_shares: an earned 'unexplained', named shares only from measured signals."""
 
+from dataclasses import replace
+
 import pytest
 
 from rca.attribute import attribute_spike
@@ -80,6 +82,21 @@ def test_queueing_is_not_shared_out_when_the_step_slowdown_is_noise():
     shares = cause_shares(_inputs(components_ms=comps, coverage=0.05), AttributeConfig())
     assert shares["memory"] == pytest.approx(0.05) and shares["unexplained"] == pytest.approx(0.95)
     assert verdict(shares, AttributeConfig()) == "unexplained"
+
+
+def test_an_itl_rise_beyond_the_step_slowdown_is_no_queue_of_the_step_causes():
+    """A CI run's figures (2026-12-03): step P99 rose 32 %, ITL P99 113 %, penalty stage +1.2 ms.
+    TTFT/E2E would queue behind the slower steps; one ITL gap does not, so the rest stays
+    uncovered unless a queue cause (arrivals, preemptions) was measured."""
+    comps = {c: 0.0 for c in CAUSES} | {"penalty": 1.24, "unexplained": 0.40}
+    inputs = _inputs(components_ms=comps, coverage=0.28, step_marked=True, queues=False)
+    shares = cause_shares(inputs, AttributeConfig())
+    assert shares["penalty"] == pytest.approx(0.28 * 1.24 / 1.64)
+    assert verdict(shares, AttributeConfig()) == "unexplained"
+    queued = cause_shares(replace(inputs, queues=True), AttributeConfig())
+    assert verdict(queued, AttributeConfig()) == "penalty"
+    loaded = cause_shares(replace(inputs, queue_cause="load"), AttributeConfig())
+    assert loaded["load"] == pytest.approx(0.72) and verdict(loaded, AttributeConfig()) == "load"
 
 
 def test_host_time_comes_out_of_the_residual_first():
