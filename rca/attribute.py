@@ -23,7 +23,7 @@ Pure: inputs are not mutated; numpy only, no DB access (rca.analyze reads the wa
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import pyarrow as pa
@@ -82,6 +82,9 @@ class RunSignals:
     process: ProcessSignals = field(
         default_factory=ProcessSignals
     )  # the collectors' per-process rows
+    # series built from the rows above, once per run: every spike (and every series of an
+    # incident) reads the same ones (rows are never changed after load)
+    memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     # run.json's engine block (None: a target spikelens only drives, or not known) and the run's
     # status (ok | invalid: the load generator saturated | failed): rca.consequences, rca.validity
     engine: dict | None = None
@@ -242,7 +245,17 @@ def _step_coverage(
 
 
 def _engine_series(frame: SpikeFrame, signals: RunSignals) -> EngineSeries:
-    sw, n = signals.step_windows, frame.n
+    """The run's EngineSeries over its `frame.n` windows, built once per run; a copy callers may
+    change."""
+    key = ("engine_series", frame.n)
+    if key not in signals.memo:
+        signals.memo[key] = _build_engine_series(signals, frame.n)
+    built = signals.memo[key]
+    return EngineSeries(**{f.name: getattr(built, f.name).copy() for f in fields(built)})
+
+
+def _build_engine_series(signals: RunSignals, n: int) -> EngineSeries:
+    sw = signals.step_windows
     history = _by_window(signals.history_windows, "history_tokens", n)
     history[history <= 0] = np.nan  # no request in flight: no ratio
     outputs = output_series(signals.request_outputs, n)

@@ -80,7 +80,12 @@ class ProcessSignals:
         """`_share_series` of the stack rows for one region, built once per run."""
         memo = ("shares", region, n)
         if memo not in self._memo:
-            self._memo[memo] = _share_series(self.stack_windows, region, n)
+            busy = ("busy", n)
+            if busy not in self._memo:
+                self._memo[busy] = per_pid(
+                    self.stack_windows, "busy_share", n, where=lambda r: r["region"] != "idle"
+                )
+            self._memo[memo] = _share_series(self.stack_windows, region, n, self._memo[busy])
         return _copied(self._memo[memo])
 
 
@@ -102,15 +107,28 @@ class _Rise:
 def per_pid(
     rows: list[dict], key: str, n: int, fill: float = np.nan, where=lambda r: True
 ) -> dict[int, tuple[str, np.ndarray]]:
+    """pid → (role, `key` per window [n]) of per-window process rows: `fill` where a window has no
+    row or a NULL value, the last row's value where several rows share a window; processes in
+    the order their first row comes, with that row's role; rows failing `where` are skipped.
+    Columns are built once and written with numpy (a run of an hour has ~10^5 rows)."""
+    kept = [r for r in rows if where(r) and 0 <= r["window"] < n]
     out: dict[int, tuple[str, np.ndarray]] = {}
-    for r in rows:
-        if not where(r) or not 0 <= r["window"] < n:
-            continue
-        pid = int(r["pid"])
-        if pid not in out:
-            out[pid] = (r.get("role") or "?", np.full(n, fill))
-        if r.get(key) is not None:
-            out[pid][1][r["window"]] = float(r[key])
+    if not kept:
+        return out
+    pid = np.array([int(r["pid"]) for r in kept], dtype=np.int64)
+    window = np.array([r["window"] for r in kept], dtype=np.int64)
+    raw = [r.get(key) for r in kept]
+    has = np.array([v is not None for v in raw], dtype=bool)
+    value = np.array([float(v) if v is not None else np.nan for v in raw], dtype=np.float64)
+    pids, first = np.unique(pid, return_index=True)
+    for i in np.argsort(first, kind="stable"):
+        series = np.full(n, fill)
+        sel = np.flatnonzero((pid == pids[i]) & has)
+        # the last row of a window wins: keep each window's last occurrence only
+        w_rev = window[sel][::-1]
+        _, last = np.unique(w_rev, return_index=True)
+        series[w_rev[last]] = value[sel][::-1][last]
+        out[int(pids[i])] = (kept[first[i]].get("role") or "?", series)
     return out
 
 
@@ -148,10 +166,12 @@ def biggest_rise(
     return best
 
 
-def _share_series(rows: list[dict], region: str, n: int) -> dict[int, tuple[str, np.ndarray]]:
+def _share_series(
+    rows: list[dict], region: str, n: int, busy: dict[int, tuple[str, np.ndarray]]
+) -> dict[int, tuple[str, np.ndarray]]:
     """busy_share of `region` per process that was ever sampled in it; 0 in windows where the
-    process was sampled busy but not in that region, NaN where it was not sampled busy at all."""
-    busy = per_pid(rows, "busy_share", n, where=lambda r: r["region"] != "idle")
+    process was sampled busy but not in that region (`busy`: per_pid of the non-idle rows'
+    busy_share), NaN where it was not sampled busy at all."""
     share = per_pid(rows, "busy_share", n, where=lambda r: r["region"] == region)
     out = {}
     for pid, (role, in_region) in share.items():

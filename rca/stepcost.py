@@ -164,14 +164,18 @@ def remove_gc_from_stages(
     """
     stage = np.stack([np.nan_to_num(steps[s]) for s in STAGES], axis=1)  # [n, S]
     base_mean = np.array([mean_or_zero(steps[s][in_base]) for s in STAGES])  # [S]
-    excess = np.clip(stage - base_mean[None, :], 0.0, None)  # [n, S]
-    order = np.argsort(-excess, axis=1)
-    sorted_excess = np.take_along_axis(excess, order, axis=1)
-    before = np.cumsum(sorted_excess, axis=1) - sorted_excess  # excess filled earlier
-    gc = np.nan_to_num(steps["gc_ms"])[:, None]
-    taken_sorted = np.clip(gc - before, 0.0, sorted_excess)
-    taken = np.empty_like(taken_sorted)
-    np.put_along_axis(taken, order, taken_sorted, axis=1)
+    gc_all = np.nan_to_num(steps["gc_ms"])  # [n]
+    rows = np.flatnonzero(gc_all > 0)  # [k] only steps a pause overlapped give anything up
+    excess = np.clip(stage[rows] - base_mean[None, :], 0.0, None)  # [k, S]
+    order = np.argsort(-excess, axis=1)  # [k, S]
+    sorted_excess = np.take_along_axis(excess, order, axis=1)  # [k, S]
+    before = np.cumsum(sorted_excess, axis=1) - sorted_excess  # [k, S] excess filled earlier
+    gc = gc_all[rows][:, None]  # [k, 1]
+    taken_sorted = np.clip(gc - before, 0.0, sorted_excess)  # [k, S]
+    taken = np.zeros_like(stage)  # [n, S]
+    taken_rows = np.empty_like(taken_sorted)  # [k, S]
+    np.put_along_axis(taken_rows, order, taken_sorted, axis=1)
+    taken[rows] = taken_rows
     return {s: stage[:, i] - taken[:, i] for i, s in enumerate(STAGES)}
 
 

@@ -135,12 +135,23 @@ CREATE OR REPLACE TEMP MACRO step_gc(rid) AS TABLE
 WITH sg_steps AS (
     SELECT sg_s.* FROM steps sg_s WHERE sg_s.run_id = rid
 ),
+sg_step_span AS (
+    SELECT st.step, st.rank, st.start_ns, st.end_ns,
+           least(st.start_ns, st.end_ns) // 1000000000 AS first_sec,
+           greatest(st.start_ns, st.end_ns) // 1000000000 AS last_sec
+    FROM sg_steps st
+),
 sg_step_secs AS (
-    SELECT st.step, st.rank, st.start_ns, st.end_ns, t.sec,
-           least(st.start_ns, st.end_ns) // 1000000000 AS first_sec
-    FROM sg_steps st,
-         unnest(range(least(st.start_ns, st.end_ns) // 1000000000,
-                      greatest(st.start_ns, st.end_ns) // 1000000000 + 1)) AS t(sec)
+    -- first and last second as plain rows; only the rare step of 3+ seconds is unnested (a
+    -- lateral unnest over every step costs more than the whole join)
+    SELECT step, rank, start_ns, end_ns, first_sec, first_sec AS sec FROM sg_step_span
+    UNION ALL
+    SELECT step, rank, start_ns, end_ns, first_sec, last_sec AS sec FROM sg_step_span
+    WHERE last_sec > first_sec
+    UNION ALL
+    SELECT sp.step, sp.rank, sp.start_ns, sp.end_ns, sp.first_sec, t.sec
+    FROM sg_step_span sp, unnest(range(sp.first_sec + 1, sp.last_sec)) AS t(sec)
+    WHERE sp.last_sec > sp.first_sec + 1
 ),
 sg_gc_secs AS (
     SELECT coalesce(g.rank, 0) AS rank, g.start_ns, g.end_ns, g.generation, t.sec,

@@ -4,7 +4,8 @@ The earlier implementation is kept here as the reference: the stack-window query
 every stack segment to every GC pause of its process (fixtures/process_stack_windows_reference.sql,
 the file as it was), step arrays built value by value from dict rows, the per-window output series
 built with a Python repeated-3-gram rate per request and every spike re-reading the collectors'
-rows. Each simulated run (tests/support/runbuilder.py: the fault kinds of scenarios/eval/ it can
+rows, per-process series built value by value, and GC time taken out of every step's stages,
+paused or not. Each simulated run (tests/support/runbuilder.py: the fault kinds of scenarios/eval/ it can
 simulate, with their controls) is analysed both ways on the same warehouse; spikes, baselines,
 attributions and evidence must be equal value for value (floats bit for bit), and so must the
 intermediate signals the stages hand on. Floats are compared bit for bit except one kind:
@@ -28,11 +29,13 @@ import pytest
 
 import rca.analyze
 import rca.attribute
+import rca.outside_causes
+import rca.stepcost
 import warehouse.queries
 from rca.analyze import analyze, load_signals, result_rows
 from rca.evidence import output_series
-from rca.process_evidence import ProcessSignals, per_pid
-from rca.stepcost import STAGES, STEP_COLUMNS
+from rca.process_evidence import ProcessSignals
+from rca.stepcost import STAGES, STEP_COLUMNS, mean_or_zero
 from rca.sweep import repeated_ngram_rate
 from warehouse.db import connect
 from warehouse.queries import query
@@ -117,10 +120,14 @@ def reference(monkeypatch):
         )
         monkeypatch.setattr(rca.analyze, "load_signals", reference_load_signals)
         monkeypatch.setattr(rca.attribute, "output_series", reference_output_series)
+        monkeypatch.setattr(rca.outside_causes, "per_pid", reference_per_pid)
+        monkeypatch.setattr(rca.stepcost, "remove_gc_from_stages", reference_remove_gc)
         monkeypatch.setattr(
             ProcessSignals,
             "by_pid",
-            lambda self, rows, key, n, fill=np.nan: per_pid(getattr(self, rows), key, n, fill),
+            lambda self, rows, key, n, fill=np.nan: reference_per_pid(
+                getattr(self, rows), key, n, fill
+            ),
         )
         monkeypatch.setattr(
             ProcessSignals,
@@ -131,10 +138,40 @@ def reference(monkeypatch):
     return use
 
 
+def reference_remove_gc(steps, in_base):
+    """rca.stepcost.remove_gc_from_stages as it was: every step sorted, paused or not."""
+    stage = np.stack([np.nan_to_num(steps[s]) for s in STAGES], axis=1)
+    base_mean = np.array([mean_or_zero(steps[s][in_base]) for s in STAGES])
+    excess = np.clip(stage - base_mean[None, :], 0.0, None)
+    order = np.argsort(-excess, axis=1)
+    sorted_excess = np.take_along_axis(excess, order, axis=1)
+    before = np.cumsum(sorted_excess, axis=1) - sorted_excess
+    gc = np.nan_to_num(steps["gc_ms"])[:, None]
+    taken_sorted = np.clip(gc - before, 0.0, sorted_excess)
+    taken = np.empty_like(taken_sorted)
+    np.put_along_axis(taken, order, taken_sorted, axis=1)
+    return {s: stage[:, i] - taken[:, i] for i, s in enumerate(STAGES)}
+
+
+def reference_per_pid(rows, key, n, fill=np.nan, where=lambda r: True):
+    """rca.process_evidence.per_pid as it was: one Python step per row."""
+    out: dict[int, tuple[str, np.ndarray]] = {}
+    for r in rows:
+        if not where(r) or not 0 <= r["window"] < n:
+            continue
+        pid = int(r["pid"])
+        if pid not in out:
+            out[pid] = (r.get("role") or "?", np.full(n, fill))
+        if r.get(key) is not None:
+            out[pid][1][r["window"]] = float(r[key])
+    return out
+
+
 def _reference_shares(rows, region, n):
     from rca.process_evidence import _share_series
 
-    return _share_series(rows, region, n)
+    busy = reference_per_pid(rows, "busy_share", n, where=lambda r: r["region"] != "idle")
+    return _share_series(rows, region, n, busy)
 
 
 def _same(new, old) -> bool:

@@ -7,15 +7,29 @@
 -- every other thread of the process waits for the GIL). Pauses are matched to pieces window by
 -- window (an interval join bucketed by window), never across the whole run.
 WITH run AS (SELECT * FROM run_axis($run_id, $window_s)),
-pieces AS (
-    SELECT s.pid, s.role, s.tid, s.region, s.start_ns, s.end_ns, t.w,
-           greatest(s.start_ns, run.t0_ns + t.w * run.window_ns) AS lo,
-           least(s.end_ns, run.t0_ns + (t.w + 1) * run.window_ns) AS hi
-    FROM process_stacks s, run,
-         unnest(range(CAST(floor((s.start_ns - run.t0_ns) / run.window_ns) AS BIGINT),
-                      CAST(floor((s.end_ns - 1 - run.t0_ns) / run.window_ns) AS BIGINT) + 1)) AS t(w)
+segments AS (
+    SELECT s.pid, s.role, s.tid, s.region, s.start_ns, s.end_ns,
+           CAST(floor((s.start_ns - run.t0_ns) / run.window_ns) AS BIGINT) AS w_first,
+           CAST(floor((s.end_ns - 1 - run.t0_ns) / run.window_ns) AS BIGINT) AS w_last
+    FROM process_stacks s, run
     WHERE s.run_id = run.run_id AND s.end_ns > s.start_ns AND s.end_ns > run.t0_ns
       AND (run.duration_s IS NULL OR s.start_ns < run.t0_ns + CAST(run.duration_s * 1e9 AS BIGINT))
+),
+segment_windows AS (
+    -- first and last window as plain rows; only a segment over 3+ windows is unnested (a
+    -- lateral unnest over every segment costs more than the rest of the query)
+    SELECT *, w_first AS w FROM segments
+    UNION ALL
+    SELECT *, w_last AS w FROM segments WHERE w_last > w_first
+    UNION ALL
+    SELECT sg.*, t.w FROM segments sg, unnest(range(sg.w_first + 1, sg.w_last)) AS t(w)
+    WHERE sg.w_last > sg.w_first + 1
+),
+pieces AS (
+    SELECT sw.pid, sw.role, sw.tid, sw.region, sw.start_ns, sw.end_ns, sw.w,
+           greatest(sw.start_ns, run.t0_ns + sw.w * run.window_ns) AS lo,
+           least(sw.end_ns, run.t0_ns + (sw.w + 1) * run.window_ns) AS hi
+    FROM segment_windows sw, run
 ),
 span AS (
     SELECT min(w) AS w_lo, max(w) AS w_hi FROM pieces

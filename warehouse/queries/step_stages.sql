@@ -17,35 +17,49 @@ primary_steps AS (
     WHERE sg.run_id = run.run_id AND sg.rank = 0 AND sg.end_ns >= run.t0_ns
 ),
 grid AS (SELECT w FROM window_grid($run_id, $window_s)),
+ordered AS (
+    -- each window's steps as one list in step order (one sort per window, not one per column)
+    SELECT w, list(struct_pack(
+               dur_ms, schedule_ms := coalesce(schedule_ms, 0), forward_ms := coalesce(forward_ms, 0),
+               penalty_ms := coalesce(penalty_ms, 0), sample_ms := coalesce(sample_ms, 0),
+               comm_ms := coalesce(comm_ms, 0), comm_max_ms, page_faults, other_ms, gc_ms,
+               batch_size, prefill_tokens, decode_tokens, waiting, kv_usage, preempted) ORDER BY step) AS s,
+           count(*) AS steps,
+           quantile_cont(dur_ms, 0.99) AS step_p99_ms,
+           max(dur_ms) AS step_max_ms,
+           max(waiting) AS waiting_max,
+           max(kv_usage) AS kv_usage_max
+    FROM primary_steps
+    GROUP BY w
+),
 per_window AS (
     -- sums of floats in step order: the same figures run after run, whatever order the
     -- threads hand the steps over in
     SELECT
         w,
-        count(*)                         AS steps,
-        avg(dur_ms ORDER BY step)                      AS step_mean_ms,
-        quantile_cont(dur_ms, 0.99)      AS step_p99_ms,
-        max(dur_ms)                      AS step_max_ms,
-        avg(coalesce(schedule_ms, 0) ORDER BY step)    AS schedule_ms,
-        avg(coalesce(forward_ms, 0) ORDER BY step)     AS forward_ms,
-        avg(coalesce(penalty_ms, 0) ORDER BY step)     AS penalty_ms,
-        avg(coalesce(sample_ms, 0) ORDER BY step)      AS sample_ms,
-        avg(coalesce(comm_ms, 0) ORDER BY step)        AS comm_ms,
-        avg(comm_max_ms ORDER BY step)                 AS comm_max_ms,
-        avg(page_faults ORDER BY step)                 AS page_faults,
-        avg(other_ms ORDER BY step)                    AS other_ms,
-        avg(gc_ms ORDER BY step)                       AS gc_ms,
-        sum(gc_ms ORDER BY step)                       AS gc_ms_total,
-        avg(batch_size ORDER BY step)                  AS batch_size,
-        avg(prefill_tokens ORDER BY step)              AS prefill_tokens,
-        avg(decode_tokens ORDER BY step)               AS decode_tokens,
-        avg(waiting ORDER BY step)                     AS waiting,
-        max(waiting)                     AS waiting_max,
-        avg(kv_usage ORDER BY step)                    AS kv_usage,
-        max(kv_usage)                    AS kv_usage_max,
-        coalesce(sum(preempted ORDER BY step), 0)      AS preemptions
-    FROM primary_steps
-    GROUP BY w
+        steps,
+        list_avg(list_transform(s, lambda x: x.dur_ms))          AS step_mean_ms,
+        step_p99_ms,
+        step_max_ms,
+        list_avg(list_transform(s, lambda x: x.schedule_ms))     AS schedule_ms,
+        list_avg(list_transform(s, lambda x: x.forward_ms))      AS forward_ms,
+        list_avg(list_transform(s, lambda x: x.penalty_ms))      AS penalty_ms,
+        list_avg(list_transform(s, lambda x: x.sample_ms))       AS sample_ms,
+        list_avg(list_transform(s, lambda x: x.comm_ms))         AS comm_ms,
+        list_avg(list_transform(s, lambda x: x.comm_max_ms))     AS comm_max_ms,
+        list_avg(list_transform(s, lambda x: x.page_faults))     AS page_faults,
+        list_avg(list_transform(s, lambda x: x.other_ms))        AS other_ms,
+        list_avg(list_transform(s, lambda x: x.gc_ms))           AS gc_ms,
+        list_sum(list_transform(s, lambda x: x.gc_ms))           AS gc_ms_total,
+        list_avg(list_transform(s, lambda x: x.batch_size))      AS batch_size,
+        list_avg(list_transform(s, lambda x: x.prefill_tokens))  AS prefill_tokens,
+        list_avg(list_transform(s, lambda x: x.decode_tokens))   AS decode_tokens,
+        list_avg(list_transform(s, lambda x: x.waiting))         AS waiting,
+        waiting_max,
+        list_avg(list_transform(s, lambda x: x.kv_usage))        AS kv_usage,
+        kv_usage_max,
+        coalesce(list_sum(list_transform(s, lambda x: x.preempted)), 0) AS preemptions
+    FROM ordered
 )
 SELECT
     g.w AS "window",
