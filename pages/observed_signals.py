@@ -35,9 +35,18 @@ _COVERAGE: tuple[tuple[str, str, str, str], ...] = (
     ),
     (
         "host",
-        r"^node_cpu_seconds_total$|^node_pressure_",
-        "host: the machine's CPU time and pressure stalls (node_exporter)",
-        "host: no node_exporter CPU or pressure series; CPU contention would read as unexplained",
+        r"^node_cpu_seconds_total$|^node_pressure_|^spikelens_agent_process_runqueue_wait",
+        "host: CPU time and waits for a CPU (node_exporter's machine-wide series, or each"
+        " engine process's run-queue wait through `spikelens agent`)",
+        "host: no node_exporter or `spikelens agent` CPU series; CPU contention would read as"
+        " unexplained",
+    ),
+    (
+        "stacks",
+        r"^spikelens_agent_stack_seconds",
+        "which code each engine process ran (penalties, collectives, scheduler: py-spy through"
+        " `spikelens agent`)",
+        "which code each engine process ran: no stack samples (`spikelens agent` with py-spy)",
     ),
 )
 

@@ -72,6 +72,10 @@ CAUSE_PATTERNS: tuple[tuple[str, str], ...] = (
 )
 # The engine's own latency series (and its HTTP server's): the spike itself, not a cause of it.
 SYMPTOMS = next(p for p, role, _ in SERIES_ROLES if role == "symptom")
+# `spikelens agent`'s series (collectors/agent_metrics.py): the warehouse reads them back as the
+# collectors' per-process rows (macros agent_samples, process_cpu_samples), ranked with
+# rank_process_series like a load test's, so they are not ranked a second time as metrics.
+AGENT_SERIES = "spikelens_agent_"
 # Series that count preemptions themselves (not a per-request histogram's _count or _bucket).
 PREEMPTION = r"preemptions?(_total|_sum)?$"
 # A preemption series counts as "sequences were preempted" from this z: one preemption a window
@@ -405,7 +409,7 @@ def attribute_by_metrics(
         **_nvml(signals.nvml_windows, n),
     }
     symptoms = {k for k in series if re.search(SYMPTOMS, k)}
-    kept = {k: v for k, v in series.items() if k not in symptoms}
+    kept = {k: v for k, v in series.items() if k not in symptoms and not k.startswith(AGENT_SERIES)}
     work = work_series(kept, window_series(signals.windows, "tokens", n))
     kept, floors = read_per_work(kept, work, in_spike, signals.window_s)
     ranked = rank_series(kept, in_spike, in_base, signals.window_s, floors=floors)

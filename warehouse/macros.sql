@@ -186,6 +186,56 @@ SELECT
 FROM sg_steps st
 LEFT JOIN sg_overlaps o ON o.step = st.step AND o.rank = st.rank;
 
+---------------------------------------------------------------------------------------------------
+-- `spikelens agent` beside a production engine (collectors/agent.py), as Prometheus scraped it
+---------------------------------------------------------------------------------------------------
+
+-- agent_samples(rid): the agent's series of a run imported from Prometheus, with the labels the
+-- agent sets (pid, role, generation, region) taken out of the JSON. Counters stay cumulative.
+CREATE OR REPLACE TEMP MACRO agent_samples(rid) AS TABLE
+    SELECT as_m.ts_ns, as_m.name, as_m.value,
+           CAST(json_extract_string(as_m.labels, '$.pid') AS BIGINT) AS pid,
+           json_extract_string(as_m.labels, '$.role') AS role,
+           json_extract_string(as_m.labels, '$.generation') AS generation,
+           json_extract_string(as_m.labels, '$.region') AS region
+    FROM metrics as_m
+    WHERE as_m.run_id = rid AND as_m.name LIKE 'spikelens\_agent\_%' ESCAPE '\'
+      AND json_extract_string(as_m.labels, '$.pid') IS NOT NULL;
+
+-- agent_counter_increases(rid, family): each scrape's increase of one agent counter over the
+-- scrape before of the same series (pid and its other labels), at the later scrape; a counter
+-- that went down (the agent restarted) counts from 0.
+CREATE OR REPLACE TEMP MACRO agent_counter_increases(rid, family) AS TABLE
+    SELECT ai_s.ts_ns, ai_s.pid, ai_s.role, ai_s.generation, ai_s.region,
+           CASE WHEN ai_s.value >= ai_s.before THEN ai_s.value - ai_s.before ELSE ai_s.value END AS increase
+    FROM (SELECT ai_a.*,
+                 lag(ai_a.value) OVER (PARTITION BY ai_a.pid, ai_a.generation, ai_a.region
+                                       ORDER BY ai_a.ts_ns) AS before
+          FROM agent_samples(rid) ai_a
+          WHERE ai_a.name = family) ai_s
+    WHERE ai_s.before IS NOT NULL;
+
+-- process_cpu_samples(rid): cumulative /proc counters per process and tick: the /proc sampler's
+-- rows of a run spikelens drove, else (a run imported from Prometheus) the same counters as the
+-- agent exported them, one tick per scrape. Never both: a run has one source.
+CREATE OR REPLACE TEMP MACRO process_cpu_samples(rid) AS TABLE
+    SELECT pcs_c.pid, pcs_c.role, pcs_c.ts_ns, pcs_c.cpu_ns, pcs_c.run_ns, pcs_c.wait_ns,
+           pcs_c.voluntary_switches, pcs_c.involuntary_switches, pcs_c.threads
+    FROM process_cpu pcs_c
+    WHERE pcs_c.run_id = rid
+    UNION ALL
+    SELECT pcs_a.pid, any_value(pcs_a.role), pcs_a.ts_ns,
+           CAST(max(pcs_a.value) FILTER (WHERE pcs_a.name = 'spikelens_agent_process_cpu_seconds_total') * 1e9 AS BIGINT),
+           CAST(max(pcs_a.value) FILTER (WHERE pcs_a.name = 'spikelens_agent_process_run_seconds_total') * 1e9 AS BIGINT),
+           CAST(max(pcs_a.value) FILTER (WHERE pcs_a.name = 'spikelens_agent_process_runqueue_wait_seconds_total') * 1e9 AS BIGINT),
+           CAST(max(pcs_a.value) FILTER (WHERE pcs_a.name = 'spikelens_agent_process_voluntary_switches_total') AS BIGINT),
+           CAST(max(pcs_a.value) FILTER (WHERE pcs_a.name = 'spikelens_agent_process_involuntary_switches_total') AS BIGINT),
+           CAST(max(pcs_a.value) FILTER (WHERE pcs_a.name = 'spikelens_agent_process_threads') AS INTEGER)
+    FROM agent_samples(rid) pcs_a
+    WHERE pcs_a.name LIKE 'spikelens\_agent\_process\_%' ESCAPE '\'
+      AND NOT EXISTS (SELECT 1 FROM process_cpu pcs_x WHERE pcs_x.run_id = rid)
+    GROUP BY pcs_a.pid, pcs_a.ts_ns;
+
 -- A run's Prometheus samples (metrics) with data-parallel engines folded into one series, the
 -- server's load as `vllm bench serve` reports it: at each scrape, the series that differ only in
 -- their `engine` label are summed (running and waiting requests, counters, histogram buckets),

@@ -24,9 +24,38 @@ def _cumulative(rng_counts):
     return out
 
 
-def observed_run(root: Path, n: int = 40, spike: tuple[int, int] = (20, 26)) -> Path:
+# `spikelens agent`'s processes in an observed run built with agent=True: (pid, ppid, role)
+AGENT_PROCESSES = ((4100, 1, "api_server"), (4200, 4100, "EngineCore"))
+
+
+def _agent_series(add, ts: int, w: int, spike: tuple[int, int]) -> None:
+    """One scrape of the agent beside the engine: CPU counters of both processes, EngineCore's
+    gen-2 GC pauses (10 ms a second, 400 ms a second in the spike), its stack regions."""
+    for pid, ppid, role in AGENT_PROCESSES:
+        labels = {"job": "agent", "pid": str(pid), "ppid": str(ppid), "role": role}
+        cpu = 0.8 if role == "EngineCore" else 0.3
+        add(ts, "spikelens_agent_process_cpu_seconds_total", labels, cpu * (w + 1))
+        add(ts, "spikelens_agent_process_run_seconds_total", labels, cpu * (w + 1))
+        add(ts, "spikelens_agent_process_runqueue_wait_seconds_total", labels, 0.02 * (w + 1))
+        add(ts, "spikelens_agent_process_voluntary_switches_total", labels, 50 * (w + 1))
+        add(ts, "spikelens_agent_process_involuntary_switches_total", labels, 5 * (w + 1))
+        add(ts, "spikelens_agent_process_threads", labels, 4)
+    core = {"job": "agent", "pid": "4200", "role": "EngineCore"}
+    spike_windows = min(max(0, w - spike[0] + 1), spike[1] - spike[0])  # of the spike so far
+    pause_s = 0.01 * (w + 1) + 0.39 * spike_windows
+    add(ts, "spikelens_agent_gc_pause_seconds_sum", {**core, "generation": "2"}, pause_s)
+    add(ts, "spikelens_agent_gc_pause_seconds_count", {**core, "generation": "2"}, 2 * (w + 1))
+    for region, per_s in (("model_forward", 0.5), ("scheduler", 0.1), ("idle", 0.4)):
+        add(ts, "spikelens_agent_stack_seconds_total", {**core, "region": region}, per_s * (w + 1))
+
+
+def observed_run(
+    root: Path, n: int = 40, spike: tuple[int, int] = (20, 26), agent: bool = False
+) -> Path:
     """A Prometheus window at a 1-s step: 80 ITL observations a second, under 25 ms; in the
-    spike, a tenth of them between 100 and 250 ms and the running batch up from 2 to 14."""
+    spike, a tenth of them between 100 and 250 ms and the running batch up from 2 to 14.
+    agent=True: the batch stays at 2 and `spikelens agent`'s series are there instead, with
+    EngineCore's GC pauses up from 10 to 400 ms a second in the spike."""
     cols = {k: [] for k in METRICS_SCHEMA.names}
 
     def add(ts, name, labels, value):
@@ -45,8 +74,10 @@ def observed_run(root: Path, n: int = 40, spike: tuple[int, int] = (20, 26)) -> 
         ts = T0 + w * 1_000_000_000 + 500_000_000
         for le, cum in zip(BOUNDS, _cumulative(itl), strict=True):
             add(ts, "vllm:inter_token_latency_seconds_bucket", {"job": "e", "le": le}, cum)
-        add(ts, "vllm:num_requests_running", {"job": "e"}, 14 if hot else 2)
+        add(ts, "vllm:num_requests_running", {"job": "e"}, 14 if hot and not agent else 2)
         add(ts, "vllm:generation_tokens_total", {"job": "e"}, tokens)
+        if agent:
+            _agent_series(add, ts, w, spike)
     run_dir = root / "obs-1"
     run_dir.mkdir(parents=True)
     pq.write_table(pa.table(cols, schema=METRICS_SCHEMA), run_dir / "metrics.parquet")

@@ -60,3 +60,48 @@ def test_an_observed_run_is_analysed_from_its_histograms_alone(tmp_path):
     spike = analysis.spikes[0]
     assert spike.metric == "itl_p99" and 19 <= spike.start_s <= 21 and 25 <= spike.end_s <= 27
     assert analysis.attributions[spike.spike_id].top_cause == "load"
+
+
+def test_the_agents_series_are_read_back_as_the_collectors_rows(tmp_path):
+    """An observed run with `spikelens agent` beside the engine: process_*_windows give the rows
+    the collectors' own files give in a load test, per process and window, from its counters."""
+    from warehouse.db import connect
+    from warehouse.queries import query
+
+    db = tmp_path / "w.duckdb"
+    ingest_run(db, observed_run(tmp_path / "runs", agent=True))
+    with connect(db, read_only=True) as conn:
+        gc = query(conn, "process_gc_windows", run_id="obs-1", window_s=1.0)
+        cpu = query(conn, "process_cpu_windows", run_id="obs-1", window_s=1.0)
+        stacks = query(conn, "process_stack_windows", run_id="obs-1", window_s=1.0)
+    by_w = {r["window"]: r for r in gc}
+    assert 0 not in by_w  # the first scrape has no scrape before it: no increase
+    assert by_w[10]["pid"] == 4200 and by_w[10]["role"] == "EngineCore"
+    assert abs(by_w[10]["pause_ms"] - 10.0) < 1e-6 and abs(by_w[22]["pause_ms"] - 400.0) < 1e-6
+    assert by_w[22]["collections"] == 2 and by_w[22]["full_collections"] == 2
+    assert by_w[22]["max_pause_ms"] is None  # a histogram keeps no longest pause
+    core = next(r for r in cpu if r["pid"] == 4200 and r["window"] == 10)
+    assert (
+        abs(core["cpu_ms_per_s"] - 800.0) < 1e-3 and abs(core["runq_wait_ms_per_s"] - 20.0) < 1e-3
+    )
+    assert core["involuntary_switches_per_s"] == 5.0 and core["threads"] == 4
+    assert {r["role"] for r in cpu} == {"api_server", "EngineCore"}
+    w10 = {r["region"]: r for r in stacks if r["window"] == 10}
+    assert abs(w10["model_forward"]["share"] - 0.5) < 1e-9
+    assert abs(w10["model_forward"]["busy_share"] - 0.5 / 0.6) < 1e-9
+    assert w10["idle"]["busy_share"] is None
+
+
+def test_a_gc_stall_in_enginecore_is_named_memory_from_the_agent(tmp_path):
+    """The agent's GC series speak for memory the way the GC hook's files do in a load test: as
+    the collectors' per-process evidence, naming the process; not a second time as metrics."""
+    db = tmp_path / "w.duckdb"
+    ingest_run(db, observed_run(tmp_path / "runs", agent=True))
+    analysis = analyze_run(db, "obs-1")
+    assert len(analysis.spikes) == 1
+    attribution = analysis.attributions[analysis.spikes[0].spike_id]
+    assert attribution.top_cause == "memory", attribution
+    notes = [e.note for c in attribution.causes for e in c.evidence if c.cause == "memory"]
+    assert any("EngineCore (pid 4200)" in n for n in notes), notes
+    names = [e.signal for c in attribution.causes for e in c.evidence]
+    assert not any(n.startswith("spikelens_agent_") for n in names), names

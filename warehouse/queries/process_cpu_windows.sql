@@ -1,7 +1,7 @@
 -- CPU and scheduling per window of $window_s seconds from load_started_ns and process, from the
--- /proc sampler's cumulative counters: each tick's increase over the process's previous tick
--- counts in the window of the later tick (clamped at 0: a per-thread sum drops when a thread
--- exits). Rates are per second of window: cpu_ms_per_s 1000 = one core busy; runq_wait_ms_per_s
+-- /proc sampler's cumulative counters (or `spikelens agent`'s: macro process_cpu_samples): each
+-- tick's increase over the process's previous tick counts in the window of the later tick
+-- (clamped at 0: a per-thread sum drops when a thread exits). Rates are per second of window: cpu_ms_per_s 1000 = one core busy; runq_wait_ms_per_s
 -- is time its threads were runnable but waiting for a CPU (contention from outside or inside).
 WITH run AS (SELECT * FROM run_axis($run_id, $window_s)),
 deltas AS (
@@ -12,8 +12,7 @@ deltas AS (
            c.voluntary_switches - lag(c.voluntary_switches) OVER w AS vol,
            c.involuntary_switches - lag(c.involuntary_switches) OVER w AS invol,
            c.threads
-    FROM process_cpu c
-    WHERE c.run_id = $run_id
+    FROM process_cpu_samples($run_id) c
     WINDOW w AS (PARTITION BY c.pid ORDER BY c.ts_ns)
 ),
 windowed AS (

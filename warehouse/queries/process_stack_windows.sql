@@ -5,7 +5,8 @@
 -- GC: py-spy cannot see the collector, so the part of a non-idle segment that falls inside a
 -- pause the GC hook recorded for the same process counts as `gc` (while one thread collects,
 -- every other thread of the process waits for the GIL). Pauses are matched to pieces window by
--- window (an interval join bucketed by window), never across the whole run.
+-- window (an interval join bucketed by window), never across the whole run. A run imported from
+-- Prometheus has the same rows from `spikelens agent`'s per-region counters.
 WITH run AS (SELECT * FROM run_axis($run_id, $window_s)),
 segments AS (
     SELECT s.pid, s.role, s.tid, s.region, s.start_ns, s.end_ns,
@@ -62,10 +63,27 @@ split AS (
     FROM pieces p JOIN in_gc g USING (pid, tid, lo, hi)
     WHERE p.w >= 0
 ),
-per_region AS (
+hook_regions AS (
     SELECT w, pid, any_value(role) AS role, region, sum(ns) AS ns
     FROM split
     GROUP BY w, pid, region
+),
+agent_regions AS (
+    -- a run imported from Prometheus, without stack files: the sampled thread time per region
+    -- that `spikelens agent` counted (its py-spy does not see the collector either, and has no
+    -- pause intervals to split by: GC time stays in the region it interrupted)
+    SELECT CAST(floor((a.ts_ns - run.t0_ns) / run.window_ns) AS BIGINT) AS w, a.pid,
+           any_value(a.role) AS role, a.region, sum(a.increase) * 1e9 AS ns
+    FROM agent_counter_increases($run_id, 'spikelens_agent_stack_seconds_total') a, run
+    WHERE a.ts_ns >= run.t0_ns
+      AND (run.duration_s IS NULL OR a.ts_ns < run.t0_ns + CAST(run.duration_s * 1e9 AS BIGINT))
+      AND NOT EXISTS (SELECT 1 FROM process_stacks x WHERE x.run_id = $run_id)
+    GROUP BY 1, a.pid, a.region
+),
+per_region AS (
+    SELECT * FROM hook_regions
+    UNION ALL
+    SELECT * FROM agent_regions
 )
 SELECT
     w AS "window",
