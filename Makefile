@@ -90,7 +90,7 @@ evaluate: setup-eval small-model
 test-slow:
 	$(MAKE) -j2 setup-test setup-vllm
 	SPIKELENS_E2E_SLOW=1 SPIKELENS_E2E_VLLM_FAULTS=1 $(VENV)/bin/pytest -q -m e2e -k \
-	  "confirm_e2e or vllm_defaults or sigterm or vllm_target or vllm_faults or vllm_engine or guidellm or observed"
+	  "confirm_e2e or vllm_defaults or sigterm or vllm_target or vllm_faults or vllm_engine or guidellm or observed or agent_e2e"
 
 # Unit tests only (no end-to-end runs): the inner loop while developing.
 test-fast: setup-test

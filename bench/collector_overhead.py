@@ -29,6 +29,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from collectors.gc_hook import hook_env
 from engine.server.launch import EngineProcess
 
 
@@ -118,8 +119,11 @@ def main() -> None:
     rounds = []
     collector_cpu_s = collector_wall_s = 0.0
     with tempfile.TemporaryDirectory() as tmp:
-        plain = EngineProcess(config, Path(tmp) / "plain", gc_hook=False).start()
-        hooked = EngineProcess(config, Path(tmp) / "hooked", gc_hook=True).start()
+        plain = EngineProcess(config, Path(tmp) / "plain").start()
+        hooked_dir = Path(tmp) / "hooked"
+        hooked = EngineProcess(
+            config, hooked_dir, env_hook=lambda env: hook_env(hooked_dir / "collect", "engine", env)
+        ).start()
         try:
             for proc in (plain, hooked):  # warm-up: first requests pay one-off costs
                 asyncio.run(closed_loop(proc.url, a.users, 8, 2.0))

@@ -4,7 +4,8 @@ The CLI parses arguments, shows progress and prints results; the flows do the wo
 command checks its arguments, runs its flow through `flows.cli_run.run_flow` (supervision,
 progress, Ctrl-C, failure lines) and prints what came back: details on stderr, the report's
 path as the last line on stdout. `spikelens engine` is in flows/engine_command.py, `incident` in
-flows/observed_command.py, `deploy`/`serve`/`export` in flows/ops_commands.py.
+flows/observed_command.py, `agent` in flows/agent_command.py, `deploy`/`serve`/`export` in
+flows/ops_commands.py.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import typer
 
+from flows.agent_command import agent
 from flows.cli_confirm import confirm, confirm_and_say
 from flows.cli_options import json_option
 from flows.cli_run import fail, run_flow
@@ -261,6 +263,7 @@ def compare(
 app.command()(engine)  # `spikelens engine ...`: serve the engine alone (flows/engine_command.py)
 app.command()(confirm)  # `spikelens confirm RUN_ID`: prove a cause (flows/cli_confirm.py)
 app.command()(incident)  # `spikelens incident --prometheus …` (flows/observed_command.py)
+app.command()(agent)  # `spikelens agent --pid …`: Prometheus exporter (flows/agent_command.py)
 for command in (deploy, serve, export):  # operations (flows/ops_commands.py)
     app.command()(command)
 

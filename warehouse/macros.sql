@@ -192,28 +192,46 @@ LEFT JOIN sg_overlaps o ON o.step = st.step AND o.rank = st.rank;
 
 -- agent_samples(rid): the agent's series of a run imported from Prometheus, with the labels the
 -- agent sets (pid, role, generation, region) taken out of the JSON. Counters stay cumulative.
+-- role: the process's latest, as the agent's /proc series names it (vLLM retitles a process after
+-- it started; the hook's GC series under the first title stay exported beside the new ones).
 CREATE OR REPLACE TEMP MACRO agent_samples(rid) AS TABLE
-    SELECT as_m.ts_ns, as_m.name, as_m.value,
-           CAST(json_extract_string(as_m.labels, '$.pid') AS BIGINT) AS pid,
-           json_extract_string(as_m.labels, '$.role') AS role,
-           json_extract_string(as_m.labels, '$.generation') AS generation,
-           json_extract_string(as_m.labels, '$.region') AS region
-    FROM metrics as_m
-    WHERE as_m.run_id = rid AND as_m.name LIKE 'spikelens\_agent\_%' ESCAPE '\'
-      AND json_extract_string(as_m.labels, '$.pid') IS NOT NULL;
+    WITH as_raw AS (
+        SELECT as_m.ts_ns, as_m.name, as_m.labels, as_m.value,
+               CAST(json_extract_string(as_m.labels, '$.pid') AS BIGINT) AS pid,
+               json_extract_string(as_m.labels, '$.role') AS role,
+               json_extract_string(as_m.labels, '$.generation') AS generation,
+               json_extract_string(as_m.labels, '$.region') AS region
+        FROM metrics as_m
+        WHERE as_m.run_id = rid AND as_m.name LIKE 'spikelens\_agent\_%' ESCAPE '\'
+          AND json_extract_string(as_m.labels, '$.pid') IS NOT NULL
+    ),
+    as_roles AS (
+        SELECT as_p.pid, arg_max(as_p.role, as_p.ts_ns) AS role
+        FROM as_raw as_p
+        WHERE as_p.name = 'spikelens_agent_process_cpu_seconds_total'
+        GROUP BY as_p.pid
+    )
+    SELECT as_r.ts_ns, as_r.name, as_r.labels, as_r.value, as_r.pid,
+           coalesce(as_n.role, as_r.role) AS role, as_r.generation, as_r.region
+    FROM as_raw as_r
+    LEFT JOIN as_roles as_n ON as_n.pid = as_r.pid;
 
 -- agent_counter_increases(rid, family): each scrape's increase of one agent counter over the
--- scrape before of the same series (pid and its other labels), at the later scrape; a counter
+-- scrape before of the same series (its whole label set: a process vLLM retitles after it
+-- started has a series under each role), at the later scrape. A series that first appears after
+-- the run's first scrape was created then, at 0 (the agent creates a series at its first
+-- observation), so its first value is an increase; at the first scrape it is history. A counter
 -- that went down (the agent restarted) counts from 0.
 CREATE OR REPLACE TEMP MACRO agent_counter_increases(rid, family) AS TABLE
     SELECT ai_s.ts_ns, ai_s.pid, ai_s.role, ai_s.generation, ai_s.region,
-           CASE WHEN ai_s.value >= ai_s.before THEN ai_s.value - ai_s.before ELSE ai_s.value END AS increase
+           CASE WHEN ai_s.before IS NULL OR ai_s.value < ai_s.before THEN ai_s.value
+                ELSE ai_s.value - ai_s.before END AS increase
     FROM (SELECT ai_a.*,
-                 lag(ai_a.value) OVER (PARTITION BY ai_a.pid, ai_a.generation, ai_a.region
-                                       ORDER BY ai_a.ts_ns) AS before
+                 lag(ai_a.value) OVER (PARTITION BY ai_a.labels ORDER BY ai_a.ts_ns) AS before,
+                 min(ai_a.ts_ns) OVER () AS first_scrape_ns
           FROM agent_samples(rid) ai_a
           WHERE ai_a.name = family) ai_s
-    WHERE ai_s.before IS NOT NULL;
+    WHERE ai_s.before IS NOT NULL OR ai_s.ts_ns > ai_s.first_scrape_ns;
 
 -- process_cpu_samples(rid): cumulative /proc counters per process and tick: the /proc sampler's
 -- rows of a run spikelens drove, else (a run imported from Prometheus) the same counters as the

@@ -7,7 +7,6 @@ one line before any work. Opt-in: Locust drives a 3x load burst through `spikele
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from engine.server.launch import free_port
 from tests.support.engine_cli import SPIKELENS, engine_env, wait_healthy
 from tests.support.prometheus_server import PrometheusServer, prometheus_binary
 from tests.support.slow_e2e import SLOW
+from tests.support.spikelens_cli import run_cli
 
 # The burst test is opt-in (make test-slow). In a fresh-clone CI run (2026-12-03, box busy) no
 # spike was found: the burst raised E2E p99 3.3x and TTFT p99 2.5x over the first half, but the second half ran slow
@@ -34,21 +34,6 @@ burst_opt_in = pytest.mark.skipif(
 HERE = Path(__file__).parent
 BURST = (20.0, 30.0)  # the scenario's load.burst, seconds from load start
 TOLERANCE_S = 5.0
-
-
-def _cli(args, home: Path, timeout=600) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "SPIKELENS_HOME": str(home),
-        "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect"),
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "flows.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +63,7 @@ def served(tmp_path_factory):
 
 
 def _incident(prom_url: str, start_s: float, end_s: float, home: Path, *extra: str):
-    return _cli(
+    return run_cli(
         [
             "incident",
             "--prometheus",
@@ -146,7 +131,7 @@ def test_bad_input_is_one_line_before_any_work(served, plain_window, tmp_path):
         (["--from", f"{start_s}", "--to", f"{end_s}", "--match", '{job="nope"}'], "--match"),
     ]
     for args, message in cases:
-        proc = _cli(["incident", "--prometheus", url, "--step", "1", *args], tmp_path / "home")
+        proc = run_cli(["incident", "--prometheus", url, "--step", "1", *args], tmp_path / "home")
         assert proc.returncode == 2 and message in proc.stderr, (args, proc.stderr[-2000:])
         assert "Traceback" not in proc.stderr
     free = f"http://127.0.0.1:{free_port()}"
@@ -164,7 +149,7 @@ def test_a_burst_is_found_from_prometheus_alone_and_named_load(served, tmp_path)
         .read_text()
         .replace("TARGET_URL", served["url"])
     )
-    load = _cli(["run", str(scenario)], tmp_path / "load-home")
+    load = run_cli(["run", str(scenario)], tmp_path / "load-home")
     assert load.returncode == 0, load.stderr[-3000:]
     run_dir = Path(load.stdout.strip().splitlines()[-1]).parent.name
     manifest = json.loads((tmp_path / "load-home" / "runs" / run_dir / "run.json").read_text())

@@ -26,6 +26,7 @@ def _cumulative(rng_counts):
 
 # `spikelens agent`'s processes in an observed run built with agent=True: (pid, ppid, role)
 AGENT_PROCESSES = ((4100, 1, "api_server"), (4200, 4100, "EngineCore"))
+RETITLED_AT = 5  # scrapes before EngineCore's GC rows carried its final role
 
 
 def _agent_series(add, ts: int, w: int, spike: tuple[int, int]) -> None:
@@ -43,8 +44,15 @@ def _agent_series(add, ts: int, w: int, spike: tuple[int, int]) -> None:
     core = {"job": "agent", "pid": "4200", "role": "EngineCore"}
     spike_windows = min(max(0, w - spike[0] + 1), spike[1] - spike[0])  # of the spike so far
     pause_s = 0.01 * (w + 1) + 0.39 * spike_windows
-    add(ts, "spikelens_agent_gc_pause_seconds_sum", {**core, "generation": "2"}, pause_s)
-    add(ts, "spikelens_agent_gc_pause_seconds_count", {**core, "generation": "2"}, 2 * (w + 1))
+    # vLLM retitles its engine core after it started: the hook's rows (and the agent's GC
+    # series) carry the spawn child's role until then; that series stays, frozen, beside the new
+    early = {**core, "role": "api_server:spawn_child", "generation": "2"}
+    add(ts, "spikelens_agent_gc_pause_seconds_sum", early, 0.01 * min(w + 1, RETITLED_AT))
+    add(ts, "spikelens_agent_gc_pause_seconds_count", early, 2 * min(w + 1, RETITLED_AT))
+    if w + 1 > RETITLED_AT:
+        late = {**core, "generation": "2"}
+        add(ts, "spikelens_agent_gc_pause_seconds_sum", late, pause_s - 0.01 * RETITLED_AT)
+        add(ts, "spikelens_agent_gc_pause_seconds_count", late, 2 * (w + 1 - RETITLED_AT))
     for region, per_s in (("model_forward", 0.5), ("scheduler", 0.1), ("idle", 0.4)):
         add(ts, "spikelens_agent_stack_seconds_total", {**core, "region": region}, per_s * (w + 1))
 

@@ -76,6 +76,9 @@ def test_the_agents_series_are_read_back_as_the_collectors_rows(tmp_path):
         stacks = query(conn, "process_stack_windows", run_id="obs-1", window_s=1.0)
     by_w = {r["window"]: r for r in gc}
     assert 0 not in by_w  # the first scrape has no scrape before it: no increase
+    # EngineCore's pauses before and after vLLM retitled it: each series' own increases, never
+    # one role's total read as a reset of the other's
+    assert all(abs(by_w[w]["pause_ms"] - 10.0) < 1e-6 for w in range(1, 20)), by_w
     assert by_w[10]["pid"] == 4200 and by_w[10]["role"] == "EngineCore"
     assert abs(by_w[10]["pause_ms"] - 10.0) < 1e-6 and abs(by_w[22]["pause_ms"] - 400.0) < 1e-6
     assert by_w[22]["collections"] == 2 and by_w[22]["full_collections"] == 2
