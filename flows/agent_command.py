@@ -126,15 +126,21 @@ def _serve(options: AgentOptions) -> None:
         running = Agent(options, log=say).start()
     except AgentError as e:
         fail(str(e))
+    # Ctrl-C and SIGTERM only set a flag: a KeyboardInterrupt raised wherever the main thread
+    # happens to be (inside the console's lock, say) could leave a lock the agent's threads need
+    # while stop() joins them. Handled explicitly, SIGINT stops the agent even where it was
+    # inherited ignored (a background job of a non-interactive shell).
     stopping = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    previous = {
+        sig: signal.signal(sig, lambda *_: stopping.set())
+        for sig in (signal.SIGTERM, signal.SIGINT)
+    }
     try:
         say(running.describe())
         while not stopping.wait(0.5):
             pass
-    except KeyboardInterrupt:
-        pass
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         running.stop()
     say("agent stopped")

@@ -165,24 +165,62 @@ def sweep(
 
 @app.command()
 def replay(
-    run_id: str = typer.Argument(..., help="A recorded run to replay."),
+    run_id: str | None = typer.Argument(None, help="A recorded run to replay."),
+    from_incident: str | None = typer.Option(
+        None,
+        "--from-incident",
+        help="An incident imported from Prometheus (`spikelens incident`): replay the traffic"
+        " its counters describe instead.",
+    ),
     engine_overrides: str | None = typer.Option(
-        None, "--engine", help="JSON laid over the engine config, e.g. '{\"max_num_seqs\": 8}'."
+        None,
+        "--engine",
+        help="JSON laid over the engine config, e.g. '{\"max_num_seqs\": 8}'; with"
+        ' --from-incident, the engine to start, e.g. \'{"model": "small"}\'.',
     ),
     target: str | None = typer.Option(None, help="Replay against this base URL instead."),
 ) -> None:
     """Replay a recorded run: same arrival times, request mix and sampling parameters."""
+    if (run_id is None) == (from_incident is None):
+        fail("give a RUN_ID to replay, or --from-incident RUN_ID (not both)")
+    engine = json_option("--engine", engine_overrides)
+    if from_incident is not None:
+        _replay_incident(from_incident, engine, target)
+        return
     from flows.replay import replay_run
 
     result = run_flow(
         f"replaying {run_id}",
         replay_run,
         run_id,
-        json_option("--engine", engine_overrides),
+        engine,
         target,
         expected=(FileNotFoundError,),
     )
     console.print(f"replay {result.run_id} of {run_id}")
+    print(result.report)
+
+
+def _replay_incident(run_id: str, engine: dict | None, target: str | None) -> None:
+    """`replay --from-incident`: the replay, then one line per production spike on stderr."""
+    from flows.replay import replay_incident, replayable_incident
+    from warehouse.incident_workload import NoTrafficError
+
+    try:
+        replayable_incident(StatePaths.from_env(), run_id, engine, target)  # before any work
+    except ValueError as e:
+        fail(str(e))
+    result = run_flow(
+        f"replaying incident {run_id}",
+        replay_incident,
+        run_id,
+        engine,
+        target,
+        expected=(FileNotFoundError, ValueError, NoTrafficError),
+    )
+    console.print(f"replay {result.run_id} of incident {run_id}")
+    for line in result.reproduction or ["the incident had no reported spike to reproduce"]:
+        console.print(f"  {line}", highlight=False, soft_wrap=True)
     print(result.report)
 
 

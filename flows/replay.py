@@ -11,7 +11,7 @@ only the kinds the catalogue allows on a target (loadgen's and the proxy's) stay
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -38,6 +38,7 @@ class ReplayResult:
     report: str | None
     comparison_report: str | None
     verdicts: list[dict]
+    reproduction: list[str] = field(default_factory=list)  # an incident's replay: one line a spike
 
 
 def replay_scenario(
@@ -54,6 +55,51 @@ def replay_scenario(
     elif engine_overrides:
         raw["engine"] = deep_merge(raw.get("engine") or {}, engine_overrides)
     return raw
+
+
+def incident_replay_scenario(
+    incident: RunManifest, trace: Path, engine: dict | None, target: str | None
+) -> dict:
+    """The scenario mapping of a replay of an incident imported from Prometheus (pure): its
+    window's length, the requests built from its counters (a Mooncake trace whose times start at
+    the window's start), no warm-up, so the replay's time axis is the incident's."""
+    raw: dict = {
+        "name": f"replay of {incident.run_id}",
+        "duration_s": incident.duration_s,
+        "warmup_s": 0,
+        "load": {"shape": "replay", "trace": str(trace)},
+    }
+    if target:
+        raw["target"] = target
+    else:
+        raw["engine"] = dict(engine or {})
+    return raw
+
+
+@task(name="build-incident-trace", cache_policy=NONE, retries=2, retry_delay_seconds=1)
+def build_incident_trace(db_path: Path, run_id: str, window_s: float, out: Path) -> Path:
+    """The incident's requests (warehouse.incident_workload) as a trace the replay shape reads."""
+    from loadgen.trace_formats import write_mooncake_jsonl
+    from warehouse.db import connect
+    from warehouse.incident_workload import incident_requests
+
+    with connect(db_path, read_only=True) as conn:
+        requests = incident_requests(conn, run_id, window_s)
+    progress.info("%d requests rebuilt from %s's counters", len(requests), run_id)
+    return write_mooncake_jsonl(out, [(r.t_s, r.prompt_tokens, r.output_tokens) for r in requests])
+
+
+@task(name="compare-spikes-with-incident", cache_policy=NONE, retries=2, retry_delay_seconds=1)
+def compare_with_incident(db_path: Path, replay_run_id: str, incident_run_id: str) -> list:
+    """rca.reproduction of the incident's reported spikes by the replay's."""
+    from rca.reproduction import reproduction
+    from warehouse.db import connect
+    from warehouse.queries import query
+
+    with connect(db_path, read_only=True) as conn:
+        production = query(conn, "spikes", run_id=incident_run_id)
+        replayed = query(conn, "spikes", run_id=replay_run_id)
+    return reproduction(production, replayed)
 
 
 @task(name="compare-with-original", cache_policy=NONE, retries=2, retry_delay_seconds=1)
@@ -115,4 +161,71 @@ def replay_run(
     )
     return ReplayResult(
         run.run_id, run_id, str(run.report) if run.report else None, str(comparison), verdicts
+    )
+
+
+def replayable_incident(
+    paths: StatePaths, run_id: str, engine: dict | None, target: str | None
+) -> RunManifest:
+    """The manifest of incident `run_id`, after checking that it can be replayed: it exists, it
+    was imported from Prometheus, and an engine or a target was given. Raises ValueError in one
+    line (the CLI checks before any work; the flow again)."""
+    incident_dir = paths.run_dir(run_id)
+    if not (incident_dir / "run.json").is_file():
+        raise ValueError(f"run {run_id}: no run.json in {incident_dir}")
+    incident = RunManifest.read(incident_dir)
+    if incident.kind != "observed":
+        raise ValueError(
+            f"run {run_id} is a {incident.kind} run, not an incident imported from Prometheus:"
+            f" replay it with `spikelens replay {run_id}`"
+        )
+    if not target and not (engine or {}).get("model"):
+        raise ValueError(
+            "an incident imported from Prometheus names no engine spikelens can start: give"
+            " --engine '{\"model\": DIR}' or --target URL"
+        )
+    return incident
+
+
+@flow(name="replay-incident")
+def replay_incident(
+    run_id: str,
+    engine: dict | None = None,
+    target: str | None = None,
+    state_home: str | None = None,
+) -> ReplayResult:
+    """Replay an incident imported from Prometheus (`spikelens incident`) from its counters
+    against an engine spikelens starts (`engine`: its config, a model at least) or `target`, and
+    say which of its spikes came back (rca.reproduction)."""
+    paths = StatePaths(Path(state_home).resolve()) if state_home else StatePaths.from_env()
+    incident = replayable_incident(paths, run_id, engine, target)
+    window_s = float((incident.engine or {}).get("step_s") or 1.0)
+    trace = build_incident_trace(
+        paths.warehouse, run_id, window_s, paths.home / "replays" / f"{run_id}.jsonl"
+    )
+    scenario_file = paths.home / "replays" / f"{run_id}.yaml"
+    scenario = incident_replay_scenario(incident, trace, engine, target)
+    scenario_file.write_text(yaml.safe_dump(scenario, sort_keys=False))
+    progress.info("replaying incident %s (%s)", run_id, "target " + target if target else "engine")
+    run = run_scenario(str(scenario_file), state_home=str(paths.home), kind="replay")
+    found = compare_with_incident(paths.warehouse, run.run_id, run_id)
+    (paths.run_dir(run.run_id) / "replay_of.json").write_text(
+        json.dumps(
+            {
+                "original_run_id": run_id,
+                "from_incident": True,
+                "engine": engine,
+                "target": target,
+                "reproduction": [r.to_dict() for r in found],
+            },
+            indent=2,
+        )
+    )
+    return ReplayResult(
+        run.run_id,
+        run_id,
+        str(run.report) if run.report else None,
+        None,
+        [],
+        [r.line() for r in found],
     )

@@ -19,6 +19,7 @@ so an incident can be replayed with production arrivals; errors name the file, l
 from __future__ import annotations
 
 import csv
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -96,6 +97,19 @@ def read_mooncake_jsonl(path: Path, objects: list[tuple[int, dict]]) -> list[Tra
             )
         )
     return rows
+
+
+def write_mooncake_jsonl(path: Path, rows: list[tuple[float, int, int]]) -> Path:
+    """Write (t_s, prompt tokens, output tokens) rows as a Mooncake trace (timestamp in ms), the
+    format `read_mooncake_jsonl` reads back: how spikelens hands a built workload (an incident
+    imported from Prometheus) to the replay load shape."""
+    lines = [
+        json.dumps({"timestamp": round(t_s * 1000.0, 3), "input_length": p, "output_length": o})
+        for t_s, p, o in rows
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
 
 
 def _azure_time(path: Path, line: int, text: str) -> float:

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from collectors.gc_hook import DIR_ENV, ROLE_ENV, SITE_DIR
 from engine.server.launch import free_port
 from flows.cli import app
+from tests.support.terminal import terminal_like
 
 
 def run(*args: str):
@@ -67,7 +68,8 @@ def test_it_serves_until_sigterm_or_ctrl_c_then_exits_0(tmp_path, stop):
     port = free_port()
     cmd = [sys.executable, "-m", "flows.cli", "agent", "--pid", str(os.getpid())]
     cmd += ["--port", str(port), "--gc-dir", str(tmp_path), "--stacks-hz", "0"]
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    # as a terminal starts it: a background job's SIG_IGN for SIGINT would be inherited
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, preexec_fn=terminal_like)
     try:
         line = proc.stderr.readline()
         assert line.startswith(

@@ -95,3 +95,16 @@ def test_load_spec_checks_the_replay_keys():
         LoadSpec.from_dict({"shape": "replay", "trace": "t.csv", "length_scale": 0})
     with pytest.raises(SpecError, match="load.trace_to_s"):
         LoadSpec.from_dict({"shape": "replay", "trace": "t", "trace_from_s": 5, "trace_to_s": 5})
+
+
+def test_a_written_mooncake_trace_reads_back_on_the_same_time_axis(tmp_path):
+    """write_mooncake_jsonl (how `replay --from-incident` hands over its requests): times stay
+    seconds from the incident window's start, not from the first request."""
+    from loadgen.trace_formats import write_mooncake_jsonl
+
+    path = write_mooncake_jsonl(tmp_path / "t.jsonl", [(1.25, 48, 24), (3.0005, 10, 5)])
+    entries = load_trace(path, TraceOptions())
+    assert [(e.t_s, e.prompt_tokens, e.max_tokens) for e in entries] == [
+        (1.25, 48, 24),
+        (3.0005, 10, 5),
+    ]

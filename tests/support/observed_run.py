@@ -4,6 +4,7 @@ with an ITL histogram, the running batch and the token counter at a 1-s step."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -57,13 +58,43 @@ def _agent_series(add, ts: int, w: int, spike: tuple[int, int]) -> None:
         add(ts, "spikelens_agent_stack_seconds_total", {**core, "region": region}, per_s * (w + 1))
 
 
+@dataclass(frozen=True)
+class Traffic:
+    """The engine's request counters in an observed run: requests finished per window, outside
+    and inside the spike, each with `prompt` and `output` tokens, finishing `e2e_s` after sent."""
+
+    calm: int = 3
+    burst: int = 9
+    prompt: int = 64
+    output: int = 32
+    e2e_s: tuple[float, float] = (0.5, 2.0)  # outside, inside the spike
+
+
+def _traffic_series(add, ts: int, w: int, hot: bool, t: Traffic, totals: dict) -> None:
+    """One scrape of the engine's request counters (cumulative, as vLLM exports them)."""
+    n = t.burst if hot else t.calm
+    totals["done"] += n
+    totals["e2e"] += n * t.e2e_s[1 if hot else 0]
+    job = {"job": "e", "model_name": "m"}
+    add(ts, "vllm:request_success_total", {**job, "finished_reason": "length"}, totals["done"])
+    add(ts, "vllm:prompt_tokens_total", job, totals["done"] * t.prompt)
+    add(ts, "vllm:e2e_request_latency_seconds_sum", job, totals["e2e"])
+    add(ts, "vllm:e2e_request_latency_seconds_count", job, totals["done"])
+
+
 def observed_run(
-    root: Path, n: int = 40, spike: tuple[int, int] = (20, 26), agent: bool = False
+    root: Path,
+    n: int = 40,
+    spike: tuple[int, int] = (20, 26),
+    agent: bool = False,
+    traffic: Traffic | None = None,
 ) -> Path:
     """A Prometheus window at a 1-s step: 80 ITL observations a second, under 25 ms; in the
     spike, a tenth of them between 100 and 250 ms and the running batch up from 2 to 14.
     agent=True: the batch stays at 2 and `spikelens agent`'s series are there instead, with
-    EngineCore's GC pauses up from 10 to 400 ms a second in the spike."""
+    EngineCore's GC pauses up from 10 to 400 ms a second in the spike. `traffic`: the request
+    counters too (finished requests, their tokens and E2E); its output tokens replace the token
+    counter's 80 a second."""
     cols = {k: [] for k in METRICS_SCHEMA.names}
 
     def add(ts, name, labels, value):
@@ -74,11 +105,14 @@ def observed_run(
 
     itl = [0] * len(BOUNDS)
     tokens = 0.0
+    totals = {"done": 0.0, "e2e": 0.0}
     for w in range(n):
         hot = spike[0] <= w < spike[1]
         per = [0, 72, 0, 0, 8, 0] if hot else [40, 40, 0, 0, 0, 0]
         itl = [a + b for a, b in zip(itl, per, strict=True)]
-        tokens += 80
+        tokens += (
+            80 if traffic is None else (traffic.burst if hot else traffic.calm) * traffic.output
+        )
         ts = T0 + w * 1_000_000_000 + 500_000_000
         for le, cum in zip(BOUNDS, _cumulative(itl), strict=True):
             add(ts, "vllm:inter_token_latency_seconds_bucket", {"job": "e", "le": le}, cum)
@@ -86,6 +120,8 @@ def observed_run(
         add(ts, "vllm:generation_tokens_total", {"job": "e"}, tokens)
         if agent:
             _agent_series(add, ts, w, spike)
+        if traffic is not None:
+            _traffic_series(add, ts, w, hot, traffic, totals)
     run_dir = root / "obs-1"
     run_dir.mkdir(parents=True)
     pq.write_table(pa.table(cols, schema=METRICS_SCHEMA), run_dir / "metrics.parquet")
@@ -93,8 +129,11 @@ def observed_run(
         "run_id": "obs-1",
         "kind": "observed",
         "scenario_name": "prometheus",
+        "scenario_path": "",
         "scenario": {},
         "engine": {"kind": "observed", "step_s": 1.0},
+        "target": None,
+        "command": "spikelens incident --prometheus http://prometheus:9090 --step 1",
         "faults": [],
         "warmup_s": 0.0,
         "duration_s": float(n),
