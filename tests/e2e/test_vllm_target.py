@@ -15,7 +15,12 @@ import pytest
 
 from engine.server.launch import free_port
 from tests.support.slow_e2e import slow_e2e
-from tests.support.vllm_setup import STARTUP_TIMEOUT_S, build_tiny_llama, vllm_python
+from tests.support.vllm_setup import (
+    STARTUP_TIMEOUT_S,
+    build_tiny_llama,
+    tiny_vllm_command,
+    vllm_python,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -24,32 +29,13 @@ SERVED_NAME = "tiny-served"  # not the folder's name: loadgen must ask /v1/model
 
 @pytest.fixture(scope="module")
 def vllm_server(tmp_path_factory):
-    python = vllm_python()
+    vllm_python()  # skips here, before a checkpoint is built, where vLLM was not set up
     ckpt = build_tiny_llama(tmp_path_factory.mktemp("ckpt") / "tiny-llama")
     port = free_port()
     log = open(tmp_path_factory.mktemp("vllm") / "vllm.log", "wb")
     started = time.monotonic()
     proc = subprocess.Popen(
-        [
-            python,
-            "-m",
-            "vllm.entrypoints.openai.api_server",
-            "--model",
-            str(ckpt),
-            "--port",
-            str(port),
-            "--host",
-            "127.0.0.1",
-            "--served-model-name",
-            SERVED_NAME,
-            "--dtype",
-            "float32",
-            "--enforce-eager",
-            "--max-model-len",
-            "512",
-            "--max-num-seqs",
-            "8",
-        ],
+        tiny_vllm_command(ckpt, port, SERVED_NAME),
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,

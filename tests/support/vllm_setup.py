@@ -39,6 +39,31 @@ def build_tiny_llama(folder: Path) -> Path:
     return Path(out.stdout.strip().splitlines()[-1])
 
 
+def tiny_vllm_command(ckpt: Path, port: int, served_name: str) -> list[str]:
+    """`python -m vllm.entrypoints.openai.api_server` serving the tiny Llama on 127.0.0.1, as
+    the tests start a vLLM by hand: float32, eager, 512 tokens of context, 8 sequences."""
+    return [
+        vllm_python(),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(ckpt),
+        "--port",
+        str(port),
+        "--host",
+        "127.0.0.1",
+        "--served-model-name",
+        served_name,
+        "--dtype",
+        "float32",
+        "--enforce-eager",
+        "--max-model-len",
+        "512",
+        "--max-num-seqs",
+        "8",
+    ]
+
+
 def processes_using(path: Path) -> list[psutil.Process]:
     """Live processes whose command line names `path` (a vLLM serving that checkpoint)."""
     out = []
