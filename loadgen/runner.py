@@ -555,14 +555,26 @@ class _OutputReader:
                 self.started.set()
             elif line.startswith(WARMUP_MARKER):
                 self._warmup_line(line[len(WARMUP_MARKER) :])
-            elif line.startswith(STOP_MARKER) and self.stopped_early is None:
-                try:
-                    self.stopped_early = json.loads(line[len(STOP_MARKER) :])
-                except ValueError:
-                    self.stopped_early = {"reason": line[len(STOP_MARKER) :].strip()}
+            elif line.startswith(STOP_MARKER):
+                self._stop_line(line[len(STOP_MARKER) :].strip())
             self.lines.append(line)
             self.log.write(line + "\n")
         self.started.set()  # EOF: wake a waiter even without the marker
+
+    def _stop_line(self, payload: str) -> None:
+        """The error guard's verdict: the first that parses. A worker and then the master each
+        print one; the text is kept as the reason only while no line has parsed (a line that
+        another process's output broke, as once seen with two workers, is not the verdict)."""
+        if self.stopped_early is not None and "requests" in self.stopped_early:
+            return
+        try:
+            verdict, _ = json.JSONDecoder().raw_decode(payload)
+        except ValueError:
+            verdict = None
+        if isinstance(verdict, dict) and "requests" in verdict:
+            self.stopped_early = verdict
+        elif self.stopped_early is None:
+            self.stopped_early = {"reason": payload}
 
     def wait_for_start(self, proc: subprocess.Popen, deadline: float) -> int:
         self.started.wait(timeout=max(0.0, deadline - time.monotonic()))

@@ -97,15 +97,18 @@ def keep_stamping_on(timeout_s: float = 1.0) -> StampingHold:
 
 class StampingSocket:
     """Wraps a socket; ``recv`` reads with ``recv_stamped`` and keeps the stamp in ``last_ns``;
-    ``send`` notes the time right before the system call in ``last_send_ns`` (a stamp taken in
-    Python around a higher-level write can be milliseconds off: the write releases the GIL, and
-    the event loop may wait for it on either side). Everything else is the wrapped socket's
-    (attribute access is delegated)."""
+    ``send`` notes the time right before the system call in ``last_send_ns`` and right after it
+    returned in ``last_send_done_ns`` (a stamp taken in Python around a higher-level write can be
+    milliseconds off: the write releases the GIL, and the event loop may wait for it on either
+    side). On loopback the data reaches the peer's socket inside the call, so the two bound when
+    it did: apart by microseconds, or by as long as the thread was preempted in the call. Everything
+    else is the wrapped socket's (attribute access is delegated)."""
 
     def __init__(self, sock):
         self._sock = sock
         self.last_ns: int | None = None
         self.last_send_ns: int | None = None
+        self.last_send_done_ns: int | None = None
 
     def send(self, data, flags: int = 0) -> int:
         # The clock read and the system call run back to back in C, inside one bytecode (the
@@ -114,9 +117,13 @@ class StampingSocket:
         # engine's step thread run between the two, for up to the 5-ms switch interval. (Not
         # isolated by a measurement: the multi-ms outliers seen under load turned out to be the
         # client's merged reads, loadgen/timed_socket.py.) The GIL release inside ``send`` comes
-        # after the stamp and does not wait.
-        calls: tuple[Callable[[], int], ...] = (time.time_ns, partial(self._sock.send, data, flags))
-        self.last_send_ns, sent = map(operator.call, calls)
+        # after the stamp and does not wait; the stamp after it is read as the call returns.
+        calls: tuple[Callable[[], int], ...] = (
+            time.time_ns,
+            partial(self._sock.send, data, flags),
+            time.time_ns,
+        )
+        self.last_send_ns, sent, self.last_send_done_ns = map(operator.call, calls)
         return sent
 
     def recv(self, bufsize: int, flags: int = 0) -> bytes:

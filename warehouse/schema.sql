@@ -174,7 +174,9 @@ CREATE TABLE server_requests (
     app_start_ns     BIGINT,     -- the ASGI app was called (after the requests ahead of it)
     first_content_ns BIGINT,     -- first generated text handed to the socket; NULL: none sent
     done_ns          BIGINT,     -- last body byte handed to the socket; NULL: connection ended first
-    received_clock   VARCHAR     -- 'kernel' | 'loop' | 'app'
+    received_clock   VARCHAR,    -- 'kernel' | 'loop' | 'app'
+    first_content_sent_ns BIGINT -- that write's system call returned (the client's socket had the
+                                 -- bytes in between, on loopback); NULL: queued, or none sent
 );
 
 -- metrics.parquet: Prometheus /metrics scraped during the run (any engine: spikelens, vLLM, SGLang…).

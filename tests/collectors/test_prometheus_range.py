@@ -1,5 +1,5 @@
 """collectors.prometheus_range: the window's checks, time parsing and the matrix → rows mapping.
-The pull from a real Prometheus server is in tests/e2e/test_observed_incident.py."""
+The pull from a real Prometheus server is in tests/e2e/test_agent_e2e.py and test_observed_incident.py."""
 
 import json
 import socket

@@ -100,7 +100,7 @@ def test_killed_flow_leaves_no_orphans(tmp_path, who, sig):
             180,
             "Locust to start",
         )
-        time.sleep(8)  # past the 2 s warm-up: measured requests are in flight
+        time.sleep(4)  # past the 2 s warm-up: measured requests are in flight
         cli = psutil.Process(proc.pid)
         everyone = cli.children(recursive=True)
         names = " ".join(" ".join(_cmdline(c)) for c in everyone)

@@ -21,7 +21,7 @@ import duckdb
 import pytest
 
 from tests.support.slow_e2e import slow_e2e
-from tests.support.vllm_setup import STARTUP_TIMEOUT_S, build_tiny_llama, vllm_python
+from tests.support.vllm_setup import STARTUP_TIMEOUT_S, vllm_python
 
 pytestmark = pytest.mark.e2e
 
@@ -39,10 +39,9 @@ HOLD = (
 )
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    vllm_python()
-    return build_tiny_llama(tmp_path_factory.mktemp("ckpt") / "tiny-llama")
+@pytest.fixture
+def checkpoint(tiny_llama):
+    return tiny_llama
 
 
 def run_cli(home: Path, scenario: Path, timeout_s: float) -> subprocess.CompletedProcess:

@@ -2,42 +2,33 @@
 vLLM's own signals and the collectors' (never from the fault's label), through the real CLI.
 
 The cases are the scenarios of scenarios/eval-vllm/ (`make evaluate-vllm` runs them all and
-scores them). CI runs two fault kinds here, KV pressure (memory) and the load burst (load), and the
-clean run in test_vllm_engine.py (which checks that run's teardown too): both act through vLLM's
-own scheduler, whose signals (preemptions, KV usage, queue time, waiting requests) are scraped
-from /metrics, and they were the most reliable cases on a shared box. The GC storm,
-penalty-heavy traffic and CPU contention run with SPIKELENS_E2E_VLLM_FAULTS=1; their hit counts
+scores them). CI runs the load burst (load), whose run test_vllm_engine.py also checks for its
+teardown: it acts through vLLM's own scheduler, whose signals (queue time, waiting requests) are
+scraped from /metrics, and it was the most reliable case on a shared box. KV pressure (a known
+miss, below), the GC storm, penalty-heavy traffic and CPU contention run with
+SPIKELENS_E2E_VLLM_FAULTS=1; their hit counts
 so far are in docs/benchmarks.md ("Faults on vLLM").
 """
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import duckdb
 import pytest
-
-from tests.support.vllm_setup import build_tiny_llama, run_suite_case, vllm_python
 
 FAULT_WINDOW_S = (15, 23)  # every fault scenario of the suite: from 15 s for 8 s
 ALL = os.environ.get("SPIKELENS_E2E_VLLM_FAULTS") == "1"
 opt_in = pytest.mark.skipif(
     not ALL,
-    reason="vLLM fault e2e beyond CI's clean run and burst: set SPIKELENS_E2E_VLLM_FAULTS=1",
+    reason="vLLM fault e2e beyond CI's load burst: set SPIKELENS_E2E_VLLM_FAULTS=1",
 )
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    vllm_python()
-    return build_tiny_llama(tmp_path_factory.mktemp("ckpt") / "tiny-llama")
-
-
-def run_case(tmp_path: Path, ckpt: Path, case: str) -> tuple[duckdb.DuckDBPyConnection, str]:
-    """Run scenarios/eval-vllm/<case>.yaml on `ckpt` through the CLI; (warehouse, run id)."""
-    home = tmp_path / "state"
-    _, run = run_suite_case(home, ckpt, case)
+def run_case(vllm_suite_run, case: str) -> tuple[duckdb.DuckDBPyConnection, str]:
+    """scenarios/eval-vllm/<case>.yaml run through the CLI (once per session: test_vllm_engine.py
+    checks the load burst's teardown on the same run); (warehouse, run id)."""
+    home, _, run = vllm_suite_run(case)
     return duckdb.connect(str(home / "warehouse.duckdb"), read_only=True), run["run_id"]
 
 
@@ -118,8 +109,8 @@ CASES = (
         for c in CASES
     ],
 )
-def test_fault_is_found_and_named_from_vllm_signals(checkpoint, tmp_path, case):
-    db, run_id = run_case(tmp_path, checkpoint, case.name)
+def test_fault_is_found_and_named_from_vllm_signals(vllm_suite_run, case):
+    db, run_id = run_case(vllm_suite_run, case.name)
     try:
         assert truth(db, run_id) == [(case.kind, case.cause)]
         spike_id, top = spike_in_window(db, run_id)

@@ -17,9 +17,7 @@ from engine.server.launch import free_port
 from tests.support.slow_e2e import slow_e2e
 from tests.support.vllm_setup import (
     STARTUP_TIMEOUT_S,
-    build_tiny_llama,
     tiny_vllm_command,
-    vllm_python,
 )
 
 pytestmark = pytest.mark.e2e
@@ -28,9 +26,8 @@ SERVED_NAME = "tiny-served"  # not the folder's name: loadgen must ask /v1/model
 
 
 @pytest.fixture(scope="module")
-def vllm_server(tmp_path_factory):
-    vllm_python()  # skips here, before a checkpoint is built, where vLLM was not set up
-    ckpt = build_tiny_llama(tmp_path_factory.mktemp("ckpt") / "tiny-llama")
+def vllm_server(tiny_llama, tmp_path_factory):
+    ckpt = tiny_llama  # skips before anything is built where vLLM was not set up
     port = free_port()
     log = open(tmp_path_factory.mktemp("vllm") / "vllm.log", "wb")
     started = time.monotonic()

@@ -50,17 +50,20 @@ def drive(app, path: str = "/v1/completions", socket=None) -> list[tuple[str, in
 
 
 class WriteTimes:
-    """Notes when each write began, as StampingSocket.send does."""
+    """Notes when each write began and returned, as StampingSocket.send does."""
 
-    last_send_ns = None
+    last_send_ns = last_send_done_ns = None
 
     def __init__(self):
         self.writes = []
+        self.returns = []
 
     def send(self, data):
         self.last_send_ns = time.time_ns()
         self.writes.append(self.last_send_ns)
         time.sleep(0.002)  # the write itself takes a while: the stamp must be its start
+        self.last_send_done_ns = time.time_ns()
+        self.returns.append(self.last_send_done_ns)
 
 
 def test_stamps_follow_the_sends_and_the_content_mark():
@@ -77,6 +80,7 @@ def test_stamps_follow_the_sends_and_the_content_mark():
     assert row["received_ns"] <= sent[0][1] and row["received_clock"] == "app"
     # first content: the second body send (the first carried no text), stamped just before it
     assert body_times[0] <= row["first_content_ns"] <= body_times[1]
+    assert row["first_content_sent_ns"] is None  # no socket to say when the write returned
     assert body_times[-2] <= row["done_ns"] <= body_times[-1]
 
 
@@ -89,6 +93,8 @@ def test_with_the_connections_socket_the_stamps_are_when_the_writes_began():
     [row] = log.buffer.to_table().to_pylist()
     # writes: response start, role, hello (first content), the end
     assert row["first_content_ns"] == socket.writes[2] and row["done_ns"] == socket.writes[3]
+    # the first text reached the client while its write ran: between its start and its return
+    assert row["first_content_sent_ns"] == socket.returns[2] > row["first_content_ns"]
 
 
 def test_an_error_answer_has_no_content_time_and_other_paths_are_not_logged():

@@ -1,5 +1,5 @@
 """flows.observed: the run.json of a window imported from Prometheus. The whole flow against a
-real Prometheus server is tests/e2e/test_observed_incident.py."""
+real Prometheus server is in tests/e2e/test_agent_e2e.py (CI) and test_observed_incident.py."""
 
 from collectors.prometheus_range import PulledRange, RangeRequest
 from flows.manifest import RunManifest

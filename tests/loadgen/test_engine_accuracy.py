@@ -4,7 +4,13 @@ health and the test shows why. Slow (starts the engine): marked e2e.
 
 The comparison is per request: client TTFT = first content chunk − sent_ns; server TTFT =
 server_requests.first_content_ns − received_ns, the server's socket-side times
-(engine/server/wire_clock.py), and the same for E2E with done_ns. Both ends take their times
+(engine/server/wire_clock.py), and the same for E2E with done_ns. The server's first-text time
+is the write's system call, from its start to its return (first_content_sent_ns): on loopback
+the client's socket had the bytes in between, and a server thread preempted in the call widens
+it. A fresh-clone CI run on a busier box failed the bound against the call's start alone (TTFT
+p99 3.76 ms, client healthy); with two CPU hogs beside the test here the same comparison gave
+3.07 ms while the call itself took p99 4.85 ms, and the client's TTFT lay outside the call by
+p99 0.05 ms: the reference's error, not the client's. Both ends take their times
 from the socket: the client stamps its send inside sendall and each arrival with the kernel's
 receive time (loadgen/timed_socket.py), the server a request's arrival with the kernel's receive
 time and its writes when the send system call began. Measured here: TTFT |diff| p99 0.08-0.09 ms,
@@ -36,6 +42,15 @@ WORKLOAD = {
     "output_tokens": {"mean": 8, "min": 8, "max": 8},
     "sampling": {"temperature": 0.0},
 }  # greedy keeps a 64-wide step cheap on 2 cores
+
+
+def outside_write(client: dict, server: dict) -> float:
+    """How far (ms) the client's TTFT lies outside the server's: the span from the request's
+    arrival to the start, or the return, of the write that sent the first text."""
+    ttft = client["first_token_ns"] - client["sent_ns"]
+    low = server["first_content_ns"] - server["received_ns"]
+    high = (server["first_content_sent_ns"] or server["first_content_ns"]) - server["received_ns"]
+    return max(0, low - ttft, ttft - high) / 1e6
 
 
 def test_client_and_server_timestamps_agree_at_64_streams(tmp_path):
@@ -82,13 +97,14 @@ def test_client_and_server_timestamps_agree_at_64_streams(tmp_path):
     def p99(values):
         return percentile(sorted(values), 99)
 
-    ttft = p99(
-        [
-            abs((c["first_token_ns"] - c["sent_ns"]) - (s["first_content_ns"] - s["received_ns"]))
-            / 1e6
-            for c, s in pairs
-        ]
-    )
+    # The server's reference is an interval: its first text reached the client's socket between
+    # the write's start and its return (wire_clock.first_content_sent_ns); a server thread
+    # preempted in the call widens it, which is the reference's error, not the client's.
+    raw_ttft = [
+        abs((c["first_token_ns"] - c["sent_ns"]) - (s["first_content_ns"] - s["received_ns"])) / 1e6
+        for c, s in pairs
+    ]
+    ttft = p99([outside_write(c, s) for c, s in pairs])
     e2e = p99(
         [
             abs((c["done_ns"] - c["sent_ns"]) - (s["done_ns"] - s["received_ns"])) / 1e6
@@ -118,6 +134,14 @@ def test_client_and_server_timestamps_agree_at_64_streams(tmp_path):
         "server wrote first text→client socket had it p99 ms": p99(
             [(c["first_token_ns"] - s["first_content_ns"]) / 1e6 for c, s in pairs]
         ),
+        "server write call p99 ms": p99(
+            [
+                ((s["first_content_sent_ns"] or s["first_content_ns"]) - s["first_content_ns"])
+                / 1e6
+                for _, s in pairs
+            ]
+        ),
+        "TTFT |diff| p99 ms vs the write's start": p99(raw_ttft),
         "TTFT |diff| p99 ms vs the engine's in-process stamps": inside,
     }
     print(
@@ -126,13 +150,7 @@ def test_client_and_server_timestamps_agree_at_64_streams(tmp_path):
     clocks = {(c.get("arrival_clock"), s["received_clock"]) for c, s in pairs}
     exact = [c for c, _ in pairs if c.get("arrival_clock") == "kernel"]
     ttft_exact = p99(
-        [
-            abs((c["first_token_ns"] - c["sent_ns"]) - (s["first_content_ns"] - s["received_ns"]))
-            / 1e6
-            for c, s in pairs
-            if c.get("arrival_clock") == "kernel"
-        ]
-        or [0.0]
+        [outside_write(c, s) for c, s in pairs if c.get("arrival_clock") == "kernel"] or [0.0]
     )
     print(
         f"first tokens timed only to > 1 ms (merged): {1 - len(exact) / len(pairs):.1%}; "

@@ -4,7 +4,9 @@ Assertions are causal, never timing budgets: the client cannot see a chunk befor
 wrote it, and a request whose server waits `ttft_s` cannot have a shorter TTFT.
 """
 
+import json
 import socket
+import sys
 from collections import defaultdict
 
 import psutil
@@ -441,3 +443,33 @@ def test_a_run_with_a_warmup_reports_its_client_health_as_load_starts(tmp_path):
     assert result.returncode == 0 and len(verdicts) == 1
     assert verdicts[0]["workers"][0]["seconds"] >= 1
     assert set(verdicts[0]) == {"valid", "reasons", "workers", "message"}
+
+
+def test_the_stop_verdict_is_the_first_line_that_parses(tmp_path):
+    """A worker's line broken by another process's output is not the verdict; the master's
+    whole line after it is. Only while none parses does the text stand in as the reason."""
+    import subprocess
+
+    from loadgen.error_guard import STOP_MARKER
+    from loadgen.runner import _OutputReader
+
+    verdict = {"requests": 30, "failed": 30, "error_share": 1.0, "reason": "100% failed"}
+    lines = [
+        f'{STOP_MARKER} {{"requests": 30, "fail[2024-01-01 worker] log\n',
+        f"{STOP_MARKER} {json.dumps(verdict)}\n",
+        f'{STOP_MARKER} {{"requests": 99}}\n',
+    ]
+    script = "import sys; sys.stdout.write(sys.argv[1])"
+    for shown, expected in (
+        (lines[:1], {"reason": lines[0][len(STOP_MARKER) :].strip()}),
+        (lines, verdict),
+    ):
+        reader = _OutputReader(tmp_path / "locust.log", keep=10)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", script, "".join(shown)], stdout=subprocess.PIPE
+        )
+        reader.follow(proc)
+        proc.wait()
+        assert reader.thread is not None
+        reader.thread.join(10)
+        assert reader.stopped_early == expected

@@ -101,10 +101,13 @@ def test_context_carries_per_rank_kv_and_concurrency_series(warehouse_with):
     assert ctx.nvml == ()  # the simulated run has no GPU: no invented samples
 
 
-def test_measurement_check_compares_client_and_socket_times(tmp_path):
-    """The server saw each request 1 ms after the client sent it, wrote the first text 2 ms and
-    the last byte 0.5 ms before the client read them: TTFT differs by 3 ms, E2E by 1.5 ms. Half
-    the requests were stamped by the kernel at both ends."""
+@pytest.mark.parametrize("write_ms,ttft_ms", [(None, 3.0), (2.5, 0.5)])
+def test_measurement_check_compares_client_and_socket_times(tmp_path, write_ms, ttft_ms):
+    """The server saw each request 1 ms after the client sent it, began the first text's write
+    2 ms and the last byte's 0.5 ms before the client read them: TTFT differs by 3 ms, E2E by
+    1.5 ms. Where the first write's call returned 2.5 ms after it began (the server thread
+    preempted in it), the client's TTFT lies 0.5 ms past the server's interval. Half the requests
+    were stamped by the kernel at both ends."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -137,6 +140,11 @@ def test_measurement_check_compares_client_and_socket_times(tmp_path):
                     "first_content_ns": c["first_token_ns"] - 2 * ms,
                     "done_ns": c["done_ns"] - ms // 2,
                 }
+                | (
+                    {"first_content_sent_ns": c["first_token_ns"] - 2 * ms + int(write_ms * ms)}
+                    if write_ms is not None
+                    else {}
+                )
                 for c in paired
             ]
         ),
@@ -147,7 +155,9 @@ def test_measurement_check_compares_client_and_socket_times(tmp_path):
     analyze_run(db, "sim-wire")
     m = build_incident_context(db, "sim-wire").measurement
     assert m.requests > 100
-    assert m.ttft_diff_p50_ms == pytest.approx(3.0) and m.ttft_diff_p99_ms == pytest.approx(3.0)
+    assert m.ttft_diff_p50_ms == pytest.approx(ttft_ms) and m.ttft_diff_p99_ms == pytest.approx(
+        ttft_ms
+    )
     assert m.e2e_diff_p99_ms == pytest.approx(1.5)
     assert m.kernel_stamped_share == pytest.approx(0.5, abs=0.01)
 

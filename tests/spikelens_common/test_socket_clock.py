@@ -93,7 +93,8 @@ def test_an_asyncio_protocol_sees_when_the_bytes_arrived_although_its_loop_was_b
             seen.append((data, self.stamps.last_ns, time.time_ns()))
             before = time.time_ns()
             self.transport.write(b"HTTP/1.1 204 No Content\r\n\r\n")  # asyncio writes through send
-            seen.append((before, self.stamps.last_send_ns, time.time_ns()))
+            returned = self.stamps.last_send_done_ns
+            seen.append((before, self.stamps.last_send_ns, returned, time.time_ns()))
 
     async def main():
         server = await asyncio.get_running_loop().create_server(Probe, "127.0.0.1", 0)
@@ -109,10 +110,10 @@ def test_an_asyncio_protocol_sees_when_the_bytes_arrived_although_its_loop_was_b
         return t_sent
 
     t_sent = asyncio.run(main())
-    [(data, stamp, read), (before_write, write_began, after_write)] = seen
+    [(data, stamp, read), (before_write, write_began, write_returned, after_write)] = seen
     assert data.startswith(b"GET")
     assert abs(stamp - t_sent) < SLACK_NS and read - stamp >= LATE_S * 1e9 * 0.9
-    assert before_write <= write_began <= after_write
+    assert before_write <= write_began <= write_returned <= after_write
 
 
 def test_other_transports_are_left_alone():
