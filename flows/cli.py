@@ -364,9 +364,11 @@ def evaluate(
         "evaluation suite", evaluation, str(folder), None, methods, rescore, seed, counted
     )
     det, att = result.scores["detection"], result.scores["attribution"]
+    every = att.get("accuracy_all_faults_exact") or {}
     console.print(
         f"{len(result.run_ids)} runs: spike F1 {det['f1']}, attribution accuracy "
-        f"{att['accuracy']}, false alarms/h on controls "
+        f"{att['accuracy']} on detected faults, {every.get('value')} on every fault "
+        f"[{every.get('low')}, {every.get('high')}] (exact 95 %), false alarms/h on controls "
         f"{result.scores['controls']['false_alarms_per_hour']}"
     )
     console.print(f"JSON: {result.json_path}")

@@ -78,6 +78,9 @@ class EvaluationContext:
     cases: tuple[Case, ...] = ()
     headline: str = ""
     skipped: tuple[str, ...] = ()  # suite cases not run: their fault kind is not registered
+    # exact (Clopper–Pearson) 95 % interval of the accuracy over every fault, a miss counted
+    # wrong; None in an evaluation.json written before it was scored
+    accuracy_interval: tuple[float | None, float | None] | None = None
 
     def __post_init__(self) -> None:
         if len(self.confusion) != len(self.labels):
@@ -245,4 +248,5 @@ def build_evaluation_context(result: dict, run: RunHeader) -> EvaluationContext:
             f"{s['scenario']} ({', '.join(s['unregistered_kinds'])})"
             for s in result.get("skipped", ())
         ),
+        accuracy_interval=_span(result["attribution"].get("accuracy_all_faults_exact")),
     )

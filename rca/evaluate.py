@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from rca.intervals import BootstrapOptions, bootstrap, poisson_rate
+from rca.intervals import BootstrapOptions, bootstrap, poisson_rate, proportion_exact
 from rca.peers import DEFAULT_PEERS, PEER_METHODS
 from rca.rank_scores import RankedEvent, ac_at, avg_at
 from warehouse.db import connect
@@ -123,16 +123,22 @@ def _macro_f1(y_true: list[str], y_pred: list[str]) -> float | None:
 
 def attribution_scores(y_true: list[str], y_pred: list[str]) -> dict:
     """Accuracy and macro-F1 over the faults that were detected — the events the peer methods
-    rank too, so the figures compare side by side — plus macro-F1 over every fault with a miss
-    counted wrong (detection and attribution together), and the confusion matrix."""
+    rank too, so the figures compare side by side — plus accuracy and macro-F1 over every fault
+    with a miss counted wrong (detection and attribution together), exact intervals for both
+    accuracies, the support per cause and the confusion matrix."""
     detected = [(t, p) for t, p in zip(y_true, y_pred) if p != MISSED]
     labels = sorted(set(y_true))
     confusion = {t: {p: 0 for p in ANSWERS} for t in labels}
     for t, p in zip(y_true, y_pred):
         row = confusion[t]
         row[p] = row.get(p, 0) + 1
+    right = sum(t == p for t, p in detected)
     return {
-        "accuracy": _ratio(sum(t == p for t, p in detected), len(detected)),
+        "accuracy": _ratio(right, len(detected)),
+        # exact intervals: over the detected faults, and over every fault (a miss counts wrong)
+        "accuracy_exact": proportion_exact(right, len(detected)).to_dict(),
+        "accuracy_all_faults_exact": proportion_exact(right, len(y_true)).to_dict(),
+        "support": {t: sum(1 for x in y_true if x == t) for t in labels},
         "macro_f1": _macro_f1([t for t, _ in detected], [p for _, p in detected]),
         "macro_f1_all_faults": _macro_f1(y_true, y_pred),
         "confusion": confusion,

@@ -1,5 +1,5 @@
-"""95 % intervals for the evaluation's figures: a seeded bootstrap over events and the exact
-(Garwood) interval of a Poisson rate.
+"""95 % intervals for the evaluation's figures: a seeded bootstrap over events, the exact
+(Clopper–Pearson) interval of a proportion and the exact (Garwood) interval of a Poisson rate.
 
 Bootstrap: the events (faults, spikes) are resampled with replacement `reps` times and the
 statistic recomputed on each replicate; the interval is the replicates' percentile range. The
@@ -8,6 +8,10 @@ same events and seed give the same interval on every call and every machine (the
 events in a fixed order: runs in suite order, faults in file order). A replicate on which the
 statistic is undefined (None: e.g. accuracy with no event) is dropped; the share dropped is
 returned so a reader can see when an interval rests on few replicates.
+
+Clopper–Pearson: a share of k right out of n (accuracy) from the beta quantiles
+B(α/2; k, n−k+1) … B(1−α/2; k+1, n−k); at 25 of 25 it is [0.86, 1.00], where a percentile
+bootstrap would claim [1.00, 1.00].
 
 Poisson: false alarms on the controls are counts over an exposure in hours; the exact interval
 is chi²(α/2; 2k)/2T … chi²(1−α/2; 2k+2)/2T, which is defined for k = 0 too (upper bound
@@ -33,7 +37,7 @@ class Interval:
     low: float | None  # lower end of the interval
     high: float | None  # upper end of the interval
     level: float = 0.95  # coverage the interval is built for
-    method: str = "bootstrap"  # 'bootstrap' (percentile, over events) | 'poisson-exact'
+    method: str = "bootstrap"  # 'bootstrap' (percentile) | 'clopper-pearson' | 'poisson-exact'
     reps: int = 0  # bootstrap replicates drawn (0 for an exact interval)
     undefined_share: float = 0.0  # share of replicates on which the statistic was undefined
 
@@ -105,3 +109,19 @@ def poisson_rate(count: int, exposure: float, level: float = 0.95) -> Interval:
     low = 0.0 if count == 0 else float(chi2.ppf(alpha / 2, 2 * count)) / 2
     high = float(chi2.ppf(1 - alpha / 2, 2 * count + 2)) / 2
     return Interval(count / exposure, low / exposure, high / exposure, level, "poisson-exact")
+
+
+def proportion_exact(k: int, n: int, level: float = 0.95) -> Interval:
+    """Exact (Clopper–Pearson) interval of the share `k` of `n`; undefined (None) for n = 0."""
+    from scipy.stats import beta
+
+    if not (isinstance(n, int) and isinstance(k, int) and 0 <= k <= max(n, 0)):
+        raise ValueError(f"need integers 0 <= k <= n, got k={k!r}, n={n!r}")
+    if not 0.5 <= level < 1.0:
+        raise ValueError(f"level must be in [0.5, 1), got {level!r}")
+    if n == 0:
+        return Interval(None, None, None, level, "clopper-pearson")
+    alpha = 1.0 - level
+    low = 0.0 if k == 0 else float(beta.ppf(alpha / 2, k, n - k + 1))
+    high = 1.0 if k == n else float(beta.ppf(1 - alpha / 2, k + 1, n - k))
+    return Interval(k / n, low, high, level, "clopper-pearson")

@@ -1,5 +1,7 @@
 """pages.evaluation: the evaluation page laid out from rca.evaluate.evaluate()'s result."""
 
+import pytest
+
 from pages.evaluation import CauseScore, build_evaluation_context
 from pages.run_header import RunHeader
 from rca.analyze import analyze_run
@@ -23,7 +25,10 @@ def test_evaluation_context_renders(warehouse_with, tmp_path):
     )
     assert [m.method for m in ctx.methods] == ["spikelens", "random"]
     assert ctx.headline.startswith("1 of 1 injected faults")
-    assert render_evaluation(ctx, tmp_path / "eval").exists()
+    # 1 of 1: the exact interval's low end is 0.025, not the bootstrap's 1.0
+    assert ctx.accuracy_interval == pytest.approx((0.025, 1.0))
+    html = render_evaluation(ctx, tmp_path / "eval").read_text()
+    assert "95 % exact interval" in html and "a miss counts wrong" in html
 
 
 def test_methods_table_shows_intervals_ranking_columns_and_skipped_cases(warehouse_with, tmp_path):

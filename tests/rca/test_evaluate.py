@@ -56,6 +56,11 @@ def test_attribution_scores_macro_f1():
     assert scores["macro_f1"] == pytest.approx(2 / 3)
     # over all 4 faults, the miss counted wrong: memory 2/3, load 2/3, penalty 0 → macro 4/9
     assert scores["macro_f1_all_faults"] == pytest.approx(4 / 9)
+    # 2 right: of the 3 detected, and of all 4 faults (the miss counted wrong), exact intervals
+    assert scores["accuracy_exact"]["value"] == pytest.approx(2 / 3)
+    assert scores["accuracy_all_faults_exact"]["value"] == pytest.approx(0.5)
+    assert scores["accuracy_all_faults_exact"]["method"] == "clopper-pearson"
+    assert scores["support"] == {"load": 1, "memory": 2, "penalty": 1}
     assert scores["confusion"]["memory"] == {
         "penalty": 0,
         "memory": 1,

@@ -65,3 +65,18 @@ def test_bad_options_name_the_field(kwargs, field):
             poisson_rate(1, 1.0, level=1.5)
     with pytest.raises(ValueError, match="count"):
         poisson_rate(-1, 1.0)
+
+
+def test_proportion_exact_is_clopper_pearson():
+    from rca.intervals import proportion_exact
+
+    all_right = proportion_exact(25, 25)  # a percentile bootstrap says [1, 1] here
+    assert all_right.value == 1.0 and all_right.high == 1.0
+    assert all_right.low == pytest.approx(0.8628, abs=1e-4)  # (α/2)^(1/n)
+    none = proportion_exact(0, 10)
+    assert none.low == 0.0 and none.high == pytest.approx(1 - 0.025 ** (1 / 10))
+    half = proportion_exact(5, 10)
+    assert (half.low, half.high) == pytest.approx((0.1871, 0.8129), abs=1e-4)
+    assert proportion_exact(0, 0).value is None
+    with pytest.raises(ValueError, match="k <= n"):
+        proportion_exact(3, 2)
