@@ -101,12 +101,19 @@ def test_a_generated_suite_mixes_kinds_magnitudes_overlaps_and_controls(tmp_path
             assert len(set(values)) > 1, kind  # magnitudes vary
 
 
-def test_a_generated_suite_refuses_a_folder_that_holds_scenarios(tmp_path):
+def test_a_generated_suite_refuses_a_folder_that_holds_other_scenarios(tmp_path):
+    """The same draw is found as it is (the CLI's supervised child draws again); another draw
+    (other N or seed) or a changed file is refused."""
     import pytest
 
     from flows.evaluate import generate_suite
 
-    _generated(tmp_path, n=2)
+    first = _generated(tmp_path, n=2)
+    assert generate_suite(tmp_path / "gen-7", 2, 7) == first
+    for n, seed in ((3, 7), (2, 8)):
+        with pytest.raises(FileExistsError):
+            generate_suite(tmp_path / "gen-7", n, seed)
+    first[0].write_text(first[0].read_text() + "# edited\n")
     with pytest.raises(FileExistsError):
         generate_suite(tmp_path / "gen-7", 2, 7)
     with pytest.raises(ValueError):
