@@ -138,7 +138,7 @@ def attribution_scores(y_true: list[str], y_pred: list[str]) -> dict:
         # exact intervals: over the detected faults, and over every fault (a miss counts wrong)
         "accuracy_exact": proportion_exact(right, len(detected)).to_dict(),
         "accuracy_all_faults_exact": proportion_exact(right, len(y_true)).to_dict(),
-        "support": {t: sum(1 for x in y_true if x == t) for t in labels},
+        "support": {t: sum(row.values()) for t, row in confusion.items()},
         "macro_f1": _macro_f1([t for t, _ in detected], [p for _, p in detected]),
         "macro_f1_all_faults": _macro_f1(y_true, y_pred),
         "confusion": confusion,

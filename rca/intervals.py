@@ -115,7 +115,7 @@ def proportion_exact(k: int, n: int, level: float = 0.95) -> Interval:
     """Exact (Clopper–Pearson) interval of the share `k` of `n`; undefined (None) for n = 0."""
     from scipy.stats import beta
 
-    if not (isinstance(n, int) and isinstance(k, int) and 0 <= k <= max(n, 0)):
+    if not (isinstance(n, int) and isinstance(k, int) and 0 <= k <= n):
         raise ValueError(f"need integers 0 <= k <= n, got k={k!r}, n={n!r}")
     if not 0.5 <= level < 1.0:
         raise ValueError(f"level must be in [0.5, 1), got {level!r}")

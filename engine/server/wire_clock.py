@@ -128,8 +128,14 @@ class WireClock:
         app_start_ns = time.time_ns()
         # no stamping protocol (another server, a test client): the app start
         received_ns, received_clock = scope.get(_RECEIVED_KEY, (app_start_ns, "app"))
-        row: dict[str, Any] = {"request_id": None, "status": None, "streamed": False}
-        row.update(first=None, first_sent=None, done=None)
+        row: dict[str, Any] = {
+            "request_id": None,
+            "status": None,
+            "streamed": False,
+            "first": None,
+            "first_sent": None,
+            "done": None,
+        }
 
         async def timed_send(message):
             kind = message["type"]
@@ -149,7 +155,7 @@ class WireClock:
                 return
             stamps = scope.get(_SOCKET_KEY)
             written_ns = stamps.last_send_ns if stamps is not None else None
-            fresh = stamps is not None and written_ns is not None and written_ns >= handed_ns
+            fresh = written_ns is not None and written_ns >= handed_ns  # this write's, not older
             now = written_ns if fresh else handed_ns
             # A streamed answer's content starts where the handler said; any other answer's first
             # non-empty body is its content.
