@@ -324,6 +324,14 @@ def evaluate(
         None,
         help="Draw N held-out cases (seeded) into SUITE_DIR (default: a new folder), run them.",
     ),
+    confirm: int = typer.Option(
+        0,
+        min=0,
+        max=10,
+        help="Then `spikelens confirm` every detected fault's verdict with K runs per arm "
+        "(0: off), and --swaps right verdicts with a wrong cause: does confirm catch them?",
+    ),
+    swaps: int = typer.Option(4, min=0, max=100, help="With --confirm: right verdicts swapped."),
 ) -> None:
     """Run a suite of fault scenarios; score detection and attribution vs ground truth and peers."""
     if peers:  # BARO/NSigma need the eval extra: say so now, not after the suite has run
@@ -361,7 +369,16 @@ def evaluate(
         fail(str(e))
     counted = generate is not None  # a held-out draw scores suppressed spikes as 'unexplained'
     result = run_flow(
-        "evaluation suite", evaluation, str(folder), None, methods, rescore, seed, counted
+        "evaluation suite",
+        evaluation,
+        str(folder),
+        None,
+        methods,
+        rescore,
+        seed,
+        counted,
+        confirm,
+        swaps,
     )
     det, att = result.scores["detection"], result.scores["attribution"]
     every = att.get("accuracy_all_faults_exact") or {}
@@ -371,6 +388,14 @@ def evaluate(
         f"[{every.get('low')}, {every.get('high')}] (exact 95 %), false alarms/h on controls "
         f"{result.scores['controls']['false_alarms_per_hour']}"
     )
+    if (proof := result.scores.get("confirmation")) is not None:
+        right, wrong = proof["right_confirmed_exact"], proof["wrong_not_confirmed_exact"]
+        console.print(
+            f"confirm: {proof['right_confirmed']}/{proof['right']} right verdicts confirmed "
+            f"[{right['low']}, {right['high']}], {proof['wrong_not_confirmed']}/{proof['wrong']} "
+            f"wrong ones not confirmed [{wrong['low']}, {wrong['high']}], "
+            f"{proof['minutes_per_confirmed']} min per confirmed spike"
+        )
     console.print(f"JSON: {result.json_path}")
     print(result.report)
 

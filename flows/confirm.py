@@ -36,6 +36,7 @@ from flows.interventions import (
     plan_stretch,
 )
 from flows.paths import StatePaths
+from flows.priority import RAISED_NICE, why_not
 from flows.run_scenario import run_scenario
 from flows.tasks import progress, rebuild_index, render_report
 
@@ -56,6 +57,7 @@ class ConfirmResult:
     stretch: dict[str, Any] = field(default_factory=dict)
     report: str | None = None
     json_path: str | None = None
+    outside: dict[str, Any] | None = None  # client/network: rca.confirm.OutsideMeasure
 
 
 @task(name="read-confirm-source", cache_policy=NONE, retries=2, retry_delay_seconds=2)
@@ -132,6 +134,21 @@ def measure(
         windows = query(conn, "windows", run_id=run_id, window_s=1.0)
     spike = (stretch.spike_start_s, stretch.spike_end_s)
     return measure_arm(windows, source.metric, spike, arm, repeat, run_id).to_dict()
+
+
+@task(name="measure-outside", cache_policy=NONE, retries=2, retry_delay_seconds=2)
+def measure_outside(db_path: Path, source: ConfirmSource) -> dict[str, Any] | None:
+    """Client vs server excess in the recorded run's spike windows (rca.confirm.measure_outside):
+    how a client or network cause is confirmed, by measurement rather than a re-run."""
+    from rca.confirm import measure_outside as measured
+    from warehouse.db import connect
+    from warehouse.queries import query
+
+    with connect(db_path, read_only=True) as conn:
+        transit = query(conn, "transit_windows", run_id=source.run_id, window_s=1.0)
+    spike = (source.spike_start_s, source.spike_end_s)
+    m = measured(transit, source.metric, spike)
+    return None if m is None else m.to_dict()
 
 
 def page_dir(result: ConfirmResult) -> str:
@@ -223,16 +240,25 @@ def publish(result: ConfirmResult) -> None:
 
 
 def _judge(
-    source: ConfirmSource, intervention: Intervention, stretch: Stretch, arms: list[dict]
+    source: ConfirmSource,
+    intervention: Intervention,
+    stretch: Stretch,
+    arms: list[dict],
+    outside: dict[str, Any] | None = None,
 ) -> ConfirmResult:
-    """The share and the verdict from the arms' measures (rca.confirm)."""
-    from rca.confirm import ArmMeasure, share_removed, verdict
+    """The share and the verdict from the arms' measures, or for a measured cause from the
+    client vs server excess (rca.confirm)."""
+    from rca.confirm import ArmMeasure, OutsideMeasure, outside_verdict, share_removed, verdict
 
-    measures = [ArmMeasure(**{k: v for k, v in a.items() if k != "wall_s"}) for a in arms]
-    recorded = [m for m in measures if m.arm == "recorded"]
-    removed = [m for m in measures if m.arm == "removed"]
-    share = share_removed(recorded, removed)
-    judged = verdict(recorded, share, "" if intervention.available else intervention.reason)
+    if intervention.name == "measured":
+        measured = OutsideMeasure(**outside) if outside is not None else None
+        share = measured.share_outside if measured is not None else None
+        judged = outside_verdict(measured, source.cause)
+    else:
+        measures = [ArmMeasure(**{k: v for k, v in a.items() if k != "wall_s"}) for a in arms]
+        recorded = [m for m in measures if m.arm == "recorded"]
+        share = share_removed(recorded, [m for m in measures if m.arm == "removed"])
+        judged = verdict(recorded, share, "" if intervention.available else intervention.reason)
     return ConfirmResult(
         run_id=source.run_id,
         spike_id=source.spike_id,
@@ -246,7 +272,31 @@ def _judge(
         share=asdict(share) if share is not None else None,
         arms=arms,
         stretch=asdict(stretch),
+        outside=outside,
     )
+
+
+def _run_arms(
+    paths: StatePaths,
+    source: ConfirmSource,
+    stretch: Stretch,
+    intervention: Intervention,
+    repeats: int,
+) -> list[dict[str, Any]]:
+    """K × (as recorded, cause removed), alternating: each a full run, measured."""
+    facts = baseline_facts(paths.warehouse, source, stretch)
+    run_id = source.run_id
+    out_dir = paths.home / "confirm" / f"{run_id}-{source.spike_id}-{intervention.name}"
+    arms: list[dict[str, Any]] = []
+    for i in range(repeats):
+        for arm, change in (("recorded", None), ("removed", intervention)):
+            progress.info("confirm %s: %s arm, repeat %d of %d", run_id, arm, i + 1, repeats)
+            scenario = write_arm(source, stretch, change, facts, out_dir, f"{arm}-{i + 1}")
+            started = time.monotonic()
+            run = run_scenario(str(scenario), state_home=str(paths.home), kind="confirm")
+            measured = measure(paths.warehouse, run.run_id, source, stretch, arm, i + 1)
+            arms.append({**measured, "wall_s": round(time.monotonic() - started, 1)})
+    return arms
 
 
 @flow(name="confirm-spike")
@@ -266,6 +316,7 @@ def confirm_spike(
         source.runtime_kind,
         gc_paused=source.memory_kind == "gc",
         engine=source.scenario.get("engine"),
+        priority_denied=why_not(RAISED_NICE),
     )
     stretch = plan_stretch(
         source.spike_start_s,
@@ -275,20 +326,14 @@ def confirm_spike(
         source.trace_end_s,
     )
     arms: list[dict[str, Any]] = []
-    if intervention.available:
-        facts = baseline_facts(paths.warehouse, source, stretch)
-        out_dir = paths.home / "confirm" / f"{run_id}-{source.spike_id}-{intervention.name}"
-        for i in range(repeats):
-            for arm, change in (("recorded", None), ("removed", intervention)):
-                progress.info("confirm %s: %s arm, repeat %d of %d", run_id, arm, i + 1, repeats)
-                scenario = write_arm(source, stretch, change, facts, out_dir, f"{arm}-{i + 1}")
-                started = time.monotonic()
-                run = run_scenario(str(scenario), state_home=str(paths.home), kind="confirm")
-                measured = measure(paths.warehouse, run.run_id, source, stretch, arm, i + 1)
-                arms.append({**measured, "wall_s": round(time.monotonic() - started, 1)})
+    outside = None
+    if intervention.name == "measured":
+        outside = measure_outside(paths.warehouse, source)
+    elif intervention.available:
+        arms = _run_arms(paths, source, stretch, intervention, repeats)
     else:
         progress.warning("confirm %s: %s", run_id, intervention.reason)
-    result = _judge(source, intervention, stretch, arms)
+    result = _judge(source, intervention, stretch, arms, outside)
     json_path = paths.run_dir(run_id) / f"confirm-{source.spike_id}-{source.cause}.json"
     result.json_path = str(json_path)
     result.report = str(render(paths, result))

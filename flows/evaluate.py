@@ -123,6 +123,34 @@ def previous_suite(reports: Path, suite_id: str) -> dict:
     return json.loads(path.read_text())
 
 
+def confirm_events(paths: StatePaths, per_run: list[dict], repeats: int, swaps: int) -> dict:
+    """`spikelens confirm` of every detected fault's verdict and of `swaps` swapped right ones
+    (rca.confirm_eval), one after the other; their scores."""
+    import time
+
+    from flows.confirm import confirm_spike
+    from rca.confirm_eval import ConfirmOutcome, confirmation_scores, plan_confirmations
+
+    cases = plan_confirmations(per_run, swaps)
+    outcomes = []
+    for i, case in enumerate(cases, 1):
+        progress.info(
+            "confirming %d/%d: %s spike %d as %s%s",
+            i,
+            len(cases),
+            case.run_id,
+            case.spike_id,
+            case.cause,
+            " (swapped)" if case.swapped else "",
+        )
+        started = time.monotonic()
+        result = confirm_spike(case.run_id, case.spike_id, repeats, case.cause, str(paths.home))
+        share = (result.share or {}).get("point")
+        wall_s = round(time.monotonic() - started, 1)
+        outcomes.append(ConfirmOutcome(case, result.verdict, share, wall_s, result.report))
+    return confirmation_scores(outcomes)
+
+
 @flow(name="evaluation")
 def evaluation(
     suite_dir: str | None = None,
@@ -131,6 +159,8 @@ def evaluation(
     rescore: str | None = None,
     seed: int = 0,
     count_suppressed: bool = False,
+    confirm_repeats: int = 0,
+    confirm_swaps: int = 4,
 ) -> EvaluationResult:
     """Run every scenario in `suite_dir` (default scenarios/eval/) and score the analysis.
 
@@ -140,6 +170,9 @@ def evaluation(
     `seed`: the random floor's and the bootstrap intervals' (the same seed, the same figures).
     `count_suppressed`: suppressed spikes are scored as 'unexplained' answers (and false alarms
     in controls) instead of being left out — for generated suites (`generate_suite`).
+    `confirm_repeats` K > 0: then every detected fault's verdict is confirmed (`spikelens
+    confirm`, K repeats per arm), and `confirm_swaps` right verdicts with a swapped cause too:
+    how often a right verdict is confirmed and a wrong one is not (rca.confirm_eval).
     """
     skipped: list[dict] = []
     paths = StatePaths(Path(state_home).resolve()) if state_home else StatePaths.from_env()
@@ -174,6 +207,10 @@ def evaluation(
         **score_suite(paths.warehouse, run_ids, tuple(peers), seed, count_suppressed),
         "skipped": skipped,
     }
+    if confirm_repeats > 0:
+        scores["confirmation"] = confirm_events(
+            paths, scores["per_run"], confirm_repeats, confirm_swaps
+        )
     json_path, page = write_outputs(suite_id, folder, run_ids, scores, paths.reports / suite_id)
     refresh_index(paths.reports)
     return EvaluationResult(suite_id, run_ids, scores, json_path, page)

@@ -14,7 +14,11 @@ One intervention per cause, where a knob exists (`intervention_for`):
 - penalty: every request's frequency/presence penalty 0 and repetition penalty 1, and max_tokens
   capped at the baseline stretch's median output;
 - load: the arrivals above the baseline rate dropped in the spike's window;
-- host, communication, client, network, unexplained: no knob here, said so (`available=False`).
+- host: the engine's processes started at a raised priority (`intervention: {nice: -10}`,
+  flows/priority.py), where this process has the right to raise it;
+- client, network: no engine knob; on spikelens' engine, measured instead (`measured`: the
+  recorded run's client-side and server-side times compared, rca.confirm.measure_outside);
+- communication, unexplained: no knob here, said so (`available=False`).
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
+
+from flows.priority import RAISED_NICE
 
 KV_FACTOR = 4
 # the stretch replayed: max(MIN_LEAD_S, LEAD_FACTOR × spike length) before the spike, TAIL_S after
@@ -143,24 +149,27 @@ class Intervention:
 
 
 _NO_KNOB = {
-    "host": "no knob on this engine: spikelens' engine has no CPU set of its own to give it "
-    "(a host hog follows the engine's CPUs)",
     "communication": "no knob: the collective's extra wait cannot be told apart from the "
     "collective itself without removing the fault",
-    "client": "no engine knob: a load-generator cause is shown by measurement "
-    "(client − server times), which confirm does not do",
-    "network": "no engine knob: a network cause is shown by measurement (client − server "
-    "times), which confirm does not do",
+    "client": "no engine knob, and no server-side time to measure it by on this engine "
+    "(spikelens does not read vLLM's per-request server times)",
+    "network": "no engine knob, and no server-side time to measure it by on this engine "
+    "(spikelens does not read vLLM's per-request server times)",
     "unexplained": "nothing named to remove",
 }
 
 
 def intervention_for(
-    cause: str, runtime_kind: str, gc_paused: bool = True, engine: dict | None = None
+    cause: str,
+    runtime_kind: str,
+    gc_paused: bool = True,
+    engine: dict | None = None,
+    priority_denied: str | None = None,
 ) -> Intervention:
     """The intervention for `cause` on `runtime_kind` ('engine' = spikelens', 'vllm', 'target').
     `gc_paused`: the memory evidence is GC pauses (else KV pressure); `engine`: the recorded
-    engine block (a vLLM whose cache size was derived has no recorded size to multiply)."""
+    engine block (a vLLM whose cache size was derived has no recorded size to multiply);
+    `priority_denied`: why this process may not raise a priority (flows.priority.why_not)."""
     if runtime_kind == "target":
         return Intervention(
             cause, "none", "", available=False, reason="a target: spikelens did not start it"
@@ -205,8 +214,32 @@ def intervention_for(
             "arrivals_capped",
             "arrivals above the baseline stretch's rate dropped during the spike",
         )
+    if cause == "host":
+        return _priority_raised(priority_denied)
+    if cause in ("client", "network") and runtime_kind == "engine":
+        return Intervention(
+            cause,
+            "measured",
+            "nothing re-run: the recorded run's client-side p99 and the server's own (its socket "
+            "stamps) over the same requests, each against its baseline; the share of the "
+            "client's excess the server did not see happened outside the engine",
+            "client and network apart: both are outside the engine, and this does not say which",
+        )
     reason = _NO_KNOB.get(cause, f"unknown cause {cause!r}")
     return Intervention(cause, "none", "", available=False, reason=reason)
+
+
+def _priority_raised(denied: str | None) -> Intervention:
+    if denied is not None:
+        return Intervention("host", "priority_raised", "", available=False, reason=denied)
+    return Intervention(
+        "host",
+        "priority_raised",
+        f"every process of the engine's tree started at nice {RAISED_NICE}, ahead of anything "
+        "at the default priority for the CPU",
+        "contention at a priority above the engine's, or for something other than CPU time "
+        "(memory bandwidth, caches)",
+    )
 
 
 def apply_to_engine(engine: dict[str, Any], intervention: Intervention) -> dict[str, Any]:
@@ -291,4 +324,6 @@ def arm_scenario(
         raw["engine"] = apply_to_engine(raw["engine"] or {}, intervention)
         if intervention.name == "gc_off":
             raw["intervention"] = {"gc_off": True}
+        if intervention.name == "priority_raised":
+            raw["intervention"] = {"nice": RAISED_NICE}
     return raw

@@ -8,6 +8,11 @@ same scenario (or a pinned run). Verdicts go to DuckDB (`nightly_verdicts`), to 
 Optionally (a `capacity:` block in the config; off in the shipped one, to keep CI short) a
 capacity sweep runs last, and a capacity below every recent sweep's by more than `drop_rel` is a
 regression like any other (it shows as a `capacity-<scenario>` entry).
+
+With `confirm_repeats: K` (1 in the shipped config) a regressed run's most severe reported spike
+is confirmed (`spikelens confirm`, K repeats per arm) before its page is rendered: the nightly
+page, the run's incident page and the index then show whether removing the verdict's cause took
+the excess away. A regression without a spike (a uniform slowdown) has nothing to confirm.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ class ScenarioVerdict:
     report: str | None
     baseline_runs: list[str]
     verdicts: list[dict]
+    confirmation: dict | None = None  # the regressed run's worst spike, confirmed
 
     @property
     def regressed(self) -> list[str]:
@@ -119,6 +125,11 @@ def publish(result: NightlyResult) -> None:
             f"- `{s.scenario_name}` run `{s.run_id}`: {status} "
             f"(baseline: {len(s.baseline_runs)} run(s))"
         )
+        if (proof := s.confirmation) is not None:
+            lines.append(
+                f"  - spike {proof['spike_id']} ({proof['cause']}): **{proof['verdict']}**, "
+                f"{proof['reason']}"
+            )
         create_table_artifact(
             key=f"nightly-{s.scenario_name}".lower().replace("_", "-")[:60],
             table=[
@@ -206,6 +217,35 @@ def capacity_check(paths: StatePaths, check: CapacityCheck) -> ScenarioVerdict:
     return judge_capacity(paths.warehouse, sweep, check, started_ns)
 
 
+@task(name="reported-spikes", cache_policy=NONE, retries=2, retry_delay_seconds=1)
+def reported_spikes(db_path: Path, run_id: str) -> int:
+    """How many spikes the run's report shows (suppressed ones left out)."""
+    from warehouse.db import connect
+
+    with connect(db_path, read_only=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM spikes WHERE run_id = ? AND NOT suppressed", [run_id]
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def confirm_regression(paths: StatePaths, run_id: str, repeats: int) -> dict | None:
+    """`spikelens confirm` of a regressed run's most severe spike; None: the run has none."""
+    from flows.confirm import confirm_spike
+
+    if reported_spikes(paths.warehouse, run_id) == 0:
+        progress.info("regressed without a spike: nothing to confirm in %s", run_id)
+        return None
+    result = confirm_spike(run_id, None, repeats, None, str(paths.home))
+    return {
+        "spike_id": result.spike_id,
+        "cause": result.cause,
+        "verdict": result.verdict,
+        "reason": result.reason,
+        "report": result.report,
+    }
+
+
 @task(name="render-nightly-report", cache_policy=NONE)
 def render_nightly_report(db_path: Path, run_id: str, out_dir: Path) -> Path:
     """The nightly page of one scenario's run: verdict per metric with its CI, and trends."""
@@ -236,11 +276,15 @@ def nightly_regression(
         baseline = find_baseline(paths.warehouse, scenario_name, started_ns, config)
         progress.info("comparing %s with %d baseline run(s)", scenario_name, len(baseline))
         verdicts = compare(paths.warehouse, scenario_name, run.run_id, baseline, config)
+        regressed = any(v["verdict"] == "regressed" for v in verdicts)
+        proof = None
+        if regressed and config.confirm_repeats:
+            proof = confirm_regression(paths, run.run_id, config.confirm_repeats)
         page = render_nightly_report(
             paths.warehouse, run.run_id, paths.reports / run.run_id / "nightly"
         )
         result.scenarios.append(
-            ScenarioVerdict(scenario_name, run.run_id, str(page), baseline, verdicts)
+            ScenarioVerdict(scenario_name, run.run_id, str(page), baseline, verdicts, proof)
         )
     result.report = result.scenarios[-1].report if result.scenarios else None
     if config.capacity is not None:

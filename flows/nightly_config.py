@@ -145,6 +145,9 @@ class NightlyConfig:
     # shared host clean runs differ by tens of percent; off only on a dedicated, quiet machine.
     noise_guard: bool = True
     capacity: CapacityCheck | None = None  # optional capacity sweep (off in the shipped config)
+    # `spikelens confirm` of a regressed run's worst spike, with this many repeats per arm (each
+    # one full run more per arm); 0: off
+    confirm_repeats: int = 0
 
     @classmethod
     def load(cls, config_dir: str | Path) -> NightlyConfig:
@@ -212,6 +215,11 @@ class NightlyConfig:
             if raw.get("capacity") is not None
             else None
         )
+        repeats = raw.get("confirm_repeats", 0)
+        if isinstance(repeats, bool) or not isinstance(repeats, int) or not 0 <= repeats <= 10:
+            raise NightlyConfigError(
+                f"{where}: confirm_repeats: must be an integer in [0, 10], got {repeats!r}"
+            )
         return cls(
             scenarios=paths,
             baseline=baseline,
@@ -222,4 +230,5 @@ class NightlyConfig:
             bootstrap_reps=reps,
             noise_guard=noise_guard,
             capacity=capacity,
+            confirm_repeats=repeats,
         )

@@ -218,6 +218,7 @@ class _Serving:
                     self.faults.of(Applier.ENGINE),
                     run_dir,
                     gc_off=self.scenario.gc_off,
+                    nice=self.scenario.nice,
                 )
                 role = "engine"
             case VllmEngine(config=config):
@@ -229,6 +230,7 @@ class _Serving:
                     config,
                     run_dir,
                     env_hook=lambda env: _vllm_env(run_dir, process_faults, env, gc_off),
+                    nice=self.scenario.nice,
                 )
                 manifest.extra["vllm"] = engine.describe()
                 write_manifest(manifest, run_dir)

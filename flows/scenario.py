@@ -21,6 +21,7 @@ import yaml
 
 from engine.config import EngineConfig
 from flows.fault_routing import FaultRouteError, check_params, route_faults
+from flows.priority import why_not
 from flows.runtime import OurEngine, Runtime, Target, VllmEngine
 from flows.vllm_config import VllmConfig, engine_kind
 from loadgen.spec import LoadSpec, WorkloadSpec
@@ -45,8 +46,9 @@ _TOP_KEYS = {
 }
 # `intervention:` (written by `spikelens confirm` for its cause-removed arm): what the flow changes
 # in the engine's processes beyond the scenario's own keys. gc_off: automatic GC off in every
-# process of the engine's tree (through the GC hook, collectors.gc_hook.GC_OFF_ENV).
-_INTERVENTION_KEYS = ("gc_off",)
+# process of the engine's tree (through the GC hook, collectors.gc_hook.GC_OFF_ENV); nice: the
+# engine's processes started at that (raised) priority (flows/priority.py).
+_INTERVENTION_KEYS = ("gc_off", "nice")
 _TARGET_KEYS = ("url", "model")
 ENDPOINTS = ("chat", "completions")
 _T = TypeVar("_T")
@@ -79,6 +81,7 @@ class Scenario:
     # chat → /v1/chat/completions, completions → /v1/completions (see `default_endpoint`).
     endpoint: str = "chat"
     gc_off: bool = False  # intervention.gc_off: automatic GC off in the engine's processes
+    nice: int | None = None  # intervention.nice: the engine's processes' raised priority
 
     @property
     def slug(self) -> str:
@@ -233,7 +236,7 @@ def parse_scenario(
     _check_slo(src)
     faults = _faults(src, runtime)
     _check_fault_windows(src, faults, duration_s)
-    gc_off = _intervention(src, runtime)
+    gc_off, nice = _intervention(src, runtime)
     return Scenario(
         name=name,
         duration_s=duration_s,
@@ -248,11 +251,13 @@ def parse_scenario(
         text=text or yaml.safe_dump(raw, sort_keys=False),
         endpoint=endpoint,
         gc_off=gc_off,
+        nice=nice,
     )
 
 
-def _intervention(src: _Source, runtime: Runtime) -> bool:
-    """`intervention: {gc_off: bool}`; gc_off needs an engine the flow starts (the GC hook)."""
+def _intervention(src: _Source, runtime: Runtime) -> tuple[bool, int | None]:
+    """`intervention: {gc_off: bool, nice: int}`: (gc_off, nice); both need an engine the flow
+    starts (the GC hook; the server's start), and a raised nice the right to raise it."""
     block = src.raw.get("intervention") or {}
     if not isinstance(block, dict):
         raise src.error("intervention", "must be a mapping", ("intervention",))
@@ -265,7 +270,16 @@ def _intervention(src: _Source, runtime: Runtime) -> bool:
         raise src.error("intervention.gc_off", f"must be true or false, got {gc_off!r}")
     if gc_off and isinstance(runtime, Target):
         raise src.error("intervention.gc_off", "needs an engine spikelens starts, not a target")
-    return gc_off
+    nice = block.get("nice")
+    if nice is None:
+        return gc_off, None
+    if isinstance(nice, bool) or not isinstance(nice, int) or not -20 <= nice <= 19:
+        raise src.error("intervention.nice", f"must be an integer in [-20, 19], got {nice!r}")
+    if isinstance(runtime, Target):
+        raise src.error("intervention.nice", "needs an engine spikelens starts, not a target")
+    if (why := why_not(nice)) is not None:
+        raise src.error("intervention.nice", why)
+    return gc_off, nice
 
 
 def _check_top_keys(src: _Source) -> None:

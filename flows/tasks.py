@@ -18,6 +18,7 @@ from prefect.cache_policies import NONE
 
 from engine.server.launch import EngineProcess
 from flows.manifest import RunManifest
+from flows.priority import engine_preexec
 from flows.supervisor import die_with_parent
 from flows.vllm_config import VllmConfig
 from flows.vllm_process import VllmProcess
@@ -37,10 +38,12 @@ def start_engine(
     faults: list[dict[str, Any]],
     run_dir: Path,
     gc_off: bool = False,
+    nice: int | None = None,
 ) -> EngineProcess:
     """Start the engine server as a child process, with the collectors' GC hook in it and its
     ranks, and wait until /health answers. `faults`: the engine's own (flows.fault_routing);
-    `gc_off`: the hook turns automatic GC off in them (a scenario's intervention.gc_off)."""
+    `gc_off`: the hook turns automatic GC off in them (a scenario's intervention.gc_off);
+    `nice`: they run at that priority (intervention.nice)."""
     from collectors import collect_dir, hook_env
 
     progress.info("starting engine (%s)", engine.get("model", "default"))
@@ -48,7 +51,7 @@ def start_engine(
         {"run_id": run_id, "engine": engine, "faults": faults},
         run_dir,
         startup_timeout_s=180.0,
-        preexec_fn=die_with_parent,
+        preexec_fn=engine_preexec(nice),
         env_hook=lambda env: hook_env(collect_dir(run_dir), "engine", env, gc_off=gc_off),
     ).start()
     progress.info("engine up at %s", handle.url)
@@ -60,13 +63,15 @@ def start_vllm(
     config: VllmConfig,
     run_dir: Path,
     env_hook: Callable[[dict[str, str]], dict[str, str]] | None = None,
+    nice: int | None = None,
 ) -> VllmProcess:
     """Start a vLLM server as a supervised child and wait until /health answers. No retry: a
     failed start has already taken minutes, and its log says why. `env_hook` edits the server's
     environment (e.g. the collectors' GC hook); `handle.root_pid` / `handle.tree()` name its
-    process tree."""
+    process tree; `nice`: its processes run at that priority (intervention.nice)."""
     progress.info("starting vLLM (%s)", config.model)
-    handle = VllmProcess(config, run_dir, preexec_fn=die_with_parent, env_hook=env_hook).start()
+    preexec = engine_preexec(nice)
+    handle = VllmProcess(config, run_dir, preexec_fn=preexec, env_hook=env_hook).start()
     progress.info(
         "vLLM %s up at %s after %.0f s",
         handle.build.version if handle.build else "?",

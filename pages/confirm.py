@@ -39,6 +39,20 @@ class ArmRow:
 
 
 @dataclass(frozen=True)
+class OutsideRow:
+    """A client or network cause measured on the recorded run: the client's and the server's
+    p99 over the same requests, each against its own baseline windows (rca.confirm)."""
+
+    compared: str  # 'TTFT' | 'the whole stream'
+    client_baseline_ms: float
+    client_excess_ms: float
+    server_baseline_ms: float
+    server_excess_ms: float
+    windows_above: int
+    reproduced: bool
+
+
+@dataclass(frozen=True)
 class ConfirmContext:
     """Everything the confirmation page shows."""
 
@@ -61,6 +75,7 @@ class ConfirmContext:
     command: str
     headline: str = ""
     incident_href: str | None = None  # the run's incident page, relative to this one
+    outside: OutsideRow | None = None  # client/network: measured instead of re-run
 
     def __post_init__(self) -> None:
         one_of(self.verdict, VERDICTS, "verdict")
@@ -80,6 +95,8 @@ class ConfirmContext:
 
     def _headline(self) -> str:
         if self.share is None:
+            return f"{self.cause}: {self.reason}"
+        if self.outside is not None:
             return f"{self.cause}: {self.reason}"
         return (
             f"{self.cause}: with {self.intervention_name}, {self.share:.0%} "
@@ -149,6 +166,7 @@ def build_confirm_context(
         + (f" --repeats {n}" if (n := _repeats(result)) else "")
         + (f" --cause {result['cause']}" if forced else ""),
         incident_href=incident_href,
+        outside=OutsideRow(**result["outside"]) if result.get("outside") else None,
     )
 
 

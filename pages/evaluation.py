@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pages.fields import ContextError, need_share, one_of, relative_href
+from pages.fields import ContextError, finite, need_share, one_of, relative_href
 from pages.index import ReportEntry
 from pages.run_header import RunHeader
 from rca.evaluate import ANSWERS, MISSED, per_cause_scores
@@ -66,6 +66,22 @@ class Case:
 
 
 @dataclass(frozen=True)
+class ConfirmationScore:
+    """`evaluate --confirm`: how often confirm proved a right verdict and caught a wrong one
+    (rca.confirm_eval), each share with its exact 95 % interval."""
+
+    right: int
+    right_confirmed: int
+    right_interval: tuple[float | None, float | None]
+    wrong: int
+    wrong_swapped: int  # of the wrong verdicts, those a harness swapped from a right one
+    wrong_not_confirmed: int
+    wrong_interval: tuple[float | None, float | None]
+    inconclusive: int
+    minutes_per_confirmed: float | None
+
+
+@dataclass(frozen=True)
 class EvaluationContext:
     """Everything the evaluation page shows; the confusion matrix is labels × labels."""
 
@@ -81,6 +97,7 @@ class EvaluationContext:
     # exact (Clopper–Pearson) 95 % interval of the accuracy over every fault, a miss counted
     # wrong; None in an evaluation.json written before it was scored
     accuracy_interval: tuple[float | None, float | None] | None = None
+    confirmation: ConfirmationScore | None = None  # evaluate --confirm
 
     def __post_init__(self) -> None:
         if len(self.confusion) != len(self.labels):
@@ -249,4 +266,21 @@ def build_evaluation_context(result: dict, run: RunHeader) -> EvaluationContext:
             for s in result.get("skipped", ())
         ),
         accuracy_interval=_span(result["attribution"].get("accuracy_all_faults_exact")),
+        confirmation=_confirmation(result.get("confirmation")),
+    )
+
+
+def _confirmation(scores: dict | None) -> ConfirmationScore | None:
+    if not scores:
+        return None
+    return ConfirmationScore(
+        right=int(scores["right"]),
+        right_confirmed=int(scores["right_confirmed"]),
+        right_interval=_span(scores["right_confirmed_exact"]) or (None, None),
+        wrong=int(scores["wrong"]),
+        wrong_swapped=int(scores["wrong_swapped"]),
+        wrong_not_confirmed=int(scores["wrong_not_confirmed"]),
+        wrong_interval=_span(scores["wrong_not_confirmed_exact"]) or (None, None),
+        inconclusive=int(scores["inconclusive"]),
+        minutes_per_confirmed=finite(scores.get("minutes_per_confirmed")),
     )

@@ -194,6 +194,7 @@ class Confirmation:
     share_low: float | None = None  # min over the repeat pairs
     share_high: float | None = None  # max over the repeat pairs
     href: str = ""  # its page, relative to the incident page
+    measured: bool = False  # client/network: client vs server times compared, nothing re-run
 
     def __post_init__(self) -> None:
         one_of(self.verdict, CONFIRM_VERDICTS, "confirmations.verdict")
@@ -204,6 +205,8 @@ class Confirmation:
         """e.g. "confirmed: 92 % [84, 96] of the excess went away"."""
         if self.share_removed is None:
             return self.verdict
+        if self.measured:
+            return f"{self.verdict} by measurement: {self.share_removed:.0%} of the excess was outside the engine"
         share = f"{self.share_removed:.0%}"
         if self.share_low is not None and self.share_high is not None:
             share += f" [{self.share_low:.0%}, {self.share_high:.0%}]"
@@ -407,7 +410,7 @@ def build_incident_context(db_path: str | Path, run_id: str) -> IncidentContext:
         faults=tuple(_fault(f) for f in rows["fault_verdicts"]),
         measurement=(Measurement(**measurement_row) if measurement["requests"] else None),
         client_lag_p99_ms=_lag_range(rows["client_windows"]),
-        confirmations=tuple(_confirmation(c) for c in rows["confirmations"]),
+        confirmations=tuple(confirmation_from_row(c) for c in rows["confirmations"]),
         signal_coverage=(
             signal_coverage(r["name"] for r in rows["metric_names"])
             if is_observed(run.engine)
@@ -416,7 +419,7 @@ def build_incident_context(db_path: str | Path, run_id: str) -> IncidentContext:
     )
 
 
-def _confirmation(row: dict[str, Any]) -> Confirmation:
+def confirmation_from_row(row: dict[str, Any]) -> Confirmation:
     """A stored confirmation (flows/confirm.py)."""
     return Confirmation(
         spike_id=int(row["spike_id"]),
@@ -428,6 +431,7 @@ def _confirmation(row: dict[str, Any]) -> Confirmation:
         share_low=finite(row["share_low"]),
         share_high=finite(row["share_high"]),
         href=row["page"] or "",
+        measured=row.get("pairs") == 0,
     )
 
 

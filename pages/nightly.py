@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Literal
 
 from pages.fields import ContextError, count, finite, iso_utc, one_of, relative_href
+from pages.incident import confirmation_from_row
 from pages.index import ReportEntry
 from pages.run_header import RunHeader, read_run_header
 from warehouse.db import connect
@@ -68,6 +69,10 @@ class NightlyContext:
     incident_href: str | None = None  # relative link to the run's incident page
     verdict: str | None = None  # the page's verdict (derived when not given)
     headline: str = ""
+    # the run's worst spike, confirmed by the nightly (confirm_repeats): its words and page,
+    # relative to this one
+    confirmation: str | None = None
+    confirmation_href: str | None = None
 
     def __post_init__(self) -> None:
         one_of(self.kind, ("nightly", "replay"), "kind")
@@ -136,6 +141,8 @@ def build_nightly_context(db_path: str | Path, run_id: str) -> NightlyContext:
         run = read_run_header(conn, run_id, with_scenario=False)
         verdicts = query(conn, "nightly_run_verdicts", run_id=run_id)
         trend = query(conn, "nightly_trend", scenario_name=run.scenario_name)
+        proofs = query(conn, "confirmations", run_id=run_id)
+    proof = confirmation_from_row(proofs[0]) if proofs else None
     baseline_runs = verdicts[0]["baseline_runs"] if verdicts else []
     label = (
         f"{len(baseline_runs)} earlier nightly run(s)"
@@ -153,6 +160,8 @@ def build_nightly_context(db_path: str | Path, run_id: str) -> NightlyContext:
             for t in trend
         ),
         incident_href="../index.html",
+        confirmation=f"spike {proof.spike_id}, {proof.cause}: {proof.words}" if proof else None,
+        confirmation_href=f"../{proof.href}" if proof and proof.href else None,
     )
 
 

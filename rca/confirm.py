@@ -17,6 +17,17 @@ of repeats — with K repeats each, K² pairs; not a confidence interval, the sp
 showed. Verdict (`verdict`): inconclusive when no intervention exists or when the recorded arms
 did not reproduce the spike (most of them under the threshold); else confirmed when the share
 removed is at least CONFIRM_SHARE, not confirmed when it is less.
+
+Client and network causes have no engine knob; they are confirmed by measurement instead, on the
+recorded run alone (`measure_outside`): the client's p99 and the server's own (its socket stamps,
+query `transit_windows`) over the same requests, each against its baseline windows as above.
+The share of the client's excess that the server did not see happened outside the engine:
+
+    share outside = 1 − server excess / client excess
+
+judged like a share removed (confirmed at CONFIRM_SHARE or more). TTFT spikes compare TTFT;
+every other metric compares the whole stream (the server's last byte vs the client's last
+read), since the server stamps no inter-token times.
 """
 
 from __future__ import annotations
@@ -147,4 +158,95 @@ def verdict(
         "not confirmed",
         f"removing the cause took only {share.point:.0%} of the excess away "
         f"(< {CONFIRM_SHARE:.0%}): the verdict is suspect",
+    )
+
+
+# spike metric → (client p99, server p99) columns of query transit_windows
+_OUTSIDE_COLUMNS = {"ttft_p99": ("client_ttft_p99_ms", "server_ttft_p99_ms")}
+_STREAM_COLUMNS = ("client_e2e_p99_ms", "server_e2e_p99_ms")
+
+
+@dataclass(frozen=True)
+class OutsideMeasure:
+    """Client and server excess over the same requests in a spike's windows (recorded run)."""
+
+    compared: str  # 'TTFT' | 'the whole stream'
+    client_baseline_ms: float
+    client_excess_ms: float
+    server_baseline_ms: float
+    server_excess_ms: float
+    windows_above: int  # spike windows where the client's p99 is above its threshold
+    reproduced: bool  # the client's side shows the spike (as the detector would flag it)
+
+    @property
+    def share_outside(self) -> Share | None:
+        """1 − server excess / client excess; None without a positive client excess."""
+        if self.client_excess_ms <= 0:
+            return None
+        point = 1.0 - max(0.0, self.server_excess_ms) / self.client_excess_ms
+        return Share(point, point, point, 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def measure_outside(
+    transit: list[dict],
+    metric: str,
+    spike_s: tuple[float, float],
+    config: DetectConfig = DetectConfig(),
+) -> OutsideMeasure | None:
+    """The client's and the server's excess in the windows of `spike_s` (measured seconds);
+    `transit`: query transit_windows' rows at 1-s windows. None: too few baseline windows or no
+    request both sides saw in the spike."""
+    client_col, server_col = _OUTSIDE_COLUMNS.get(metric, _STREAM_COLUMNS)
+    w = np.array([float(r["window"]) for r in transit])
+    first, end = round(spike_s[0]), max(round(spike_s[1]), round(spike_s[0]) + 1)
+    inside, before = (w >= first) & (w < end), w < first - GUARD_WINDOWS
+    sides = []
+    for col in (client_col, server_col):
+        values = np.array([np.nan if r[col] is None else float(r[col]) for r in transit])
+        base = baseline(values[before], metric, config)
+        spike = values[inside][~np.isnan(values[inside])]
+        if base is None or len(spike) == 0:
+            return None
+        sides.append((base, spike))
+    (client_base, client_spike), (server_base, server_spike) = sides
+    above = int(np.sum(client_spike > client_base.threshold_ms))
+    return OutsideMeasure(
+        "TTFT" if client_col == "client_ttft_p99_ms" else "the whole stream",
+        client_base.median_ms,
+        float(np.mean(client_spike)) - client_base.median_ms,
+        server_base.median_ms,
+        float(np.mean(server_spike)) - server_base.median_ms,
+        above,
+        above >= config.min_windows,
+    )
+
+
+def outside_verdict(measured: OutsideMeasure | None, cause: str) -> Verdict:
+    """The verdict of a client or network cause from `measure_outside`."""
+    if measured is None:
+        return Verdict(
+            "inconclusive",
+            "too few windows where both the client and the server timed the same requests",
+        )
+    share = measured.share_outside
+    if not measured.reproduced or share is None:
+        return Verdict(
+            "inconclusive",
+            f"the client's {measured.compared} p99 is not above its threshold in the spike's "
+            f"windows ({measured.windows_above} above)",
+        )
+    said = (
+        f"the server saw {measured.server_excess_ms:.1f} ms of the client's "
+        f"{measured.client_excess_ms:.1f} ms excess ({measured.compared} p99): "
+        f"{share.point:.0%} of it happened outside the engine"
+    )
+    if share.point >= CONFIRM_SHARE:
+        return Verdict("confirmed", f"measured, not re-run: {said}")
+    return Verdict(
+        "not confirmed",
+        f"measured, not re-run: {said} (< {CONFIRM_SHARE:.0%}): the engine's own time rose, "
+        f"so {cause} is suspect",
     )

@@ -388,6 +388,7 @@ def _per_run(o: RunOutcome) -> dict:
                 "cause": f["cause"],
                 "detected": i in matched,
                 "attributed_cause": o.spikes[matched[i]]["top_cause"] if i in matched else None,
+                "spike_id": int(o.spikes[matched[i]]["spike_id"]) if i in matched else None,
             }
             for i, f in enumerate(o.faults)
         ],

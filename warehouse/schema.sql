@@ -362,7 +362,7 @@ CREATE TABLE confirmations (
     share_removed DOUBLE,            -- of the recorded excess; NULL: not measured
     share_low     DOUBLE,            -- min over the repeat pairs
     share_high    DOUBLE,            -- max over the repeat pairs
-    pairs         INTEGER,           -- repeat pairs measured
+    pairs         INTEGER,           -- repeat pairs measured; 0: client/network, measured (no re-run)
     confirmed_ns  BIGINT,            -- when the confirmation finished
     page          VARCHAR,           -- its page, relative to the run's report folder
     PRIMARY KEY (run_id, spike_id, cause)

@@ -96,19 +96,19 @@ def test_measure_reads_the_recorded_spike_back_from_the_warehouse(state):
 
 def test_no_intervention_is_inconclusive_and_says_why(state):
     paths, source, stretch = state
-    network = intervention_for("network", "engine")
-    result = _judge(source, network, stretch, [])
+    comm = intervention_for("communication", "engine")
+    result = _judge(source, comm, stretch, [])
     assert (result.verdict, result.exit_code) == ("inconclusive", 3)
-    assert "no intervention: no engine knob" in result.reason
+    assert "no intervention: no knob" in result.reason
     page = render.fn(paths, result)
     html = page.read_text()
-    assert "Nothing was run" in html and "no engine knob" in html
+    assert "Nothing was run" in html and "no knob" in html
     entry = json.loads((page.parent / "report.json").read_text())
     assert entry["kind"] == "confirm" and entry["verdict"] == "inconclusive"
 
 
 def test_the_cli_runs_the_flow_and_exits_3_when_the_cause_has_no_intervention(state):
-    """The whole command without an engine: a network verdict has no engine knob, so nothing
+    """The whole command without an engine: a communication verdict has no knob, so nothing
     runs, the result and page say why, and the exit code is 3 (inconclusive)."""
     paths, _, _ = state
     env = {
@@ -117,17 +117,17 @@ def test_the_cli_runs_the_flow_and_exits_3_when_the_cause_has_no_intervention(st
         "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect"),
     }
     proc = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "confirm", RUN, "--cause", "network"],
+        [sys.executable, "-m", "flows.cli", "confirm", RUN, "--cause", "communication"],
         env=env,
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert proc.returncode == 3, proc.stderr[-3000:]
-    assert "inconclusive" in proc.stderr and "no engine knob" in proc.stderr
+    assert "inconclusive" in proc.stderr and "no knob" in proc.stderr
     page = Path(proc.stdout.strip().splitlines()[-1])
-    assert page.is_file() and page.parent.name == "confirm-1-network"
-    stored = json.loads((paths.run_dir(RUN) / "confirm-1-network.json").read_text())
+    assert page.is_file() and page.parent.name == "confirm-1-communication"
+    stored = json.loads((paths.run_dir(RUN) / "confirm-1-communication.json").read_text())
     assert stored["verdict"] == "inconclusive" and stored["arms"] == []
 
 
@@ -180,3 +180,25 @@ def test_a_confirmation_is_stored_linked_from_its_incident_and_kept_by_a_reinges
         (result.spike_id, "memory", "confirmed", round(row["share_removed"], 3), row["page"])
     ]
     analyze_run(paths.warehouse, RUN)  # the re-ingest dropped the analysis: back for other tests
+
+
+def test_a_network_verdict_is_judged_by_measurement_without_a_rerun(state):
+    """A client or network cause on our engine: no arm, the client vs server excess decides,
+    and the stored row says it was measured (pairs 0)."""
+    paths, source, stretch = state
+    network = intervention_for("network", "engine")
+    outside = {
+        "compared": "TTFT",
+        "client_baseline_ms": 40.0,
+        "client_excess_ms": 200.0,
+        "server_baseline_ms": 30.0,
+        "server_excess_ms": 4.0,
+        "windows_above": 8,
+        "reproduced": True,
+    }
+    result = _judge(source, network, stretch, [], outside)
+    assert (result.verdict, result.exit_code, result.arms) == ("confirmed", 0, [])
+    assert result.share is not None and result.share["point"] == pytest.approx(0.98)
+    assert confirmation_row(result, 1)["pairs"] == 0
+    html = render.fn(paths, result).read_text()
+    assert "outside the engine" in html and 'data-side="client"' in html

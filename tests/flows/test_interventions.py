@@ -68,10 +68,17 @@ def test_each_cause_has_its_intervention_or_says_why_not():
     assert intervention_for("memory", "engine", gc_paused=False).name == "kv_x4"
     assert intervention_for("penalty", "engine").name == "penalties_off"
     assert intervention_for("load", "vllm").name == "arrivals_capped"
-    for cause in ("host", "communication", "client", "network", "unexplained"):
+    for cause in ("communication", "unexplained"):
         none = intervention_for(cause, "engine")
         assert not none.available and none.reason, cause
-    assert "no engine knob" in intervention_for("network", "engine").reason
+    for cause in ("client", "network"):  # measured on our engine; vLLM has no server time here
+        assert intervention_for(cause, "engine").name == "measured"
+        assert not intervention_for(cause, "vllm").available
+        assert "no server-side time" in intervention_for(cause, "vllm").reason
+    host = intervention_for("host", "vllm")
+    assert host.available and host.name == "priority_raised" and "nice -10" in host.does
+    denied = intervention_for("host", "engine", priority_denied="needs CAP_SYS_NICE")
+    assert not denied.available and denied.reason == "needs CAP_SYS_NICE"
     assert not intervention_for("memory", "target").available
     derived = {"kind": "vllm", "model": "/m"}
     assert not intervention_for("memory", "vllm", False, derived).available
@@ -98,6 +105,8 @@ def test_arm_scenarios_parse_and_differ_only_by_the_intervention():
             ("load.burst", 1.0),
         ]
     assert not parse_scenario(recorded).gc_off and parse_scenario(removed).gc_off
+    raised = arm_scenario(RECORDED, s, "/x/host.jsonl", intervention_for("host", "engine"))
+    assert raised["intervention"] == {"nice": -10} and raised["engine"] == RECORDED["engine"]
     assert kv["engine"]["kv_blocks"] == 1024 * KV_FACTOR and "intervention" not in kv
     assert recorded["engine"] == removed["engine"] == RECORDED["engine"]
 

@@ -142,3 +142,43 @@ def test_a_capacity_drop_is_a_nightly_regression(harness, tmp_path):
     assert judged(2.0).regressed == [] and judged(2.0).verdicts[0]["verdict"] == "unchanged"
     first = judged(2.0, before_ns=50)  # no earlier sweep: the first one starts the baseline
     assert first.verdicts[0]["verdict"] == "insufficient" and not NightlyResult([first]).regressed
+
+
+def test_a_regressions_worst_spike_is_confirmed_and_a_spikeless_one_is_not(
+    harness, tmp_path, monkeypatch
+):
+    """confirm_regression: a run without a reported spike has nothing to confirm (no flow
+    runs); one with a spike gets `spikelens confirm` of its worst (the real flow is
+    test_confirm_e2e.py's; here only the hand-off)."""
+    from types import SimpleNamespace
+
+    import flows.confirm
+    from flows.nightly import confirm_regression
+    from flows.paths import StatePaths
+    from rca.analyze import analyze_run
+
+    paths = StatePaths(tmp_path / "home")
+    paths.home.mkdir()
+    calls = []
+
+    def fake_confirm(run_id, spike, repeats, cause, state_home):
+        calls.append((run_id, spike, repeats, cause, state_home))
+        return SimpleNamespace(
+            spike_id=1, cause="memory", verdict="confirmed", reason="95% away", report="/r"
+        )
+
+    monkeypatch.setattr(flows.confirm, "confirm_spike", fake_confirm)
+    calm, _ = nightly_run(tmp_path / "runs", paths.warehouse, "calm", 1)
+    analyze_run(paths.warehouse, calm)
+    assert confirm_regression(paths, calm, 1) is None and calls == []
+    gc, _ = nightly_run(tmp_path / "runs", paths.warehouse, "gc", 2, incident="gc")
+    analyze_run(paths.warehouse, gc)
+    proof = confirm_regression(paths, gc, 2)
+    assert calls == [("gc", None, 2, None, str(paths.home))]
+    assert proof == {
+        "spike_id": 1,
+        "cause": "memory",
+        "verdict": "confirmed",
+        "reason": "95% away",
+        "report": "/r",
+    }

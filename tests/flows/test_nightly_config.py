@@ -19,6 +19,7 @@ def test_builtin_nightly_config_loads():
 
     cfg = NightlyConfig.load(default_config_dir())
     assert cfg.baseline == "rolling" and cfg.last_n == 5 and cfg.noise_guard
+    assert cfg.confirm_repeats == 1  # a regression's worst spike is confirmed
     assert all(p.is_file() for p in cfg.scenarios)
 
 
@@ -42,6 +43,8 @@ def test_thresholds_per_metric(tmp_path):
         ("scenarios: [a.yaml]\nbaseline: pinned\n", "pinned_run_id"),
         ("scenarios: [a.yaml]\nthresholds: {latency: 0.1}\n", "thresholds.latency"),
         ("scenarios: [a.yaml]\nnoise_guard: maybe\n", "noise_guard: must be true or false"),
+        ("scenarios: [a.yaml]\nconfirm_repeats: 11\n", r"confirm_repeats: .* \[0, 10\]"),
+        ("scenarios: [a.yaml]\nconfirm_repeats: yes\n", r"confirm_repeats: .* got True"),
     ],
 )
 def test_bad_config_names_the_key(tmp_path, text, needle):

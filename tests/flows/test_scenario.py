@@ -349,3 +349,19 @@ def test_the_intervention_block_turns_gc_off_and_names_its_mistakes(tmp_path):
     )
     with pytest.raises(ScenarioError, match="needs an engine spikelens starts"):
         load_scenario(write(tmp_path, target + "intervention: {gc_off: true}\n"))
+
+
+def test_the_intervention_block_raises_the_engines_priority_where_it_may(tmp_path, monkeypatch):
+    """`intervention: {nice: -10}` (confirm's host arm): the engine's processes at that nice;
+    out of range, or without the right to raise a priority, names the key and why."""
+    import flows.scenario as scenario_module
+
+    assert load_scenario(write(tmp_path, GOOD)).nice is None
+    monkeypatch.setattr(scenario_module, "why_not", lambda nice: None)
+    assert load_scenario(write(tmp_path, GOOD + "intervention: {nice: -10}\n")).nice == -10
+    for value in ("-21", "20", "true", "low"):
+        with pytest.raises(ScenarioError, match=r"intervention.nice: must be an integer in \[-20"):
+            load_scenario(write(tmp_path, GOOD + f"intervention: {{nice: {value}}}\n"))
+    monkeypatch.setattr(scenario_module, "why_not", lambda nice: "needs root or CAP_SYS_NICE")
+    with pytest.raises(ScenarioError, match="intervention.nice: needs root or CAP_SYS_NICE"):
+        load_scenario(write(tmp_path, GOOD + "intervention: {nice: -10}\n"))

@@ -79,3 +79,34 @@ def test_a_forced_wrong_cause_not_confirmed_renders_as_suspect(tmp_path):
 def test_an_unknown_verdict_is_rejected():
     with pytest.raises(ValueError, match="verdict"):
         build_confirm_context(result(verdict="maybe"))
+
+
+def test_a_measured_client_cause_shows_both_sides_and_no_arms(tmp_path):
+    measured = {
+        **result(cause="network", stored="network", share=(0.97, 0.97, 0.97)),
+        "intervention": {
+            "cause": "network",
+            "name": "measured",
+            "does": "nothing re-run: client and server p99 compared",
+            "leaves": "client and network apart",
+            "available": True,
+            "reason": "",
+        },
+        "reason": "measured, not re-run: the server saw 5.0 ms of the client's 200.0 ms excess",
+        "arms": [],
+        "outside": {
+            "compared": "TTFT",
+            "client_baseline_ms": 40.0,
+            "client_excess_ms": 200.0,
+            "server_baseline_ms": 30.0,
+            "server_excess_ms": 5.0,
+            "windows_above": 10,
+            "reproduced": True,
+        },
+    }
+    measured["share"]["pairs"] = 0
+    ctx = build_confirm_context(measured)
+    assert ctx.outside is not None and ctx.headline.startswith("network: measured, not re-run")
+    html = render_confirm(ctx, tmp_path, "../../index.html").read_text()
+    assert "Share of the excess outside the engine" in html and 'data-side="server"' in html
+    assert 'id="arms"' not in html and "200 ms" in html

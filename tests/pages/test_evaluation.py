@@ -29,6 +29,32 @@ def test_evaluation_context_renders(warehouse_with, tmp_path):
     assert ctx.accuracy_interval == pytest.approx((0.025, 1.0))
     html = render_evaluation(ctx, tmp_path / "eval").read_text()
     assert "95 % exact interval" in html and "a miss counts wrong" in html
+    assert ctx.confirmation is None and 'id="confirmation"' not in html
+
+
+def test_confirmations_of_the_verdicts_are_scored_on_the_page(warehouse_with, tmp_path):
+    """evaluate --confirm: the suite's spike ids feed confirm, and its scores are shown."""
+    from rca.confirm_eval import ConfirmCase, ConfirmOutcome, confirmation_scores
+
+    db, run_id = warehouse_with(incident="gc")
+    analyze_run(db, run_id)
+    result = evaluate(db, [run_id], peers=())
+    verdict = result["per_run"][0]["verdicts"][0]
+    assert verdict["spike_id"] == 1 and verdict["attributed_cause"] == "memory"
+    right = ConfirmCase(run_id, 1, "memory", "memory")
+    swapped = ConfirmCase(run_id, 1, "memory", "penalty", swapped=True)
+    result["confirmation"] = confirmation_scores(
+        [
+            ConfirmOutcome(right, "confirmed", 0.95, 150.0),
+            ConfirmOutcome(swapped, "not confirmed", 0.1, 150.0),
+        ]
+    )
+    ctx = build_evaluation_context(result, RunHeader(run_id="eval-2", command="x"))
+    c = ctx.confirmation
+    assert c is not None and (c.right, c.right_confirmed, c.wrong_not_confirmed) == (1, 1, 1)
+    assert c.minutes_per_confirmed == 5.0 and c.right_interval == pytest.approx((0.025, 1.0))
+    html = render_evaluation(ctx, tmp_path / "eval").read_text()
+    assert 'id="confirmation"' in html and "1 of 1</strong> (95 % exact 3%–100%)" in html
 
 
 def test_methods_table_shows_intervals_ranking_columns_and_skipped_cases(warehouse_with, tmp_path):

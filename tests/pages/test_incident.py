@@ -230,6 +230,13 @@ def test_a_confirmation_is_shown_with_its_share_and_link(warehouse_with, tmp_pat
     html = render_incident(ctx, tmp_path / "gc", interactive=False).read_text(encoding="utf-8")
     assert f'<a href="{proof.href}">confirmed: 91% [84%, 96%] of the excess went away</a>' in html
     assert "Replayed with memory removed (GC frozen)" in html
+    measured = Confirmation(spike.spike_id, spike.top_cause, "confirmed", share_removed=0.9)
+    measured = replace(measured, measured=True, href=proof.href)
+    ctx = replace(ctx, confirmations=(measured,))
+    words = "confirmed by measurement: 90% of the excess was outside the engine"
+    assert ctx.entry().confirmation == words
+    html = render_incident(ctx, tmp_path / "m", interactive=False).read_text(encoding="utf-8")
+    assert f"Client and server times compared for {spike.top_cause}" in html and words in html
 
 
 def test_target_and_vllm_runs_name_what_they_drove(tmp_path, warehouse_with):

@@ -36,6 +36,40 @@ def test_nightly_page_reads_the_stored_verdicts(warehouse_with):
     assert ctx.metrics[0].run_noise is None  # NaN (fewer than 2 baseline runs) stored as NULL
     assert ctx.trend == ()  # only runs of kind "nightly" make a trend
     assert ctx.run.scenario_yaml == "" and ctx.incident_href == "../index.html"
+    assert ctx.confirmation is None
+
+
+def test_a_confirmed_worst_spike_is_shown_and_linked(warehouse_with, tmp_path):
+    """The nightly confirms a regressed run's worst spike (confirm_repeats): its page says so."""
+    from templates.render import render_nightly
+    from warehouse.db import connect
+    from warehouse.store import replace_rows
+
+    db, run_id = warehouse_with(incident=None)
+    analyze_run(db, run_id)
+    store_verdicts(db, run_id, "sim-control", [_verdict("itl_p99", 4.0, "regressed")], ["a"])
+    row = {
+        "run_id": run_id,
+        "spike_id": 1,
+        "cause": "memory",
+        "verdict": "confirmed",
+        "reason": "removing the cause took 95% of the excess away",
+        "intervention": "GC off",
+        "share_removed": 0.95,
+        "share_low": 0.9,
+        "share_high": 0.97,
+        "pairs": 1,
+        "confirmed_ns": 1,
+        "page": "confirm-1-memory/index.html",
+    }
+    with connect(db) as conn:
+        replace_rows(conn, ("run_id",), (run_id,), {"confirmations": [row]})
+    ctx = build_nightly_context(db, run_id)
+    words = "spike 1, memory: confirmed: 95% [90%, 97%] of the excess went away"
+    assert ctx.confirmation == words
+    assert ctx.confirmation_href == "../confirm-1-memory/index.html"
+    html = render_nightly(ctx, tmp_path, index_href="../../index.html").read_text()
+    assert f'<a href="../confirm-1-memory/index.html">{words}</a>' in html
 
 
 def test_first_nightly_and_replay_pages(warehouse_with):

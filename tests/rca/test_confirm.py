@@ -3,7 +3,14 @@ over pairs, and the verdict with its exit code."""
 
 import pytest
 
-from rca.confirm import ArmMeasure, measure_arm, share_removed, verdict
+from rca.confirm import (
+    ArmMeasure,
+    measure_arm,
+    measure_outside,
+    outside_verdict,
+    share_removed,
+    verdict,
+)
 
 
 def windows(base_ms: float, spike_ms: float, spike=(20, 30), n=35, wobble=2.0):
@@ -59,3 +66,46 @@ def test_verdicts_and_exit_codes():
     assert v.verdict == "inconclusive" and v.exit_code == 3 and "did not reproduce" in v.reason
     v = verdict([], None, "no engine knob: network")
     assert v.verdict == "inconclusive" and "no intervention" in v.reason
+
+
+def transit(client_spike_ms: float, server_spike_ms: float, spike=(20, 30), n=35, metric="ttft"):
+    """1-s rows of query transit_windows: client 40 ± 1 ms and server 30 ± 1 ms outside
+    `spike`, the given p99s inside; the other pair of columns empty."""
+    rows = []
+    for w in range(n):
+        inside = spike[0] <= w < spike[1]
+        wob = 1.0 if w % 2 else -1.0
+        row = {"window": w, "client_ttft_p99_ms": None, "server_ttft_p99_ms": None}
+        row |= {"client_e2e_p99_ms": None, "server_e2e_p99_ms": None}
+        row[f"client_{metric}_p99_ms"] = client_spike_ms if inside else 40.0 + wob
+        row[f"server_{metric}_p99_ms"] = server_spike_ms if inside else 30.0 + wob
+        rows.append(row)
+    return rows
+
+
+def test_a_client_side_rise_the_server_did_not_see_is_confirmed_outside_the_engine():
+    m = measure_outside(transit(240.0, 35.0), "ttft_p99", (20.0, 30.0))
+    assert m is not None and m.compared == "TTFT" and m.reproduced
+    assert m.client_excess_ms == pytest.approx(200.0, abs=1.5)
+    assert m.server_excess_ms == pytest.approx(5.0, abs=1.5)
+    assert m.share_outside is not None and m.share_outside.point == pytest.approx(0.975, abs=0.01)
+    v = outside_verdict(m, "network")
+    assert v.verdict == "confirmed" and "measured, not re-run" in v.reason and "98%" in v.reason
+
+
+def test_a_rise_the_server_saw_too_is_not_outside_the_engine():
+    """ITL has no server-side time: the whole stream (E2E) is compared instead."""
+    m = measure_outside(transit(240.0, 210.0, metric="e2e"), "itl_p99", (20.0, 30.0))
+    assert m is not None and m.compared == "the whole stream"
+    v = outside_verdict(m, "client")
+    assert v.verdict == "not confirmed" and "client is suspect" in v.reason
+
+
+def test_no_client_side_spike_or_no_pairs_is_inconclusive():
+    flat = measure_outside(transit(41.0, 31.0), "ttft_p99", (20.0, 30.0))
+    assert flat is not None and not flat.reproduced
+    assert outside_verdict(flat, "client").verdict == "inconclusive"
+    assert measure_outside(transit(240.0, 35.0, spike=(3, 8)), "ttft_p99", (3.0, 8.0)) is None
+    assert measure_outside([], "ttft_p99", (20.0, 30.0)) is None
+    v = outside_verdict(None, "network")
+    assert v.verdict == "inconclusive" and v.exit_code == 3 and "both" in v.reason

