@@ -317,6 +317,7 @@ def confirm_spike(
         gc_paused=source.memory_kind == "gc",
         engine=source.scenario.get("engine"),
         priority_denied=why_not(RAISED_NICE),
+        loops=source.loops,
     )
     stretch = plan_stretch(
         source.spike_start_s,

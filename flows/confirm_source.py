@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rca.config import CAUSES
+from rca.config import CAUSES, AttributeConfig
 
 
 class ConfirmUsageError(ValueError):
@@ -32,6 +32,7 @@ class ConfirmSource:
     stored_cause: str | None  # the analysis' verdict
     cause: str  # the cause confirmed (the stored one, or --cause)
     memory_kind: str  # 'gc' | 'kv': which memory intervention (from the spike's evidence)
+    loops: bool  # the spike's outputs looped (from its penalty evidence)
     scenario: dict[str, Any]  # as recorded in run.json
     runtime_kind: str  # engine | vllm | target
     warmup_s: float
@@ -79,6 +80,7 @@ def read_source(
         stored_cause=chosen["top_cause"],
         cause=cause or chosen["top_cause"] or "unexplained",
         memory_kind=memory_kind(evidence),
+        loops=outputs_looped(evidence),
         scenario=scenario,
         runtime_kind=runtime_kind(scenario),
         warmup_s=float(recorded.get("warmup_s") or scenario.get("warmup_s") or 5.0),
@@ -111,6 +113,17 @@ def memory_kind(evidence: list[dict]) -> str:
             if value > 0 and value > base:
                 return "kv"
     return "gc"
+
+
+def outputs_looped(evidence: list[dict], config: AttributeConfig = AttributeConfig()) -> bool:
+    """True when the spike's repeated-3-gram rate rose by the analysis' own loop threshold
+    (rca.attribute's `loop_rate_rise`): the outputs looped, so the penalty remedy caps them."""
+    return any(
+        e["signal"] == "repeated_3gram_rate"
+        and e["value"] is not None
+        and e["value"] - (e["baseline"] or 0.0) >= config.loop_rate_rise
+        for e in evidence
+    )
 
 
 def runtime_kind(scenario: dict[str, Any]) -> str:

@@ -144,7 +144,13 @@ def confirm_events(paths: StatePaths, per_run: list[dict], repeats: int, swaps: 
             " (swapped)" if case.swapped else "",
         )
         started = time.monotonic()
-        result = confirm_spike(case.run_id, case.spike_id, repeats, case.cause, str(paths.home))
+        try:
+            result = confirm_spike(case.run_id, case.spike_id, repeats, case.cause, str(paths.home))
+        except Exception as e:  # one failed confirmation must not lose the suite's hour of runs
+            progress.warning("confirmation %d failed: %s", i, e)
+            wall_s = round(time.monotonic() - started, 1)
+            outcomes.append(ConfirmOutcome(case, "inconclusive", None, wall_s, None, str(e)))
+            continue
         share = (result.share or {}).get("point")
         wall_s = round(time.monotonic() - started, 1)
         outcomes.append(ConfirmOutcome(case, result.verdict, share, wall_s, result.report))

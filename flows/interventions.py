@@ -11,8 +11,10 @@ One intervention per cause, where a knob exists (`intervention_for`):
   (`intervention: {gc_off: true}`); explicit gc.collect() calls still run;
 - memory (KV): 4× the KV cache (engine.kv_blocks, or kv_cache_memory_bytes when set; vLLM's
   num_gpu_blocks_override and kv_cache_space_gib, when the run gave a size);
-- penalty: every request's frequency/presence penalty 0 and repetition penalty 1, and max_tokens
-  capped at the baseline stretch's median output;
+- penalty: every request's frequency/presence penalty 0 and repetition penalty 1; for a loop
+  (the spike's outputs repeated more), also max_tokens capped at the baseline stretch's median
+  output. Only for loops: a cap shortens every output, which also removes load and KV pressure
+  (measured: a KV-pressure spike swapped to penalty was "confirmed" through the cap);
 - load: the arrivals above the baseline rate dropped in the spike's window;
 - host: the engine's processes started at a raised priority (`intervention: {nice: -10}`,
   flows/priority.py), where this process has the right to raise it;
@@ -143,6 +145,7 @@ class Intervention:
     leaves: str = ""  # what it does not remove
     available: bool = True
     reason: str = ""
+    caps_output: bool = False  # penalties_off for a loop: max_tokens capped too
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -165,11 +168,13 @@ def intervention_for(
     gc_paused: bool = True,
     engine: dict | None = None,
     priority_denied: str | None = None,
+    loops: bool = False,
 ) -> Intervention:
     """The intervention for `cause` on `runtime_kind` ('engine' = spikelens', 'vllm', 'target').
     `gc_paused`: the memory evidence is GC pauses (else KV pressure); `engine`: the recorded
     engine block (a vLLM whose cache size was derived has no recorded size to multiply);
-    `priority_denied`: why this process may not raise a priority (flows.priority.why_not)."""
+    `priority_denied`: why this process may not raise a priority (flows.priority.why_not);
+    `loops`: the spike's outputs looped (penalty: cap max_tokens too)."""
     if runtime_kind == "target":
         return Intervention(
             cause, "none", "", available=False, reason="a target: spikelens did not start it"
@@ -202,11 +207,15 @@ def intervention_for(
             "vLLM's num_gpu_blocks_override and kv_cache_space_gib)",
         )
     if cause == "penalty":
+        neutral = "every request's frequency and presence penalties 0 and repetition penalty 1"
+        if not loops:
+            return Intervention(cause, "penalties_off", neutral, "a repetition loop's length")
         return Intervention(
             cause,
             "penalties_off",
-            "every request's frequency and presence penalties 0 and repetition penalty 1; "
-            "max_tokens capped at the baseline stretch's median output",
+            f"{neutral}; max_tokens capped at the baseline stretch's median output (the outputs "
+            "looped)",
+            caps_output=True,
         )
     if cause == "load":
         return Intervention(
@@ -270,7 +279,8 @@ def apply_to_trace(
     """The slice's requests under `intervention` (penalties_off and arrivals_capped change
     them); `spike_trace_s`: the spike's window in the slice's time."""
     if intervention.name == "penalties_off":
-        return zero_penalties(entries, facts.median_output_tokens)
+        cap = facts.median_output_tokens if intervention.caps_output else None
+        return zero_penalties(entries, cap)
     if intervention.name == "arrivals_capped" and facts.arrivals_per_s:
         return cap_arrivals(entries, spike_trace_s, facts.arrivals_per_s)
     return list(entries)

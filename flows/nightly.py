@@ -125,7 +125,7 @@ def publish(result: NightlyResult) -> None:
             f"- `{s.scenario_name}` run `{s.run_id}`: {status} "
             f"(baseline: {len(s.baseline_runs)} run(s))"
         )
-        if (proof := s.confirmation) is not None:
+        if (proof := s.confirmation) is not None and proof["spike_id"] is not None:
             lines.append(
                 f"  - spike {proof['spike_id']} ({proof['cause']}): **{proof['verdict']}**, "
                 f"{proof['reason']}"
@@ -236,7 +236,11 @@ def confirm_regression(paths: StatePaths, run_id: str, repeats: int) -> dict | N
     if reported_spikes(paths.warehouse, run_id) == 0:
         progress.info("regressed without a spike: nothing to confirm in %s", run_id)
         return None
-    result = confirm_spike(run_id, None, repeats, None, str(paths.home))
+    try:
+        result = confirm_spike(run_id, None, repeats, None, str(paths.home))
+    except Exception as e:  # the regression's verdicts are stored: keep the nightly's page
+        progress.warning("could not confirm %s's worst spike: %s", run_id, e)
+        return {"spike_id": None, "cause": None, "verdict": "inconclusive", "reason": str(e)}
     return {
         "spike_id": result.spike_id,
         "cause": result.cause,

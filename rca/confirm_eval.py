@@ -75,6 +75,7 @@ class ConfirmOutcome:
     share: float | None  # share of the excess removed (or outside the engine)
     wall_s: float
     report: str | None = None
+    note: str = ""  # e.g. why the confirmation could not run (then inconclusive)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self.case), **{k: v for k, v in asdict(self).items() if k != "case"}}

@@ -279,15 +279,23 @@ def test_bad_input_to_incident_is_one_line_before_any_work(incident, tmp_path):
 
 
 def _spikes(incident) -> list[tuple]:
-    """The run's reported spikes: (start_s, end_s, metric, top cause, spike id)."""
+    """The run's reported spikes: (start_s, end_s, metric, top cause, spike id); printed with
+    their causes' shares, for the record (-s)."""
     from warehouse.db import connect
 
     with connect(incident["db"], read_only=True) as db:
-        return db.execute(
+        spikes = db.execute(
             "SELECT start_s, end_s, metric, top_cause, spike_id FROM spikes"
             " WHERE run_id = ? AND NOT suppressed ORDER BY start_s",
             [incident["run_id"]],
         ).fetchall()
+        shares = db.execute(
+            "SELECT spike_id, cause, round(share, 2) FROM attributions WHERE run_id = ?"
+            " ORDER BY spike_id, share DESC",
+            [incident["run_id"]],
+        ).fetchall()
+    print(incident["engine"].name, spikes, shares)
+    return spikes
 
 
 def _near(spikes: list[tuple], window: tuple[float, float]) -> list[tuple]:

@@ -69,7 +69,8 @@ def test_each_arm_is_a_valid_scenario_replaying_the_stretch(state, tmp_path):
     assert facts.median_output_tokens and 20 <= facts.median_output_tokens <= 40
     assert facts.arrivals_per_s and facts.arrivals_per_s > 0
     files = {}
-    for label, change in (("recorded", None), ("removed", intervention_for("penalty", "engine"))):
+    looped = intervention_for("penalty", "engine", loops=True)
+    for label, change in (("recorded", None), ("removed", looped)):
         files[label] = write_arm.fn(source, stretch, change, facts, tmp_path, label)
     recorded, removed = (load_scenario(files[k]) for k in ("recorded", "removed"))
     assert recorded.duration_s == pytest.approx(stretch.duration_s, abs=1e-3)

@@ -5,7 +5,13 @@ usage error naming the field, and the CLI exits 2 on it before any work."""
 import pytest
 from typer.testing import CliRunner
 
-from flows.confirm_source import ConfirmUsageError, memory_kind, read_source, runtime_kind
+from flows.confirm_source import (
+    ConfirmUsageError,
+    memory_kind,
+    outputs_looped,
+    read_source,
+    runtime_kind,
+)
 from rca.analyze import analyze_run
 from tests.support.runbuilder import SimSpec, write_run
 from warehouse.ingest import ingest_run
@@ -29,6 +35,7 @@ def read(home, run_id=RUN, spike=None, cause=None):
 def test_the_most_severe_spike_its_verdict_and_the_trace_clock(home):
     source = read(home)
     assert source.cause == source.stored_cause == "memory" and source.memory_kind == "gc"
+    assert not source.loops  # a GC storm's outputs did not loop
     assert 17 <= source.spike_start_s <= 22 and source.spike_end_s > source.spike_start_s
     assert source.metric in ("itl_p99", "ttft_p99", "e2e_p99")
     # the simulated load starts at t0; its first request a warm-up request after it starts
@@ -65,6 +72,20 @@ def test_memory_kind_and_runtime_kind():
     assert runtime_kind({"target": "http://x"}) == "target"
     assert runtime_kind({"engine": {"kind": "vllm"}}) == "vllm"
     assert runtime_kind({"engine": {"model": "small"}}) == "engine"
+
+
+def test_outputs_looped_when_repeated_3grams_rose_by_the_analysis_threshold():
+    def row(value, baseline):
+        return {
+            "cause": "penalty",
+            "signal": "repeated_3gram_rate",
+            "value": value,
+            "baseline": baseline,
+        }
+
+    assert outputs_looped([row(0.55, 0.05)])
+    assert not outputs_looped([row(0.10, 0.05)])  # a rise of 0.05: below loop_rate_rise 0.2
+    assert not outputs_looped([row(None, 0.05)]) and not outputs_looped([])
 
 
 def test_an_observed_window_has_nothing_to_replay(home, tmp_path):

@@ -135,3 +135,31 @@ def test_the_evaluate_command_refuses_a_bad_draw_before_running_anything(tmp_pat
     )
     assert taken.exit_code == 2 and "already holds scenario files" in taken.output
     assert not (tmp_path / "home" / "runs").exists()  # nothing ran
+
+
+def test_a_failed_confirmation_is_scored_inconclusive_and_the_rest_still_run(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    import flows.confirm
+    from flows.evaluate import confirm_events
+    from flows.paths import StatePaths
+
+    def confirm(run_id, spike, repeats, cause, state_home):
+        if run_id == "a":
+            raise RuntimeError("the engine did not start")
+        return SimpleNamespace(verdict="confirmed", share={"point": 0.9}, report="/r")
+
+    monkeypatch.setattr(flows.confirm, "confirm_spike", confirm)
+    per_run = [
+        {
+            "run_id": run,
+            "verdicts": [
+                {"cause": "memory", "detected": True, "attributed_cause": "memory", "spike_id": 1}
+            ],
+        }
+        for run in ("a", "b")
+    ]
+    scores = confirm_events(StatePaths(tmp_path), per_run, repeats=1, swaps=0)
+    by_run = {o["run_id"]: o for o in scores["outcomes"]}
+    assert by_run["a"]["verdict"] == "inconclusive" and "did not start" in by_run["a"]["note"]
+    assert by_run["b"]["verdict"] == "confirmed" and scores["right_confirmed"] == 1

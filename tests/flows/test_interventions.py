@@ -139,6 +139,18 @@ def test_penalties_off_neutralises_every_penalty_and_caps_max_tokens_at_the_medi
     assert zero_penalties(ENTRIES, None)[0].max_tokens == 64
 
 
+def test_the_penalty_arm_caps_max_tokens_only_when_the_outputs_looped():
+    facts = BaselineFacts(40.4, 1.0)
+    plain = intervention_for("penalty", "engine")
+    looped = intervention_for("penalty", "engine", loops=True)
+    assert not plain.caps_output and looped.caps_output and "max_tokens" in looped.does
+    assert "max_tokens" not in plain.does
+    uncapped = apply_to_trace(ENTRIES, plain, facts, (5.0, 10.0))
+    assert {e.max_tokens for e in uncapped} == {64}
+    assert uncapped[0].sampling["frequency_penalty"] == 0.0
+    assert {e.max_tokens for e in apply_to_trace(ENTRIES, looped, facts, (5.0, 10.0))} == {40}
+
+
 def test_arrivals_above_the_baseline_rate_are_dropped_only_inside_the_window():
     # 2 arrivals/s everywhere; window [5, 10) s capped at 1/s keeps 5 of its 10
     out = cap_arrivals(ENTRIES, (5.0, 10.0), 1.0)

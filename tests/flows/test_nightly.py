@@ -182,3 +182,11 @@ def test_a_regressions_worst_spike_is_confirmed_and_a_spikeless_one_is_not(
         "reason": "95% away",
         "report": "/r",
     }
+
+    def failing_confirm(run_id, spike, repeats, cause, state_home):
+        raise RuntimeError("vLLM did not start")
+
+    monkeypatch.setattr(flows.confirm, "confirm_spike", failing_confirm)
+    failed = confirm_regression(paths, gc, 2)
+    assert failed is not None and failed["verdict"] == "inconclusive"
+    assert failed["spike_id"] is None and "vLLM did not start" in failed["reason"]

@@ -79,6 +79,7 @@ def test_scores_count_inconclusive_against_both_with_exact_intervals():
         "share": 0.5,
         "wall_s": 120.0,
         "report": None,
+        "note": "",
     }
     empty = confirmation_scores([])
     assert (
