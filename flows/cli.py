@@ -388,6 +388,14 @@ def evaluate(
         f"[{every.get('low')}, {every.get('high')}] (exact 95 %), false alarms/h on controls "
         f"{result.scores['controls']['false_alarms_per_hour']}"
     )
+    if (acted := result.scores.get("acted")) is not None:
+        on = acted["attribution"].get("accuracy_all_faults_exact") or {}
+        console.print(
+            f"over the {acted['faults']} faults that acted on the raw client latencies "
+            f"({acted['not_acted']} did not): accuracy {on.get('value')} "
+            f"[{on.get('low')}, {on.get('high')}] (exact 95 %), macro-F1 "
+            f"{acted['attribution'].get('macro_f1_all_faults')}"
+        )
     if (proof := result.scores.get("confirmation")) is not None:
         right, wrong = proof["right_confirmed_exact"], proof["wrong_not_confirmed_exact"]
         console.print(

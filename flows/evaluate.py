@@ -185,6 +185,8 @@ def evaluation(
     if rescore:
         earlier = previous_suite(paths.reports, rescore)
         folder, run_ids = Path(earlier["suite_dir"]), list(earlier["run_ids"])
+        # scored as it was: a held-out draw counts its suppressed spikes as 'unexplained'
+        count_suppressed = bool(earlier.get("count_suppressed", count_suppressed))
         for i, run_id in enumerate(run_ids, 1):
             progress.info("re-analysing %d/%d: %s", i, len(run_ids), run_id)
             reanalyze(paths.warehouse, paths.run_dir(run_id))

@@ -82,6 +82,19 @@ class ConfirmationScore:
 
 
 @dataclass(frozen=True)
+class ActedScore:
+    """Attribution over the faults that acted on the clients' raw latencies (rca.acted): the
+    accuracy with a miss counted wrong, its exact 95 % interval, and macro-F1."""
+
+    faults: int  # acted, or undecided (counted as acted)
+    not_acted: int
+    undecided: int
+    accuracy: float | None
+    interval: tuple[float | None, float | None] | None
+    macro_f1: float | None
+
+
+@dataclass(frozen=True)
 class EvaluationContext:
     """Everything the evaluation page shows; the confusion matrix is labels × labels."""
 
@@ -98,6 +111,7 @@ class EvaluationContext:
     # wrong; None in an evaluation.json written before it was scored
     accuracy_interval: tuple[float | None, float | None] | None = None
     confirmation: ConfirmationScore | None = None  # evaluate --confirm
+    acted: ActedScore | None = None  # None in an evaluation.json written before it was judged
 
     def __post_init__(self) -> None:
         if len(self.confusion) != len(self.labels):
@@ -267,6 +281,21 @@ def build_evaluation_context(result: dict, run: RunHeader) -> EvaluationContext:
         ),
         accuracy_interval=_span(result["attribution"].get("accuracy_all_faults_exact")),
         confirmation=_confirmation(result.get("confirmation")),
+        acted=_acted(result.get("acted")),
+    )
+
+
+def _acted(scores: dict | None) -> ActedScore | None:
+    if not scores:
+        return None
+    every = scores["attribution"].get("accuracy_all_faults_exact") or {}
+    return ActedScore(
+        faults=int(scores["faults"]),
+        not_acted=int(scores["not_acted"]),
+        undecided=int(scores["undecided"]),
+        accuracy=finite(every.get("value")),
+        interval=_span(every),
+        macro_f1=finite(scores["attribution"].get("macro_f1_all_faults")),
     )
 
 

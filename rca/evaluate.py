@@ -9,6 +9,9 @@ each side. Then over all runs:
   attribution  accuracy = matched pairs whose top cause is the fault's cause / matched pairs;
                macro-F1 over causes and the confusion matrix, where a missed fault is predicted
                'missed' (so misses cost attribution recall too).
+  acted        the same attribution figures over the faults that acted: judged per fault from
+               the run's raw client latencies against its own fault-free stretches (rca.acted),
+               not from the detector; a fault the judge cannot decide counts as acted.
   intervals    every figure with its 95 % interval (rca.intervals): a seeded bootstrap over
                events for detection and attribution, the exact Poisson interval for false alarms
                per hour on the controls' hours.
@@ -32,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from rca.acted import CLIENT_METRICS, judge
 from rca.intervals import BootstrapOptions, bootstrap, poisson_rate, proportion_exact
 from rca.peers import DEFAULT_PEERS, PEER_METHODS
 from rca.rank_scores import RankedEvent, ac_at, avg_at
@@ -94,9 +98,28 @@ def load_outcome(
         for s in query(conn, "spikes", run_id=run_id)
         if count_suppressed or not s["suppressed"]
     ]
+    if faults:
+        _judge_acted(conn, run_id, faults, duration_s)
     out = RunOutcome(run_id, duration_s, window_s, faults, spikes)
     out.matches = match_events(faults, spikes, window_s, tolerance_windows)
     return out
+
+
+def _judge_acted(conn, run_id: str, faults: list[dict], duration_s: float) -> None:
+    """Each fault's `acted` (True, False, or None: the judge abstained) and `acted_by`, from the
+    run's raw client latencies (rca.acted), not from its spikes."""
+    rows = query(conn, "client_latency_samples", run_id=run_id)
+    samples: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for metric in CLIENT_METRICS:
+        mine = [r for r in rows if r["metric"] == metric]
+        samples[metric] = (
+            np.array([r["t_s"] for r in mine], dtype=float),
+            np.array([r["value_ms"] for r in mine], dtype=float),
+        )
+    windows = [(float(f["start_s"]), float(f["end_s"])) for f in faults]
+    for f, window in zip(faults, windows):
+        judged = judge(samples, window, windows, duration_s)
+        f["acted"], f["acted_by"] = judged.acted, judged.to_dict()
 
 
 def _ratio(a: float, b: float) -> float | None:
@@ -156,12 +179,15 @@ def score(outcomes: list[RunOutcome]) -> dict:
     ]
     controls = [o for o in outcomes if not o.faults]
     control_hours = sum(o.duration_s for o in controls) / 3600.0
-    y_true, y_pred = [], []
+    y_true, y_pred, acted = [], [], []
     for o in outcomes:
         matched = dict(o.matches)
         for i, f in enumerate(o.faults):
             y_true.append(f["cause"])
             y_pred.append(o.spikes[matched[i]]["top_cause"] if i in matched else MISSED)
+            acted.append(f.get("acted"))
+    # the faults that acted on the raw client latencies (an abstention counts as acted)
+    kept = [(t, p) for t, p, a in zip(y_true, y_pred, acted) if a is not False]
     return {
         "runs": len(outcomes),
         "faults": tp + fn,
@@ -183,6 +209,12 @@ def score(outcomes: list[RunOutcome]) -> dict:
             "false_alarms_per_hour": _ratio(sum(len(o.spikes) for o in controls), control_hours),
         },
         "attribution": attribution_scores(y_true, y_pred),
+        "acted": {
+            "faults": len(kept),
+            "not_acted": sum(a is False for a in acted),
+            "undecided": sum(a is None for a in acted),
+            "attribution": attribution_scores([t for t, _ in kept], [p for _, p in kept]),
+        },
     }
 
 

@@ -30,6 +30,10 @@ def test_evaluation_context_renders(warehouse_with, tmp_path):
     html = render_evaluation(ctx, tmp_path / "eval").read_text()
     assert "95 % exact interval" in html and "a miss counts wrong" in html
     assert ctx.confirmation is None and 'id="confirmation"' not in html
+    # the GC incident acted on the clients' raw latencies: 1 of 1 right over the acted faults
+    acted = ctx.acted
+    assert acted is not None and (acted.faults, acted.not_acted, acted.accuracy) == (1, 0, 1.0)
+    assert 'id="acted"' in html and "faults that acted on the clients' raw latencies" in html
 
 
 def test_confirmations_of_the_verdicts_are_scored_on_the_page(warehouse_with, tmp_path):

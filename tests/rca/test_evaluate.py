@@ -45,6 +45,12 @@ def test_scores_count_events_delays_and_control_false_alarms():
     assert out["controls"]["false_alarms_per_hour"] == pytest.approx(2.0)  # 1 alarm in 0.5 h
     assert out["attribution"]["accuracy"] == 1.0
     assert out["attribution"]["confusion"]["penalty"][MISSED] == 1
+    # judged not to have acted, the missed penalty fault leaves the acted figures
+    runs[0].faults[0]["acted"], runs[1].faults[0]["acted"] = True, False
+    acted = score(runs)["acted"]
+    assert (acted["faults"], acted["not_acted"], acted["undecided"]) == (1, 1, 0)
+    assert acted["attribution"]["accuracy_all_faults_exact"]["value"] == 1.0
+    assert score(runs)["attribution"]["accuracy_all_faults_exact"]["value"] == 0.5
 
 
 def test_attribution_scores_macro_f1():
@@ -100,6 +106,10 @@ def test_evaluate_on_simulated_runs(warehouse_with):
     }
     assert out["peers"]["random"]["events"] == 2
     assert [v["detected"] for r in out["per_run"] for v in r["verdicts"]] == [True, True]
+    # both simulated incidents slowed the clients: judged from their raw latencies
+    judged = [f["acted_by"] for r in out["per_run"] for f in r["faults"]]
+    assert [j["acted"] for j in judged] == [True, True], judged
+    assert out["acted"]["faults"] == 2 and out["acted"]["attribution"]["accuracy"] == 1.0
 
 
 def test_peer_methods_rank_on_the_same_events(warehouse_with):
