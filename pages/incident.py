@@ -43,6 +43,11 @@ class Evidence:
     pearson_r: float | None = None  # correlation with the spike's latency series, if computed
 
 
+# Two causes that each explain a third of a spike's excess or more are both said: neither is "the"
+# cause, and a page naming one would read as if the other were noise.
+BOTH_SHARE = 1 / 3
+
+
 @dataclass(frozen=True)
 class Attribution:
     """One cause of a spike and the share of the excess latency it explains."""
@@ -83,6 +88,17 @@ class Spike:
             need_share(self.uncovered, "uncovered")
         object.__setattr__(
             self, "attributions", tuple(sorted(self.attributions, key=lambda a: -float(a.share)))
+        )
+
+    @property
+    def co_cause(self) -> Attribution | None:
+        """A second cause said beside the verdict: when both cover BOTH_SHARE of the excess or
+        more, naming one would hide a cause nearly as large as itself."""
+        top = next((a for a in self.attributions if a.cause == self.top_cause), None)
+        if top is None or top.share < BOTH_SHARE:
+            return None
+        return next(
+            (a for a in self.attributions if a.cause != top.cause and a.share >= BOTH_SHARE), None
         )
 
 
@@ -637,6 +653,8 @@ def _spike_headline(spikes: tuple[Spike, ...], totals: Totals, duration_s: float
     )
     if top is not None:
         text += f"; {top.share * 100:.0f}% of the excess is {top.cause}"
+        if (also := worst.co_cause) is not None:
+            text += f" and {also.share * 100:.0f}% {also.cause}"
         if worst.summary:
             text += f": {worst.summary}"
     if len(spikes) > 1:

@@ -199,12 +199,19 @@ def process_evidence(
         in_base,
         RISE_FLOOR["runq_wait_ms_per_s"],
     )
-    if runq is not None:
+    if runq is not None and _rose(runq):
         rows.append(("host", runq, _runq_evidence(signals, runq, latency, in_spike, in_base, n)))
     return _cross_referenced(rows)
 
 
 _Row = tuple[str, _Rise, Evidence]  # cause, the rise, its evidence
+
+
+def _rose(rise: _Rise) -> bool:
+    """Evidence for a cause is a signal that moved the way the cause would move it: these all
+    rise with their cause, so a share or a wait that stayed flat or fell is no evidence (a
+    falling share listed for load read as support on a replayed production burst's page)."""
+    return rise.during > rise.before
 
 
 def _stack_rows(
@@ -218,7 +225,7 @@ def _stack_rows(
     rows: list[_Row] = []
     for region, cause in REGION_CAUSES:
         rise = biggest_rise(signals.shares(region, n), in_spike, in_base, RISE_FLOOR["share"])
-        if rise is None:
+        if rise is None or not _rose(rise):
             continue
         note = (
             f"{rise.role} (pid {rise.pid}): {rise.during:.0%} of its non-idle stack samples in {region} "
@@ -250,7 +257,7 @@ def _gc_row(
         in_base,
         RISE_FLOOR["gc_ms_per_s"] * window_s,
     )
-    if gc is None:
+    if gc is None or not _rose(gc):
         return None
     per_s = 1.0 / window_s
     note = (

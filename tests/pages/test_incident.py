@@ -359,3 +359,27 @@ def test_the_findings_are_read_not_computed(warehouse_with):
     assert fault.detected and fault.attributed_cause == "load" and not fault.matched
     assert ctx.verdict == "wrong cause"
     assert next(c for c in ctx.comparison if c.signal == "ITL p99").normal == 1.5
+
+
+def test_two_causes_that_each_cover_a_third_are_both_said(warehouse_with, tmp_path):
+    from dataclasses import replace
+
+    from pages.incident import Attribution, _spike_headline
+
+    ctx = _context(warehouse_with, incident="gc")
+    both = replace(
+        ctx.spikes[0],
+        top_cause="memory",
+        attributions=(
+            Attribution("memory", 0.5),
+            Attribution("load", 0.4),
+            Attribution("unexplained", 0.1),
+        ),
+    )
+    assert both.co_cause is not None and both.co_cause.cause == "load"
+    one = replace(both, attributions=(Attribution("memory", 0.7), Attribution("load", 0.3)))
+    assert one.co_cause is None  # 30 %: under a third
+    headline = _spike_headline((both,), ctx.totals, ctx.run.duration_s)
+    assert "50% of the excess is memory and 40% load" in headline
+    page = render_incident(replace(ctx, spikes=(both,)), tmp_path / "both", interactive=False)
+    assert 'class="co-cause"' in page.read_text(encoding="utf-8")

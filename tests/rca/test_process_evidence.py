@@ -111,8 +111,26 @@ def test_several_rises_together_are_named_not_resolved():
     )
     assert "penalty (stack_share.sampling_penalties of Worker)" in memory.note
     assert "do not tell which caused the other" in memory.note
-    assert out["unexplained"][0].value == pytest.approx(0.5)  # model_forward share fell: no claim
-    assert "also rose" not in out["unexplained"][0].note
+    # model_forward's share fell (0.9 -> 0.5): not evidence for anything
+    assert "unexplained" not in out
+
+
+def test_a_share_or_wait_that_fell_or_stayed_flat_is_no_evidence():
+    n, spike = 20, range(10, 13)
+    in_spike = np.isin(np.arange(n), list(spike))
+    stacks = [
+        {"window": w, "pid": 3, "role": "Worker", "region": region, "busy_share": share}
+        for w in range(n)
+        for region, share in (
+            ("http_serialization", 0.19 if w in spike else 0.38),  # fell
+            ("scheduler", 0.0),  # 0 vs 0
+        )
+    ]
+    cpu = _cpu_rows(n, spike, (250.0, 5.0), (500.0, 500.0))  # the wait fell
+    out = process_evidence(
+        ProcessSignals(stacks, [], cpu), np.where(in_spike, 9.0, 1.0), in_spike, ~in_spike, 1.0
+    )
+    assert out == {}
 
 
 def test_a_run_without_collector_files_adds_nothing():
