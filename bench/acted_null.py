@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rca.acted import CLIENT_METRICS, judge
+from rca.acted import judge, samples_by_metric
 from rca.intervals import proportion_exact
 from warehouse.db import connect
 from warehouse.queries import query
@@ -37,18 +37,6 @@ def control_runs(conn) -> list[tuple[str, float]]:
     return [(str(run_id), float(duration)) for run_id, duration in rows]
 
 
-def samples_of(conn, run_id: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    rows = query(conn, "client_latency_samples", run_id=run_id)
-    out = {}
-    for metric in CLIENT_METRICS:
-        mine = [r for r in rows if r["metric"] == metric]
-        out[metric] = (
-            np.array([r["t_s"] for r in mine], dtype=float),
-            np.array([r["value_ms"] for r in mine], dtype=float),
-        )
-    return out
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("warehouse", type=Path)
@@ -61,7 +49,7 @@ def main() -> None:
         runs = control_runs(conn)
         tally = {length: {"judged": 0, "acted": 0, "undecided": 0} for length in lengths}
         for run_id, duration in runs:
-            samples = samples_of(conn, run_id)
+            samples = samples_by_metric(query(conn, "client_latency_samples", run_id=run_id))
             for length in lengths:
                 for start in np.arange(args.every, duration - length, args.every):
                     window = (float(start), float(start + length))

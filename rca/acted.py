@@ -56,6 +56,18 @@ class Acted:
         return asdict(self)
 
 
+def samples_by_metric(rows: list[dict]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """metric → (t_s, value_ms) arrays from query `client_latency_samples`' rows."""
+    out = {}
+    for metric in CLIENT_METRICS:
+        mine = [r for r in rows if r["metric"] == metric]
+        out[metric] = (
+            np.array([r["t_s"] for r in mine], dtype=float),
+            np.array([r["value_ms"] for r in mine], dtype=float),
+        )
+    return out
+
+
 def fault_free_windows(
     faults: list[tuple[float, float]], duration_s: float, length_s: float, config: ActedConfig
 ) -> list[float]:

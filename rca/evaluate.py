@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from rca.acted import CLIENT_METRICS, judge
+from rca.acted import judge, samples_by_metric
 from rca.intervals import BootstrapOptions, bootstrap, poisson_rate, proportion_exact
 from rca.peers import DEFAULT_PEERS, PEER_METHODS
 from rca.rank_scores import RankedEvent, ac_at, avg_at
@@ -108,14 +108,7 @@ def load_outcome(
 def _judge_acted(conn, run_id: str, faults: list[dict], duration_s: float) -> None:
     """Each fault's `acted` (True, False, or None: the judge abstained) and `acted_by`, from the
     run's raw client latencies (rca.acted), not from its spikes."""
-    rows = query(conn, "client_latency_samples", run_id=run_id)
-    samples: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for metric in CLIENT_METRICS:
-        mine = [r for r in rows if r["metric"] == metric]
-        samples[metric] = (
-            np.array([r["t_s"] for r in mine], dtype=float),
-            np.array([r["value_ms"] for r in mine], dtype=float),
-        )
+    samples = samples_by_metric(query(conn, "client_latency_samples", run_id=run_id))
     windows = [(float(f["start_s"]), float(f["end_s"])) for f in faults]
     for f, window in zip(faults, windows):
         judged = judge(samples, window, windows, duration_s)

@@ -43,3 +43,16 @@ def test_placebo_windows_avoid_every_fault_and_its_tail():
     assert all(not (s < 18.0 and s + 5.0 > 10.0) for s in starts)  # 10 .. 15 + 3
     assert all(not (s < 35.0 and s + 5.0 > 30.0) for s in starts)  # 30 .. 32 + 3
     assert 18.0 in starts and 35.0 in starts and max(starts) == 45.0
+
+
+def test_samples_by_metric_splits_the_querys_rows():
+    from rca.acted import samples_by_metric
+
+    rows = [
+        {"metric": "itl", "t_s": 1.0, "value_ms": 10.0},
+        {"metric": "ttft", "t_s": 0.5, "value_ms": 30.0},
+        {"metric": "itl", "t_s": 1.5, "value_ms": 12.0},
+    ]
+    got = samples_by_metric(rows)
+    assert got["itl"][0].tolist() == [1.0, 1.5] and got["itl"][1].tolist() == [10.0, 12.0]
+    assert got["ttft"][1].tolist() == [30.0] and len(got["e2e"][0]) == 0
