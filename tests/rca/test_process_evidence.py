@@ -67,6 +67,21 @@ def _cpu_rows(n, spike, runq, cpu):
     ]
 
 
+def _stack_rows(n, spike, shares):
+    """A Worker's (pid 3) stack rows; `shares`: region → (busy_share in the spike, before)."""
+    return [
+        {
+            "window": w,
+            "pid": 3,
+            "role": "Worker",
+            "region": region,
+            "busy_share": during if w in spike else before,
+        }
+        for w in range(n)
+        for region, (during, before) in shares.items()
+    ]
+
+
 @pytest.mark.parametrize(
     "cpu, says",
     [
@@ -87,14 +102,7 @@ def test_runq_wait_says_whether_the_process_itself_did_more_work(cpu, says):
 def test_several_rises_together_are_named_not_resolved():
     n, spike = 20, range(10, 13)
     in_spike = np.isin(np.arange(n), list(spike))
-    stacks = [
-        {"window": w, "pid": 3, "role": "Worker", "region": region, "busy_share": share}
-        for w in range(n)
-        for region, share in (
-            ("sampling_penalties", 0.5 if w in spike else 0.1),
-            ("model_forward", 0.5 if w in spike else 0.9),
-        )
-    ]
+    stacks = _stack_rows(n, spike, {"sampling_penalties": (0.5, 0.1), "model_forward": (0.5, 0.9)})
     gc = [
         {"window": w, "pid": 4, "role": "EngineCore", "pause_ms": 200.0 if w in spike else 0.0}
         for w in range(n)
@@ -118,14 +126,8 @@ def test_several_rises_together_are_named_not_resolved():
 def test_a_share_or_wait_that_fell_or_stayed_flat_is_no_evidence():
     n, spike = 20, range(10, 13)
     in_spike = np.isin(np.arange(n), list(spike))
-    stacks = [
-        {"window": w, "pid": 3, "role": "Worker", "region": region, "busy_share": share}
-        for w in range(n)
-        for region, share in (
-            ("http_serialization", 0.19 if w in spike else 0.38),  # fell
-            ("scheduler", 0.0),  # 0 vs 0
-        )
-    ]
+    # http_serialization fell; scheduler stayed at 0 vs 0
+    stacks = _stack_rows(n, spike, {"http_serialization": (0.19, 0.38), "scheduler": (0.0, 0.0)})
     cpu = _cpu_rows(n, spike, (250.0, 5.0), (500.0, 500.0))  # the wait fell
     out = process_evidence(
         ProcessSignals(stacks, [], cpu), np.where(in_spike, 9.0, 1.0), in_spike, ~in_spike, 1.0
