@@ -254,6 +254,9 @@ class Measurement:
     e2e_diff_p50_ms: float | None = None
     e2e_diff_p99_ms: float | None = None
     kernel_stamped_share: float | None = None  # share stamped by the kernel at both ends
+    # each inter-token gap against the gap between the server's writes (None: not stamped)
+    itl_diff_p50_ms: float | None = None
+    itl_diff_p99_ms: float | None = None
 
 
 @dataclass(frozen=True)

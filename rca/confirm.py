@@ -161,9 +161,15 @@ def verdict(
     )
 
 
-# spike metric → (client p99, server p99) columns of query transit_windows
-_OUTSIDE_COLUMNS = {"ttft_p99": ("client_ttft_p99_ms", "server_ttft_p99_ms")}
+# spike metric → (client p99, server p99) columns of query transit_windows; the whole stream
+# (E2E) where the metric has none, or its server side was not stamped (ITL before the server
+# stamped each text chunk)
+_OUTSIDE_COLUMNS = {
+    "ttft_p99": ("client_ttft_p99_ms", "server_ttft_p99_ms"),
+    "itl_p99": ("client_itl_p99_ms", "server_itl_p99_ms"),
+}
 _STREAM_COLUMNS = ("client_e2e_p99_ms", "server_e2e_p99_ms")
+_COMPARED = {"client_ttft_p99_ms": "TTFT", "client_itl_p99_ms": "ITL"}
 
 
 @dataclass(frozen=True)
@@ -200,6 +206,8 @@ def measure_outside(
     `transit`: query transit_windows' rows at 1-s windows. None: too few baseline windows or no
     request both sides saw in the spike."""
     client_col, server_col = _OUTSIDE_COLUMNS.get(metric, _STREAM_COLUMNS)
+    if not any(r.get(server_col) is not None for r in transit):
+        client_col, server_col = _STREAM_COLUMNS
     w = np.array([float(r["window"]) for r in transit])
     first, end = round(spike_s[0]), max(round(spike_s[1]), round(spike_s[0]) + 1)
     inside, before = (w >= first) & (w < end), w < first - GUARD_WINDOWS
@@ -214,7 +222,7 @@ def measure_outside(
     (client_base, client_spike), (server_base, server_spike) = sides
     above = int(np.sum(client_spike > client_base.threshold_ms))
     return OutsideMeasure(
-        "TTFT" if client_col == "client_ttft_p99_ms" else "the whole stream",
+        _COMPARED.get(client_col, "the whole stream"),
         client_base.median_ms,
         float(np.mean(client_spike)) - client_base.median_ms,
         server_base.median_ms,

@@ -2,8 +2,8 @@
 
   client   the load generator itself is late: its event-loop lag or read delay rose, or more of
            its first tokens came merged with a later packet (it read late); it then covers the
-           growth of client − server time (TTFT/E2E) up to the rise of its lag / read delay,
-           and for ITL that rise
+           growth of client − server time up to the rise of its lag / read delay (for an ITL
+           gap the server did not time, that rise, against the engine's step: rca.cause_shares)
   network  the rest of the growth of client − server time: transit between them
   host     an engine process waited longer for a CPU (/proc run-queue delay) while doing no more
            work itself, and no other process of the engine's tree gained that CPU time
@@ -11,8 +11,9 @@
            outside the engine, beyond baseline
 
 client − server time is the p99 of each side's latency per window: the client's from its kernel
-receive stamps, the server's from its own socket stamps (query `transit_windows`), so their gap
-is what happened between the two sockets and in the client, never inside the engine. Each rise
+receive stamps, the server's from its own socket stamps (query `transit_windows`; for ITL, the
+gaps between the server's writes of a request's text chunks), so their gap is what happened
+between the two sockets and in the client, never inside the engine. Each rise
 must beat its floor in AttributeConfig and 3 standard deviations of its baseline windows.
 Pure: window rows in, shares and Evidence out.
 """
@@ -33,6 +34,7 @@ from rca.stepcost import mean_or_zero
 _TRANSIT = {
     "ttft_p99": ("client_ttft_p99_ms", "server_ttft_p99_ms"),
     "e2e_p99": ("client_e2e_p99_ms", "server_e2e_p99_ms"),
+    "itl_p99": ("client_itl_p99_ms", "server_itl_p99_ms"),  # each text chunk's write (our engine)
 }
 
 
@@ -128,10 +130,11 @@ def _client_late(
 
 def _transit(
     inputs: OutsideInputs, ev: EvidenceBuilder, config: AttributeConfig, out: OutsideExcess
-) -> float:
-    """client − server p99 rise in ms for TTFT/E2E spikes (0 for ITL or without server stamps)."""
+) -> float | None:
+    """client − server p99 rise in ms (0 when not marked); None when the server did not time the
+    spike's metric (no stamps in the spike or its baseline: an older run's ITL)."""
     if inputs.metric not in _TRANSIT:
-        return 0.0
+        return None
     client_col, server_col = _TRANSIT[inputs.metric]
     client = _column(inputs.transit, client_col, inputs.n)
     server = _column(inputs.transit, server_col, inputs.n)
@@ -147,10 +150,11 @@ def _transit(
     ]
     out.evidence["network"] = [e for e in rows if e is not None]
     out.signals["network"] = gap
-    if np.isfinite(server[ev.in_spike]).any() and np.isfinite(server[ev.in_base]).any():
-        rise = mean_or_zero(server[ev.in_spike]) - mean_or_zero(server[ev.in_base])
-        excess = inputs.latency_excess_ms
-        out.server_share = float(np.clip(rise / excess, 0.0, 1.0)) if excess > 0 else None
+    if not (np.isfinite(server[ev.in_spike]).any() and np.isfinite(server[ev.in_base]).any()):
+        return None
+    rise = mean_or_zero(server[ev.in_spike]) - mean_or_zero(server[ev.in_base])
+    excess = inputs.latency_excess_ms
+    out.server_share = float(np.clip(rise / excess, 0.0, 1.0)) if excess > 0 else None
     return marked_rise(gap, ev.in_spike, ev.in_base, config.min_transit_rise_ms)
 
 
@@ -215,13 +219,16 @@ def outside_excess(
     excess = inputs.latency_excess_ms
     if excess <= 0:
         return out
-    out.transit_rise_ms = transit
+    out.transit_rise_ms = transit or 0.0
     out.client_lag_rise_ms = read_rise
     # A late reader stretches the client's own times by about its lag / read delay: that much
-    # of the gap (for ITL, of the excess) is the client's, the rest of the gap is transit.
+    # of the client − server gap is the client's, the rest of it is transit. An ITL gap the
+    # server did not time is left to cause_shares, which compares it with the engine's step.
     client_ms = read_rise if out.client_late else 0.0
-    if inputs.metric in _TRANSIT:
-        client_ms = min(client_ms, transit)
+    if transit is not None or inputs.metric != "itl_p99":
+        client_ms = min(client_ms, transit or 0.0)
     out.client_share = float(np.clip(client_ms / excess, 0.0, 1.0))
-    out.network_share = float(np.clip((transit - client_ms) / excess, 0.0, 1.0 - out.client_share))
+    out.network_share = float(
+        np.clip(((transit or 0.0) - client_ms) / excess, 0.0, 1.0 - out.client_share)
+    )
     return out

@@ -5,7 +5,7 @@ latencies it recorded are partly its own lateness. A spike in those client-side 
 something about the engine only when a server-side time rose in the same windows:
   - the engine's step time (spikelens' engine: its step is the server-side inter-token time),
     by at least AttributeConfig.min_step_rise of the baseline step and beyond 3 baseline std;
-  - the server's socket-side TTFT/E2E p99 (query transit_windows), beyond its floor and noise;
+  - the server's socket-side TTFT/ITL/E2E p99 (query transit_windows), beyond its floor and noise;
   - the engine's own latency series on /metrics (rca.consequences' `symptom` series: TTFT, ITL,
     E2E as vLLM saw them), by a robust z above rca.metric_rank.MIN_Z.
 When none of them rose (or none was measured), the engine causes (penalty, memory,
@@ -50,7 +50,11 @@ def _server_sockets_rose(
     signals: RunSignals, spike: Spike, spikes: list[Spike], config: AttributeConfig
 ) -> bool | None:
     """Did the server's socket-side p99 of the spike's metric rise (None: not measured)?"""
-    column = {"ttft_p99": "server_ttft_p99_ms", "e2e_p99": "server_e2e_p99_ms"}.get(spike.metric)
+    column = {
+        "ttft_p99": "server_ttft_p99_ms",
+        "e2e_p99": "server_e2e_p99_ms",
+        "itl_p99": "server_itl_p99_ms",  # the gaps between its writes of a request's chunks
+    }.get(spike.metric)
     n = len(signals.windows)
     if column is None:
         return None

@@ -92,6 +92,24 @@ CREATE OR REPLACE TEMP MACRO itl_gaps(rid) AS TABLE
           WHERE ig_c.ok) ig_g
     WHERE ig_g.gap_ns IS NOT NULL;
 
+-- Every ITL gap seen from both ends: the client's k-th content chunk of an ok measured request
+-- paired with the engine server's k-th text write (server_requests.content_ns) of it, where both
+-- saw as many: the gap ending at chunk k (k >= 2) on each side, at the client's arrival_ns.
+CREATE OR REPLACE TEMP MACRO chunk_gap_pairs(rid) AS TABLE
+    SELECT gp_p.arrival_ns, gp_p.client_itl_ms, gp_p.server_itl_ms
+    FROM (SELECT gp_c.k, gp_c.arrival_ns,
+                 (gp_c.arrival_ns - lag(gp_c.arrival_ns)
+                     OVER (PARTITION BY gp_c.request_id ORDER BY gp_c.k)) / 1e6 AS client_itl_ms,
+                 (gp_s.content_ns[gp_c.k] - gp_s.content_ns[gp_c.k - 1]) / 1e6 AS server_itl_ms
+          FROM (SELECT gp_t.request_id, gp_t.arrival_ns,
+                       row_number() OVER (PARTITION BY gp_t.request_id ORDER BY gp_t."index") AS k,
+                       count(*) OVER (PARTITION BY gp_t.request_id) AS n
+                FROM content_chunks(rid) gp_t
+                WHERE gp_t.ok) gp_c
+          JOIN server_requests gp_s ON gp_s.run_id = rid AND gp_s.request_id = gp_c.request_id
+          WHERE gp_s.status = 200 AND len(gp_s.content_ns) = gp_c.n) gp_p
+    WHERE gp_p.k > 1;
+
 -- E2E of every ok measured request: from its send to the arrival of its last content chunk, the
 -- last token (vLLM's definition), not to the end of the stream: the usage chunk and `[DONE]` that
 -- follow carry no token. So E2E - TTFT is exactly the sum of the request's ITL gaps.

@@ -175,8 +175,10 @@ CREATE TABLE server_requests (
     first_content_ns BIGINT,     -- first generated text handed to the socket; NULL: none sent
     done_ns          BIGINT,     -- last body byte handed to the socket; NULL: connection ended first
     received_clock   VARCHAR,    -- 'kernel' | 'loop' | 'app'
-    first_content_sent_ns BIGINT -- that write's system call returned (the client's socket had the
-                                 -- bytes in between, on loopback); NULL: queued, or none sent
+    first_content_sent_ns BIGINT, -- that write's system call returned (the client's socket had the
+                                  -- bytes in between, on loopback); NULL: queued, or none sent
+    content_ns       BIGINT[]    -- each text-carrying chunk's write began, in order (streamed
+                                 -- answers): the server's inter-token gaps; NULL: none or older file
 );
 
 -- metrics.parquet: Prometheus /metrics scraped during the run (any engine: spikelens, vLLM, SGLang…).

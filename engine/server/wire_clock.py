@@ -25,6 +25,10 @@ the bytes are. One row per request, with
   lies between the two: the reference's own error bar, microseconds unless the server thread
   was preempted in the call (p99 1.7 ms in one CI run on 2 shared cores),
 - ``done_ns``: the same for the last body message (``more_body`` false),
+- ``content_ns``: the same for every body message that carried generated text, in order (streamed
+  answers; the handler marks each one). Their gaps are the server's inter-token latency, so a
+  client's ITL can be checked against the server's as TTFT and E2E are (query
+  ``transit_windows``): a late reader stretches the client's gaps, not these,
 
 stamped by ``WireClock``, a pure ASGI middleware (Starlette's ``BaseHTTPMiddleware`` would buffer
 the streamed body), and written next to the engine's files at flush and shutdown.
@@ -55,11 +59,12 @@ SERVER_REQUEST_SCHEMA = pa.schema(
         ("first_content_ns", pa.int64()),  # null: no generated text was sent
         ("first_content_sent_ns", pa.int64()),  # its write returned; null: queued, or none sent
         ("done_ns", pa.int64()),  # null: the connection ended before the last byte
+        ("content_ns", pa.list_(pa.int64())),  # each text-carrying write began (streamed answers)
     ]
 )
 
 TIMED_PATHS = frozenset({"/v1/completions", "/v1/chat/completions"})
-_CONTENT_KEY = "spikelens.content_started"  # set in the ASGI scope by the handler
+_CONTENT_KEY = "spikelens.content_next"  # set by the handler before each text chunk
 _RECEIVED_KEY = "spikelens.received"  # (ns, clock) set in the ASGI scope by WireH11Protocol
 _SOCKET_KEY = "spikelens.stamping_socket"  # the connection's StampingSocket, same
 
@@ -96,8 +101,9 @@ class WireH11Protocol(H11Protocol):
 
 
 def mark_content(scope: MutableMapping[str, Any]) -> None:
-    """Called by a streaming handler just before it yields its first chunk with generated text:
-    the next body message the middleware sends is the one a client's TTFT ends at."""
+    """Called by a streaming handler just before it yields each chunk with generated text: the
+    next body message the middleware sends carries a token (the first: where a client's TTFT
+    ends; each later one: where one of its inter-token gaps ends)."""
     scope[_CONTENT_KEY] = True
 
 
@@ -135,6 +141,7 @@ class WireClock:
             "first": None,
             "first_sent": None,
             "done": None,
+            "content": [],
         }
 
         async def timed_send(message):
@@ -157,12 +164,18 @@ class WireClock:
             written_ns = stamps.last_send_ns if stamps is not None else None
             fresh = written_ns is not None and written_ns >= handed_ns  # this write's, not older
             now = written_ns if fresh else handed_ns
-            # A streamed answer's content starts where the handler said; any other answer's first
-            # non-empty body is its content.
-            has_content = scope.get(_CONTENT_KEY) if row["streamed"] else bool(message.get("body"))
-            if row["first"] is None and has_content and row["status"] == 200:
-                row["first"] = now
-                row["first_sent"] = stamps.last_send_done_ns if fresh else None
+            # A streamed answer's text is where the handler marked it (each mark is for the next
+            # body message only); any other answer's first non-empty body is its content.
+            if row["streamed"]:
+                has_content = bool(scope.pop(_CONTENT_KEY, False))
+            else:
+                has_content = bool(message.get("body"))
+            if has_content and row["status"] == 200:
+                if row["first"] is None:
+                    row["first"] = now
+                    row["first_sent"] = stamps.last_send_done_ns if fresh else None
+                if row["streamed"]:
+                    row["content"].append(now)
             if not message.get("more_body", False):
                 row["done"] = now
 
@@ -181,4 +194,5 @@ class WireClock:
                     row["first"],
                     row["first_sent"],
                     row["done"],
+                    row["content"] or None,
                 )

@@ -1,5 +1,5 @@
-"""The wire clock: one row per completion request, stamped just before the ASGI sends, content
-start where the handler marks it; other paths untouched. Driven as plain ASGI (no server needed,
+"""The wire clock: one row per completion request, stamped just before the ASGI sends, each text
+chunk where the handler marks it; other paths untouched. Driven as plain ASGI (no server needed,
 so no stamping protocol: the arrival is the app start, clock 'app')."""
 
 import asyncio
@@ -8,8 +8,12 @@ import time
 from engine.server.wire_clock import _SOCKET_KEY, WireClock, WireLog, mark_content
 
 
-def sse_app(chunks: list[bytes], content_from: int, status: int = 200):
-    """An ASGI app streaming `chunks`; generated text starts at chunk `content_from`."""
+def sse_app(
+    chunks: list[bytes], content_from: int, status: int = 200, text_until: int | None = None
+):
+    """An ASGI app streaming `chunks`; generated text is in chunks `content_from` up to (not
+    including) `text_until` (default: only `content_from`), each marked as the handler does."""
+    last = content_from + 1 if text_until is None else text_until
 
     async def app(scope, receive, send):
         ctype = b"text/event-stream" if status == 200 else b"application/json"
@@ -21,7 +25,7 @@ def sse_app(chunks: list[bytes], content_from: int, status: int = 200):
             }
         )
         for i, chunk in enumerate(chunks):
-            if i == content_from:
+            if content_from <= i < last:
                 mark_content(scope)
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -82,6 +86,17 @@ def test_stamps_follow_the_sends_and_the_content_mark():
     assert body_times[0] <= row["first_content_ns"] <= body_times[1]
     assert row["first_content_sent_ns"] is None  # no socket to say when the write returned
     assert body_times[-2] <= row["done_ns"] <= body_times[-1]
+    assert row["content_ns"] == [row["first_content_ns"]]  # only the marked chunk carried text
+
+
+def test_every_text_chunk_is_stamped_and_nothing_else():
+    log, socket = WireLog(), WriteTimes()
+    chunks = [b"data: role\n\n", b"data: a\n\n", b"data: b\n\n", b"data: c\n\n", b"data: usage\n\n"]
+    drive(WireClock(sse_app(chunks, content_from=1, text_until=4), log), socket=socket)
+    [row] = log.buffer.to_table().to_pylist()
+    # writes: response start, role, a, b, c, usage, the end: the server's ITL gaps are b−a, c−b
+    assert row["content_ns"] == socket.writes[2:5]
+    assert row["first_content_ns"] == row["content_ns"][0]
 
 
 def test_with_the_connections_socket_the_stamps_are_when_the_writes_began():

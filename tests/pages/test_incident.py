@@ -107,7 +107,8 @@ def test_measurement_check_compares_client_and_socket_times(tmp_path, write_ms, 
     2 ms and the last byte's 0.5 ms before the client read them: TTFT differs by 3 ms, E2E by
     1.5 ms. Where the first write's call returned 2.5 ms after it began (the server thread
     preempted in it), the client's TTFT lies 0.5 ms past the server's interval. Half the requests
-    were stamped by the kernel at both ends."""
+    were stamped by the kernel at both ends. Without that stamp, the server also stamped each
+    text write, 1 ms early on every other chunk: each ITL gap differs by 1 ms."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -127,6 +128,14 @@ def test_measurement_check_compares_client_and_socket_times(tmp_path, write_ms, 
         run_dir / "requests.parquet",
     )
     ms = 1_000_000
+    chunks: dict[str, list[int]] = {}
+    for t in sorted(
+        pq.read_table(run_dir / "tokens.parquet").to_pylist(), key=lambda t: t["index"]
+    ):
+        if (t.get("n_tokens") or 1) > 0:
+            chunks.setdefault(t["request_id"], []).append(
+                t["arrival_ns"] - (len(chunks.get(t["request_id"], [])) % 2) * ms
+            )
     pq.write_table(
         pa.Table.from_pylist(
             [
@@ -143,7 +152,7 @@ def test_measurement_check_compares_client_and_socket_times(tmp_path, write_ms, 
                 | (
                     {"first_content_sent_ns": c["first_token_ns"] - 2 * ms + int(write_ms * ms)}
                     if write_ms is not None
-                    else {}
+                    else {"content_ns": chunks.get(c["request_id"])}
                 )
                 for c in paired
             ]
@@ -160,6 +169,10 @@ def test_measurement_check_compares_client_and_socket_times(tmp_path, write_ms, 
     )
     assert m.e2e_diff_p99_ms == pytest.approx(1.5)
     assert m.kernel_stamped_share == pytest.approx(0.5, abs=0.01)
+    if write_ms is None:
+        assert m.itl_diff_p50_ms == pytest.approx(1.0) and m.itl_diff_p99_ms == pytest.approx(1.0)
+    else:
+        assert m.itl_diff_p99_ms is None  # no chunk stamps: no ITL check
 
 
 def test_no_server_times_no_measurement_check(warehouse_with):

@@ -77,6 +77,7 @@ def transit(client_spike_ms: float, server_spike_ms: float, spike=(20, 30), n=35
         wob = 1.0 if w % 2 else -1.0
         row = {"window": w, "client_ttft_p99_ms": None, "server_ttft_p99_ms": None}
         row |= {"client_e2e_p99_ms": None, "server_e2e_p99_ms": None}
+        row |= {"client_itl_p99_ms": None, "server_itl_p99_ms": None}
         row[f"client_{metric}_p99_ms"] = client_spike_ms if inside else 40.0 + wob
         row[f"server_{metric}_p99_ms"] = server_spike_ms if inside else 30.0 + wob
         rows.append(row)
@@ -93,8 +94,14 @@ def test_a_client_side_rise_the_server_did_not_see_is_confirmed_outside_the_engi
     assert v.verdict == "confirmed" and "measured, not re-run" in v.reason and "98%" in v.reason
 
 
+def test_an_itl_rise_is_compared_gap_for_gap_where_the_server_stamped_its_chunks():
+    m = measure_outside(transit(240.0, 35.0, metric="itl"), "itl_p99", (20.0, 30.0))
+    assert m is not None and m.compared == "ITL" and m.reproduced
+    assert outside_verdict(m, "client").verdict == "confirmed"
+
+
 def test_a_rise_the_server_saw_too_is_not_outside_the_engine():
-    """ITL has no server-side time: the whole stream (E2E) is compared instead."""
+    """ITL without the server's chunk stamps (an older run): the whole stream (E2E) instead."""
     m = measure_outside(transit(240.0, 210.0, metric="e2e"), "itl_p99", (20.0, 30.0))
     assert m is not None and m.compared == "the whole stream"
     v = outside_verdict(m, "client")

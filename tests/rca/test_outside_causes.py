@@ -57,3 +57,49 @@ def test_a_little_client_lag_does_not_take_a_large_transit_growth():
     attr = _attribute(transit_rise_ms=90.0, client_lag_rise_ms=15.0)
     assert attr.top_cause == "network" and _cause(attr, "network").share >= 0.6
     assert 0.1 <= _cause(attr, "client").share <= 0.2
+
+
+# ITL seen from both ends: the server stamped each text chunk's write (engine/server/wire_clock.py)
+
+
+def test_a_late_reader_stretches_the_clients_gaps_not_the_servers():
+    attr = _attribute(
+        metric="itl_p99",
+        base_latency_ms=25.0,
+        latency_rise_ms=60.0,
+        transit_rise_ms=60.0,
+        client_lag_rise_ms=60.0,
+        itl_stamped=True,
+    )
+    assert attr.top_cause == "client" and _cause(attr, "client").share >= 0.8
+    assert "client − server time up 60" in attr.summary  # the ITL gap, not only the lag
+
+
+def test_an_engine_gc_stall_with_some_client_lag_is_memory():
+    # the case: 15 ms/step of GC and the client's lag up 20 ms; the server's gaps grew
+    # as much as the client's, so none of it happened outside the engine
+    for stamped in (True, False):
+        attr = _attribute(
+            metric="itl_p99",
+            base_latency_ms=22.0,
+            latency_rise_ms=15.0,
+            stage_rise_ms={"gc_ms": 15.0},
+            client_lag_rise_ms=20.0,
+            itl_stamped=stamped,
+        )
+        assert attr.top_cause == "memory", stamped
+        assert next((c.share for c in attr.causes if c.cause == "client"), 0.0) < 0.1
+
+
+def test_client_lag_is_no_cause_of_gaps_the_server_saw_grow_too():
+    # nothing the engine's stages measure rose, but the server's own gaps did: whatever it was
+    # happened inside the engine, not in the late client
+    attr = _attribute(
+        metric="itl_p99",
+        base_latency_ms=22.0,
+        latency_rise_ms=30.0,
+        client_lag_rise_ms=30.0,
+        itl_stamped=True,
+    )
+    assert attr.top_cause == "unexplained"
+    assert next((c.share for c in attr.causes if c.cause == "client"), 0.0) < 0.1

@@ -30,7 +30,8 @@ class SpikeRun:
     seed: int = 0
     # per-step ms added to a stage in the spike: {"gc_ms": 15.0} adds GC inside forward_ms
     stage_rise_ms: dict = field(default_factory=dict)
-    transit_rise_ms: float = 0.0  # client − server p99 growth in the spike (TTFT and E2E)
+    transit_rise_ms: float = 0.0  # client − server p99 growth in the spike
+    itl_stamped: bool = False  # the server stamped each text chunk: ITL is seen from both ends
     client_lag_rise_ms: float = 0.0  # load generator lag and read delay p99 growth
     runq_rise_ms_per_s: float = 0.0  # engine process run-queue wait growth (its CPU falls)
     output_growth: float = 1.0  # mean output tokens factor in the spike
@@ -111,7 +112,9 @@ def _windows(run: SpikeRun, steps: dict, rng: np.random.Generator) -> tuple[list
 
 def _outside(run: SpikeRun, rng: np.random.Generator) -> tuple[list, list, list]:
     transit, client, cpu = [], [], []
-    col = {"ttft_p99": "ttft", "e2e_p99": "e2e"}.get(run.metric, "ttft")
+    col = {"ttft_p99": "ttft", "e2e_p99": "e2e", "itl_p99": "itl" if run.itl_stamped else "ttft"}[
+        run.metric
+    ]
     for w in range(run.n):
         on = run.in_spike(w)
         server = run.base_latency_ms - 0.5 + _noise(rng, 2.0)

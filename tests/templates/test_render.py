@@ -294,6 +294,16 @@ def test_measurement_check_is_shown_only_when_the_server_timed_the_socket(
         "over 812 requests" in text and "0.31 ms (p50) / 1.8 ms (p99)" in text and "2.6 ms" in text
     )
     assert "event loop left a request unread" in text  # no clock information: read-time stamps
+    assert "inter-token gap" not in text  # the server did not stamp its chunks
+    incident_context["measurement"] |= {"itl_diff_p50_ms": 0.05, "itl_diff_p99_ms": 0.7}
+    tree = parse(
+        render_incident(_typed(incident_context), tmp_path / "c", interactive=False).read_text(
+            encoding="utf-8"
+        )
+    )
+    text = tree.find("p", id="measurement-check").text
+    assert "each inter-token gap differs from the gap between the server's writes" in text
+    assert "0.05 ms / 0.70 ms" in text
 
 
 @pytest.mark.parametrize(

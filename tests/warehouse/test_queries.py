@@ -338,7 +338,51 @@ def test_transit_windows_split_client_from_server_time(tmp_path, make_run):
     assert late["client_ttft_p99_ms"] - late["server_ttft_p99_ms"] == pytest.approx(20.0)
     assert late["ttft_pairs"] > 0
     assert late["merged_first_share"] is None  # the simulation records no arrival clock
+    assert late["itl_pairs"] == 0 and late["server_itl_p99_ms"] is None  # no chunk stamps
     assert [r["window"] for r in out] == sorted(by_w)
+
+
+def test_transit_windows_pair_each_gap_with_the_servers(tmp_path, make_run):
+    """The server wrote each request's text at half the client's gaps: every window's client ITL
+    p99 is twice the server's. A request whose server saw one chunk fewer is left unpaired."""
+    run_dir = make_run(duration_s=10.0)
+    chunks: dict[str, list[int]] = {}
+    for t in sorted(
+        pq.read_table(run_dir / "tokens.parquet").to_pylist(), key=lambda t: t["index"]
+    ):
+        if (t.get("n_tokens") or 1) > 0:
+            chunks.setdefault(t["request_id"], []).append(t["arrival_ns"])
+    ok = {r["request_id"]: r for r in pq.read_table(run_dir / "requests.parquet").to_pylist()}
+    ids = [
+        rid for rid in chunks if rid in ok and ok[rid]["status"] == "ok" and len(chunks[rid]) > 2
+    ]
+    rows = [
+        {
+            "request_id": rid,
+            "status": 200,
+            "streamed": True,
+            "received_ns": ok[rid]["sent_ns"],
+            "first_content_ns": chunks[rid][0],
+            "done_ns": chunks[rid][-1],
+            "content_ns": [chunks[rid][0] + (a - chunks[rid][0]) // 2 for a in chunks[rid]]
+            if rid != ids[0]
+            else chunks[rid][:-1],
+        }
+        for rid in ids
+    ]
+    pq.write_table(pa.Table.from_pylist(rows), run_dir / "server_requests.parquet")
+    ingest_run(tmp_path / "w.duckdb", run_dir)
+    conn = connect(tmp_path / "w.duckdb")
+    out = query(conn, "transit_windows", run_id=RUN_ID, window_s=1.0)
+    conn.close()
+    paired = [r for r in out if r["itl_pairs"]]
+    assert paired and all(
+        r["client_itl_p99_ms"] == pytest.approx(2 * r["server_itl_p99_ms"], rel=1e-6)
+        for r in paired
+    )
+    measured = [rid for rid in ids[1:] if ok[rid].get("phase", "measure") == "measure"]
+    gaps = sum(a >= T0 for rid in measured for a in chunks[rid][1:])  # each later chunk ends one
+    assert sum(r["itl_pairs"] for r in out) == gaps
 
 
 def test_confirm_stretch_matches_the_requests_file(gc_run):

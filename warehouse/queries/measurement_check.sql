@@ -12,6 +12,8 @@
 -- at first_content_sent_ns, and on loopback the client's socket had the bytes in between. The
 -- TTFT difference is how far the client's TTFT lies outside it, so a server thread preempted in
 -- that call (p99 4.9 ms with two CPU hogs on the 2 cores) is not counted as the client's error.
+-- ITL: each inter-token gap against the same gap between the server's writes (macro
+-- chunk_gap_pairs); NULL where the server did not stamp its chunks (older runs).
 WITH measured AS (
     SELECT request_id, sent_ns, first_token_ns, done_ns, arrival_clock
     FROM measured_requests($run_id)
@@ -38,5 +40,10 @@ SELECT
     quantile_cont(ttft_diff_ms, 0.99) AS ttft_diff_p99_ms,
     quantile_cont(e2e_diff_ms, 0.5) AS e2e_diff_p50_ms,
     quantile_cont(e2e_diff_ms, 0.99) AS e2e_diff_p99_ms,
-    avg(kernel_stamped::INTEGER) AS kernel_stamped_share
-FROM paired
+    avg(kernel_stamped::INTEGER) AS kernel_stamped_share,
+    any_value(gaps.itl_diff_p50_ms) AS itl_diff_p50_ms,
+    any_value(gaps.itl_diff_p99_ms) AS itl_diff_p99_ms
+FROM paired,
+     (SELECT quantile_cont(abs(client_itl_ms - server_itl_ms), 0.5) AS itl_diff_p50_ms,
+             quantile_cont(abs(client_itl_ms - server_itl_ms), 0.99) AS itl_diff_p99_ms
+      FROM chunk_gap_pairs($run_id)) gaps

@@ -6,8 +6,9 @@
 -- same wire event seen from each end. client − server is the time spent outside the engine:
 -- transit (network) and the client's own stamping and reading.
 -- merged_first_share: first tokens the client's kernel stamp could not separate from a later
--- packet (arrival_clock 'merged': the client read late). No server_requests rows (an external
--- target): no rows.
+-- packet (arrival_clock 'merged': the client read late). ITL rows are each gap seen from both
+-- ends (macro chunk_gap_pairs), in the window of the client's chunk.
+-- No server_requests rows (an external target): no rows.
 WITH run AS (SELECT * FROM run_axis($run_id, $window_s)),
 paired AS (
     SELECT
@@ -20,6 +21,16 @@ paired AS (
     JOIN server_requests s ON s.run_id = $run_id AND s.request_id = m.request_id
     WHERE m.ok AND s.status = 200 AND s.first_content_ns IS NOT NULL AND s.done_ns IS NOT NULL
       AND m.first_token_ns IS NOT NULL AND m.done_ns IS NOT NULL AND m.sent_ns IS NOT NULL
+),
+itl AS (
+    SELECT
+        CAST(floor((p.arrival_ns - run.t0_ns) / run.window_ns) AS BIGINT) AS w,
+        quantile_cont(p.client_itl_ms, 0.99) AS client_itl_p99_ms,
+        quantile_cont(p.server_itl_ms, 0.99) AS server_itl_p99_ms,
+        count(*) AS itl_pairs
+    FROM chunk_gap_pairs($run_id) p, run
+    WHERE p.arrival_ns >= run.t0_ns
+    GROUP BY w
 ),
 ttft AS (
     SELECT
@@ -45,11 +56,14 @@ e2e AS (
     GROUP BY w
 )
 SELECT
-    coalesce(t.w, e.w) AS "window",
+    coalesce(t.w, e.w, i.w) AS "window",
     t.client_ttft_p99_ms, t.server_ttft_p99_ms, t.ttft_gap_mean_ms, t.merged_first_share,
     coalesce(t.ttft_pairs, 0) AS ttft_pairs,
     e.client_e2e_p99_ms, e.server_e2e_p99_ms, e.e2e_gap_mean_ms,
-    coalesce(e.e2e_pairs, 0) AS e2e_pairs
+    coalesce(e.e2e_pairs, 0) AS e2e_pairs,
+    i.client_itl_p99_ms, i.server_itl_p99_ms,
+    coalesce(i.itl_pairs, 0) AS itl_pairs
 FROM ttft t
 FULL OUTER JOIN e2e e ON t.w = e.w
+FULL OUTER JOIN itl i ON coalesce(t.w, e.w) = i.w
 ORDER BY "window"
