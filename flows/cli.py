@@ -324,6 +324,11 @@ def evaluate(
         None,
         help="Draw N held-out cases (seeded) into SUITE_DIR (default: a new folder), run them.",
     ),
+    engines: str = typer.Option(
+        "ours",
+        help="With --generate: the engines the cases run on: ours, vllm (make setup-vllm "
+        "checkpoint), or both (about 30 % vLLM).",
+    ),
     confirm: int = typer.Option(
         0,
         min=0,
@@ -339,12 +344,12 @@ def evaluate(
     from flows.evaluate import (
         default_suite_dir,
         evaluation,
-        generate_suite,
         previous_suite,
         suite_scenarios,
         unregistered_kinds,
     )
     from flows.scenario import ScenarioError, load_scenario
+    from flows.suite_draw import generate_suite
     from rca.peers import PEER_METHODS
 
     methods = tuple(m.strip() for m in peer_methods.split(",") if m.strip()) if peers else ()
@@ -355,10 +360,10 @@ def evaluate(
     folder = suite_dir or default_suite_dir()
     try:
         if generate is not None:
-            folder = suite_dir or StatePaths.from_env().home / "generated" / f"n{generate}-s{seed}"
-            console.print(
-                f"{len(generate_suite(folder, generate, seed))} cases drawn into {folder}"
-            )
+            draw = f"n{generate}-s{seed}" + ("" if engines == "ours" else f"-{engines}")
+            folder = suite_dir or StatePaths.from_env().home / "generated" / draw
+            drawn = generate_suite(folder, generate, seed, engines)
+            console.print(f"{len(drawn)} cases drawn into {folder}")
         if rescore:
             previous_suite(StatePaths.from_env().reports, rescore)
         else:

@@ -54,82 +54,17 @@ def test_the_suite_has_half_an_hour_of_varied_controls_and_off_grid_fault_pairs(
     assert sum(s != int(s) for s in starts) >= 0.8 * len(starts)  # starts off the window grid
 
 
-def _generated(tmp_path, n=60, seed=7):
-    from flows.evaluate import generate_suite
-
-    return generate_suite(tmp_path / f"gen-{seed}", n, seed)
-
-
-def test_a_generated_suite_is_valid_scenarios_drawn_from_the_seed(tmp_path):
-    paths = _generated(tmp_path)
-    assert len(paths) == 60 and suite_scenarios(paths[0].parent) == sorted(paths)
-    for path in paths:
-        raw = yaml.safe_load(path.read_text())
-        model = raw["engine"]["model"]
-        trained = model == SMALL_LM and not Path(SMALL_LM, "config.json").exists()
-        load_scenario(path, {"engine": {"model": "small"}} if trained else None)
-        for f in raw.get("faults") or []:
-            assert f["kind"] in FAULT_CAUSES
-            assert abs(f["start_s"] - round(f["start_s"])) >= 0.05  # off the 1-s window grid
-            assert f["start_s"] + f["duration_s"] < raw["duration_s"]
-            if f["kind"].startswith("comm."):
-                assert raw["engine"]["tp"] == 2
-    again = _generated(tmp_path / "again")
-    assert [p.read_text() for p in again] == [p.read_text() for p in paths]
-    other = _generated(tmp_path, seed=8)
-    assert [p.read_text() for p in other] != [p.read_text() for p in paths]
-
-
-def test_a_generated_suite_mixes_kinds_magnitudes_overlaps_and_controls(tmp_path):
-    from flows.evaluate import CATALOGUE
-
-    kinds, per_case, magnitudes = Counter(), [], {}
-    for path in _generated(tmp_path, n=120):
-        faults = yaml.safe_load(path.read_text()).get("faults") or []
-        per_case.append(len(faults))
-        for f in faults:
-            kinds[f["kind"]] += 1
-            mag = CATALOGUE[f["kind"]]
-            magnitudes.setdefault(f["kind"], []).append(f["params"][mag.param])
-    assert set(kinds) == set(CATALOGUE)  # every kind of the catalogue is drawn
-    assert Counter(per_case)[0] >= 10 and Counter(per_case)[2] >= 10  # controls and pairs
-    for kind, values in magnitudes.items():
-        mag = CATALOGUE[kind]
-        lo, hi = sorted((mag.weak, mag.strong))
-        assert all(lo - 1 <= v <= hi + 1 for v in values), kind
-        if len(values) >= 5:
-            assert len(set(values)) > 1, kind  # magnitudes vary
-
-
-def test_a_generated_suite_refuses_a_folder_that_holds_other_scenarios(tmp_path):
-    """The same draw is found as it is (the CLI's supervised child draws again); another draw
-    (other N or seed) or a changed file is refused."""
-    import pytest
-
-    from flows.evaluate import generate_suite
-
-    first = _generated(tmp_path, n=2)
-    assert generate_suite(tmp_path / "gen-7", 2, 7) == first
-    for n, seed in ((3, 7), (2, 8)):
-        with pytest.raises(FileExistsError):
-            generate_suite(tmp_path / "gen-7", n, seed)
-    first[0].write_text(first[0].read_text() + "# edited\n")
-    with pytest.raises(FileExistsError):
-        generate_suite(tmp_path / "gen-7", 2, 7)
-    with pytest.raises(ValueError):
-        generate_suite(tmp_path / "empty", 0, 7)
-
-
 def test_the_evaluate_command_refuses_a_bad_draw_before_running_anything(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
     from flows.cli import app
+    from flows.suite_draw import generate_suite
 
     monkeypatch.setenv("SPIKELENS_HOME", str(tmp_path / "home"))
     runner = CliRunner()
     zero = runner.invoke(app, ["evaluate", "--no-peers", "--generate", "0"])
     assert zero.exit_code == 2 and "N must be >= 1" in zero.output
-    _generated(tmp_path, n=2)
+    generate_suite(tmp_path / "gen-7", 2, 7)
     taken = runner.invoke(
         app, ["evaluate", str(tmp_path / "gen-7"), "--no-peers", "--generate", "2"]
     )

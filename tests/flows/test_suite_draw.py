@@ -1,0 +1,147 @@
+"""flows.suite_draw: generated held-out suites are valid scenarios, drawn from the seed alone,
+mixing kinds, magnitudes, overlaps, confounded pairs and controls, on either engine."""
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from flows.evaluate import suite_scenarios
+from flows.scenario import load_scenario
+from spikelens_common.fault_catalogue import FAULT_CAUSES, Runtime, kinds_on
+
+SMALL_LM = "models/small-lm"  # the Makefile's small-model target writes it
+
+
+def _generated(tmp_path, n=60, seed=7):
+    from flows.suite_draw import generate_suite
+
+    return generate_suite(tmp_path / f"gen-{seed}", n, seed)
+
+
+def test_a_generated_suite_is_valid_scenarios_drawn_from_the_seed(tmp_path):
+    paths = _generated(tmp_path)
+    assert len(paths) == 60 and suite_scenarios(paths[0].parent) == sorted(paths)
+    for path in paths:
+        raw = yaml.safe_load(path.read_text())
+        model = raw["engine"]["model"]
+        trained = model == SMALL_LM and not Path(SMALL_LM, "config.json").exists()
+        load_scenario(path, {"engine": {"model": "small"}} if trained else None)
+        for f in raw.get("faults") or []:
+            assert f["kind"] in FAULT_CAUSES
+            assert abs(f["start_s"] - round(f["start_s"])) >= 0.05  # off the 1-s window grid
+            assert f["start_s"] + f["duration_s"] < raw["duration_s"]
+            if f["kind"].startswith("comm."):
+                assert raw["engine"]["tp"] == 2
+    again = _generated(tmp_path / "again")
+    assert [p.read_text() for p in again] == [p.read_text() for p in paths]
+    other = _generated(tmp_path, seed=8)
+    assert [p.read_text() for p in other] != [p.read_text() for p in paths]
+
+
+def test_a_generated_suite_mixes_kinds_magnitudes_overlaps_and_controls(tmp_path):
+    from flows.suite_draw import CATALOGUE
+
+    kinds, per_case, magnitudes = Counter(), [], {}
+    for path in _generated(tmp_path, n=120):
+        faults = yaml.safe_load(path.read_text()).get("faults") or []
+        per_case.append(len(faults))
+        for f in faults:
+            kinds[f["kind"]] += 1
+            mag = CATALOGUE[f["kind"]]
+            magnitudes.setdefault(f["kind"], []).append(f["params"][mag.param])
+    assert set(kinds) == set(CATALOGUE)  # every kind of the catalogue is drawn
+    assert Counter(per_case)[0] >= 10 and Counter(per_case)[2] >= 10  # controls and pairs
+    for kind, values in magnitudes.items():
+        mag = CATALOGUE[kind]
+        lo, hi = sorted((mag.weak, mag.strong))
+        assert all(lo - 1 <= v <= hi + 1 for v in values), kind
+        if len(values) >= 5:
+            assert len(set(values)) > 1, kind  # magnitudes vary
+
+
+def test_a_generated_suite_refuses_a_folder_that_holds_other_scenarios(tmp_path):
+    """The same draw is found as it is (the CLI's supervised child draws again); another draw
+    (other N or seed) or a changed file is refused."""
+    import pytest
+
+    from flows.suite_draw import generate_suite
+
+    first = _generated(tmp_path, n=2)
+    assert generate_suite(tmp_path / "gen-7", 2, 7) == first
+    for n, seed in ((3, 7), (2, 8)):
+        with pytest.raises(FileExistsError):
+            generate_suite(tmp_path / "gen-7", n, seed)
+    first[0].write_text(first[0].read_text() + "# edited\n")
+    with pytest.raises(FileExistsError):
+        generate_suite(tmp_path / "gen-7", 2, 7)
+    with pytest.raises(ValueError):
+        generate_suite(tmp_path / "empty", 0, 7)
+
+
+@pytest.fixture
+def checkpoint(tmp_path):
+    """A folder vLLM's config check takes for a checkpoint (config.json): the generated vLLM
+    cases name the `make checkpoint` one, which unit tests do not build."""
+    folder = tmp_path / "tiny-llama"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"max_position_embeddings": 2048}))
+    return folder
+
+
+def test_vllm_cases_are_valid_scenarios_of_kinds_vllm_can_get(tmp_path, checkpoint):
+    from flows.suite_draw import VLLM_CATALOGUE, VLLM_MODEL, generate_suite
+
+    paths = generate_suite(tmp_path / "v", 80, 11, "vllm")
+    kinds: Counter = Counter()
+    for path in paths:
+        raw = yaml.safe_load(path.read_text())
+        assert raw["engine"]["kind"] == "vllm" and raw["engine"]["model"] == VLLM_MODEL
+        load_scenario(path, {"engine": {"model": str(checkpoint)}})
+        for f in raw.get("faults") or []:
+            kinds[f["kind"]] += 1
+            assert f["start_s"] >= 10.0 - 1e-9  # after vLLM's slow first seconds and warmup
+            assert f["start_s"] + f["duration_s"] < raw["duration_s"]
+    assert set(kinds) == set(VLLM_CATALOGUE) and set(kinds) <= set(kinds_on(Runtime.VLLM))
+
+
+def test_vllm_caches_are_tight_only_where_a_fault_needs_it_and_the_baseline_fits():
+    from flows.suite_draw import draw_cases
+
+    tight = 0
+    for case in draw_cases(200, 5, "vllm"):
+        s = case.scenario
+        kinds = [f["kind"] for f in s.get("faults") or []]
+        blocks = s["engine"].get("num_gpu_blocks_override")
+        if blocks is None:
+            assert "memory.kv_pressure" not in kinds
+            continue
+        tight += 1
+        assert "memory.kv_pressure" in kinds or kinds == ["load.burst"]
+        assert s["load"] == {"shape": "constant", "users": s["load"]["users"]}
+        # one block per baseline request, one vLLM keeps back, and some spare; and never fewer
+        # than vLLM accepts for a 512-token max_model_len (it refused 4 blocks: "384 tokens")
+        assert blocks - 1 > s["load"]["users"] and blocks >= 5
+        longest = s["workload"]["prompt_tokens"]["max"] + s["workload"]["output_tokens"]["max"]
+        assert longest <= 128  # one vLLM-CPU block
+    assert tight >= 10
+
+
+def test_both_engines_mix_and_leave_our_engines_draw_as_it_was():
+    from flows.suite_draw import draw_cases
+
+    def unnamed(case):
+        return {k: v for k, v in case.scenario.items() if k != "name"}
+
+    ours = draw_cases(60, 3, "ours")
+    both = draw_cases(60, 3, "both")
+    on_vllm = [c for c in both if c.scenario["engine"].get("kind") == "vllm"]
+    assert 10 <= len(on_vllm) <= 30 and all("-vllm-" in c.name for c in on_vllm)
+    # spikelens' engine's cases take the main stream in order: the k-th of them is the `ours`
+    # draw's k-th case (at another index)
+    theirs = [c for c in both if c not in on_vllm]
+    assert [unnamed(c) for c in theirs] == [unnamed(c) for c in ours[: len(theirs)]]
+    with pytest.raises(ValueError, match="--engines"):
+        draw_cases(2, 3, "sglang")
