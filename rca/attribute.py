@@ -32,7 +32,14 @@ from rca.cause_evidence import EngineFacts, EngineSeries, engine_evidence, main_
 from rca.cause_shares import ShareInputs, cause_shares, verdict
 from rca.config import CAUSES, AttributeConfig
 from rca.detect import Spike
-from rca.evidence import Evidence, EvidenceBuilder, output_series, pause_stats, straggler
+from rca.evidence import (
+    Evidence,
+    EvidenceBuilder,
+    output_series,
+    pause_stats,
+    straggler,
+    supports,
+)
 from rca.incident_series import best_covered, series_views
 from rca.outside_causes import OutsideExcess, OutsideInputs, outside_excess
 from rca.process_evidence import ProcessSignals, process_evidence
@@ -464,7 +471,7 @@ def _evidence(
     found = process_evidence(signals.process, frame.latency, frame.win_spike, frame.win_base, w)
     for cause, rows in found.items():
         evidence.setdefault(cause, []).extend(rows)
-    return evidence
+    return {cause: [e for e in rows if supports(e)] for cause, rows in evidence.items()}
 
 
 def _memory_summary(frame: SpikeFrame, signals: RunSignals, dec: Decomposition) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rca.evidence import Evidence, EvidenceBuilder, PauseStats, straggler
+from rca.evidence import CONTEXT, FALL, Evidence, EvidenceBuilder, PauseStats, straggler
 from rca.stepcost import Decomposition, StepCostModel
 
 
@@ -132,6 +132,7 @@ def _communication(ev: EvidenceBuilder, s: EngineSeries, rank: int | None, share
             if rank is not None
             else "single rank",
             None,
+            CONTEXT,
         ),
     ]
 
@@ -166,7 +167,11 @@ def _unexplained(ev: EvidenceBuilder, s: EngineSeries, dec: Decomposition) -> li
         ),
         ev.series("other_ms_per_step", s.other_ms, "ms", "step time outside every stage timer"),
         ev.series(
-            "nvml_sm_clock", s.nvml_sm_clock, "MHz", "GPU SM clock (a drop means throttling)"
+            "nvml_sm_clock",
+            s.nvml_sm_clock,
+            "MHz",
+            "GPU SM clock (a drop means throttling)",
+            direction=FALL,
         ),
     ]
 

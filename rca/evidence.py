@@ -14,6 +14,12 @@ Signals per cause (docs/design.md's table):
   host           an engine process's run-queue wait, involuntary switches, own CPU time
   unexplained    forward residual, time outside stage timers, GPU SM clock (throttling)
 
+Each row says how its signal moves when it supports the cause (`direction`): most rise with it;
+the GPU clock falls when it throttles; the server's own p99 (network) and the engine process's
+own CPU time (host) support by *not* rising; a straggler's rank is context. A row that did not
+move that way is no evidence and is not listed (`supports`): a falling share or a "0 vs 0" row
+read as support on a replayed production burst's page.
+
 Pure: window series are numpy arrays [n_windows]; masks select spike / baseline windows.
 """
 
@@ -29,6 +35,11 @@ from rca.arrow_columns import float_column, int_column, list_column
 from rca.stepcost import mean_or_zero
 from rca.sweep import repeated_ngram_rate, repeated_ngram_rates
 
+RISE, FALL, NOT_RISE, CONTEXT = "rise", "fall", "not_rise", "context"
+# A signal that supports its cause by not rising may sit this far above its baseline: a p99 per
+# 1-s window, or a process's CPU ms per second, wobbles by a few percent on a quiet box.
+NOT_RISE_TOLERANCE = 0.1
+
 
 @dataclass
 class Evidence:
@@ -38,6 +49,22 @@ class Evidence:
     unit: str
     note: str
     pearson_r: float | None  # of the signal's window series with the spike's latency series
+    direction: str = (
+        RISE  # how it moves when it supports its cause: RISE | FALL | NOT_RISE | CONTEXT
+    )
+
+
+def supports(e: Evidence) -> bool:
+    """Whether `e` moved the way its cause would move it: rose, fell, or stayed within
+    NOT_RISE_TOLERANCE of its baseline, per its direction. Context, and a row missing its spike
+    value or its baseline, cannot be judged and are kept."""
+    if e.direction == CONTEXT or e.value is None or e.baseline is None:
+        return True
+    if e.direction == RISE:
+        return e.value > e.baseline
+    if e.direction == FALL:
+        return e.value < e.baseline
+    return e.value <= e.baseline + NOT_RISE_TOLERANCE * abs(e.baseline)
 
 
 def pearson(a: np.ndarray, b: np.ndarray) -> float | None:
@@ -182,7 +209,13 @@ class EvidenceBuilder:
         self.latency, self.in_spike, self.in_base = latency, in_spike, in_base
 
     def series(
-        self, signal: str, values: np.ndarray, unit: str, note: str, scale: float = 1.0
+        self,
+        signal: str,
+        values: np.ndarray,
+        unit: str,
+        note: str,
+        scale: float = 1.0,
+        direction: str = RISE,
     ) -> Evidence | None:
         """Evidence from a window series; None when the run never reported the signal."""
         if not np.isfinite(values).any():
@@ -195,6 +228,7 @@ class EvidenceBuilder:
             unit,
             note,
             pearson(values, self.latency),
+            direction,
         )
 
     def strength(self, values: np.ndarray) -> float:

@@ -26,7 +26,7 @@ import numpy as np
 
 from rca.config import AttributeConfig
 from rca.consequences import cpu_given_to_siblings
-from rca.evidence import Evidence, EvidenceBuilder
+from rca.evidence import NOT_RISE, Evidence, EvidenceBuilder
 from rca.process_evidence import ProcessSignals, biggest_rise, did_own_work, per_pid
 from rca.stepcost import mean_or_zero
 
@@ -146,7 +146,13 @@ def _transit(
             "ms",
             "client − server p99: outside the engine",
         ),
-        ev.series(server_col, server, "ms", "the engine server's own p99 (its socket stamps)"),
+        ev.series(
+            server_col,
+            server,
+            "ms",
+            "the engine server's own p99 (its socket stamps)",
+            direction=NOT_RISE,
+        ),
     ]
     out.evidence["network"] = [e for e in rows if e is not None]
     out.signals["network"] = gap
@@ -200,7 +206,11 @@ def _host(
             f"{runq.role} (pid {runq.pid}): taken off a CPU while it still had work",
         ),
         ev.series(
-            "engine_cpu_ms_per_s", cpu, "ms/s", f"{runq.role} (pid {runq.pid}): its own CPU time"
+            "engine_cpu_ms_per_s",
+            cpu,
+            "ms/s",
+            f"{runq.role} (pid {runq.pid}): its own CPU time",
+            direction=NOT_RISE,
         ),
     ]
     out.evidence["host"] = [e for e in rows if e is not None]
