@@ -393,6 +393,15 @@ def evaluate(
         f"[{every.get('low')}, {every.get('high')}] (exact 95 %), false alarms/h on controls "
         f"{result.scores['controls']['false_alarms_per_hour']}"
     )
+    engines = result.scores.get("per_engine") or {}
+    for name, part in engines.items() if len(engines) > 1 else ():
+        on = part["attribution"].get("accuracy_all_faults_exact") or {}
+        console.print(
+            f"  {name}: {part['runs']} runs, {part['faults']} faults, right {on.get('value')} "
+            f"[{on.get('low')}, {on.get('high')}] (a miss counts wrong), "
+            f"{part['controls']['false_alarms']} false alarms in "
+            f"{part['controls']['hours'] * 60:.1f} control min"
+        )
     if (acted := result.scores.get("acted")) is not None:
         on = acted["attribution"].get("accuracy_all_faults_exact") or {}
         console.print(

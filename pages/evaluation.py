@@ -95,6 +95,22 @@ class ActedScore:
 
 
 @dataclass(frozen=True)
+class EngineScore:
+    """One engine's runs of a suite scored alone (rca.evaluate.per_engine_scores)."""
+
+    engine: str  # 'spikelens' | 'vllm'
+    runs: int
+    faults: int
+    detected: int
+    accuracy: float | None  # over every fault, a miss counted wrong
+    interval: tuple[float | None, float | None] | None  # its exact 95 % interval
+    macro_f1: float | None  # over every fault
+    acted: ActedScore | None
+    control_minutes: float
+    false_alarms: int
+
+
+@dataclass(frozen=True)
 class EvaluationContext:
     """Everything the evaluation page shows; the confusion matrix is labels × labels."""
 
@@ -112,6 +128,7 @@ class EvaluationContext:
     accuracy_interval: tuple[float | None, float | None] | None = None
     confirmation: ConfirmationScore | None = None  # evaluate --confirm
     acted: ActedScore | None = None  # None in an evaluation.json written before it was judged
+    engines: tuple[EngineScore, ...] = ()  # per engine; () in an older evaluation.json
 
     def __post_init__(self) -> None:
         if len(self.confusion) != len(self.labels):
@@ -282,6 +299,23 @@ def build_evaluation_context(result: dict, run: RunHeader) -> EvaluationContext:
         accuracy_interval=_span(result["attribution"].get("accuracy_all_faults_exact")),
         confirmation=_confirmation(result.get("confirmation")),
         acted=_acted(result.get("acted")),
+        engines=tuple(_engine(e, s) for e, s in (result.get("per_engine") or {}).items()),
+    )
+
+
+def _engine(engine: str, scores: dict) -> EngineScore:
+    every = scores["attribution"].get("accuracy_all_faults_exact") or {}
+    return EngineScore(
+        engine=engine,
+        runs=int(scores["runs"]),
+        faults=int(scores["faults"]),
+        detected=int(scores["detection"]["tp"]),
+        accuracy=finite(every.get("value")),
+        interval=_span(every),
+        macro_f1=finite(scores["attribution"].get("macro_f1_all_faults")),
+        acted=_acted(scores.get("acted")),
+        control_minutes=float(scores["controls"]["hours"]) * 60.0,
+        false_alarms=int(scores["controls"]["false_alarms"]),
     )
 
 

@@ -57,6 +57,7 @@ class RunOutcome:
     faults: list[dict]  # kind, cause, start_s, end_s
     spikes: list[dict]  # spike_id, start_s, end_s, top_cause
     matches: list[tuple[int, int]] = field(default_factory=list)  # (fault index, spike index)
+    engine: str = "spikelens"  # the engine that served the run: 'spikelens' | 'vllm'
 
 
 def match_events(
@@ -100,7 +101,8 @@ def load_outcome(
     ]
     if faults:
         _judge_acted(conn, run_id, faults, duration_s)
-    out = RunOutcome(run_id, duration_s, window_s, faults, spikes)
+    engine = analysis[0].get("engine_kind") or "spikelens"
+    out = RunOutcome(run_id, duration_s, window_s, faults, spikes, engine=engine)
     out.matches = match_events(faults, spikes, window_s, tolerance_windows)
     return out
 
@@ -397,14 +399,23 @@ def evaluate(
             "top_metrics": r["top_metrics"],
             "accuracy_lead": accuracy_lead(ours, r["events"], options),
         }
+    result["per_engine"] = per_engine_scores(outcomes)
     result["per_run"] = [_per_run(o) for o in outcomes]
     return result
+
+
+def per_engine_scores(outcomes: list[RunOutcome]) -> dict[str, dict]:
+    """engine → `score` of its runs alone: a suite drawn on both engines (`--engines both`) says
+    how each fares, with its own exact intervals and support, not only the pooled figures."""
+    engines = sorted({o.engine for o in outcomes})
+    return {e: score([o for o in outcomes if o.engine == e]) for e in engines}
 
 
 def _per_run(o: RunOutcome) -> dict:
     matched = dict(o.matches)
     return {
         "run_id": o.run_id,
+        "engine": o.engine,
         "faults": o.faults,
         "spikes": o.spikes,
         "verdicts": [

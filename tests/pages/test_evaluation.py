@@ -34,6 +34,26 @@ def test_evaluation_context_renders(warehouse_with, tmp_path):
     acted = ctx.acted
     assert acted is not None and (acted.faults, acted.not_acted, acted.accuracy) == (1, 0, 1.0)
     assert 'id="acted"' in html and "faults that acted on the clients' raw latencies" in html
+    # one engine served the suite: its figures are the suite's, no per-engine table
+    assert [e.engine for e in ctx.engines] == ["spikelens"] and 'id="per-engine"' not in html
+
+
+def test_a_suite_on_two_engines_gets_a_row_per_engine(warehouse_with, tmp_path):
+    ids = []
+    for spec in ({"incident": "gc"}, {"incident": None}):
+        db, run_id = warehouse_with(**spec)
+        analyze_run(db, run_id)
+        ids.append(run_id)
+    result = evaluate(db, ids, peers=(), bootstrap_reps=100)
+    control = result["per_engine"]["spikelens"]
+    result["per_engine"] = {"spikelens": control, "vllm": control}  # as if vLLM served a copy
+    ctx = build_evaluation_context(result, RunHeader(run_id="eval-3", command="x"))
+    assert [e.engine for e in ctx.engines] == ["spikelens", "vllm"]
+    e = ctx.engines[1]
+    assert (e.runs, e.faults, e.detected, e.accuracy) == (2, 1, 1, 1.0)
+    assert e.interval == pytest.approx((0.025, 1.0)) and e.control_minutes > 0
+    html = render_evaluation(ctx, tmp_path / "eval").read_text()
+    assert 'id="per-engine"' in html and "<th>vllm</th>" in html
 
 
 def test_confirmations_of_the_verdicts_are_scored_on_the_page(warehouse_with, tmp_path):

@@ -3,7 +3,15 @@
 import pytest
 
 from rca.analyze import analyze_run
-from rca.evaluate import MISSED, RunOutcome, attribution_scores, evaluate, match_events, score
+from rca.evaluate import (
+    MISSED,
+    RunOutcome,
+    attribution_scores,
+    evaluate,
+    match_events,
+    per_engine_scores,
+    score,
+)
 
 
 def _f(cause, a, b):
@@ -51,6 +59,24 @@ def test_scores_count_events_delays_and_control_false_alarms():
     assert (acted["faults"], acted["not_acted"], acted["undecided"]) == (1, 1, 0)
     assert acted["attribution"]["accuracy_all_faults_exact"]["value"] == 1.0
     assert score(runs)["attribution"]["accuracy_all_faults_exact"]["value"] == 0.5
+
+
+def test_a_suite_on_both_engines_is_also_scored_per_engine():
+    runs = [
+        RunOutcome("a", 60.0, 1.0, [_f("memory", 20, 30)], [_s(21, 29, "memory")]),
+        RunOutcome("b", 60.0, 1.0, [_f("load", 10, 20)], [_s(11, 18, "memory")], engine="vllm"),
+        RunOutcome("c", 120.0, 1.0, [], [_s(5, 7, "load")], engine="vllm"),
+    ]
+    for r in runs:
+        r.matches = match_events(r.faults, r.spikes, r.window_s)
+    by = per_engine_scores(runs)
+    assert sorted(by) == ["spikelens", "vllm"]
+    ours, vllm = by["spikelens"], by["vllm"]
+    assert ours["attribution"]["accuracy_all_faults_exact"]["value"] == 1.0
+    assert vllm["attribution"]["accuracy_all_faults_exact"]["value"] == 0.0
+    assert vllm["attribution"]["confusion"]["load"]["memory"] == 1
+    assert (ours["controls"]["runs"], vllm["controls"]["false_alarms"]) == (0, 1)
+    assert vllm["controls"]["false_alarms_per_hour"] == pytest.approx(30.0)  # 1 in 2 min
 
 
 def test_attribution_scores_macro_f1():
