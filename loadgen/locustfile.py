@@ -475,6 +475,9 @@ def _finish(
         status=status,
         error=error,
         finish_reason=state.finish_reason,
+        reported_queue_ms=state.reported_queue_ms,
+        reported_ttft_ms=state.reported_ttft_ms,
+        reported_mean_itl_ms=state.reported_mean_itl_ms,
     )
 
 

@@ -63,6 +63,12 @@ REQUESTS_SCHEMA = pa.schema(
         ("http_status", pa.int32()),  # 0 when no response came (connection error, cancelled early)
         ("error", pa.string()),
         ("finish_reason", pa.string()),
+        # the server's own times of the request as it reported them in the stream (vLLM's
+        # --enable-per-request-metrics, ms; null where it did not): queued → scheduled,
+        # scheduled → first token, and its mean inter-token time
+        ("reported_queue_ms", pa.float64()),
+        ("reported_ttft_ms", pa.float64()),
+        ("reported_mean_itl_ms", pa.float64()),
         ("max_tokens", pa.int64()),
         (
             "fault",

@@ -3,7 +3,8 @@
 What: `StreamState.feed_line(line, arrival_ns)` takes one SSE line as it arrives and keeps what
 the recorder needs: the arrival of every chunk carrying content (vLLM bench serve's definition:
 a chunk whose `delta.content`, or `text` for /v1/completions, is non-empty), the `usage` the
-server reports, the finish reason, and whether `data: [DONE]` came; `failure()` then says whether
+server reports (and its per-request `metrics`, where vLLM sends them), the finish reason, and
+whether `data: [DONE]` came; `failure()` then says whether
 the request failed, by vLLM bench serve's rules. Pure Python, no I/O, so it is tested without a
 server (tests/loadgen/test_peer_vectors.py feeds it vLLM's, SGLang's and TGI's own streams) and
 shared by the Locust user and the plain asyncio client of the benchmark.
@@ -26,6 +27,11 @@ class StreamState:
     finish_reason: str | None = None
     done: bool = False  # saw `data: [DONE]`
     error: str | None = None  # an error object sent inside the stream, or an unparsable line
+    # The server's own times of this request, where it reported them in the stream (vLLM's
+    # `--enable-per-request-metrics`: a `metrics` object on the final usage chunk), in ms
+    reported_queue_ms: float | None = None  # queued → scheduled
+    reported_ttft_ms: float | None = None  # scheduled → first token (vLLM's, not the client's)
+    reported_mean_itl_ms: float | None = None  # (last − first token) / (tokens − 1)
     _usage_seen_completion: int = 0  # running completion_tokens of continuous usage stats
 
     @property
@@ -80,6 +86,7 @@ class StreamState:
             self.error = json.dumps(event["error"])[:500]
             return
         self._take_usage(event.get("usage"))
+        self._take_metrics(event.get("metrics"))
         for choice in event.get("choices") or ():
             delta = choice.get("delta") or {}
             content = delta.get("content") if "delta" in choice else choice.get("text")
@@ -96,6 +103,18 @@ class StreamState:
             self.usage_prompt_tokens = int(usage["prompt_tokens"])
         if usage.get("completion_tokens") is not None:
             self.usage_completion_tokens = int(usage["completion_tokens"])
+
+    def _take_metrics(self, metrics) -> None:
+        if not isinstance(metrics, dict):
+            return
+        for key, attr in (
+            ("queue_time_ms", "reported_queue_ms"),
+            ("time_to_first_token_ms", "reported_ttft_ms"),
+            ("mean_itl_ms", "reported_mean_itl_ms"),
+        ):
+            value = metrics.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+                setattr(self, attr, float(value))
 
     def _tokens_in_chunk(self, event: dict) -> int:
         """Tokens in this content chunk: the rise of `usage.completion_tokens` when the server

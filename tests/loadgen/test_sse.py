@@ -73,3 +73,20 @@ def test_error_events_and_garbage_are_errors():
     s = StreamState()
     s.feed_line(bytearray(b"data: [DONE]\r\n"), 1)  # geventhttpclient hands out bytearrays
     assert s.done
+
+
+def test_the_servers_own_request_times_are_taken_from_the_final_usage_chunk():
+    """vLLM's --enable-per-request-metrics: a `metrics` object beside `usage`; odd values (a
+    string, a negative time, a bool) are not taken, absent ones stay None."""
+    s = StreamState()
+    s.feed_line(chat_chunk("x"), 1)
+    usage = {"prompt_tokens": 5, "completion_tokens": 1}
+    metrics = {"queue_time_ms": 1.5, "time_to_first_token_ms": 20, "mean_itl_ms": None}
+    s.feed_line(data({"choices": [], "usage": usage, "metrics": metrics}), 2)
+    assert (s.reported_queue_ms, s.reported_ttft_ms, s.reported_mean_itl_ms) == (1.5, 20.0, None)
+    odd = StreamState()
+    odd.feed_line(data({"choices": [], "metrics": {"queue_time_ms": "1", "mean_itl_ms": -3}}), 1)
+    odd.feed_line(data({"choices": [], "metrics": {"time_to_first_token_ms": True}}), 2)
+    odd.feed_line(data({"choices": [], "metrics": [1, 2]}), 3)
+    assert (odd.reported_queue_ms, odd.reported_ttft_ms, odd.reported_mean_itl_ms) == (None,) * 3
+    assert odd.error is None

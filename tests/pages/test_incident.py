@@ -176,7 +176,43 @@ def test_measurement_check_compares_client_and_socket_times(tmp_path, write_ms, 
 
 
 def test_no_server_times_no_measurement_check(warehouse_with):
-    assert _context(warehouse_with, incident=None).measurement is None
+    ctx = _context(warehouse_with, incident=None)
+    assert ctx.measurement is None and ctx.reported is None
+
+
+def test_the_engines_reported_times_are_set_against_the_clients_ttft(tmp_path):
+    """vLLM reported each request's queue time (2 ms) and TTFT (8 ms): 10 ms of the client's TTFT
+    is the engine core's, the rest lay outside it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from templates.render import render_incident
+    from tests.support.runbuilder import SimSpec, write_run
+    from warehouse.ingest import ingest_run
+
+    run_dir = write_run(tmp_path / "runs", SimSpec(run_id="sim-reported", incident=None))
+    requests = pq.read_table(run_dir / "requests.parquet")
+    n = requests.num_rows
+    for name, value in (("reported_queue_ms", 2.0), ("reported_ttft_ms", 8.0)):
+        requests = requests.append_column(name, pa.array([value] * n, pa.float64()))
+    pq.write_table(requests, run_dir / "requests.parquet")
+    db = tmp_path / "w.duckdb"
+    ingest_run(db, run_dir)
+    analyze_run(db, "sim-reported")
+    ctx = build_incident_context(db, "sim-reported")
+    rt = ctx.reported
+    rows = [
+        r
+        for r in requests.to_pylist()
+        if r["status"] == "ok" and r["first_token_ns"] and r.get("phase", "measure") == "measure"
+    ]
+    ttft = sorted((r["first_token_ns"] - r["sent_ns"]) / 1e6 for r in rows)
+    assert rt is not None and rt.requests == len(rows)
+    assert rt.engine_ttft_p50_ms == pytest.approx(10.0) and rt.engine_mean_itl_p50_ms is None
+    assert rt.outside_p50_ms == pytest.approx(rt.client_ttft_p50_ms - 10.0)
+    assert rt.client_ttft_p99_ms <= ttft[-1]
+    html = render_incident(ctx, tmp_path / "page", interactive=False).read_text()
+    assert 'id="reported-times"' in html and "outside vLLM's engine core" in html
 
 
 def test_a_target_run_shows_its_url_instead_of_an_engine(tmp_path):
