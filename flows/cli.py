@@ -393,8 +393,8 @@ def evaluate(
         f"[{every.get('low')}, {every.get('high')}] (exact 95 %), false alarms/h on controls "
         f"{result.scores['controls']['false_alarms_per_hour']}"
     )
-    engines = result.scores.get("per_engine") or {}
-    for name, part in engines.items() if len(engines) > 1 else ():
+    by_engine = result.scores.get("per_engine") or {}
+    for name, part in by_engine.items() if len(by_engine) > 1 else ():
         on = part["attribution"].get("accuracy_all_faults_exact") or {}
         console.print(
             f"  {name}: {part['runs']} runs, {part['faults']} faults, right {on.get('value')} "

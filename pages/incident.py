@@ -388,7 +388,7 @@ def _reported(row: dict) -> ReportedTimes | None:
     if not row["requests"]:
         return None
     return ReportedTimes(
-        count(row["requests"]), **{k: finite(v) for k, v in row.items() if k != "requests"}
+        int(row["requests"]), **{k: finite(v) for k, v in row.items() if k != "requests"}
     )
 
 
