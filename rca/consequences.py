@@ -51,14 +51,21 @@ SERIES_ROLES: tuple[tuple[str, str, str], ...] = (
         "the engine's own latency: the spike as the server saw it",
     ),
     (
+        r"request_(prefill|decode|inference)_time",
+        "symptom",
+        "a request's time in a phase of its own latency (TTFT, decode, both): where the time "
+        "went, whatever slowed it",
+    ),
+    (
         r"gc_objects_collected|gc_collections|gc_objects_uncollectable",
         "per_work",
         "CPython collects every N allocations and every request allocates: scales with work",
     ),
     (
-        r"^[^{]*request[^{]*_count(\{|$)",
+        r"^[^{]*(request|response)[^{]*_count(\{|$)",
         "demand",
-        "a per-request histogram's count counts requests, whatever the histogram measures",
+        "a per-request (or per-response) histogram's count counts requests, whatever the "
+        "histogram measures",
     ),
     (
         r"prompt_tokens|generation_tokens|iteration_tokens|prefix_cache_queries|"

@@ -167,6 +167,11 @@ def test_series_roles_classify_work_and_its_by_products():
     assert series_role("vllm:prompt_tokens_total")[0] == "demand"
     assert series_role('vllm:request_num_preemptions_count{"e": "0"}')[0] == "demand"
     assert series_role("vllm:e2e_request_latency_seconds_sum")[0] == "symptom"
+    # a request's phase times restate its latency; the queue's stays load's evidence
+    for phase in ("prefill", "decode", "inference"):
+        assert series_role(f'vllm:request_{phase}_time_seconds_sum{{"m": "x"}}')[0] == "symptom"
+    assert cause_of('vllm:request_queue_time_seconds_sum{"m": "x"}') == "load"
+    assert series_role('http_response_size_bytes_count{"handler": "/v1"}')[0] == "demand"
     assert series_role("vllm:num_preemptions_total")[0] == "cause"
     assert cause_of("vllm:generation_tokens_total") == "load"
     assert cause_of("vllm:num_preemptions_total") == "memory"
