@@ -1,4 +1,4 @@
-"""Output tokens/s of the spikelens engine vs ``transformers`` ``generate`` on the same weights (CPU).
+"""Output tokens/s of the spikelens engine vs ``transformers`` ``generate`` on the same weights.
 
 For each concurrency B (default 1 and 32) and each workload, greedy (EOS ignored), tokens/s =
 requested output tokens / wall time, prefill included:
@@ -39,8 +39,11 @@ larger model on one core), the number of steps bounds the gain instead.
 ``greedy_match`` is the fraction of batch-1 tokens where both produce the same ids before the first
 divergence (fp32 rounding can flip a near-tie, so 1.0 is expected but not guaranteed).
 
-Run: ``python bench/decode.py [--preset small] [--concurrency 1 32] [--threads 1] [--http]``; prints
-one JSON object.
+``--device cuda`` runs both sides on the GPU (the engine samples with its Triton kernels; greedy
+here, so the sampler's share is small); every wall time ends after a device sync.
+
+Run: ``python bench/decode.py [--preset small] [--concurrency 1 32] [--threads 1] [--http]
+[--device cpu]``; prints one JSON object.
 """
 
 from __future__ import annotations
@@ -99,8 +102,19 @@ def save_random_checkpoint(args: ModelArgs, folder: Path, seed: int) -> Path:
     return folder
 
 
+def sync(device: torch.device) -> None:
+    """Wait for the device's queued work (a no-op on the CPU), so a wall time includes it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def load_models(
-    preset: str, checkpoint: str | None, max_num_seqs: int, threads: int, workdir: Path
+    preset: str,
+    checkpoint: str | None,
+    max_num_seqs: int,
+    threads: int,
+    workdir: Path,
+    device: str = "cpu",
 ):
     """(engine, hf_model, weights description, engine config) over the same weights."""
     from transformers import LlamaForCausalLM
@@ -121,6 +135,7 @@ def load_models(
         threads=threads,
         kv_blocks=4096,
         max_model_len=2048,
+        device=device,
     )
     engine = LLMEngine(config, run_dir=None)
     if checkpoint is not None:
@@ -129,7 +144,7 @@ def load_models(
         hf = LlamaForCausalLM(hf_config(engine.model.args))
         state = {k: v for k, v in engine.model.state_dict().items() if not k.startswith("rope_")}
         hf.load_state_dict(state, strict=True)
-    hf.eval()
+    hf.to(engine.device).eval()
     hf.generation_config.eos_token_id = None  # always generate exactly max_new_tokens
     hf.generation_config.pad_token_id = 2
     return engine, hf, weights, config
@@ -183,10 +198,16 @@ def run_hf(hf, batch_prompts: list[list[int]], n_out: list[int]) -> tuple[float,
     ids = torch.tensor([[PAD_ID] * (width - len(p)) + p for p in batch_prompts])  # [B, P]
     mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in batch_prompts])  # [B, P]
     longest = max(n_out)
+    sync(hf.device)
     t0 = time.perf_counter()
     out = hf.generate(
-        ids, attention_mask=mask, max_new_tokens=longest, min_new_tokens=longest, do_sample=False
+        ids.to(hf.device),
+        attention_mask=mask.to(hf.device),
+        max_new_tokens=longest,
+        min_new_tokens=longest,
+        do_sample=False,
     )  # [B, P + longest]
+    sync(hf.device)
     wall = time.perf_counter() - t0
     return wall, [row[:n] for row, n in zip(out[:, width:].tolist(), n_out)]
 
@@ -247,11 +268,13 @@ def lm_head_floor(hf, n_out: list[int], repeats: int) -> float:
     w = hf.lm_head.weight  # [V, dim]
     per_rows = {}
     for rows in sorted(set(rows_per_step(n_out))):
-        h = torch.randn(rows, w.shape[1], dtype=w.dtype)  # [rows, dim]
+        h = torch.randn(rows, w.shape[1], dtype=w.dtype, device=w.device)  # [rows, dim]
         best = float("inf")
         for _ in range(repeats):
+            sync(w.device)
             t0 = time.perf_counter()
             torch.nn.functional.linear(h, w)  # [rows, V]
+            sync(w.device)
             best = min(best, time.perf_counter() - t0)
         per_rows[rows] = best
     return sum(per_rows[r] for r in rows_per_step(n_out))
@@ -312,6 +335,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads, both sides")
     ap.add_argument("--repeats", type=int, default=3, help="runs per figure; the best is reported")
     ap.add_argument("--http", action="store_true", help="also measure through the HTTP server")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="both sides")
     a = ap.parse_args()
     from flows.requirements import require
 
@@ -320,7 +344,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         engine, hf, weights, config = load_models(
-            a.preset, a.checkpoint, max(a.concurrency), a.threads, workdir
+            a.preset, a.checkpoint, max(a.concurrency), a.threads, workdir, a.device
         )
         vocab = engine.model.args.vocab_size
         # transformers' import graph is millions of objects the engine's own allocations would make
@@ -355,7 +379,10 @@ def main() -> None:
                 },
                 "threads": a.threads,
                 "repeats": a.repeats,
-                "device": "cpu",
+                "device": str(engine.device),
+                "device_name": torch.cuda.get_device_name(engine.device)
+                if engine.device.type == "cuda"
+                else None,
                 "loadavg_1m": round(os.getloadavg()[0], 2),  # the box is shared: judge the noise
                 "results": results,
             }

@@ -34,7 +34,8 @@ def triton_kernels_importable() -> tuple[bool, str]:
 def select_backend(device: torch.device, requested: str = "auto") -> str:
     """Return "torch" or "triton" for tensors on `device`.
 
-    "auto": Triton on CUDA when importable, else torch (fallback logged once); never Triton on the
+    "auto": Triton on CUDA when importable (the Sampler then runs its penalty kernel and torch's
+    draw: the faster of each on an H200), else torch (fallback logged once); never Triton on the
     CPU, even with TRITON_INTERPRET=1 in the environment (the interpreter is for tests, far too slow to
     serve). "triton": Triton or an error — on a non-CUDA device only under TRITON_INTERPRET=1.
     """

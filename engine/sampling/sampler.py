@@ -22,6 +22,11 @@ from engine.sampling.topk_topp import apply_min_p, apply_top_k_top_p
 class Sampler:
     """Picks the next token per row. The backend (torch or Triton) is chosen once, on first use.
 
+    Under "auto" on CUDA the two stages take what was measured faster on an H200
+    (docs/benchmarks.md, "On an H200"): the fused penalty kernel (1.4–4.4× the torch
+    stage) and the torch reference's draw — the Triton sampling kernel ran at 0.07–1.03× of it, since
+    one program per row leaves most of the GPU idle at small batches. "triton" runs both kernels.
+
     `generator` (optional, on the logits' device) drives the draws of unseeded rows instead of
     torch's default generator; tests and benchmarks pass one. The engine passes none: its unseeded
     rows draw from the default generator, which LLMEngine seeds once from `EngineConfig.seed`
@@ -46,6 +51,9 @@ class Sampler:
         the output of `self.penalties` (lets an engine time the two stages apart).
         """
         self._check(logits, meta)
+        if self._backend(logits) == "triton" and self.requested_backend == "auto":
+            penalized_logits = logits.float() if penalized else self.penalties(logits, meta)
+            return reference_sample(penalized_logits, meta, self.generator)
         if self._backend(logits) == "triton":
             from engine.kernels.sample import triton_sample, triton_sample_after_penalties
 

@@ -90,6 +90,28 @@ def check_penalties_temperature_match_reference():
         )
 
 
+def check_auto_runs_the_penalty_kernel_then_the_reference_draw():
+    """What "auto" runs on CUDA: the fused penalty kernel, then the torch reference's draw (the
+    faster of each stage on an H200): the same ids as the reference end to end, same generator."""
+    state = _state(3)
+    logits = _logits(3, 6)
+
+    def meta() -> SamplingMetadata:  # fresh per draw: seeded rows' generators advance as they draw
+        return SamplingMetadata.build(_params(), list(range(6)), state)
+
+    auto = Sampler("auto", generator=torch.Generator(DEVICE).manual_seed(7))
+    auto.backend = "triton"  # what select_backend answers on CUDA (on the CPU: the interpreter)
+    reference = meta()
+    expected = reference_sample(
+        reference_penalties(logits, reference), reference, torch.Generator(DEVICE).manual_seed(7)
+    )
+    assert torch.equal(auto.sample(logits, meta()), expected)
+    penalized = auto.penalties(logits, reference)
+    torch.testing.assert_close(
+        penalized, reference_penalties(logits, reference), rtol=1e-6, atol=1e-6
+    )
+
+
 def check_kept_sets_match_reference():
     params = _params()
     for seed in range(3):

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 CHECKS = [
+    "check_auto_runs_the_penalty_kernel_then_the_reference_draw",
     "check_penalties_temperature_match_reference",
     "check_kept_sets_match_reference",
     "check_same_noise_same_ids_as_reference",
