@@ -70,8 +70,9 @@ CAUSE_PATTERNS: tuple[tuple[str, str], ...] = (
         r"prompt_tokens|prefix_cache_queries|num_requests",
     ),
 )
-# The engine's own latency series (and its HTTP server's): the spike itself, not a cause of it.
-SYMPTOMS = next(p for p, role, _ in SERIES_ROLES if role == "symptom")
+# The engine's own latency series (and its HTTP server's), and a request's time in each phase of
+# it: the spike itself, not a cause of it. Every `symptom` pattern of SERIES_ROLES, in one.
+SYMPTOMS = "|".join(f"(?:{p})" for p, role, _ in SERIES_ROLES if role == "symptom")
 # `spikelens agent`'s series (collectors/agent_metrics.py): the warehouse reads them back as the
 # collectors' per-process rows (macros agent_samples, process_cpu_samples), ranked with
 # rank_process_series like a load test's, so they are not ranked a second time as metrics.

@@ -285,9 +285,16 @@ def test_engine_latency_series_do_not_vote():
         "vllm:e2e_request_latency_seconds_count",
         "vllm:request_time_per_output_token_seconds_sum",
         "http_request_duration_seconds_sum",
+        # a request's phases of its own latency: every symptom pattern counts, not only the first
+        "vllm:request_prefill_time_seconds_sum",
+        "vllm:request_decode_time_seconds_sum",
+        "vllm:request_inference_time_seconds_count",
     ):
         assert re.search(SYMPTOMS, name)
     assert not re.search(SYMPTOMS, "vllm:request_queue_time_seconds_sum")
+    from rca.consequences import SERIES_ROLES
+
+    assert all(p in SYMPTOMS for p, role, _ in SERIES_ROLES if role == "symptom")
 
 
 def test_a_tie_goes_to_the_series_that_tracks_the_latency_or_is_said():
