@@ -410,6 +410,12 @@ def evaluate(
             f"[{on.get('low')}, {on.get('high')}] (exact 95 %), macro-F1 "
             f"{acted['attribution'].get('macro_f1_all_faults')}"
         )
+    if (away := result.scores.get("excess_elsewhere")) and away["spikes"]:
+        console.print(
+            f"excess given to causes not injected: {away['mean']:.0%} on average over "
+            f"{away['spikes']} detected faults ({away['over_10pct']} over 10 %); "
+            f"'unexplained' {away['unexplained_mean']:.0%}"
+        )
     if (proof := result.scores.get("confirmation")) is not None:
         right, wrong = proof["right_confirmed_exact"], proof["wrong_not_confirmed_exact"]
         console.print(

@@ -26,6 +26,7 @@ from prefect.cache_policies import NONE
 
 from flows.confirm_source import ConfirmSource, read_source
 from flows.interventions import (
+    MIN_BASELINE_S,
     BaselineFacts,
     Intervention,
     Stretch,
@@ -70,20 +71,18 @@ def load_source(
 
 @task(name="baseline-facts", cache_policy=NONE, retries=2, retry_delay_seconds=2)
 def baseline_facts(db_path: Path, source: ConfirmSource, stretch: Stretch) -> BaselineFacts:
-    """The recorded baseline stretch's median output and arrival rate."""
+    """The recorded baseline stretch's median output and arrival rate, and how far before the
+    spike its load began arriving (the baseline ends there when that leaves MIN_BASELINE_S)."""
     from warehouse.db import connect
     from warehouse.queries import query
 
-    base_from = stretch.shift_s  # the arm's measured start, in recorded time
+    base_from = max(0.0, stretch.shift_s)  # the arm's measured start, in recorded time
     with connect(db_path, read_only=True) as conn:
-        row = query(
-            conn,
-            "confirm_stretch",
-            run_id=source.run_id,
-            from_s=max(0.0, base_from),
-            to_s=source.spike_start_s,
-        )[0]
-    return BaselineFacts(row["median_output_tokens"], row["arrivals_per_s"])
+        run_id, spike_s = source.run_id, source.spike_start_s
+        lead_s = query(conn, "confirm_inflight", run_id=run_id, spike_s=spike_s)[0]["lead_s"]
+        base_to = spike_s - lead_s if spike_s - lead_s - base_from >= MIN_BASELINE_S else spike_s
+        row = query(conn, "confirm_stretch", run_id=run_id, from_s=base_from, to_s=base_to)[0]
+    return BaselineFacts(row["median_output_tokens"], row["arrivals_per_s"], lead_s)
 
 
 @task(name="write-arm", cache_policy=NONE, retries=1, retry_delay_seconds=1)

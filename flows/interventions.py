@@ -15,7 +15,9 @@ One intervention per cause, where a knob exists (`intervention_for`):
   (the spike's outputs repeated more), also max_tokens capped at the baseline stretch's median
   output. Only for loops: a cap shortens every output, which also removes load and KV pressure
   (measured: a KV-pressure spike swapped to penalty was "confirmed" through the cap);
-- load: the arrivals above the baseline rate dropped in the spike's window;
+- load: the arrivals above the baseline rate dropped from the arrival of the earliest request
+  still in flight when the spike began to the spike's end (the requests present during the spike
+  are its load: in a queue they arrived up to one queue-and-service time before it);
 - host: the engine's processes started at a raised priority (`intervention: {nice: -10}`,
   flows/priority.py), where this process has the right to raise it;
 - client, network: no engine knob; on spikelens' engine, measured instead (`measured`: the
@@ -37,6 +39,9 @@ KV_FACTOR = 4
 MIN_LEAD_S = 20.0
 LEAD_FACTOR = 2.0
 TAIL_S = 5.0
+# the baseline stretch's rate is read before the spike's load began arriving when that leaves at
+# least this much (a rate over a second or two of a handful of users is mostly chance)
+MIN_BASELINE_S = 3.0
 # penalties that mean "off" (docs/design.md, engine semantics)
 NEUTRAL_PENALTIES = {"frequency_penalty": 0.0, "presence_penalty": 0.0, "repetition_penalty": 1.0}
 
@@ -133,6 +138,9 @@ class BaselineFacts:
 
     median_output_tokens: float | None
     arrivals_per_s: float | None
+    # how long before the spike's start the earliest request still in flight then arrived (0:
+    # none straddled it); the load intervention thins the arrivals from there
+    lead_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -221,7 +229,8 @@ def intervention_for(
         return Intervention(
             cause,
             "arrivals_capped",
-            "arrivals above the baseline stretch's rate dropped during the spike",
+            "arrivals above the baseline stretch's rate dropped from the earliest arrival still "
+            "in flight at the spike's start to its end",
         )
     if cause == "host":
         return _priority_raised(priority_denied)
@@ -282,7 +291,8 @@ def apply_to_trace(
         cap = facts.median_output_tokens if intervention.caps_output else None
         return zero_penalties(entries, cap)
     if intervention.name == "arrivals_capped" and facts.arrivals_per_s:
-        return cap_arrivals(entries, spike_trace_s, facts.arrivals_per_s)
+        window = (spike_trace_s[0] - max(0.0, facts.lead_s), spike_trace_s[1])
+        return cap_arrivals(entries, window, facts.arrivals_per_s)
     return list(entries)
 
 

@@ -95,6 +95,19 @@ class ActedScore:
 
 
 @dataclass(frozen=True)
+class ExcessElsewhere:
+    """How much of a detected fault's spike went to causes its run did not inject
+    (rca.evaluate.excess_elsewhere): the mean and median share, how many spikes gave over 10 %,
+    and the mean share left 'unexplained'."""
+
+    spikes: int
+    mean: float
+    median: float
+    over_10pct: int
+    unexplained_mean: float
+
+
+@dataclass(frozen=True)
 class EngineScore:
     """One engine's runs of a suite scored alone (rca.evaluate.per_engine_scores)."""
 
@@ -129,6 +142,7 @@ class EvaluationContext:
     confirmation: ConfirmationScore | None = None  # evaluate --confirm
     acted: ActedScore | None = None  # None in an evaluation.json written before it was judged
     engines: tuple[EngineScore, ...] = ()  # per engine; () in an older evaluation.json
+    excess_elsewhere: ExcessElsewhere | None = None  # None: no detected fault, or an older file
 
     def __post_init__(self) -> None:
         if len(self.confusion) != len(self.labels):
@@ -300,6 +314,19 @@ def build_evaluation_context(result: dict, run: RunHeader) -> EvaluationContext:
         confirmation=_confirmation(result.get("confirmation")),
         acted=_acted(result.get("acted")),
         engines=tuple(_engine(e, s) for e, s in (result.get("per_engine") or {}).items()),
+        excess_elsewhere=_excess_elsewhere(result.get("excess_elsewhere")),
+    )
+
+
+def _excess_elsewhere(scores: dict | None) -> ExcessElsewhere | None:
+    if not scores or not scores.get("spikes"):
+        return None
+    return ExcessElsewhere(
+        spikes=int(scores["spikes"]),
+        mean=float(scores["mean"]),
+        median=float(scores["median"]),
+        over_10pct=int(scores["over_10pct"]),
+        unexplained_mean=float(scores["unexplained_mean"]),
     )
 
 

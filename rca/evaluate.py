@@ -58,6 +58,8 @@ class RunOutcome:
     spikes: list[dict]  # spike_id, start_s, end_s, top_cause
     matches: list[tuple[int, int]] = field(default_factory=list)  # (fault index, spike index)
     engine: str = "spikelens"  # the engine that served the run: 'spikelens' | 'vllm'
+    # spike_id → cause → share of its excess (attributions; 'unexplained' included)
+    shares: dict[int, dict[str, float]] = field(default_factory=dict)
 
 
 def match_events(
@@ -103,6 +105,8 @@ def load_outcome(
         _judge_acted(conn, run_id, faults, duration_s)
     engine = analysis[0].get("engine_kind") or "spikelens"
     out = RunOutcome(run_id, duration_s, window_s, faults, spikes, engine=engine)
+    for a in query(conn, "attributions", run_id=run_id):
+        out.shares.setdefault(int(a["spike_id"]), {})[str(a["cause"])] = float(a["share"])
     out.matches = match_events(faults, spikes, window_s, tolerance_windows)
     return out
 
@@ -204,12 +208,44 @@ def score(outcomes: list[RunOutcome]) -> dict:
             "false_alarms_per_hour": _ratio(sum(len(o.spikes) for o in controls), control_hours),
         },
         "attribution": attribution_scores(y_true, y_pred),
+        "excess_elsewhere": excess_elsewhere(outcomes),
         "acted": {
             "faults": len(kept),
             "not_acted": sum(a is False for a in acted),
             "undecided": sum(a is None for a in acted),
             "attribution": attribution_scores([t for t, _ in kept], [p for _, p in kept]),
         },
+    }
+
+
+def excess_elsewhere(outcomes: list[RunOutcome]) -> dict:
+    """How much of a detected fault's spike went to causes its run did not inject: per matched
+    spike, the summed share of every cause other than the run's injected ones and 'unexplained'
+    ("we could not tell" is no claim, and is reported apart). A right verdict can still hand a
+    third of the excess to a consequence read as a cause; this says how much, on average."""
+    elsewhere, unexplained = [], []
+    for o in outcomes:
+        injected = {f["cause"] for f in o.faults}
+        for _, j in o.matches:
+            parts = o.shares.get(int(o.spikes[j]["spike_id"]), {})
+            elsewhere.append(
+                sum(v for c, v in parts.items() if c not in injected and c != "unexplained")
+            )
+            unexplained.append(parts.get("unexplained", 0.0))
+    if not elsewhere:
+        return {
+            "spikes": 0,
+            "mean": None,
+            "median": None,
+            "over_10pct": 0,
+            "unexplained_mean": None,
+        }
+    return {
+        "spikes": len(elsewhere),
+        "mean": float(np.mean(elsewhere)),
+        "median": float(np.median(elsewhere)),
+        "over_10pct": sum(v > 0.1 for v in elsewhere),
+        "unexplained_mean": float(np.mean(unexplained)),
     }
 
 

@@ -33,14 +33,17 @@ def run_case(vllm_suite_run, case: str) -> tuple[duckdb.DuckDBPyConnection, str]
 
 
 def spike_in_window(db: duckdb.DuckDBPyConnection, run_id: str) -> tuple[int, str]:
-    """(spike_id, top cause) of the spike that overlaps the fault window."""
+    """(spike_id, top cause) of the spike that overlaps the fault window most (2 s of slack after
+    it), as scoring pairs a spike with a fault (rca.evaluate)."""
     spikes = db.execute(
         "SELECT spike_id, start_s, end_s, top_cause FROM spikes WHERE run_id = ?", [run_id]
     ).fetchall()
     lo, hi = FAULT_WINDOW_S
-    inside = [s for s in spikes if s[1] <= hi + 2 and s[2] >= lo]
+    overlap = {s: min(s[2], hi + 2) - max(s[1], lo) for s in spikes}
+    inside = [s for s in spikes if overlap[s] >= 0]
     assert inside, f"no spike overlaps the fault ({lo}-{hi} s): {spikes}"
-    return inside[0][0], inside[0][3]
+    best = max(inside, key=lambda s: overlap[s])
+    return best[0], best[3]
 
 
 def notes(db: duckdb.DuckDBPyConnection, run_id: str, spike_id: int, cause: str = "%") -> list:

@@ -151,6 +151,17 @@ def test_the_penalty_arm_caps_max_tokens_only_when_the_outputs_looped():
     assert {e.max_tokens for e in apply_to_trace(ENTRIES, looped, facts, (5.0, 10.0))} == {40}
 
 
+def test_the_load_cap_starts_where_the_spikes_load_began_arriving():
+    # requests in flight at the spike's start (5 s) arrived from 3 s on (lead 2 s): the cap
+    # covers [3, 10) s, so a burst that began before the detected spike is thinned too
+    load = intervention_for("load", "vllm")
+    widened = apply_to_trace(ENTRIES, load, BaselineFacts(30.0, 1.0, lead_s=2.0), (5.0, 10.0))
+    assert widened == cap_arrivals(ENTRIES, (3.0, 10.0), 1.0)
+    assert len([e for e in widened if 3.0 <= e.t_s < 10.0]) == 7
+    assert all(e in widened for e in ENTRIES if not 3.0 <= e.t_s < 10.0)
+    assert "in flight" in load.does
+
+
 def test_arrivals_above_the_baseline_rate_are_dropped_only_inside_the_window():
     # 2 arrivals/s everywhere; window [5, 10) s capped at 1/s keeps 5 of its 10
     out = cap_arrivals(ENTRIES, (5.0, 10.0), 1.0)

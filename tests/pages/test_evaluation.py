@@ -36,6 +36,11 @@ def test_evaluation_context_renders(warehouse_with, tmp_path):
     assert 'id="acted"' in html and "faults that acted on the clients' raw latencies" in html
     # one engine served the suite: its figures are the suite's, no per-engine table
     assert [e.engine for e in ctx.engines] == ["spikelens"] and 'id="per-engine"' not in html
+    # the GC incident's spike: its shares to causes other than memory are the page's figure
+    away = ctx.excess_elsewhere
+    result = evaluate(db, ids, peers=(), bootstrap_reps=100)["excess_elsewhere"]
+    assert away is not None and (away.spikes, away.mean) == (1, pytest.approx(result["mean"]))
+    assert 0.0 <= away.mean <= 1.0 and 'id="excess-elsewhere"' in html
 
 
 def test_a_suite_on_two_engines_gets_a_row_per_engine(warehouse_with, tmp_path):

@@ -8,6 +8,7 @@ from rca.evaluate import (
     RunOutcome,
     attribution_scores,
     evaluate,
+    excess_elsewhere,
     match_events,
     per_engine_scores,
     score,
@@ -77,6 +78,28 @@ def test_a_suite_on_both_engines_is_also_scored_per_engine():
     assert vllm["attribution"]["confusion"]["load"]["memory"] == 1
     assert (ours["controls"]["runs"], vllm["controls"]["false_alarms"]) == (0, 1)
     assert vllm["controls"]["false_alarms_per_hour"] == pytest.approx(30.0)  # 1 in 2 min
+
+
+def test_excess_given_to_causes_not_injected_is_averaged_over_detected_faults():
+    # run a: memory injected, its spike gave 0.6 memory, 0.25 host, 0.15 unexplained -> 0.25
+    # run b: memory + client injected, 0.5 memory, 0.5 client -> 0 (both injected)
+    # run c: the fault was missed, its run's false alarm is not a detected fault -> left out
+    a = RunOutcome("a", 60.0, 1.0, [_f("memory", 20, 30)], [_s(21, 29, "memory")])
+    a.shares = {0: {"memory": 0.6, "host": 0.25, "unexplained": 0.15}}
+    b = RunOutcome(
+        "b", 60.0, 1.0, [_f("memory", 20, 30), _f("client", 20, 30)], [_s(21, 29, "memory")]
+    )
+    b.shares = {0: {"memory": 0.5, "client": 0.5}}
+    c = RunOutcome("c", 60.0, 1.0, [_f("load", 10, 12)], [_s(40, 45, "host")])
+    c.shares = {0: {"host": 1.0}}
+    for r in (a, b, c):
+        r.matches = match_events(r.faults, r.spikes, r.window_s)
+    out = excess_elsewhere([a, b, c])
+    assert (out["spikes"], out["over_10pct"]) == (2, 1)
+    assert out["mean"] == pytest.approx(0.125) and out["median"] == pytest.approx(0.125)
+    assert out["unexplained_mean"] == pytest.approx(0.075)
+    assert score([a, b, c])["excess_elsewhere"] == out
+    assert excess_elsewhere([c])["mean"] is None
 
 
 def test_attribution_scores_macro_f1():

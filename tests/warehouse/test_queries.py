@@ -398,3 +398,17 @@ def test_confirm_stretch_matches_the_requests_file(gc_run):
     ok = [r["output_tokens"] for r in inside if r["status"] == "ok"]
     assert row["median_output_tokens"] == pytest.approx(float(np.median(ok)))
     assert row["arrivals_per_s"] == pytest.approx(len(inside) / 3.0)
+
+
+def test_confirm_inflight_is_how_long_before_a_moment_its_oldest_open_request_was_meant_to_go(
+    gc_run,
+):
+    conn, run_dir = gc_run
+    req = pq.read_table(run_dir / "requests.parquet").to_pylist()
+    for spike_s in (0.0, 2.5, 4.0):
+        at = T0 + spike_s * 1e9
+        open_ = [r["intended_send_ns"] for r in req if r["intended_send_ns"] < at < r["done_ns"]]
+        expected = (at - min(open_)) / 1e9 if open_ else 0.0
+        row = query(conn, "confirm_inflight", run_id=RUN_ID, spike_s=spike_s)[0]
+        assert row["lead_s"] == pytest.approx(expected, abs=1e-6)
+    assert query(conn, "confirm_inflight", run_id=RUN_ID, spike_s=2.5)[0]["lead_s"] > 0
