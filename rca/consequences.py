@@ -13,6 +13,9 @@ fault kind alike (none of them names a fault kind):
    received), so only more garbage *per unit of work* speaks for `memory`. Time series are causes
    (GC pause time, collective wait, run-queue wait): a GC pause that grew is memory however much
    work there was — those series keep their own cause.
+   Where the GC hook measured the engine processes' pauses, the GC counts do not vote at all
+   (`GC_PAUSES_MEASURED_NOTE`): a collection costs latency only through its pause, and the pause
+   is then measured directly — more objects collected per token with no longer pauses is no cost.
 2. **CPU time is conserved inside the engine's process tree** (`cpu_given_to_siblings`). A process
    that waited longer for a CPU lost that CPU to someone. When the engine's other processes (the
    collectors record every process of the tree with its role) gained as much CPU time in the
@@ -38,6 +41,8 @@ import numpy as np
 
 from rca.stepcost import mean_or_zero
 
+# CPython's GC counts on /metrics (prometheus_client's python_gc_* series)
+GC_COUNTS = r"gc_objects_collected|gc_collections|gc_objects_uncollectable"
 # (pattern on the series name, role, why). First match wins. Roles:
 #   symptom   the engine's own latency: restates the spike, never votes (a server-side time)
 #   demand    counts work asked of the engine: votes `load`
@@ -57,7 +62,7 @@ SERIES_ROLES: tuple[tuple[str, str, str], ...] = (
         "went, whatever slowed it",
     ),
     (
-        r"gc_objects_collected|gc_collections|gc_objects_uncollectable",
+        GC_COUNTS,
         "per_work",
         "CPython collects every N allocations and every request allocates: scales with work",
     ),
@@ -69,9 +74,11 @@ SERIES_ROLES: tuple[tuple[str, str, str], ...] = (
     ),
     (
         r"prompt_tokens|generation_tokens|iteration_tokens|prefix_cache_queries|"
-        r"request_success|requests_total|arrival",
+        r"request_success|requests_total|arrival|"
+        r"_tokens(_total|_sum|_count|_bucket)?(\{|$)",
         "demand",
-        "requests and tokens asked of the engine: the work itself",
+        "requests and tokens asked of the engine: the work itself (any count of tokens processed, "
+        "e.g. vLLM's request_prefill_kv_computed_tokens: the prompt tokens whose KV was computed)",
     ),
 )
 # Where a by-product series is read per unit of work, its name says so.
@@ -214,6 +221,10 @@ def has_collectives(engine: dict | str | None, steps: dict[str, np.ndarray] | No
     return any(s > 1 for s in sizes)
 
 
+GC_PAUSES_MEASURED_NOTE = (
+    "the GC hook measured the engine processes' pauses themselves: a collection costs latency "
+    "only through its pause, so a count of collections or objects is shown and does not vote"
+)
 NO_COLLECTIVES_NOTE = (
     "the engine runs one rank (no tensor/pipeline/data parallelism, no collective stage): "
     "there is no collective to wait for, so this is a wait on a sibling process (or host↔device "

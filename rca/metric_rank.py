@@ -46,6 +46,8 @@ import numpy as np
 from rca.attribute import Attribution, CauseShare, RunSignals, window_masks, window_series
 from rca.config import CAUSES, AttributeConfig
 from rca.consequences import (
+    GC_COUNTS,
+    GC_PAUSES_MEASURED_NOTE,
     NO_COLLECTIVES_NOTE,
     PER_TOKEN,
     SERIES_ROLES,
@@ -323,6 +325,24 @@ def read_per_work(
     return out, floors
 
 
+def gc_counts_as_context(ranked: list[RankedSeries], pauses_measured: bool) -> list[RankedSeries]:
+    """`ranked` with /metrics' GC counts (collections, objects collected, rca.consequences.GC_COUNTS)
+    made non-voting when the GC hook measured the engine processes' pauses: those pause series
+    speak for memory themselves (rank_process_series)."""
+    if not pauses_measured:
+        return ranked
+    return [
+        dataclasses.replace(
+            r,
+            votes=False,
+            note=(f"{r.note}; " if r.note else "") + GC_PAUSES_MEASURED_NOTE,
+        )
+        if re.search(GC_COUNTS, r.name)
+        else r
+        for r in ranked
+    ]
+
+
 def without_collectives(ranked: list[RankedSeries], collectives: bool | None) -> list[RankedSeries]:
     """`ranked` with communication series made non-voting when the engine is known to run no
     collectives (rca.consequences.has_collectives is False): a wait on a sibling process."""
@@ -417,6 +437,7 @@ def attribute_by_metrics(
     ranked = sorted(ranked + rank_process_series(signals, in_spike, in_base), key=lambda r: -r.z)
     ranked = read_preemption_effects(ranked)
     ranked = without_collectives(ranked, has_collectives(signals.engine, signals.steps))
+    ranked = gc_counts_as_context(ranked, bool(signals.process.gc_windows))
     voters = [r for r in ranked if r.votes][:TOP_K]
     voters = [r for r in voters if r.z > MIN_Z]
     latency = window_series(signals.windows, f"{spike.metric}_ms")

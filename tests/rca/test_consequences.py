@@ -174,6 +174,9 @@ def test_series_roles_classify_work_and_its_by_products():
     assert series_role('http_response_size_bytes_count{"handler": "/v1"}')[0] == "demand"
     assert series_role("vllm:num_preemptions_total")[0] == "cause"
     assert cause_of("vllm:generation_tokens_total") == "load"
+    # a count of tokens processed is work, whatever cache its name mentions
+    assert cause_of('vllm:request_prefill_kv_computed_tokens_sum{"m": "x"}') == "load"
+    assert cause_of("vllm:kv_cache_usage_perc") == "memory"
     assert cause_of("vllm:num_preemptions_total") == "memory"
     per = per_work(np.array([40.0, 80.0, 5.0]), np.array([1.0, 2.0, 0.0]))
     assert per[0] == per[1] == 40.0 and np.isnan(per[2])
@@ -202,6 +205,42 @@ def test_more_garbage_per_token_in_a_gc_storm_is_still_memory(warehouse_with):
     )
     memory = next(c for c in a.causes if c.cause == "memory")
     assert any(e.signal.endswith(" per token") for e in memory.evidence)
+
+
+def test_gc_counts_do_not_vote_where_the_gc_hook_measured_the_pauses():
+    from rca.consequences import GC_PAUSES_MEASURED_NOTE
+    from rca.metric_rank import RankedSeries, gc_counts_as_context
+
+    def ranked(name, cause):
+        return RankedSeries(name, cause, 20.0, 1.0, 0.0, np.zeros(3))
+
+    series = [
+        ranked('python_gc_objects_collected_total{"generation": "0"} per token', "memory"),
+        ranked("python_gc_collections_total per token", "memory"),
+        ranked("vllm:request_queue_time_seconds_sum", "load"),
+    ]
+    assert gc_counts_as_context(series, pauses_measured=False) == series
+    shown = gc_counts_as_context(series, pauses_measured=True)
+    assert [r.votes for r in shown] == [False, False, True]
+    assert all(r.note == GC_PAUSES_MEASURED_NOTE for r in shown[:2])
+
+
+def test_a_gc_storm_with_the_gc_hook_is_memory_through_its_pauses(warehouse_with):
+    """With the GC hook's pause times in the run, the storm is named by the pauses of the
+    process that collected; /metrics' GC counts are shown beside them and do not vote."""
+    a = _main(
+        _analysis(
+            warehouse_with,
+            incident="gc",
+            step_trace=False,
+            engine=VLLM_ONE_RANK,
+            collectors=True,
+            gc_objects_per_token=2.0,
+        )
+    )
+    assert a.top_cause == "memory"
+    memory = next(c for c in a.causes if c.cause == "memory")
+    assert any("gc_ms_per_s" in e.signal for e in memory.evidence)
 
 
 # --- 4. client vs server-side time ------------------------------------------------------------
