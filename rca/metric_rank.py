@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -325,22 +326,25 @@ def read_per_work(
     return out, floors
 
 
+def not_voting(
+    ranked: list[RankedSeries], silenced: Callable[[RankedSeries], bool], note: str
+) -> list[RankedSeries]:
+    """`ranked` with each series `silenced` picks shown but non-voting, `note` saying why."""
+    return [
+        dataclasses.replace(r, votes=False, note=(f"{r.note}; " if r.note else "") + note)
+        if silenced(r)
+        else r
+        for r in ranked
+    ]
+
+
 def gc_counts_as_context(ranked: list[RankedSeries], pauses_measured: bool) -> list[RankedSeries]:
     """`ranked` with /metrics' GC counts (collections, objects collected, rca.consequences.GC_COUNTS)
     made non-voting when the GC hook measured the engine processes' pauses: those pause series
     speak for memory themselves (rank_process_series)."""
     if not pauses_measured:
         return ranked
-    return [
-        dataclasses.replace(
-            r,
-            votes=False,
-            note=(f"{r.note}; " if r.note else "") + GC_PAUSES_MEASURED_NOTE,
-        )
-        if re.search(GC_COUNTS, r.name)
-        else r
-        for r in ranked
-    ]
+    return not_voting(ranked, lambda r: bool(re.search(GC_COUNTS, r.name)), GC_PAUSES_MEASURED_NOTE)
 
 
 def without_collectives(ranked: list[RankedSeries], collectives: bool | None) -> list[RankedSeries]:
@@ -348,14 +352,7 @@ def without_collectives(ranked: list[RankedSeries], collectives: bool | None) ->
     collectives (rca.consequences.has_collectives is False): a wait on a sibling process."""
     if collectives is not False:
         return ranked
-    return [
-        dataclasses.replace(
-            r, votes=False, note=(f"{r.note}; " if r.note else "") + NO_COLLECTIVES_NOTE
-        )
-        if r.cause == "communication"
-        else r
-        for r in ranked
-    ]
+    return not_voting(ranked, lambda r: r.cause == "communication", NO_COLLECTIVES_NOTE)
 
 
 def read_preemption_effects(ranked: list[RankedSeries]) -> list[RankedSeries]:

@@ -193,18 +193,32 @@ def test_garbage_that_moves_with_the_work_is_not_memory(warehouse_with, incident
     assert not gc, [e.signal for e in gc]
 
 
-def test_more_garbage_per_token_in_a_gc_storm_is_still_memory(warehouse_with):
+@pytest.mark.parametrize(
+    "collectors, speaks",
+    [
+        (False, lambda signal: signal.endswith(" per token")),  # more garbage per token
+        (True, lambda signal: "gc_ms_per_s" in signal),  # the GC hook's pauses
+    ],
+    ids=["per-token-counts", "gc-hook-pauses"],
+)
+def test_a_gc_storm_is_memory_with_or_without_the_gc_hook(warehouse_with, collectors, speaks):
+    """Without the GC hook, more garbage per token speaks for memory; with its pause times in the
+    run, the storm is named by the pauses of the process that collected, and /metrics' GC counts
+    are shown beside them and do not vote."""
     a = _main(
         _analysis(
             warehouse_with,
             incident="gc",
             step_trace=False,
             engine=VLLM_ONE_RANK,
+            collectors=collectors,
             gc_objects_per_token=2.0,
         )
     )
+    if collectors:
+        assert a.top_cause == "memory"
     memory = next(c for c in a.causes if c.cause == "memory")
-    assert any(e.signal.endswith(" per token") for e in memory.evidence)
+    assert any(speaks(e.signal) for e in memory.evidence)
 
 
 def test_gc_counts_do_not_vote_where_the_gc_hook_measured_the_pauses():
@@ -223,24 +237,6 @@ def test_gc_counts_do_not_vote_where_the_gc_hook_measured_the_pauses():
     shown = gc_counts_as_context(series, pauses_measured=True)
     assert [r.votes for r in shown] == [False, False, True]
     assert all(r.note == GC_PAUSES_MEASURED_NOTE for r in shown[:2])
-
-
-def test_a_gc_storm_with_the_gc_hook_is_memory_through_its_pauses(warehouse_with):
-    """With the GC hook's pause times in the run, the storm is named by the pauses of the
-    process that collected; /metrics' GC counts are shown beside them and do not vote."""
-    a = _main(
-        _analysis(
-            warehouse_with,
-            incident="gc",
-            step_trace=False,
-            engine=VLLM_ONE_RANK,
-            collectors=True,
-            gc_objects_per_token=2.0,
-        )
-    )
-    assert a.top_cause == "memory"
-    memory = next(c for c in a.causes if c.cause == "memory")
-    assert any("gc_ms_per_s" in e.signal for e in memory.evidence)
 
 
 # --- 4. client vs server-side time ------------------------------------------------------------
