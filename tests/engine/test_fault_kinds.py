@@ -3,8 +3,14 @@ recorded window and not outside it. Magnitudes here are the kinds' defaults unle
 
 import statistics
 
+import pytest
+
 from engine.llm_engine import LLMEngine
 from engine.sampling_params import SamplingParams
+
+# Timed against their fault windows, and the hog test takes a CPU: `make test-fast` runs the
+# "cpu_timing" group in one xdist worker, one test at a time (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("cpu_timing")
 
 
 def median(rows, key):

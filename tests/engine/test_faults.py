@@ -13,6 +13,10 @@ from engine.llm_engine import LLMEngine
 from engine.sampling_params import SamplingParams
 from spikelens_common.fault_spec import parse_fault_specs
 
+# Timed against their fault windows, and the hog test takes a CPU: `make test-fast` runs the
+# "cpu_timing" group in one xdist worker, one test at a time (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("cpu_timing")
+
 
 @pytest.mark.parametrize(
     "item,field",

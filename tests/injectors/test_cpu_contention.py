@@ -10,6 +10,10 @@ import pytest
 
 from injectors.cpu_contention import CpuContention, make_params
 
+# Timed against their fault windows, and the hog test takes a CPU: `make test-fast` runs the
+# "cpu_timing" group in one xdist worker, one test at a time (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("cpu_timing")
+
 
 def _alive(pid):
     try:
