@@ -329,6 +329,11 @@ def evaluate(
         help="With --generate: the engines the cases run on: ours, vllm (make setup-vllm "
         "checkpoint), or both (about 30 % vLLM).",
     ),
+    control_minutes: float = typer.Option(
+        0.0,
+        help="With --generate: also this many minutes of long clean runs (10 min each, engines "
+        "alternating under --engines both), for the false-alarm rate.",
+    ),
     confirm: int = typer.Option(
         0,
         min=0,
@@ -358,11 +363,14 @@ def evaluate(
             fail(f"--peer-methods: {m!r} is not one of {', '.join(PEER_METHODS)}")
 
     folder = suite_dir or default_suite_dir()
+    if control_minutes and generate is None:
+        fail("--control-minutes: long controls are drawn with --generate N; add it")
     try:
         if generate is not None:
             draw = f"n{generate}-s{seed}" + ("" if engines == "ours" else f"-{engines}")
+            draw += f"-c{control_minutes:g}" if control_minutes else ""
             folder = suite_dir or StatePaths.from_env().home / "generated" / draw
-            drawn = generate_suite(folder, generate, seed, engines)
+            drawn = generate_suite(folder, generate, seed, engines, control_minutes)
             console.print(f"{len(drawn)} cases drawn into {folder}")
         if rescore:
             previous_suite(StatePaths.from_env().reports, rescore)
@@ -393,6 +401,12 @@ def evaluate(
         f"[{every.get('low')}, {every.get('high')}] (exact 95 %), false alarms/h on controls "
         f"{result.scores['controls']['false_alarms_per_hour']}"
     )
+    strict = (result.scores.get("attribution_one_to_one") or {}).get("accuracy_all_faults_exact")
+    if strict and strict.get("value") != every.get("value"):
+        console.print(
+            f"  scored one-to-one (a second fault under one spike counts as missed): "
+            f"{strict['value']} [{strict['low']}, {strict['high']}]"
+        )
     by_engine = result.scores.get("per_engine") or {}
     for name, part in by_engine.items() if len(by_engine) > 1 else ():
         on = part["attribution"].get("accuracy_all_faults_exact") or {}

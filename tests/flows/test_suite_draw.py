@@ -145,3 +145,30 @@ def test_both_engines_mix_and_leave_our_engines_draw_as_it_was():
     assert [unnamed(c) for c in theirs] == [unnamed(c) for c in ours[: len(theirs)]]
     with pytest.raises(ValueError, match="--engines"):
         draw_cases(2, 3, "sglang")
+
+
+def test_long_controls_follow_the_drawn_cases_on_alternating_engines(tmp_path):
+    from flows.suite_draw import LONG_CONTROL_S, draw_cases, generate_suite
+
+    plain = draw_cases(4, 11, "both")
+    with_controls = draw_cases(4, 11, "both", control_minutes=25)
+    # the drawn cases are the same draw; 25 minutes take three 10-minute runs, ours first
+    assert [c.scenario for c in with_controls[:4]] == [c.scenario for c in plain]
+    long = with_controls[4:]
+    assert [c.name for c in long] == [
+        "gen-11-004-long-control",
+        "gen-11-005-vllm-long-control",
+        "gen-11-006-long-control",
+    ]
+    for case in long:
+        assert case.truth == () and "faults" not in case.scenario
+        assert case.scenario["duration_s"] == LONG_CONTROL_S
+    assert long[1].scenario["engine"]["kind"] == "vllm" and "kind" not in long[0].scenario["engine"]
+    assert all("kind" not in c.scenario["engine"] for c in draw_cases(1, 11, "ours", 10)[1:])
+    paths = generate_suite(tmp_path / "lc", 1, 11, "ours", control_minutes=10)
+    assert len(paths) == 2
+    assert "--control-minutes 10` (case 1)" in paths[1].read_text().splitlines()[0]
+    load_scenario(paths[1])
+    for bad in (-1.0, 601.0):
+        with pytest.raises(ValueError, match="--control-minutes"):
+            draw_cases(1, 11, "ours", bad)

@@ -108,3 +108,23 @@ def test_methods_table_shows_intervals_ranking_columns_and_skipped_cases(warehou
     html = render_evaluation(ctx, tmp_path / "eval").read_text()
     assert "AC@3" in html and "Avg@5" in html and 'class="muted small ci"' in html
     assert "client-stall-low.yaml" in html
+
+
+def test_a_fault_answered_by_its_partners_spike_and_the_strict_figure(warehouse_with, tmp_path):
+    db, run_id = warehouse_with(incident="gc")
+    analyze_run(db, run_id)
+    result = evaluate(db, [run_id], peers=(), bootstrap_reps=100)
+    verdict = result["per_run"][0]["verdicts"][0]
+    # as if a second fault had shared the GC spike: answered by it, marked shared, not detected
+    shared = {**verdict, "kind": "client.stall", "detected": False, "shared": True}
+    result["per_run"][0]["verdicts"].append(shared)
+    result["attribution_one_to_one"] = {
+        "accuracy_all_faults_exact": {"value": 0.5, "low": 0.0126, "high": 0.987},
+        "macro_f1_all_faults": 0.33,
+    }
+    ctx = build_evaluation_context(result, RunHeader(run_id="eval-5", command="x"))
+    assert [c.shared for c in ctx.cases] == [False, True]
+    strict = ctx.one_to_one
+    assert strict is not None and (strict.accuracy, strict.macro_f1) == (0.5, 0.33)
+    html = render_evaluation(ctx, tmp_path / "eval").read_text()
+    assert "shared spike" in html and 'id="one-to-one"' in html

@@ -7,8 +7,10 @@ from rca.evaluate import (
     MISSED,
     RunOutcome,
     attribution_scores,
+    cover_events,
     evaluate,
     excess_elsewhere,
+    fault_answers,
     match_events,
     per_engine_scores,
     score,
@@ -100,6 +102,53 @@ def test_excess_given_to_causes_not_injected_is_averaged_over_detected_faults():
     assert out["unexplained_mean"] == pytest.approx(0.075)
     assert score([a, b, c])["excess_elsewhere"] == out
     assert excess_elsewhere([c])["mean"] is None
+
+
+def _paired(faults, spikes, shares):
+    run = RunOutcome("r", 60.0, 1.0, faults, spikes)
+    run.shares = shares
+    run.matches = match_events(faults, spikes, 1.0)
+    run.covers = cover_events(faults, spikes, run.matches, 1.0)
+    return run
+
+
+def test_a_spike_over_two_faults_answers_both_with_what_it_said():
+    pair = [_f("memory", 20, 30), _f("client", 22, 29)]
+    # memory 0.5 and client 0.4: both clear a third, so the one spike names both faults' causes
+    both = _paired(pair, [_s(20, 31, "memory")], {0: {"memory": 0.5, "client": 0.4}})
+    assert both.matches == [(0, 0)] and both.covers == [(1, 0)]
+    assert fault_answers(both) == ["memory", "client"]
+    # client 0.2 is not said: the second fault gets the verdict, a wrong answer, not a miss
+    one = _paired(pair, [_s(20, 31, "memory")], {0: {"memory": 0.7, "client": 0.2}})
+    assert fault_answers(one) == ["memory", "memory"]
+    # the pairing put the spike on the fault it said second: the answers follow what it said
+    swapped = _paired(pair, [_s(20, 31, "client")], {0: {"client": 0.5, "memory": 0.4}})
+    assert fault_answers(swapped) == ["memory", "client"]
+
+
+def test_a_spike_over_one_fault_answers_with_its_verdict_alone():
+    # a second cause said beside a wrong verdict does not make a lone fault right
+    run = _paired(
+        [_f("client", 20, 30)], [_s(20, 31, "memory")], {0: {"memory": 0.5, "client": 0.4}}
+    )
+    assert fault_answers(run) == ["memory"]
+    # a fault no spike overlaps, even within the tolerance, stays missed
+    far = _paired([_f("load", 10, 12), _f("host", 40, 45)], [_s(10, 13, "load")], {})
+    assert far.covers == [] and fault_answers(far) == ["load", MISSED]
+
+
+def test_shared_spikes_score_beside_the_strict_one_to_one_figures():
+    run = _paired(
+        [_f("memory", 20, 30), _f("client", 22, 29)],
+        [_s(20, 31, "memory")],
+        {0: {"memory": 0.5, "client": 0.4}},
+    )
+    out = score([run])
+    assert out["attribution"]["accuracy_all_faults_exact"]["value"] == 1.0
+    assert out["attribution_one_to_one"]["accuracy_all_faults_exact"]["value"] == 0.5
+    assert out["attribution_one_to_one"]["confusion"]["client"][MISSED] == 1
+    assert (out["detection"]["fn"], out["detection"]["faults_covered"]) == (1, 2)
+    assert out["acted"]["attribution_one_to_one"]["accuracy_all_faults_exact"]["value"] == 0.5
 
 
 def test_attribution_scores_macro_f1():
