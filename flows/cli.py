@@ -430,6 +430,14 @@ def evaluate(
             f"{away['spikes']} detected faults ({away['over_10pct']} over 10 %); "
             f"'unexplained' {away['unexplained_mean']:.0%}"
         )
+    if (placebo := result.scores.get("placebo")) and placebo["placebos"]:
+        named = {c: v["share"] for c, v in placebo["by_cause"].items() if v["n"]}
+        console.print(
+            f"clean stretches of the {placebo['runs']} controls as placebo spikes: "
+            f"{placebo['named']:.0%} of {placebo['placebos']} named a cause ("
+            + ", ".join(f"{c} {v:.0%}" for c, v in sorted(named.items(), key=lambda x: -x[1]))
+            + ")"
+        )
     if (proof := result.scores.get("confirmation")) is not None:
         right, wrong = proof["right_confirmed_exact"], proof["wrong_not_confirmed_exact"]
         console.print(

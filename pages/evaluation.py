@@ -109,6 +109,22 @@ class ExcessElsewhere:
 
 
 @dataclass(frozen=True)
+class PlaceboScore:
+    """The controls' clean stretches attributed as if they were spikes (rca.placebo): how often
+    each cause would have been named, i.e. how often its signals fire on clean runs."""
+
+    runs: int
+    placebos: int
+    named: float | None  # share of placebos that named a cause ('unexplained' is the honest one)
+    by_cause: tuple[tuple[str, int, float], ...]  # (cause, placebos naming it, share), named > 0
+    by_engine: tuple[tuple[str, int, float | None], ...] = ()  # (engine, placebos, named share)
+
+    def __post_init__(self) -> None:
+        if self.named is not None:
+            need_share(self.named, "named")
+
+
+@dataclass(frozen=True)
 class StrictScore:
     """The attribution scored one-to-one: a spike answers only the fault it was paired with, and
     a second fault under the same spike counts as missed (rca.evaluate `attribution_one_to_one`)."""
@@ -155,6 +171,7 @@ class EvaluationContext:
     engines: tuple[EngineScore, ...] = ()  # per engine; () in an older evaluation.json
     excess_elsewhere: ExcessElsewhere | None = None  # None: no detected fault, or an older file
     one_to_one: StrictScore | None = None  # None in an evaluation.json written before it
+    placebo: PlaceboScore | None = None  # None: no control, or an older evaluation.json
 
     def __post_init__(self) -> None:
         if len(self.confusion) != len(self.labels):
@@ -329,6 +346,26 @@ def build_evaluation_context(result: dict, run: RunHeader) -> EvaluationContext:
         engines=tuple(_engine(e, s) for e, s in (result.get("per_engine") or {}).items()),
         excess_elsewhere=_excess_elsewhere(result.get("excess_elsewhere")),
         one_to_one=_strict(result.get("attribution_one_to_one")),
+        placebo=_placebo(result.get("placebo")),
+    )
+
+
+def _placebo(scores: dict | None) -> PlaceboScore | None:
+    if not scores or not scores.get("placebos"):
+        return None
+    return PlaceboScore(
+        runs=int(scores["runs"]),
+        placebos=int(scores["placebos"]),
+        named=finite(scores.get("named")),
+        by_cause=tuple(
+            (cause, int(c["n"]), float(c["share"]))
+            for cause, c in scores["by_cause"].items()
+            if c["n"]
+        ),
+        by_engine=tuple(
+            (engine, int(e["placebos"]), finite(e.get("named")))
+            for engine, e in (scores.get("by_engine") or {}).items()
+        ),
     )
 
 

@@ -28,6 +28,9 @@ floor) rank the same matched events, with the spike as the anomaly segment, so t
 isolates attribution; `accuracy_lead` is spikelens' accuracy minus the peer's on those events,
 with a paired bootstrap interval.
 
+Placebos (rca.placebo): each control's clean stretches attributed as if they were spikes, and
+how often each cause would have been named — how often its signals fire on clean runs.
+
 Reads analyses/spikes/faults through the warehouse; pure otherwise. Output is JSON-able.
 """
 
@@ -44,6 +47,7 @@ import numpy as np
 from rca.acted import judge, samples_by_metric
 from rca.intervals import BootstrapOptions, bootstrap, poisson_rate, proportion_exact
 from rca.peers import DEFAULT_PEERS, PEER_METHODS
+from rca.placebo import Placebo, placebo_rates, run_placebos
 from rca.rank_scores import RankedEvent, ac_at, avg_at
 from spikelens_common.said_causes import said_causes
 from warehouse.db import connect
@@ -485,6 +489,7 @@ def evaluate(
     conn = connect(db_path, read_only=True)
     try:
         outcomes = [load_outcome(conn, rid, tolerance_windows, count_suppressed) for rid in run_ids]
+        placebos = control_placebos(conn, outcomes)
     finally:
         conn.close()
     result = score(outcomes)
@@ -504,8 +509,37 @@ def evaluate(
             "accuracy_lead": accuracy_lead(ours, r["events"], options),
         }
     result["per_engine"] = per_engine_scores(outcomes)
+    result["placebo"] = _placebo_scores(outcomes, placebos)
     result["per_run"] = [_per_run(o) for o in outcomes]
     return result
+
+
+def control_placebos(conn, outcomes: list[RunOutcome]) -> dict[str, list[Placebo]]:
+    """run_id → the placebos of each control (a run without faults): rca.placebo."""
+    from rca.analyze import load_signals  # rca.analyze → rca.findings imports this module
+
+    return {
+        o.run_id: run_placebos(load_signals(conn, o.run_id, o.window_s))
+        for o in outcomes
+        if not o.faults
+    }
+
+
+def _placebo_scores(outcomes: list[RunOutcome], placebos: dict[str, list[Placebo]]) -> dict:
+    """rca.placebo.placebo_rates over every control, and per engine when the suite has two."""
+    engine = {o.run_id: o.engine for o in outcomes}
+    every = [p for ps in placebos.values() for p in ps]
+    out = placebo_rates(every, len(placebos))
+    engines = sorted({engine[r] for r in placebos})
+    if len(engines) > 1:
+        out["by_engine"] = {
+            e: placebo_rates(
+                [p for r, ps in placebos.items() if engine[r] == e for p in ps],
+                sum(engine[r] == e for r in placebos),
+            )
+            for e in engines
+        }
+    return out
 
 
 def per_engine_scores(outcomes: list[RunOutcome]) -> dict[str, dict]:

@@ -41,6 +41,11 @@ def test_evaluation_context_renders(warehouse_with, tmp_path):
     result = evaluate(db, ids, peers=(), bootstrap_reps=100)["excess_elsewhere"]
     assert away is not None and (away.spikes, away.mean) == (1, pytest.approx(result["mean"]))
     assert 0.0 <= away.mean <= 1.0 and 'id="excess-elsewhere"' in html
+    # the control's clean stretches as placebo spikes: every answer counted once
+    placebo = ctx.placebo
+    assert placebo is not None and placebo.runs == 1
+    assert sum(n for _, n, _ in placebo.by_cause) == placebo.placebos > 0
+    assert 'id="placebo"' in html and "placebo spikes" in html
 
 
 def test_a_suite_on_two_engines_gets_a_row_per_engine(warehouse_with, tmp_path):

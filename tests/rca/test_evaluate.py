@@ -208,6 +208,10 @@ def test_evaluate_on_simulated_runs(warehouse_with):
     judged = [f["acted_by"] for r in out["per_run"] for f in r["faults"]]
     assert [j["acted"] for j in judged] == [True, True], judged
     assert out["acted"]["faults"] == 2 and out["acted"]["attribution"]["accuracy"] == 1.0
+    # the control's clean stretches, attributed as placebo spikes; one engine: no split
+    placebo = out["placebo"]
+    assert placebo["runs"] == 1 and placebo["placebos"] > 0 and "by_engine" not in placebo
+    assert sum(c["n"] for c in placebo["by_cause"].values()) == placebo["placebos"]
 
 
 def test_peer_methods_rank_on_the_same_events(warehouse_with):
