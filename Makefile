@@ -82,7 +82,7 @@ test:
 	$(MAKE) -j3 -O lint test-fast setup-vllm
 	$(VENV)/bin/pytest -q -m e2e --durations=30
 
-# The full evaluation suite (scenarios/eval/: 36 runs, 33 min of controls; 60 min on 2 cores)
+# The full evaluation suite (scenarios/eval/: 38 runs, 33 min of controls; about an hour on 2 cores)
 # with BARO/NSigma/CIRCA peers and 95 % intervals.
 evaluate: setup-eval small-model
 	$(VENV)/bin/spikelens evaluate

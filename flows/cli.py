@@ -329,6 +329,11 @@ def evaluate(
         help="With --generate: the engines the cases run on: ours, vllm (make setup-vllm "
         "checkpoint), or both (about 30 % vLLM).",
     ),
+    unexplained: int = typer.Option(
+        0,
+        help="With --generate: also K cases whose truth is 'unexplained' (the forward slowed by "
+        "nothing any collector reads; spikelens' engine).",
+    ),
     control_minutes: float = typer.Option(
         0.0,
         help="With --generate: also this many minutes of long clean runs (10 min each, engines "
@@ -354,7 +359,7 @@ def evaluate(
         unregistered_kinds,
     )
     from flows.scenario import ScenarioError, load_scenario
-    from flows.suite_draw import generate_suite
+    from flows.suite_draw import Extras, generate_suite
     from rca.peers import PEER_METHODS
 
     methods = tuple(m.strip() for m in peer_methods.split(",") if m.strip()) if peers else ()
@@ -363,14 +368,17 @@ def evaluate(
             fail(f"--peer-methods: {m!r} is not one of {', '.join(PEER_METHODS)}")
 
     folder = suite_dir or default_suite_dir()
-    if control_minutes and generate is None:
-        fail("--control-minutes: long controls are drawn with --generate N; add it")
+    if (control_minutes or unexplained) and generate is None:
+        flag = "--unexplained" if unexplained else "--control-minutes"
+        fail(f"{flag}: the extra cases are drawn with --generate N; add it")
     try:
         if generate is not None:
             draw = f"n{generate}-s{seed}" + ("" if engines == "ours" else f"-{engines}")
+            extras = Extras(unexplained, control_minutes)
+            draw += f"-u{unexplained}" if unexplained else ""
             draw += f"-c{control_minutes:g}" if control_minutes else ""
             folder = suite_dir or StatePaths.from_env().home / "generated" / draw
-            drawn = generate_suite(folder, generate, seed, engines, control_minutes)
+            drawn = generate_suite(folder, generate, seed, engines, extras)
             console.print(f"{len(drawn)} cases drawn into {folder}")
         if rescore:
             previous_suite(StatePaths.from_env().reports, rescore)

@@ -14,6 +14,11 @@ with probability VLLM_SHARE). spikelens' engine's cases take the seed's main str
 so `ours` draws the same suite it drew before vLLM cases existed; a vLLM case draws from its
 own stream (seed, index).
 
+Unexplained cases (`--unexplained K`): K more cases on spikelens' engine, after the N drawn ones,
+each with one `unexplained.slow_forward` (the forward slowed by nothing any collector reads), so
+'unexplained' is a truth the suite scores and not only an answer; each from its own stream (seed,
+4, index), so the N drawn cases stay the draw they were.
+
 Long controls (`--control-minutes M`): clean runs of LONG_CONTROL_S each, M minutes in all,
 after the N drawn cases (alternating engines under `both`, ours first), each drawn from its own
 stream (seed, 3, index): the false-alarm rate needs hours of clean load, and a few long runs
@@ -91,6 +96,11 @@ VLLM_CONFOUNDED = (
     ("load.burst",),
     ("memory.gc_storm",),
 )
+# The kind whose truth is 'unexplained', and its factor's range, from a slight slowdown to a strong one
+UNEXPLAINED_KIND = "unexplained.slow_forward"
+UNEXPLAINED_MAGNITUDE = Magnitude("factor", 1.2, 4.0)
+UNEXPLAINED_CATALOGUE = {UNEXPLAINED_KIND: UNEXPLAINED_MAGNITUDE}
+MAX_UNEXPLAINED = 200  # --unexplained's limit
 LONG_CONTROL_S = 600.0  # one long control's length: 10 minutes of clean load
 MAX_CONTROL_MINUTES = 600.0  # --control-minutes' limit: ten hours of controls is a night's run
 # Case mix: (kind of case, weight)
@@ -233,6 +243,17 @@ def _our_scenario(rng, name: str, duration_s: float, kinds: tuple[str, ...], cas
     }
 
 
+def unexplained_case(rng, index: int, seed: int) -> GeneratedCase:
+    """A drawn case on spikelens' engine whose one fault is UNEXPLAINED_KIND."""
+    duration_s = float(rng.choice([40, 50, 60, 90]))
+    kinds = (UNEXPLAINED_KIND,)
+    faults = _faults(rng, kinds, "single", FaultFrame(duration_s), UNEXPLAINED_CATALOGUE)
+    name = f"gen-{seed}-{index:03d}-{_slug(kinds)}"
+    scenario = _our_scenario(rng, name, duration_s, kinds, "single")
+    scenario["faults"] = faults
+    return GeneratedCase(name, scenario, (_cause_of(UNEXPLAINED_KIND),))
+
+
 def long_control_case(rng, index: int, seed: int, on_vllm: bool) -> GeneratedCase:
     """A clean run of LONG_CONTROL_S on one engine, drawn like a short control."""
     if on_vllm:
@@ -358,21 +379,45 @@ def _cause_of(kind: str) -> str:
     return FAULT_CAUSES[kind]
 
 
+@dataclass(frozen=True)
+class Extras:
+    """What a suite holds beside its N drawn cases (see the module docstring)."""
+
+    unexplained: int = 0  # cases whose truth is 'unexplained'
+    control_minutes: float = 0.0  # minutes of long controls
+
+    def __post_init__(self) -> None:
+        u = self.unexplained
+        if isinstance(u, bool) or not isinstance(u, int) or not 0 <= u <= MAX_UNEXPLAINED:
+            raise ValueError(
+                f"--unexplained: must be an integer in [0, {MAX_UNEXPLAINED}], got {u!r}"
+            )
+        if not 0.0 <= self.control_minutes <= MAX_CONTROL_MINUTES:
+            raise ValueError(
+                f"--control-minutes: must be in [0, {MAX_CONTROL_MINUTES:g}], "
+                f"got {self.control_minutes:g}"
+            )
+
+    def flags(self) -> str:
+        """The command-line flags that draw them ('' for none)."""
+        out = f" --unexplained {self.unexplained}" if self.unexplained else ""
+        return out + (
+            f" --control-minutes {self.control_minutes:g}" if self.control_minutes else ""
+        )
+
+
 def draw_cases(
-    n: int, seed: int, engines: str = "ours", control_minutes: float = 0.0
+    n: int, seed: int, engines: str = "ours", extras: Extras | None = None
 ) -> list[GeneratedCase]:
-    """The `n` cases of seed `seed` on `engines`, then `control_minutes` of long controls (see
-    the module docstring)."""
+    """The `n` cases of seed `seed` on `engines`, then the `extras`: unexplained cases, then
+    long controls (see the module docstring)."""
     import numpy as np
 
     if n < 1:
         raise ValueError(f"--generate: N must be >= 1, got {n}")
     if engines not in ENGINES:
         raise ValueError(f"--engines: must be one of {', '.join(ENGINES)}, got {engines!r}")
-    if not 0.0 <= control_minutes <= MAX_CONTROL_MINUTES:
-        raise ValueError(
-            f"--control-minutes: must be in [0, {MAX_CONTROL_MINUTES:g}], got {control_minutes:g}"
-        )
+    extras = extras or Extras()
     rng = np.random.default_rng(seed)
     which = np.random.default_rng([seed, 1])
     cases = []
@@ -382,17 +427,20 @@ def draw_cases(
             cases.append(generate_vllm_case(np.random.default_rng([seed, 2, i]), i, seed))
         else:
             cases.append(generate_case(rng, i, seed))
-    for k in range(math.ceil(control_minutes * 60.0 / LONG_CONTROL_S - 1e-9)):
+    for k in range(extras.unexplained):
+        cases.append(unexplained_case(np.random.default_rng([seed, 4, k]), len(cases), seed))
+    for k in range(math.ceil(extras.control_minutes * 60.0 / LONG_CONTROL_S - 1e-9)):
         on_vllm = engines == "vllm" or (engines == "both" and k % 2 == 1)
-        cases.append(long_control_case(np.random.default_rng([seed, 3, k]), n + k, seed, on_vllm))
+        rng = np.random.default_rng([seed, 3, k])
+        cases.append(long_control_case(rng, len(cases), seed, on_vllm))
     return cases
 
 
 def generate_suite(
-    out_dir: str | Path, n: int, seed: int, engines: str = "ours", control_minutes: float = 0.0
+    out_dir: str | Path, n: int, seed: int, engines: str = "ours", extras: Extras | None = None
 ) -> list[Path]:
-    """Write the `n` drawn cases (seed `seed`, `engines`, then `control_minutes` of long
-    controls) as scenario files into `out_dir`; returns their paths. The same seed writes the same files. A folder that already holds
+    """Write the `n` drawn cases (seed `seed`, `engines`, then the `extras`) as scenario files
+    into `out_dir`; returns their paths. The same seed writes the same files. A folder that already holds
     exactly this draw is taken as it is (the CLI's supervised child runs the command again, and a
     rerun resumes nothing but finds the same suite); one that holds other scenario files is
     refused (a suite is not mixed with another draw)."""
@@ -400,9 +448,10 @@ def generate_suite(
 
     out = Path(out_dir)
     flag = "" if engines == "ours" else f" --engines {engines}"
-    flag += f" --control-minutes {control_minutes:g}" if control_minutes else ""
+    extras = extras or Extras()
+    flag += extras.flags()
     files: dict[Path, str] = {}
-    for i, case in enumerate(draw_cases(n, seed, engines, control_minutes)):
+    for i, case in enumerate(draw_cases(n, seed, engines, extras)):
         truth = ", ".join(case.truth) or "none (a control: any spike is a false alarm)"
         header = (
             f"# Generated by `spikelens evaluate --generate {n} --seed {seed}{flag}` (case {i}); "

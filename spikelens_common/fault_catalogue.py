@@ -34,6 +34,7 @@ from spikelens_common.fault_params import (
     LongPromptParams,
     ProcessGcStormParams,
     RepetitionParams,
+    SlowForwardParams,
     SlowLinkParams,
     SlowPathParams,
     StallParams,
@@ -167,6 +168,12 @@ _CATALOGUE = (
         "client",
         "each Locust process blocks its interpreter for pause_ms every every_ms",
         _everywhere(Applier.LOADGEN, StallParams),
+    ),
+    FaultKind(
+        "unexplained.slow_forward",
+        "unexplained",
+        "the model's forward runs `factor` times slower, with nothing any collector reads to say why",
+        _ours(SlowForwardParams),
     ),
     FaultKind(
         "network.delay",

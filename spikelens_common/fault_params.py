@@ -89,6 +89,19 @@ class AllocChurnParams:
                 )
 
 
+@dataclass(frozen=True)
+class SlowForwardParams:
+    # How much longer the model's forward takes: 2.0 doubles it (the device at half speed).
+    factor: float = 2.0
+
+    def __post_init__(self):
+        v = self.factor
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 1.0 < v <= 20.0:
+            raise ValueError(
+                f"unexplained.slow_forward.params.factor: must be a number in (1, 20], got {v!r}"
+            )
+
+
 def _check(kind: str, name: str, value, lo, hi, integer: bool = False) -> None:
     ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
     if isinstance(value, bool) or not ok_type or not lo <= value <= hi:

@@ -75,6 +75,18 @@ V = "/venv/lib/python3.12/site-packages/vllm"
             "gc",
         ),
         ([("main", "/tmp/app.py")], "other"),
+        (  # unexplained.slow_forward's hook: found by the model's frames, not by its own file
+            [
+                ("SlowForward._after", f"{E}/faults/slow_forward.py"),
+                (
+                    "Module._call_impl",
+                    "/venv/lib/python3.11/site-packages/torch/nn/modules/module.py",
+                ),
+                ("LLMEngine.step", f"{E}/llm_engine.py"),
+                ("EngineLoop.run", f"{E}/server/engine_loop.py"),
+            ],
+            "model_forward",
+        ),
     ],
 )
 def test_classify(frames, region):
@@ -90,3 +102,7 @@ def test_a_wait_inside_a_region_is_idle_only_as_the_innermost_frame():
 def test_every_rule_names_a_known_region_and_gives_a_reason():
     for rule in REGION_RULES:
         assert rule.region in REGIONS and rule.reason and rule.files
+
+
+def test_no_rule_names_the_slow_forward_injector():
+    assert not [r for r in REGION_RULES for f in r.files if "faults/slow_forward" in f]

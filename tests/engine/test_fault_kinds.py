@@ -24,6 +24,12 @@ def split(rows):
     return inside, outside
 
 
+def with_fault(tiny_config, kind, params, **config):
+    """An engine whose one fault of `kind` runs from 0.4 s to 1.0 s after arming."""
+    fault = {"kind": kind, "start_s": 0.4, "duration_s": 0.6, "params": params}
+    return LLMEngine(tiny_config(**config), faults=[fault])
+
+
 def sampled(n):
     return SamplingParams(
         temperature=1.0, frequency_penalty=0.5, max_tokens=48, ignore_eos=True, seed=n
@@ -31,18 +37,8 @@ def sampled(n):
 
 
 def test_slow_path_cost_lands_in_the_sampler_not_in_penalty_ms(tiny_config, run_with_fault):
-    eng = LLMEngine(
-        tiny_config(max_num_seqs=4),
-        # 4 passes: a signal well above the shared box's noise in 0.6 s of steps.
-        faults=[
-            {
-                "kind": "penalty.slow_path",
-                "start_s": 0.4,
-                "duration_s": 0.6,
-                "params": {"passes": 4},
-            }
-        ],
-    )
+    # 4 passes: a signal well above the shared box's noise in 0.6 s of steps.
+    eng = with_fault(tiny_config, "penalty.slow_path", {"passes": 4}, max_num_seqs=4)
     rows, faults = run_with_fault(eng, 1.4, users=4, make_params=sampled)
     assert [f["cause"] for f in faults] == ["penalty"]
     inside, outside = split(rows)
@@ -148,3 +144,32 @@ def test_kv_pressure_below_one_sequence_still_makes_progress(tiny_config, run_to
     assert eng.kv.allocator.num_ballast >= 64 - 60 // 4
     eng.faults.shutdown(eng)
     assert eng.kv.allocator.num_ballast == 0
+
+
+def test_slow_forward_stretches_the_forward_alone(tiny_config, run_with_fault):
+    eng = with_fault(tiny_config, "unexplained.slow_forward", {"factor": 3.0}, max_num_seqs=4)
+    rows, faults = run_with_fault(eng, 1.4, users=4, make_params=sampled)
+    assert [f["cause"] for f in faults] == ["unexplained"]
+    inside, outside = split(rows)
+    # the forward takes about three times as long; the batch and the other stages do not move
+    ratio = median(inside, "forward_ms") / median(outside, "forward_ms")
+    assert 2.0 < ratio < 4.5, ratio
+    for stage in ("schedule_ms", "penalty_ms"):
+        assert median(inside, stage) < median(outside, stage) + 0.5 * median(outside, "forward_ms")
+    assert median(inside, "batch_size") == median(outside, "batch_size")
+    assert not eng.model._forward_hooks and not eng.model._forward_pre_hooks  # removed at close
+
+
+def test_slow_forward_leaves_outputs_unchanged(tiny_config, run_to_completion):
+    from engine.faults.slow_forward import SlowForward
+    from spikelens_common.fault_params import SlowForwardParams
+
+    def outputs(factor):
+        eng = LLMEngine(tiny_config())
+        if factor:
+            SlowForward(SlowForwardParams(factor)).start(eng)
+        for i in range(3):
+            eng.add_request(f"r{i}", [5, 6, 7, 5 + i], sampled(i))
+        return run_to_completion(eng)
+
+    assert outputs(2.0) == outputs(0)

@@ -75,6 +75,8 @@ def test_the_evaluate_command_refuses_a_bad_draw_before_running_anything(tmp_pat
         app, ["evaluate", "--no-peers", "--generate", "1", "--control-minutes", "9999"]
     )
     assert lots.exit_code == 2 and "must be in [0, 600]" in lots.output
+    bare = runner.invoke(app, ["evaluate", "--no-peers", "--unexplained", "2"])
+    assert bare.exit_code == 2 and "--unexplained" in bare.output
     assert not (tmp_path / "home" / "runs").exists()  # nothing ran
 
 

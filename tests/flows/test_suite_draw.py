@@ -148,10 +148,10 @@ def test_both_engines_mix_and_leave_our_engines_draw_as_it_was():
 
 
 def test_long_controls_follow_the_drawn_cases_on_alternating_engines(tmp_path):
-    from flows.suite_draw import LONG_CONTROL_S, draw_cases, generate_suite
+    from flows.suite_draw import LONG_CONTROL_S, Extras, draw_cases, generate_suite
 
     plain = draw_cases(4, 11, "both")
-    with_controls = draw_cases(4, 11, "both", control_minutes=25)
+    with_controls = draw_cases(4, 11, "both", Extras(control_minutes=25))
     # the drawn cases are the same draw; 25 minutes take three 10-minute runs, ours first
     assert [c.scenario for c in with_controls[:4]] == [c.scenario for c in plain]
     long = with_controls[4:]
@@ -164,11 +164,42 @@ def test_long_controls_follow_the_drawn_cases_on_alternating_engines(tmp_path):
         assert case.truth == () and "faults" not in case.scenario
         assert case.scenario["duration_s"] == LONG_CONTROL_S
     assert long[1].scenario["engine"]["kind"] == "vllm" and "kind" not in long[0].scenario["engine"]
-    assert all("kind" not in c.scenario["engine"] for c in draw_cases(1, 11, "ours", 10)[1:])
-    paths = generate_suite(tmp_path / "lc", 1, 11, "ours", control_minutes=10)
+    assert all(
+        "kind" not in c.scenario["engine"] for c in draw_cases(1, 11, "ours", Extras(0, 10))[1:]
+    )
+    paths = generate_suite(tmp_path / "lc", 1, 11, "ours", Extras(control_minutes=10))
     assert len(paths) == 2
     assert "--control-minutes 10` (case 1)" in paths[1].read_text().splitlines()[0]
     load_scenario(paths[1])
     for bad in (-1.0, 601.0):
         with pytest.raises(ValueError, match="--control-minutes"):
-            draw_cases(1, 11, "ours", bad)
+            Extras(control_minutes=bad)
+
+
+def test_unexplained_cases_follow_the_drawn_ones_with_their_own_truth(tmp_path):
+    from flows.suite_draw import UNEXPLAINED_KIND, UNEXPLAINED_MAGNITUDE, Extras, draw_cases
+
+    plain = draw_cases(3, 12, "ours")
+    cases = draw_cases(3, 12, "ours", Extras(unexplained=4, control_minutes=10))
+    assert [c.scenario for c in cases[:3]] == [c.scenario for c in plain]
+    extra, control = cases[3:7], cases[7]
+    assert control.name == "gen-12-007-long-control" and control.truth == ()
+    factors = []
+    for case in extra:
+        assert case.truth == ("unexplained",) and case.name.endswith("-slow-forward")
+        (fault,) = case.scenario["faults"]
+        assert fault["kind"] == UNEXPLAINED_KIND and "kind" not in case.scenario["engine"]
+        factors.append(fault["params"]["factor"])
+    assert all(UNEXPLAINED_MAGNITUDE.weak <= f <= UNEXPLAINED_MAGNITUDE.strong for f in factors)
+    assert len(set(factors)) > 1
+    paths = generate_suite_for(tmp_path, Extras(unexplained=1))
+    assert "--unexplained 1` (case 1)" in paths[1].read_text().splitlines()[0]
+    load_scenario(paths[1])
+    with pytest.raises(ValueError, match="--unexplained"):
+        Extras(unexplained=-1)
+
+
+def generate_suite_for(tmp_path, extras):
+    from flows.suite_draw import generate_suite
+
+    return generate_suite(tmp_path / "u", 1, 12, "ours", extras)
