@@ -3,7 +3,8 @@ outside, in-process (no HTTP), printed as one JSON line per kind.
 
 Closed loop: ``--users`` requests kept in flight; the fault runs from ``--start`` for ``--window`` s
 of a ``--duration`` s run. comm.* kinds run with tp: 2 (gloo) and report per rank.
-Run: ``python bench/fault_signal.py [--kinds penalty.slow_path memory.kv_pressure ...] [--model small]``.
+Run: ``python bench/fault_signal.py [--kinds penalty.slow_path memory.kv_pressure ...] [--model small]
+[--device cuda]`` (scripts/gpu-check.sh runs the single-rank kinds on a GPU).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 
 import pyarrow.parquet as pq
 
@@ -35,16 +37,27 @@ SIGNALS = (
 )
 
 
-def run_kind(
-    kind: str, model: str, users: int, duration: float, start: float, window: float
-) -> dict:
+@dataclass(frozen=True)
+class FaultRun:
+    """How each kind is run: the engine's model and device, the load, and the fault's window."""
+
+    model: str = "small"
+    device: str = "cpu"
+    users: int = 16  # requests kept in flight
+    duration: float = 9.0  # s of load
+    start: float = 3.0  # s from arming to the window
+    window: float = 3.0  # s the fault lasts
+
+
+def run_kind(kind: str, run: FaultRun) -> dict:
     tp = 2 if kind.startswith("comm.") else 1
     run_dir = tempfile.mkdtemp(prefix="spikelens-fault-")
     eng = LLMEngine(
-        EngineConfig(model=model, tp=tp, max_num_seqs=users),
+        EngineConfig(model=run.model, tp=tp, max_num_seqs=run.users, device=run.device),
         run_dir=run_dir,
-        faults=[{"kind": kind, "start_s": start, "duration_s": window}],
+        faults=[{"kind": kind, "start_s": run.start, "duration_s": run.window}],
     )
+    users, duration = run.users, run.duration
     params = SamplingParams(temperature=1.0, frequency_penalty=0.5, max_tokens=64, ignore_eos=True)
     t0 = time.time_ns()
     eng.arm_faults(t0)
@@ -62,7 +75,8 @@ def run_kind(
     r0 = {r["step"]: r for r in steps if r["rank"] == 0}
     out = {
         "kind": kind,
-        "model": model,
+        "model": run.model,
+        "device": run.device,
         "tp": tp,
         "users": users,
         "params": json.loads(w["params"]),
@@ -101,11 +115,11 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=9.0)
     ap.add_argument("--start", type=float, default=3.0)
     ap.add_argument("--window", type=float, default=3.0)
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     a = ap.parse_args()
+    run = FaultRun(a.model, a.device, a.users, a.duration, a.start, a.window)
     for kind in a.kinds:
-        print(
-            json.dumps(run_kind(kind, a.model, a.users, a.duration, a.start, a.window)), flush=True
-        )
+        print(json.dumps(run_kind(kind, run)), flush=True)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@
 #      (bench/kernels.py), with the NVML sampler recording the GPU meanwhile;
 #   4. our engine's decode step on CUDA (bench/engine_step.py) and its tokens/s against
 #      transformers' generate on the same GPU and weights (bench/decode.py);
-#   5. whether vLLM's CUDA build imports and sees the GPU.
+#   5. the single-rank engine fault kinds on CUDA: each one's step signals inside its window vs
+#      outside (bench/fault_signal.py);
+#   6. whether vLLM's CUDA build imports and sees the GPU.
 # Each step's output lands in OUT_DIR and its exit code in OUT_DIR/steps.jsonl; a failed step
 # does not stop the others. Run from the repository root:
 #   bash scripts/gpu-check.sh [OUT_DIR]        (PYTHON=... picks the interpreter)
@@ -65,6 +67,9 @@ def peak(k):
 print(json.dumps({"status": status, "rows": len(t), "columns": sorted(t[0]) if t else [],
     "peak": {k: peak(k) for k in ("util_gpu", "util_mem", "power_w", "mem_used", "sm_clock",
     "temp_c", "pcie_tx", "pcie_rx")}, "first": t[0] if t else None}, default=str, indent=1))' "$out/nvml"
+
+step faults_cuda 120 faults.jsonl "$py" bench/fault_signal.py --device cuda --duration 6 \
+    --kinds unexplained.slow_forward memory.alloc_churn memory.kv_pressure penalty.slow_path
 
 step vllm_cuda 30 vllm.txt "$py" -c 'import torch, vllm
 print("vllm", vllm.__version__, "torch", torch.__version__, "cuda", torch.cuda.is_available())'
