@@ -95,8 +95,8 @@ async def _pipe(
 
     try:
         await asyncio.gather(read(), write())
-    except (ConnectionError, asyncio.IncompleteReadError):
-        pass
+    except (OSError, asyncio.IncompleteReadError):
+        pass  # a side went away (reset, or ENOTCONN at the half-close): the other one is closed
     finally:
         writer.close()
 

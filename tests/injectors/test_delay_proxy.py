@@ -3,6 +3,7 @@ ground truth; params named in errors."""
 
 import asyncio
 import json
+import random
 import threading
 import time
 import urllib.request
@@ -11,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pyarrow.parquet as pq
 import pytest
 
-from injectors.delay_proxy import DelayParams, DelayProxy, Schedule, make_params, serve
+from injectors.delay_proxy import DelayParams, DelayProxy, Schedule, _pipe, make_params, serve
 
 
 async def _echo_round_trips(schedule: Schedule, n: int) -> list[float]:
@@ -53,6 +54,31 @@ def test_jitter_keeps_the_order_of_chunks():
     sched = Schedule([(0.0, 60.0, DelayParams(delay_ms=5, jitter_ms=20))], t0_ns=time.time_ns())
     times = asyncio.run(_echo_round_trips(sched, 5))  # readexactly checks each echo in order
     assert all(t >= 0.009 for t in times)
+
+
+def test_a_peer_gone_at_the_half_close_ends_the_pipe_quietly():
+    """ENOTCONN from shutdown(SHUT_WR) once the other side has gone (seen in a held-out run) is
+    an OSError but no ConnectionError: the pipe still ends without an error, its writer closed."""
+
+    class GoneWriter:
+        closed = False
+
+        def can_write_eof(self):
+            return True
+
+        def write_eof(self):
+            raise OSError(107, "Transport endpoint is not connected")
+
+        def close(self):
+            self.closed = True
+
+    async def run() -> GoneWriter:
+        reader, writer = asyncio.StreamReader(), GoneWriter()
+        reader.feed_eof()
+        await _pipe(reader, writer, Schedule([]), random.Random(0))  # type: ignore[arg-type]
+        return writer
+
+    assert asyncio.run(run()).closed
 
 
 def test_bad_params_name_the_field():
