@@ -151,15 +151,43 @@ def test_slow_forward_stretches_the_forward_alone(tiny_config, run_with_fault):
     rows, faults = run_with_fault(eng, 1.4, users=4, make_params=sampled)
     assert [f["cause"] for f in faults] == ["unexplained"]
     inside, outside = split(rows)
-    # the forward takes about three times as long (more where the box deschedules the hook past
-    # its deadline: 4.7 on a loaded CI run; 9 would be a runaway); the batch and the other stages
-    # do not move
-    ratio = median(inside, "forward_ms") / median(outside, "forward_ms")
-    assert 2.0 < ratio < 9.0, ratio
+    # the forward grows; the batch and the other stages do not move. How much it grows is not
+    # asserted here: on a loaded box the steps outside the window are slowed too (fresh-clone CI
+    # runs measured 4.69 and 1.09 at factor 3, 3.46 on a quiet one), so the stretch itself is
+    # checked against a forward of known length below
+    assert median(inside, "forward_ms") > median(outside, "forward_ms")
     for stage in ("schedule_ms", "penalty_ms"):
         assert median(inside, stage) < median(outside, stage) + 0.5 * median(outside, "forward_ms")
     assert median(inside, "batch_size") == median(outside, "batch_size")
     assert not eng.model._forward_hooks and not eng.model._forward_pre_hooks  # removed at close
+
+
+def test_slow_forward_makes_a_pass_take_factor_times_as_long():
+    """A module whose forward sleeps 20 ms: hooked at factor 3, each call lasts at least 60 ms
+    (the hook computes until then, however the box schedules it), and far less than a runaway."""
+    import time
+
+    import torch
+
+    from engine.faults.slow_forward import SlowForward
+    from spikelens_common.fault_params import SlowForwardParams
+
+    class Sleeper(torch.nn.Module):
+        def forward(self, x):
+            time.sleep(0.02)
+            return x
+
+    engine = type("E", (), {"model": Sleeper(), "device": torch.device("cpu")})()
+    fault = SlowForward(SlowForwardParams(3.0))
+    fault.start(engine)
+    took = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        engine.model(torch.zeros(1))
+        took.append(time.perf_counter() - t0)
+    fault.stop(engine)
+    assert all(0.06 <= t < 0.5 for t in took), took
+    assert not engine.model._forward_hooks and not engine.model._forward_pre_hooks  # stopped
 
 
 def test_slow_forward_leaves_outputs_unchanged(tiny_config, run_to_completion):
