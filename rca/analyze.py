@@ -13,12 +13,12 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from rca.attribute import Attribution, RunSignals, attribute_spike
+from rca.attribute import Attribution, RunSignals
 from rca.config import AttributeConfig, DetectConfig
 from rca.detect import Baseline, Spike, detect_spikes
 from rca.evidence import with_loop_rates
 from rca.findings import ComparisonRow, FaultVerdict, comparison, fault_verdicts
-from rca.metric_rank import attribute_by_metrics
+from rca.metric_rank import attribute_any
 from rca.process_evidence import ProcessSignals
 from rca.stepcost import step_arrays
 from rca.validity import check_validity
@@ -106,18 +106,8 @@ def analyze(
     signals = load_signals(conn, run_id, window_s)
     spikes, baselines = detect_spikes(signals.windows, window_s, detect)
     # Step traces give the stage decomposition; a target without them (an external engine) is
-    # attributed by ranking its /metrics and NVML series instead.
-    by_metrics = len(signals.steps["t_s"]) == 0 and bool(
-        signals.metric_windows or signals.nvml_windows
-    )
-    attributions = {
-        s.spike_id: (
-            attribute_by_metrics(s, spikes, signals, attribute)
-            if by_metrics
-            else attribute_spike(s, spikes, signals, attribute)
-        )
-        for s in spikes
-    }
+    # attributed by ranking its /metrics and NVML series instead (rca.metric_rank.attribute_any).
+    attributions = {s.spike_id: attribute_any(s, spikes, signals, attribute) for s in spikes}
     attributions = check_validity(attributions, spikes, signals, attribute)
     suppressed = (
         []

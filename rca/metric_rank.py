@@ -44,7 +44,14 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from rca.attribute import Attribution, CauseShare, RunSignals, window_masks, window_series
+from rca.attribute import (
+    Attribution,
+    CauseShare,
+    RunSignals,
+    attribute_spike,
+    window_masks,
+    window_series,
+)
 from rca.config import CAUSES, AttributeConfig
 from rca.consequences import (
     GC_COUNTS,
@@ -488,3 +495,13 @@ def attribute_by_metrics(
         uncovered=round(shares["unexplained"], 4),
         metric=spike.metric,
     )
+
+
+def attribute_any(
+    spike: Spike, spikes: list[Spike], signals: RunSignals, config: AttributeConfig | None = None
+) -> Attribution:
+    """The analysis' attribution of a spike: by stage decomposition where the run has step
+    traces, else by ranking its /metrics and NVML series (an engine without step traces)."""
+    if len(signals.steps["t_s"]) == 0 and bool(signals.metric_windows or signals.nvml_windows):
+        return attribute_by_metrics(spike, spikes, signals, config)
+    return attribute_spike(spike, spikes, signals, config)

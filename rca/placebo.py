@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rca.attribute import RunSignals, attribute_spike
+from rca.attribute import RunSignals
 from rca.config import CAUSES, AttributeConfig, DetectConfig
 from rca.detect import Interval, Spike, baseline, series
-from rca.metric_rank import attribute_by_metrics
+from rca.metric_rank import attribute_any
 
 PLACEBO_METRICS = ("itl_p99", "ttft_p99")  # E2E is binned at completion: it lags its cause
 
@@ -64,9 +64,6 @@ def run_placebos(
     detect, attribute = detect or DetectConfig(), attribute or AttributeConfig()
     options = options or PlaceboConfig()
     w = signals.window_s
-    by_metrics = len(signals.steps["t_s"]) == 0 and bool(
-        signals.metric_windows or signals.nvml_windows
-    )
     out = []
     for metric in PLACEBO_METRICS:
         values = series(signals.windows, metric, detect)
@@ -81,11 +78,7 @@ def run_placebos(
             if not np.isfinite(stretch).any() or np.nanmean(stretch) <= base.median_ms:
                 continue
             spike = _placebo_spike(metric, first, last, values, base.median_ms, w)
-            found = (
-                attribute_by_metrics(spike, [spike], signals, attribute)
-                if by_metrics
-                else attribute_spike(spike, [spike], signals, attribute)
-            )
+            found = attribute_any(spike, [spike], signals, attribute)
             out.append(Placebo(metric, first, last, found.top_cause))
     return out
 
