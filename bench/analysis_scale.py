@@ -183,8 +183,7 @@ def _instrument(clock: StageClock) -> list:
     undo.append(clock.wrap(warehouse.observed_windows, "query", _query_stage))
     undo.append(clock.wrap(rca.analyze, "step_arrays"))
     undo.append(clock.wrap(rca.analyze, "detect_spikes", lambda a, k: "detect"))
-    for fn in ("attribute_spike", "attribute_by_metrics"):
-        undo.append(clock.wrap(rca.analyze, fn, lambda a, k: "attribute"))
+    undo.append(clock.wrap(rca.analyze, "attribute_any", lambda a, k: "attribute"))
     undo.append(clock.wrap(rca.analyze, "result_tables", lambda a, k: "store"))
     undo.append(clock.wrap(rca.analyze, "replace_run_rows", lambda a, k: "store"))
     return [u for u in undo if u is not None]

@@ -193,8 +193,8 @@ def intervention_for(
             "gc_off",
             "automatic garbage collection frozen and disabled in every process of the engine's "
             "tree from interpreter start (GC hook: gc.freeze(); gc.disable())",
-            "explicit gc.collect() calls still run — e.g. memory.gc_storm's single collection "
-            "when its window closes, which then walks the whole window's garbage",
+            "explicit gc.collect() calls still run (the engine's own; a GC storm's garbage stays "
+            "uncollected, as a leak)",
         )
     if cause == "memory":
         sized = engine is None or any(

@@ -4,7 +4,9 @@ What: `start(roles)` starts a daemon thread (`spikelens-fault-schedule`) that wa
 schedule file named by SPIKELENS_FAULT_SCHEDULE (written by the flow at load start,
 injectors/process_faults.py `arm`) and, in each window whose `params.role` is this process's
 role, allocates short-lived reference cycles (injectors/process_faults.py describes the
-params), then collects once when the window ends.
+params), then collects once when the window ends (not when automatic GC is off, as in confirm's
+gc_off arm: there the garbage is a leak, as it would be for the leaky task the storm stands for;
+engine/faults/gc_storm.py says why).
 How it gets into the process: the GC hook (collectors/site/sitecustomize.py) loads this file by
 path when SPIKELENS_FAULT_HOOK names it, and calls `start` with its roles module. So, like the
 hook, it imports only the standard library and needs nothing of spikelens on the path.
@@ -57,7 +59,8 @@ def _run_fault_schedule(path, roles):
             time.sleep(p["tick_s"])
         ring.clear()
         del ballast
-        gc.collect()  # reclaim the storm's garbage inside the window
+        if gc.isenabled():  # reclaim the storm's garbage inside the window
+            gc.collect()
 
 
 def start(roles):

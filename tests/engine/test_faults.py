@@ -109,3 +109,26 @@ def test_gc_storm_pauses_land_inside_its_window_only(tmp_path, tiny_config):
 def test_comm_fault_without_tensor_parallelism_is_refused(tiny_config):
     with pytest.raises(ValueError, match=r"faults\[0\].kind: comm.straggler needs engine.tp >= 2"):
         LLMEngine(tiny_config(), faults=[{"kind": "comm.straggler", "start_s": 0, "duration_s": 1}])
+
+
+@pytest.mark.parametrize("automatic_gc, collections", [(True, 1), (False, 0)])
+def test_gc_storm_collects_at_stop_only_when_automatic_gc_is_on(
+    monkeypatch, automatic_gc, collections
+):
+    """With GC off (confirm's gc_off arm) the storm's cycles stay a leak, as the leaky task's
+    would: one forced pass over them would be a pause the cause-removed arm should not have."""
+    from engine.faults.gc_storm import GcStorm
+    from spikelens_common.fault_params import GcStormParams
+
+    calls = []
+    monkeypatch.setattr(gc, "collect", lambda *a: calls.append(a) or 0)
+    storm = GcStorm(GcStormParams(objects_per_tick=10, live_ticks=2, tick_s=0.005))
+    was_enabled = gc.isenabled()
+    gc.enable() if automatic_gc else gc.disable()
+    try:
+        storm.start(None)
+        time.sleep(0.05)
+        storm.stop(None)
+    finally:
+        gc.enable() if was_enabled else gc.disable()
+    assert storm.batches > 0 and len(calls) == collections
