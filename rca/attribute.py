@@ -31,6 +31,7 @@ import pyarrow as pa
 from rca.cause_evidence import EngineFacts, EngineSeries, engine_evidence, main_signals
 from rca.cause_shares import ShareInputs, cause_shares, verdict
 from rca.config import CAUSES, AttributeConfig
+from rca.consequences import Workload, work_asked
 from rca.detect import Spike
 from rca.evidence import (
     Evidence,
@@ -96,6 +97,15 @@ class RunSignals:
     # status (ok | invalid: the load generator saturated | failed): rca.consequences, rca.validity
     engine: dict | None = None
     run_status: str = "ok"
+
+
+def workload(rows: list[dict], n: int) -> Workload:
+    """What the load generator sent and got back per window, from query `windows` rows."""
+    return Workload(
+        window_series(rows, "arrivals", n),
+        window_series(rows, "prompt_tokens_mean", n),
+        window_series(rows, "output_tokens_mean", n),
+    )
 
 
 def window_series(rows: list[dict], key: str, n: int | None = None) -> np.ndarray:
@@ -281,6 +291,7 @@ def _build_engine_series(signals: RunSignals, n: int) -> EngineSeries:
         history_tokens=history,
         output_tokens=window_series(signals.windows, "output_tokens_mean"),
         arrivals=window_series(signals.windows, "arrivals"),
+        prompt_tokens=window_series(signals.windows, "prompt_tokens_mean"),
         hit_max_tokens=outputs["hit_max_tokens"],
         repeated_3gram_rate=outputs["repeated_3gram_rate"],
         nvml_mem_fraction=_nvml_series(signals.nvml_windows, "mem_fraction", n),
@@ -301,17 +312,25 @@ def _queue_cause(
     frame: SpikeFrame, s: EngineSeries, dec: Decomposition, config: AttributeConfig
 ) -> tuple[str | None, str]:
     """What made the queue grow, and in words: outputs that loop (penalty), preemptions
-    (memory), more requests or longer outputs without loops (load: more work asked), else
-    nothing measured (None)."""
-    out_rise = frame.rose(s.output_tokens, config.output_inflation)
-    if out_rise and _loops(frame, s, config):
+    (memory), more requests or longer requests without loops (load: more work asked,
+    rca.consequences.work_asked), else nothing measured (None)."""
+    asked = work_asked(
+        Workload(s.arrivals, s.prompt_tokens, s.output_tokens),
+        frame.win_spike,
+        frame.win_base,
+        config.load_rise,
+        config.output_inflation,
+    )
+    if asked.outputs_grew and _loops(frame, s, config):
         return "penalty", "outputs looped (repeated 3-grams rose) and grew toward max_tokens"
     if dec.preemption_rise:
         return "memory", "KV cache exhausted: sequences preempted and recomputed"
-    if frame.rose(s.arrivals, 1 + config.load_rise, 0.5):
+    if asked.more_requests:
         return "load", "more requests: batch and queue grew"
-    if out_rise:
+    if asked.outputs_grew:
         return "load", "longer outputs without loops: more work per request"
+    if asked.prompts_grew:
+        return "load", "longer prompts: more work per request"
     if dec.waiting_rise and sum(dec.components_ms.values()) <= 1e-9:
         return "load", "more requests: batch and queue grew"
     return None, ""

@@ -34,6 +34,7 @@ class EngineSeries:
     history_tokens: np.ndarray
     output_tokens: np.ndarray
     arrivals: np.ndarray
+    prompt_tokens: np.ndarray  # mean prompt length of the requests sent per window
     hit_max_tokens: np.ndarray
     repeated_3gram_rate: np.ndarray
     nvml_mem_fraction: np.ndarray

@@ -100,7 +100,8 @@ class AttributeConfig:
     min_baseline_windows: int = 4
     # A load signal (arrivals, batch, waiting) must rise by this fraction to count as load.
     load_rise: float = 0.2
-    # Mean output tokens per finished request must grow by this factor to call it inflation.
+    # Mean output tokens per finished request (or prompt tokens per request sent) must grow by
+    # this factor to call it inflation: more work per request.
     output_inflation: float = 1.5
     # Fewest baseline steps for the forward-time cost model; fewer → the whole run is used.
     min_model_steps: int = 50

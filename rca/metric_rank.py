@@ -31,6 +31,11 @@ What keeps the vote about causes rather than their consequences (rca.consequence
     what preemption does — re-queue — so they vote for memory, and their evidence says that
     /metrics cannot split them from the cost the added work would have had without preemption.
     Series that count work (prompt tokens) are never read so: they are the work asked.
+  - where the load generator counted the requests it sent, the queue's state (running and
+    waiting requests, queue time, an occupancy below capacity) grows with more work or with
+    slower service alike (Little's law): when the work asked did not rise and a series of another
+    cause rose beyond MIN_Z, the queue is that cause's consequence and does not vote
+    (queue_without_demand, rca.consequences.work_asked).
 
 Pure: rows of warehouse queries `metric_windows` / `nvml_windows` in, an Attribution out.
 """
@@ -51,6 +56,7 @@ from rca.attribute import (
     attribute_spike,
     window_masks,
     window_series,
+    workload,
 )
 from rca.config import CAUSES, AttributeConfig
 from rca.consequences import (
@@ -59,16 +65,19 @@ from rca.consequences import (
     NO_COLLECTIVES_NOTE,
     PER_TOKEN,
     SERIES_ROLES,
+    WorkAsked,
     cpu_given_to_siblings,
     has_collectives,
     per_work,
     series_role,
+    work_asked,
     work_series,
 )
 from rca.detect import Spike
 from rca.evidence import Evidence, pearson
 from rca.process_evidence import RISE_FLOOR, describe_rise, did_own_work, own_cpu, process_series
 from rca.stepcost import mean_or_zero
+from warehouse.observed_windows import is_observed
 
 CAUSE_PATTERNS: tuple[tuple[str, str], ...] = (
     ("memory", r"cache_usage|kv_|preempt|gpu_memory|mem_fraction|memory|swap|gc_"),
@@ -103,6 +112,9 @@ PREEMPTION_EFFECTS = r"queue|waiting|prefill|cache_usage"
 # memory only when they reach near capacity, else at load.
 OCCUPANCY = r"cache_usage|mem_fraction"
 NEAR_CAPACITY = 0.9
+# The queue's state: requests in it and the KV they hold, which grow when more work arrives or
+# when the same work is served more slowly (rca.consequences, "a queue needs demand").
+QUEUE_STATE = r"running|waiting|queue|num_requests|" + OCCUPANCY
 COUNTER_SUFFIXES = ("_total", "_count", "_sum")
 TOP_K = 5
 MIN_Z = 3.0
@@ -392,6 +404,38 @@ def read_preemption_effects(ranked: list[RankedSeries]) -> list[RankedSeries]:
     return out
 
 
+def _work_asked(
+    signals: RunSignals, in_spike: np.ndarray, in_base: np.ndarray, config: AttributeConfig
+) -> WorkAsked | None:
+    """What the load generator asked in the spike; None for a run observed through monitoring
+    (its 'arrivals' are finished requests, which fall when the service slows: not demand)."""
+    if is_observed(signals.engine):
+        return None
+    load = workload(signals.windows, len(in_spike))
+    return work_asked(load, in_spike, in_base, config.load_rise, config.output_inflation)
+
+
+def queue_without_demand(ranked: list[RankedSeries], asked: WorkAsked | None) -> list[RankedSeries]:
+    """`ranked` with the queue's state (QUEUE_STATE series still read as load, not counts of work)
+    made non-voting when the work asked did not rise and a voting series of another cause rose
+    beyond MIN_Z: the queue is then that cause's consequence. Unchanged when the arrivals were not
+    counted (`asked` None or not counted), when more work arrived, or when nothing else moved
+    (the queue alone is load)."""
+    if asked is None or asked.rose is not False:
+        return ranked
+    if not any(r.votes and r.z > MIN_Z and r.cause not in ("load", "unexplained") for r in ranked):
+        return ranked
+
+    def is_queue(r: RankedSeries) -> bool:
+        return (
+            r.cause == "load"
+            and series_role(r.name)[0] != "demand"
+            and bool(re.search(QUEUE_STATE, r.name))
+        )
+
+    return not_voting(ranked, is_queue, asked.note())
+
+
 def settle_tie(
     causes: list[CauseShare], voters: list[RankedSeries], latency: np.ndarray
 ) -> tuple[str, str]:
@@ -442,6 +486,7 @@ def attribute_by_metrics(
     ranked = read_preemption_effects(ranked)
     ranked = without_collectives(ranked, has_collectives(signals.engine, signals.steps))
     ranked = gc_counts_as_context(ranked, bool(signals.process.gc_windows))
+    ranked = queue_without_demand(ranked, _work_asked(signals, in_spike, in_base, config))
     voters = [r for r in ranked if r.votes][:TOP_K]
     voters = [r for r in voters if r.z > MIN_Z]
     latency = window_series(signals.windows, f"{spike.metric}_ms")

@@ -125,19 +125,25 @@ def test_flat_gauges_score_against_their_resolution_and_level():
     assert ranked["high"] < 1.0 and ranked["still"] == 0.0
 
 
-def _process_run(n, spike, stacks=(), gc=(), cpu=()):
+def _process_run(n, spike, stacks=(), gc=(), cpu=(), arrivals=None, metrics=(), engine=None):
+    """A run of `n` 1-s windows with a TTFT spike over `spike`; `arrivals`: requests sent per
+    window (None: not counted), `metrics`: metric_windows rows."""
     from rca.attribute import RunSignals
     from rca.detect import Spike
     from rca.process_evidence import ProcessSignals
 
     windows = [{"window": w, "ttft_p99_ms": 90.0 if w in spike else 10.0 + w % 3} for w in range(n)]
+    if arrivals is not None:
+        windows = [{**row, "arrivals": arrivals(w)} for w, row in enumerate(windows)]
     signals = RunSignals(
         window_s=1.0,
         windows=windows,
         step_windows=[],
         steps={},
         gc_pauses=[],
+        metric_windows=list(metrics),
         process=ProcessSignals(list(stacks), list(gc), list(cpu)),
+        engine=engine,
     )
     s = Spike(
         0,
@@ -313,3 +319,92 @@ def test_a_tie_goes_to_the_series_that_tracks_the_latency_or_is_said():
     assert top == "unexplained" and said.startswith("cannot tell penalty and memory apart")
     clear = [CauseShare("memory", 0.7, 0.87, 0.0), CauseShare("penalty", 0.3, 0.87, 0.0)]
     assert settle_tie(clear, [step, tracks], latency) == ("memory", "")
+
+
+def _queue_rows(n, spike):
+    """vLLM's waiting requests and queue time rising in the spike, flat before."""
+    return [
+        {"name": name, "labels": "{}", "window": w, "last_value": value}
+        for w in range(n)
+        for name, value in (
+            ("vllm:num_requests_waiting", 6.0 if w in spike else float(w % 2)),
+            ("vllm:request_queue_time_seconds_sum", 0.05 * w + (3.0 if w >= spike[0] else 0.0)),
+        )
+    ]
+
+
+def _outside_contention(n, spike):
+    """EngineCore waits for a CPU nobody in the engine took (host)."""
+    return [
+        {
+            "window": w,
+            "pid": 7,
+            "role": "EngineCore",
+            "runq_wait_ms_per_s": 300.0 if w in spike else 5.0 + w % 2,
+            "cpu_ms_per_s": 400.0 if w in spike else 600.0,
+            "involuntary_switches_per_s": 10.0,
+        }
+        for w in range(n)
+    ]
+
+
+def test_a_queue_that_grew_without_more_arrivals_is_the_consequence_of_a_slower_service():
+    """Little's law: the same arrivals served more slowly make a longer queue. With host CPU
+    contention beside it the queue does not vote load; with more arrivals it does."""
+    from rca.metric_rank import attribute_by_metrics
+
+    n, spike = 30, [15, 16, 17]
+    queue, cpu = _queue_rows(n, spike), _outside_contention(n, spike)
+
+    def shares(**kw):
+        s, signals = _process_run(n, spike, metrics=queue, **kw)
+        a = attribute_by_metrics(s, [s], signals)
+        return a, {c.cause: c.share for c in a.causes}
+
+    a, flat = shares(cpu=cpu, arrivals=lambda w: 4.0)
+    assert a.top_cause == "host" and "load" not in flat
+    a, more = shares(cpu=cpu, arrivals=lambda w: 9.0 if w in spike else 4.0)
+    assert more.get("load", 0.0) > 0.2 and more.get("host", 0.0) > 0.2
+    # not counted (a target watched through /metrics): the queue keeps its vote, as before
+    a, unknown = shares(cpu=cpu)
+    assert unknown.get("load", 0.0) == pytest.approx(more["load"])
+    # an observed run's 'arrivals' are finished requests, not demand: not read as such
+    observed = {"kind": "observed"}
+    a, obs = shares(cpu=cpu, arrivals=lambda w: 4.0, engine=observed)
+    assert obs.get("load", 0.0) == pytest.approx(more["load"])
+    # nothing else moved: a closed loop at capacity sends no more requests a second, however many
+    # users wait, so the queue alone still says load
+    a, alone = shares(arrivals=lambda w: 4.0)
+    assert a.top_cause == "load" and alone["load"] == pytest.approx(1.0)
+
+
+def test_the_queue_reads_as_a_consequence_only_when_work_did_not_rise_and_another_cause_did():
+    from rca.consequences import Workload, work_asked
+    from rca.metric_rank import queue_without_demand
+
+    ranked = [
+        _ranked("vllm:num_requests_waiting", "load", 12.0),
+        _ranked("vllm:kv_cache_usage_perc", "load", 8.0),
+        _ranked("vllm:prompt_tokens_total", "load", 6.0),  # work asked: keeps its vote
+        _ranked("EngineCore (pid 7) runq_wait_ms_per_s", "host", 5.0),
+    ]
+    spike = np.arange(10) >= 7
+    same = np.full(10, 30.0)
+    flat = work_asked(Workload(np.full(10, 4.0), same, same), spike, ~spike, 0.2, 1.5)
+    out = {r.name: r for r in queue_without_demand(ranked, flat)}
+    assert not out["vllm:num_requests_waiting"].votes
+    assert not out["vllm:kv_cache_usage_perc"].votes
+    assert "Little's law" in out["vllm:num_requests_waiting"].note
+    assert (
+        out["vllm:prompt_tokens_total"].votes and out["EngineCore (pid 7) runq_wait_ms_per_s"].votes
+    )
+    longer = np.where(spike, 60.0, 30.0)
+    for load in (
+        Workload(np.full(10, 4.0), same, longer),
+        Workload(np.full(10, 4.0), longer, same),
+    ):
+        asked = work_asked(load, spike, ~spike, 0.2, 1.5)
+        assert asked.rose and queue_without_demand(ranked, asked) == ranked
+    assert queue_without_demand(ranked, None) == ranked
+    weak = [*ranked[:3], _ranked("EngineCore (pid 7) runq_wait_ms_per_s", "host", 2.0)]
+    assert queue_without_demand(weak, flat) == weak  # the other cause stayed under MIN_Z

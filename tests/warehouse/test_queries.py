@@ -63,7 +63,14 @@ def test_windows_match_numpy(gc_run, window_s):
     m = (phase == "measure") & (first >= T0)
     ttft = _by_window(first[m], (first[m] - sent[m]) / 1e6, window_s, n)
 
+    prompts = np.array(req["prompt_tokens"], dtype=np.float64)
+    p = (phase == "measure") & (sent >= T0)
+    sent_prompts = _by_window(sent[p], prompts[p], window_s, n)
+
     for i, row in enumerate(rows):
+        assert row["arrivals"] == len(sent_prompts[i])
+        if len(sent_prompts[i]):
+            assert row["prompt_tokens_mean"] == pytest.approx(sent_prompts[i].mean(), rel=1e-9)
         assert row["itl_n"] == len(itl[i])
         assert row["itl_p99_ms"] == pytest.approx(np.quantile(itl[i], 0.99), rel=1e-9)
         assert row["itl_p50_ms"] == pytest.approx(np.quantile(itl[i], 0.5), rel=1e-9)

@@ -1,15 +1,17 @@
 -- Latency percentiles per window of $window_s seconds from load_started_ns (measured phase only),
 -- under the definitions of the latency_samples macro (warehouse/macros.sql): TTFT in the window
 -- of the first token's arrival, ITL in the window of the later chunk, E2E in the window of the
--- last token, all of ok requests; arrivals, completions and errors (status 'error'; cancelled at
--- the end of the test is not one) of every measured request; tokens of every content chunk.
+-- last token, all of ok requests; arrivals (with their mean prompt length), completions and
+-- errors (status 'error'; cancelled at the end of the test is not one) of every measured
+-- request; tokens of every content chunk.
 -- Windows run from 0 to duration_s (all of them, empty ones with NULL percentiles).
 WITH run AS (SELECT * FROM run_axis($run_id, $window_s)),
 samples AS (
     SELECT metric, ts_ns, value_ms AS value FROM latency_samples($run_id)
     UNION ALL
     -- markers that carry counts (and, for 'done', the request's output length)
-    SELECT 'sent', sent_ns, 0 FROM measured_requests($run_id) WHERE sent_ns IS NOT NULL
+    SELECT 'sent', sent_ns, coalesce(prompt_tokens, prompt_tokens_target)
+    FROM measured_requests($run_id) WHERE sent_ns IS NOT NULL
     UNION ALL
     SELECT 'done', done_ns, output_tokens FROM measured_requests($run_id) WHERE done_ns IS NOT NULL
     UNION ALL
@@ -43,6 +45,7 @@ per_window AS (
         quantile_cont(value, 0.99) FILTER (WHERE metric = 'e2e')  AS e2e_p99_ms,
         count(*)                      FILTER (WHERE metric = 'e2e')  AS e2e_n,
         count(*)                      FILTER (WHERE metric = 'sent')  AS arrivals,
+        avg(value)                 FILTER (WHERE metric = 'sent')  AS prompt_tokens_mean,
         count(*)                      FILTER (WHERE metric = 'done')  AS requests,
         avg(value)                 FILTER (WHERE metric = 'done')  AS output_tokens_mean,
         count(*)                      FILTER (WHERE metric = 'error') AS errors
@@ -58,6 +61,7 @@ SELECT
     coalesce(p.arrivals, 0) AS arrivals,
     coalesce(p.requests, 0) AS requests,
     p.output_tokens_mean,
+    p.prompt_tokens_mean,
     coalesce(p.errors, 0) AS errors,
     coalesce(tc.tokens, 0) AS tokens
 FROM grid g
