@@ -57,6 +57,13 @@ def load_signals(conn: DbConnection, run_id: str, window_s: float) -> RunSignals
     if not window_s > 0:
         raise ValueError(f"window_s must be > 0, got {window_s}")
     engine = _json_object(header[0].get("engine"))
+    # the server's own times: its socket stamps (spikelens' engine), else the times it reported
+    # in the stream (vLLM's --enable-per-request-metrics), which start after its front end
+    transit = query(conn, "transit_windows", run_id=run_id, window_s=window_s)
+    transit_source = "socket"
+    if not transit:
+        transit = query(conn, "reported_windows", run_id=run_id, window_s=window_s)
+        transit_source = "reported"
     return RunSignals(
         window_s=window_s,
         windows=latency_windows(conn, run_id, window_s, engine),
@@ -70,7 +77,8 @@ def load_signals(conn: DbConnection, run_id: str, window_s: float) -> RunSignals
         metric_windows=query(conn, "metric_windows", run_id=run_id, window_s=window_s),
         client_windows=query(conn, "client_windows", run_id=run_id, window_s=window_s),
         history_windows=query(conn, "history_windows", run_id=run_id, window_s=window_s),
-        transit_windows=query(conn, "transit_windows", run_id=run_id, window_s=window_s),
+        transit_windows=transit,
+        transit_source=transit_source,
         process=ProcessSignals.load(conn, run_id, window_s),
         engine=engine,
         run_status=header[0].get("status") or "ok",

@@ -1,5 +1,6 @@
 """Attribution by metric ranking, for targets without step traces (an engine spikelens did not
-start: vLLM, SGLang, TGI), from their Prometheus /metrics samples and NVML.
+start: vLLM, SGLang, TGI), from their Prometheus /metrics samples and NVML, and the client − server
+time where the engine reported its own.
 
 Each series (metric name + labels; counters — names ending in _total, _count or _sum — as
 per-second rates of their last value per window) is scored like BARO: robust z = (value − median)
@@ -36,6 +37,14 @@ What keeps the vote about causes rather than their consequences (rca.consequence
     slower service alike (Little's law): when the work asked did not rise and a series of another
     cause rose beyond MIN_Z, the queue is that cause's consequence and does not vote
     (queue_without_demand, rca.consequences.work_asked).
+
+Outside the engine (`outside_shares`, rca.outside_causes): where the server timed the spike's
+metric — vLLM's own queue + first-token time per request (--enable-per-request-metrics, query
+`reported_windows`) — the growth of client − server time is the client's (up to the rise of its
+own lag) and the network's, taken before the votes divide the rest. vLLM's times start after its
+API server read the request, so the gap counts only while that front end did nothing different.
+Without a server time of the metric (ITL: vLLM reports one mean gap per request), a late client
+is named only while no series voted.
 
 Pure: rows of warehouse queries `metric_windows` / `nvml_windows` in, an Attribution out.
 """
@@ -74,7 +83,8 @@ from rca.consequences import (
     work_series,
 )
 from rca.detect import Spike
-from rca.evidence import Evidence, pearson
+from rca.evidence import Evidence, EvidenceBuilder, pearson
+from rca.outside_causes import OutsideExcess, OutsideInputs, front_end_moved, outside_excess
 from rca.process_evidence import RISE_FLOOR, describe_rise, did_own_work, own_cpu, process_series
 from rca.stepcost import mean_or_zero
 from warehouse.observed_windows import is_observed
@@ -464,15 +474,12 @@ def settle_tie(
     )
 
 
-def attribute_by_metrics(
-    spike: Spike, spikes: list[Spike], signals: RunSignals, config: AttributeConfig | None = None
-) -> Attribution:
-    """Attribution of one spike from /metrics and NVML series alone (see module docstring)."""
-    config = config or AttributeConfig()
-    n = len(signals.windows)
-    in_spike, in_base = window_masks(
-        n, spike, spikes, config.guard_windows, config.min_baseline_windows
-    )
+def ranked_series(
+    signals: RunSignals, in_spike: np.ndarray, in_base: np.ndarray, config: AttributeConfig
+) -> list[RankedSeries]:
+    """Every /metrics, NVML and per-process series of the run ranked for one spike, with the
+    readings that keep consequences from voting (see module docstring), largest z first."""
+    n = len(in_spike)
     series = {
         **metric_series(signals.metric_windows, n, signals.window_s),
         **_nvml(signals.nvml_windows, n),
@@ -486,20 +493,95 @@ def attribute_by_metrics(
     ranked = read_preemption_effects(ranked)
     ranked = without_collectives(ranked, has_collectives(signals.engine, signals.steps))
     ranked = gc_counts_as_context(ranked, bool(signals.process.gc_windows))
-    ranked = queue_without_demand(ranked, _work_asked(signals, in_spike, in_base, config))
-    voters = [r for r in ranked if r.votes][:TOP_K]
-    voters = [r for r in voters if r.z > MIN_Z]
-    latency = window_series(signals.windows, f"{spike.metric}_ms")
-    votes = {c: sum(r.z for r in voters if r.cause == c) for c in CAUSES}
-    total = sum(votes.values())
-    shares = (
-        {c: votes[c] / total for c in CAUSES}
-        if total > 0
-        else {**{c: 0.0 for c in CAUSES}, "unexplained": 1.0}
+    return queue_without_demand(ranked, _work_asked(signals, in_spike, in_base, config))
+
+
+@dataclass(frozen=True)
+class OutsideShares:
+    """What the client and the network take of a spike's excess before the metric votes."""
+
+    client: float = 0.0
+    network: float = 0.0
+    excess: OutsideExcess | None = None  # their evidence and series (None: nothing measured)
+    withheld: str = ""  # why a gap or a late client took nothing, where it could have
+
+
+def outside_shares(
+    spike: Spike,
+    signals: RunSignals,
+    masks: tuple[np.ndarray, np.ndarray],
+    latency: np.ndarray,
+    config: AttributeConfig,
+    engine_moved: bool,
+) -> OutsideShares:
+    """The client's and the network's shares (rca.outside_causes): the growth of client − server
+    time where the server timed the spike's metric. The server's reported times start after its
+    front end, so their gap counts only while the front end did nothing different
+    (rca.outside_causes.front_end_moved). Without a server-side time of the metric (an ITL spike
+    on vLLM, which reports one mean gap per request), a late client is named only while no engine
+    series moved (`engine_moved`: some series voted)."""
+    if not signals.transit_windows and not signals.client_windows:
+        return OutsideShares()
+    in_spike, in_base = masks
+    inputs = OutsideInputs(
+        spike.metric,
+        mean_or_zero(latency[in_spike]) - spike.baseline_ms,
+        signals.transit_windows,
+        signals.client_windows,
+        signals.process,
+        len(in_spike),
     )
+    out = outside_excess(inputs, EvidenceBuilder(latency, in_spike, in_base), config)
+    if inputs.latency_excess_ms <= 0:
+        return OutsideShares(excess=out)
+    claimed = out.client_share + out.network_share > 0 or out.client_late
+    if out.server_share is None and engine_moved:
+        why = "no server-side time of this metric, and engine series moved: a late client "
+        return OutsideShares(excess=out, withheld=why + "is not told from them" if claimed else "")
+    if out.server_share is not None and signals.transit_source == "reported":
+        moved = front_end_moved(signals.process, in_spike, in_base, config, signals.window_s)
+        if moved:
+            why = f"client − server time rose, but the server's times start after its front end: {moved}"
+            return OutsideShares(excess=out, withheld=why if claimed else "")
+    if out.server_share is None:  # the client's own lag rise, the engine flat: the client's
+        late = out.client_lag_rise_ms if out.client_late else 0.0
+        return OutsideShares(float(np.clip(late / inputs.latency_excess_ms, 0, 1)), 0.0, out)
+    return OutsideShares(out.client_share, out.network_share, out)
+
+
+def _cause_shares(votes: dict[str, float], outside: OutsideShares) -> dict[str, float]:
+    """Every cause's share: the client's and the network's first, the metric votes dividing the
+    rest by their z (nothing voted: the rest is unexplained)."""
+    rest = max(0.0, 1.0 - outside.client - outside.network)
+    total = sum(votes.values())
+    shares = {c: rest * votes[c] / total if total > 0 else 0.0 for c in CAUSES}
+    if total <= 0:
+        shares["unexplained"] = rest
+    shares["client"] += outside.client
+    shares["network"] += outside.network
+    return shares
+
+
+def _cause_rows(
+    shares: dict[str, float],
+    voters: list[RankedSeries],
+    ranked: list[RankedSeries],
+    outside: OutsideShares,
+    latency: np.ndarray,
+    masks: tuple[np.ndarray, np.ndarray],
+) -> list[CauseShare]:
+    """CauseShare rows (largest share first): a metric cause's evidence is its voting series, the
+    client's and the network's their outside rows."""
+    ev = EvidenceBuilder(latency, *masks)
     causes = []
     for c in CAUSES:
         if shares[c] <= 1e-4:
+            continue
+        if c in ("client", "network") and outside.excess is not None:
+            found = outside.excess.evidence.get(c, [])
+            series = outside.excess.signals.get(c)
+            conf = ev.strength(series) if series is not None else 0.0
+            causes.append(CauseShare(c, round(shares[c], 4), round(conf, 4), 0.0, found))
             continue
         mine = [r for r in voters if r.cause == c]
         conf = mine[0].z / (mine[0].z + 3.0) if mine else 0.0
@@ -520,14 +602,41 @@ def attribute_by_metrics(
     overshoot = sum(cs.share for cs in causes) - 1.0
     if overshoot > 0:
         causes[0].share = round(causes[0].share - overshoot, 4)
+    return causes
+
+
+def attribute_by_metrics(
+    spike: Spike, spikes: list[Spike], signals: RunSignals, config: AttributeConfig | None = None
+) -> Attribution:
+    """Attribution of one spike from /metrics and NVML series and, where the server timed the
+    spike's metric, the client − server time (see module docstring)."""
+    config = config or AttributeConfig()
+    n = len(signals.windows)
+    masks = window_masks(n, spike, spikes, config.guard_windows, config.min_baseline_windows)
+    ranked = ranked_series(signals, *masks, config)
+    voters = [r for r in ranked if r.votes][:TOP_K]
+    voters = [r for r in voters if r.z > MIN_Z]
+    latency = window_series(signals.windows, f"{spike.metric}_ms")
+    votes = {c: sum(r.z for r in voters if r.cause == c) for c in CAUSES}
+    outside = outside_shares(spike, signals, masks, latency, config, bool(voters))
+    shares = _cause_shares(votes, outside)
+    causes = _cause_rows(shares, voters, ranked, outside, latency, masks)
     top, tie = settle_tie(causes, voters, latency)
     lead = next((r for r in voters if r.cause == top), None)  # the verdict's strongest series
-    summary = (
-        f"top metric for {top}: {lead.name} (robust z {lead.z:.1f})"
-        if lead is not None
-        else "no metric moved beyond its baseline noise"
-    )
-    summary = f"{tie}; {summary}" if tie else summary
+    if top == "network" and outside.excess is not None:
+        summary = (
+            f"client − server time rose {outside.excess.transit_rise_ms:.0f} ms while the "
+            "server's own time did not: outside the engine"
+        )
+    elif top == "client" and outside.excess is not None:
+        summary = (
+            f"the load generator ran late: its lag rose {outside.excess.client_lag_rise_ms:.0f} ms"
+        )
+    elif lead is not None:
+        summary = f"top metric for {top}: {lead.name} (robust z {lead.z:.1f})"
+    else:
+        summary = "no metric moved beyond its baseline noise"
+    summary = "; ".join(x for x in (tie, summary, outside.withheld) if x)
     return Attribution(
         spike.spike_id,
         causes,

@@ -13,7 +13,13 @@
 client − server time is the p99 of each side's latency per window: the client's from its kernel
 receive stamps, the server's from its own socket stamps (query `transit_windows`; for ITL, the
 gaps between the server's writes of a request's text chunks), so their gap is what happened
-between the two sockets and in the client, never inside the engine. Each rise
+between the two sockets and in the client, never inside the engine. An engine without socket
+stamps may report its own times in the stream (query `reported_windows`: vLLM's queue time and
+time to first token); those start after its front end (the API server) read and tokenized the
+request, so their gap also holds the front end. It is outside the engine only while the front
+end did nothing different (`front_end_moved`: its run-queue wait, CPU time and GC pauses stayed
+within their floors); a front end that moved, or one nobody measured, keeps the gap inside.
+Each rise
 must beat its floor in AttributeConfig and 3 standard deviations of its baseline windows.
 Pure: window rows in, shares and Evidence out.
 """
@@ -27,7 +33,13 @@ import numpy as np
 from rca.config import AttributeConfig
 from rca.consequences import cpu_given_to_siblings
 from rca.evidence import NOT_RISE, Evidence, EvidenceBuilder
-from rca.process_evidence import ProcessSignals, biggest_rise, did_own_work, per_pid
+from rca.process_evidence import (
+    RISE_FLOOR,
+    ProcessSignals,
+    biggest_rise,
+    did_own_work,
+    per_pid,
+)
 from rca.stepcost import mean_or_zero
 
 # spike metric → (client p99 column, server p99 column) of query transit_windows
@@ -215,6 +227,49 @@ def _host(
     ]
     out.evidence["host"] = [e for e in rows if e is not None]
     out.signals["host"] = runq.series
+
+
+# The role the collectors give an engine's front end: the process that reads, parses and
+# tokenizes a request before the engine core queues it (collectors/roles.py: vLLM's API server).
+FRONT_END_ROLE = "api_server"
+
+
+def front_end_moved(
+    process: ProcessSignals,
+    in_spike: np.ndarray,
+    in_base: np.ndarray,
+    config: AttributeConfig,
+    window_s: float = 1.0,
+) -> str:
+    """'' when the engine's front end (FRONT_END_ROLE processes) did nothing different in the
+    spike; else what moved, in words: its run-queue wait or GC pause time rose beyond their
+    floors (and 3 baseline std), or its own CPU time rose (it did more work). A run whose front
+    end was not measured says so: the gap cannot then be shown to lie outside the engine."""
+    n = len(in_spike)
+
+    def front(key: str, fill: float = np.nan) -> dict[int, tuple[str, np.ndarray]]:
+        return per_pid(
+            process.cpu_windows if key != "pause_ms" else process.gc_windows,
+            key,
+            n,
+            fill,
+            where=lambda r: r.get("role") == FRONT_END_ROLE,
+        )
+
+    cpu = front("cpu_ms_per_s")
+    if not cpu:
+        return "the engine's front end was not measured"
+    for pid, (_, values) in cpu.items():
+        if did_own_work(mean_or_zero(values[in_spike]), mean_or_zero(values[in_base])):
+            return f"its front end (pid {pid}) did more work"
+    for key, floor, what in (
+        ("runq_wait_ms_per_s", config.runq_rise_ms_per_s, "waited longer for a CPU"),
+        ("pause_ms", RISE_FLOOR["gc_ms_per_s"] * window_s, "paused longer for GC"),
+    ):
+        for pid, (_, values) in front(key, 0.0 if key == "pause_ms" else np.nan).items():
+            if marked_rise(values, in_spike, in_base, floor) > 0:
+                return f"its front end (pid {pid}) {what}"
+    return ""
 
 
 def outside_excess(

@@ -408,3 +408,92 @@ def test_the_queue_reads_as_a_consequence_only_when_work_did_not_rise_and_anothe
     assert queue_without_demand(ranked, None) == ranked
     weak = [*ranked[:3], _ranked("EngineCore (pid 7) runq_wait_ms_per_s", "host", 2.0)]
     assert queue_without_demand(weak, flat) == weak  # the other cause stayed under MIN_Z
+
+
+def _reported_transit(n, spike, rise_ms=120.0):
+    """Client TTFT p99 rising by `rise_ms` in the spike while the engine's reported TTFT stays
+    flat (query reported_windows' columns)."""
+    return [
+        {
+            "window": w,
+            "client_ttft_p99_ms": 40.0 + (w % 3) + (rise_ms if w in spike else 0.0),
+            "server_ttft_p99_ms": 15.0 + (w % 2),
+            "merged_first_share": 0.0,
+        }
+        for w in range(n)
+    ]
+
+
+def _front_end(n, spike, busy=False):
+    """vLLM's API server: its CPU time, doubled in the spike when `busy`."""
+    return [
+        {
+            "window": w,
+            "pid": 5,
+            "role": "api_server",
+            "runq_wait_ms_per_s": 3.0 + w % 2,
+            "cpu_ms_per_s": 400.0 if busy and w in spike else 200.0 + w % 3,
+            "involuntary_switches_per_s": 2.0,
+        }
+        for w in range(n)
+    ]
+
+
+def test_client_minus_reported_server_time_names_the_network_while_the_front_end_stays_flat():
+    """vLLM reports its own queue + first-token time per request: client − that time rising is
+    outside the engine, unless the front end it does not cover (the API server) moved."""
+    import dataclasses
+
+    from rca.metric_rank import attribute_by_metrics
+
+    n, spike = 30, [15, 16, 17]
+
+    def attribute(transit, cpu, **kw):
+        s, signals = _process_run(n, spike, cpu=cpu, arrivals=lambda w: 4.0, **kw)
+        signals = dataclasses.replace(signals, transit_windows=transit, transit_source="reported")
+        return attribute_by_metrics(s, [s], signals)
+
+    a = attribute(_reported_transit(n, spike), _front_end(n, spike))
+    assert a.top_cause == "network" and a.causes[0].share > 0.8, a.summary
+    assert "server's own time did not" in a.summary
+    signals_shown = {e.signal for e in a.causes[0].evidence}
+    assert "client_ttft_p99_minus_server_ms" in signals_shown
+    # the front end did more work: the gap may be its own, so the network takes nothing
+    a = attribute(_reported_transit(n, spike), _front_end(n, spike, busy=True))
+    assert "network" not in {c.cause for c in a.causes}
+    assert "front end (pid 5) did more work" in a.summary
+    # nobody measured the front end: the gap cannot be shown to lie outside the engine
+    a = attribute(_reported_transit(n, spike), [])
+    assert "network" not in {c.cause for c in a.causes}
+    assert "front end was not measured" in a.summary
+    # socket stamps (spikelens' engine) need no front-end check
+    s, signals = _process_run(n, spike, arrivals=lambda w: 4.0)
+    signals = dataclasses.replace(signals, transit_windows=_reported_transit(n, spike))
+    assert attribute_by_metrics(s, [s], signals).top_cause == "network"
+
+
+def test_a_late_client_without_a_server_time_is_named_only_while_the_engine_stayed_flat():
+    """An ITL spike on vLLM has no server-side gap to compare with: the client's own lag names
+    client only when no engine series moved."""
+    import dataclasses
+
+    from rca.metric_rank import attribute_by_metrics
+
+    n, spike = 30, [15, 16, 17]
+    lag = [
+        {"window": w, "lag_p99_ms": 200.0 if w in spike else 3.0 + w % 2, "read_delay_p99_ms": 1.0}
+        for w in range(n)
+    ]
+    s, signals = _process_run(n, spike, arrivals=lambda w: 4.0)
+    signals = dataclasses.replace(signals, client_windows=lag)
+    a = attribute_by_metrics(s, [s], signals)
+    assert a.top_cause == "client" and "lag rose" in a.summary
+    gc = [
+        {"window": w, "pid": 7, "role": "EngineCore", "pause_ms": 240.0 if w in spike else 2.0}
+        for w in range(n)
+    ]
+    s, signals = _process_run(n, spike, gc=gc, arrivals=lambda w: 4.0)
+    signals = dataclasses.replace(signals, client_windows=lag)
+    a = attribute_by_metrics(s, [s], signals)
+    assert a.top_cause == "memory" and "client" not in {c.cause for c in a.causes}
+    assert "a late client is not told from them" in a.summary

@@ -419,3 +419,41 @@ def test_confirm_inflight_is_how_long_before_a_moment_its_oldest_open_request_wa
         row = query(conn, "confirm_inflight", run_id=RUN_ID, spike_s=spike_s)[0]
         assert row["lead_s"] == pytest.approx(expected, abs=1e-6)
     assert query(conn, "confirm_inflight", run_id=RUN_ID, spike_s=2.5)[0]["lead_s"] > 0
+
+
+def test_reported_windows_set_the_clients_times_against_the_engines_own(tmp_path):
+    """vLLM reported each request's queue time (2 ms), TTFT (8 ms) and mean ITL (3 ms): the
+    engine's TTFT is 10 ms and its end of stream 10 + 3 × (outputs − 1); rows take the columns of
+    transit_windows, with no ITL pairs (one mean gap per request)."""
+    import pyarrow as pa
+
+    from tests.support.runbuilder import SimSpec, write_run
+    from warehouse.ingest import ingest_run
+
+    run_dir = write_run(tmp_path / "runs", SimSpec(run_id="sim-reported", incident=None))
+    requests = pq.read_table(run_dir / "requests.parquet")
+    n = requests.num_rows
+    for name, value in (
+        ("reported_queue_ms", 2.0),
+        ("reported_ttft_ms", 8.0),
+        ("reported_mean_itl_ms", 3.0),
+    ):
+        requests = requests.append_column(name, pa.array([value] * n, pa.float64()))
+    pq.write_table(requests, run_dir / "requests.parquet")
+    db = tmp_path / "w.duckdb"
+    ingest_run(db, run_dir)
+    with connect(db, read_only=True) as conn:
+        rows = query(conn, "reported_windows", run_id="sim-reported", window_s=1.0)
+    # the columns of transit_windows, so the analysis reads either alike
+    names = {"window", "ttft_gap_mean_ms", "merged_first_share", "e2e_gap_mean_ms"}
+    for side in ("client", "server"):
+        names |= {f"{side}_{m}_p99_ms" for m in ("ttft", "e2e", "itl")}
+    names |= {f"{m}_pairs" for m in ("ttft", "e2e", "itl")}
+    assert rows and set(rows[0]) == names
+    ok = [r for r in requests.to_pylist() if r["status"] == "ok" and r.get("phase") == "measure"]
+    longest = max(r["output_tokens"] for r in ok)
+    assert all(r["server_ttft_p99_ms"] == pytest.approx(10.0) for r in rows if r["ttft_pairs"])
+    assert all(r["server_e2e_p99_ms"] <= 10.0 + 3.0 * (longest - 1) + 1e-9 for r in rows)
+    assert sum(r["e2e_pairs"] for r in rows) <= len(ok)
+    assert all(r["itl_pairs"] == 0 and r["server_itl_p99_ms"] is None for r in rows)
+    assert all(r["client_ttft_p99_ms"] > r["server_ttft_p99_ms"] for r in rows if r["ttft_pairs"])
