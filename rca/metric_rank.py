@@ -535,17 +535,19 @@ def outside_shares(
     if inputs.latency_excess_ms <= 0:
         return OutsideShares(excess=out)
     claimed = out.client_share + out.network_share > 0 or out.client_late
-    if out.server_share is None and engine_moved:
-        why = "no server-side time of this metric, and engine series moved: a late client "
-        return OutsideShares(excess=out, withheld=why + "is not told from them" if claimed else "")
-    if out.server_share is not None and signals.transit_source == "reported":
+    if out.server_share is None:
+        if engine_moved:
+            why = "no server-side time of this metric, and engine series moved: a late client "
+            return OutsideShares(
+                excess=out, withheld=why + "is not told from them" if claimed else ""
+            )
+        late = out.client_lag_rise_ms if out.client_late else 0.0  # the engine flat: the client's
+        return OutsideShares(float(np.clip(late / inputs.latency_excess_ms, 0, 1)), 0.0, out)
+    if signals.transit_source == "reported":
         moved = front_end_moved(signals.process, in_spike, in_base, config, signals.window_s)
         if moved:
             why = f"client − server time rose, but the server's times start after its front end: {moved}"
             return OutsideShares(excess=out, withheld=why if claimed else "")
-    if out.server_share is None:  # the client's own lag rise, the engine flat: the client's
-        late = out.client_lag_rise_ms if out.client_late else 0.0
-        return OutsideShares(float(np.clip(late / inputs.latency_excess_ms, 0, 1)), 0.0, out)
     return OutsideShares(out.client_share, out.network_share, out)
 
 

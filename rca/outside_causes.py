@@ -247,26 +247,29 @@ def front_end_moved(
     end was not measured says so: the gap cannot then be shown to lie outside the engine."""
     n = len(in_spike)
 
-    def front(key: str, fill: float = np.nan) -> dict[int, tuple[str, np.ndarray]]:
-        return per_pid(
-            process.cpu_windows if key != "pause_ms" else process.gc_windows,
-            key,
-            n,
-            fill,
-            where=lambda r: r.get("role") == FRONT_END_ROLE,
-        )
+    def front_end(row: dict) -> bool:
+        return row.get("role") == FRONT_END_ROLE
 
-    cpu = front("cpu_ms_per_s")
+    cpu = per_pid(process.cpu_windows, "cpu_ms_per_s", n, where=front_end)
     if not cpu:
         return "the engine's front end was not measured"
     for pid, (_, values) in cpu.items():
         if did_own_work(mean_or_zero(values[in_spike]), mean_or_zero(values[in_base])):
             return f"its front end (pid {pid}) did more work"
-    for key, floor, what in (
-        ("runq_wait_ms_per_s", config.runq_rise_ms_per_s, "waited longer for a CPU"),
-        ("pause_ms", RISE_FLOOR["gc_ms_per_s"] * window_s, "paused longer for GC"),
-    ):
-        for pid, (_, values) in front(key, 0.0 if key == "pause_ms" else np.nan).items():
+    rises = (
+        (
+            per_pid(process.cpu_windows, "runq_wait_ms_per_s", n, where=front_end),
+            config.runq_rise_ms_per_s,
+            "waited longer for a CPU",
+        ),
+        (  # a window without a pause row had no pause
+            per_pid(process.gc_windows, "pause_ms", n, fill=0.0, where=front_end),
+            RISE_FLOOR["gc_ms_per_s"] * window_s,
+            "paused longer for GC",
+        ),
+    )
+    for series, floor, what in rises:
+        for pid, (_, values) in series.items():
             if marked_rise(values, in_spike, in_base, floor) > 0:
                 return f"its front end (pid {pid}) {what}"
     return ""
