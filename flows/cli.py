@@ -409,6 +409,13 @@ def evaluate(
         f"[{every.get('low')}, {every.get('high')}] (exact 95 %), false alarms/h on controls "
         f"{result.scores['controls']['false_alarms_per_hour']}"
     )
+    invalid = result.scores.get("invalid_runs") or 0
+    if invalid:
+        ctl = result.scores["controls"]
+        console.print(
+            f"  {invalid} runs invalid (their load generator saturated), scored all the same; "
+            f"{ctl.get('false_alarms_in_invalid_runs', 0)} of the false alarms are in them"
+        )
     strict = (result.scores.get("attribution_one_to_one") or {}).get("accuracy_all_faults_exact")
     if strict and strict.get("value") != every.get("value"):
         console.print(

@@ -12,7 +12,11 @@ Engines (`--engines`): `ours` (spikelens' engine, the default), `vllm` (vLLM-CPU
 tiny checkpoint of `make checkpoint`, as scenarios/eval-vllm/ does), or `both` (each case vLLM
 with probability VLLM_SHARE). spikelens' engine's cases take the seed's main stream in order,
 so `ours` draws the same suite it drew before vLLM cases existed; a vLLM case draws from its
-own stream (seed, index).
+own stream (seed, index). A vLLM case runs on spikelens' default CPU split (flows.affinity), or
+sometimes on every CPU beside the load generator (not pinned), but that only on a machine of
+MIN_SHARED_CPUS or more: on fewer, its load generator has no CPU of its own and the run measures
+its starving client. The draw takes the same random numbers either way, so the rest of a seed's
+suite is the same on any machine.
 
 Unexplained cases (`--unexplained K`): K more cases on spikelens' engine, after the N drawn ones,
 each with one `unexplained.slow_forward` (the forward slowed by nothing any collector reads), so
@@ -28,6 +32,7 @@ cost far less engine start-up than many short ones.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,6 +84,12 @@ NEEDS_TP = ("comm.straggler", "comm.slow_link")
 LOOPING_MODEL = "models/small-lm"
 VLLM_MODEL = "./checkpoints/tiny-llama"  # `make checkpoint`, as scenarios/eval-vllm/ use
 VLLM_MIN_BLOCKS = 5  # 4 x 128 tokens hold one 512-token request, and vLLM keeps one block back
+# vLLM on every CPU, the load generator's too, only on a machine of this many CPUs or more:
+# vLLM-CPU's engine core and worker each busy-poll a CPU, and its API server and the load
+# generator need CPU time beside them. On the 2-core box all 3 such runs of the seed-1257480739
+# suite were invalid (the load generator saturated: event-loop lag p99 > 50 ms), and the long
+# control among them spiked 19 times in 10 minutes: that measures the starved client, not vLLM.
+MIN_SHARED_CPUS = 4
 # Pairs that confound: a fault whose cost also lands on another cause's signals.
 CONFOUNDED = (
     ("memory.gc_storm", "client.stall"),  # an engine stall while the client is late too
@@ -263,6 +274,14 @@ def long_control_case(rng, index: int, seed: int, on_vllm: bool) -> GeneratedCas
     return GeneratedCase(name, _our_scenario(rng, name, LONG_CONTROL_S, (), "control"), ())
 
 
+def usable_cpus() -> tuple[int, ...]:
+    """The CPUs this process may run on, ascending: what "vLLM on every CPU" gives it."""
+    try:
+        return tuple(sorted(os.sched_getaffinity(0)))
+    except AttributeError:  # no sched_getaffinity (not Linux)
+        return tuple(range(os.cpu_count() or 1))
+
+
 @dataclass(frozen=True)
 class VllmShape:
     """The engine and load settings a vLLM case draws before its faults."""
@@ -270,7 +289,9 @@ class VllmShape:
     users: int
     max_num_seqs: int
     kv_blocks: int | None  # --num-gpu-blocks-override: a few blocks (None: vLLM's cache)
-    both_cpus: bool  # vLLM on every CPU, the load generator's too (not pinned)
+    # vLLM on these CPUs, every one the machine gives, the load generator's too (not pinned);
+    # () = spikelens' default split (flows.affinity), always so below MIN_SHARED_CPUS
+    shared_cpus: tuple[int, ...]
     poisson_rate: float | None  # open-loop arrivals instead of `users` closed-loop users
 
     @staticmethod
@@ -282,13 +303,15 @@ class VllmShape:
         # request (512 tokens: 4 blocks), so never fewer than 5
         tight = "memory.kv_pressure" in kinds or (case == "confounded" and kinds == ("load.burst",))
         kv_blocks = max(VLLM_MIN_BLOCKS, users + 1 + int(rng.integers(1, 3))) if tight else None
-        both_cpus = rng.random() < 0.15 and not (case == "confounded" and len(kinds) == 1)
+        shares = rng.random() < 0.15 and not (case == "confounded" and len(kinds) == 1)
+        cpus = usable_cpus()
+        shared_cpus = cpus if shares and len(cpus) >= MIN_SHARED_CPUS else ()
         poisson = not tight and rng.random() < 0.3
         return VllmShape(
             users,
             int(rng.choice([8, 16])),
             kv_blocks,
-            both_cpus,
+            shared_cpus,
             round(float(rng.uniform(1.0, 4.0)), 2) if poisson else None,
         )
 
@@ -305,8 +328,8 @@ class VllmShape:
         }
         if self.kv_blocks is not None:
             engine["num_gpu_blocks_override"] = self.kv_blocks
-        if self.both_cpus:
-            engine["cpus"] = [0, 1]
+        if self.shared_cpus:
+            engine["cpus"] = list(self.shared_cpus)
         return engine
 
     def load(self) -> dict:

@@ -327,6 +327,11 @@ def build_evaluation_context(result: dict, run: RunHeader) -> EvaluationContext:
         if fa.get("high") is not None:
             headline += f" (95 % ≤ {fa['high']:.1f})"
         headline += f" over {ctl['hours'] * 60:.0f} min of controls"
+        if ctl.get("false_alarms_in_invalid_runs"):
+            headline += (
+                f" ({ctl['false_alarms_in_invalid_runs']} of them in"
+                f" {ctl['invalid_runs']} whose load generator saturated)"
+            )
     return EvaluationContext(
         run=run,
         headline=headline + ".",

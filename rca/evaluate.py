@@ -5,7 +5,8 @@ overlap), a pair counting only if the spike overlaps the fault widened by `toler
 each side. Then over all runs:
   detection    precision, recall, F1 (TP = matched pairs, FP = unmatched spikes, FN = unmatched
                faults); detection delay = spike start − fault start of matched pairs (s);
-  controls     false alarms per hour over runs without faults;
+  controls     false alarms per hour over runs without faults; those in controls whose load
+               generator saturated (runs.status 'invalid') are counted, and also counted apart;
   attribution  accuracy = matched pairs whose top cause is the fault's cause / matched pairs;
                macro-F1 over causes and the confusion matrix, where a missed fault is predicted
                'missed' (so misses cost attribution recall too). A fault the one-to-one pairing
@@ -49,6 +50,7 @@ from rca.intervals import BootstrapOptions, bootstrap, poisson_rate, proportion_
 from rca.peers import DEFAULT_PEERS, PEER_METHODS
 from rca.placebo import Placebo, placebo_rates, run_placebos
 from rca.rank_scores import RankedEvent, ac_at, avg_at
+from rca.validity import INVALID
 from spikelens_common.said_causes import said_causes
 from warehouse.db import connect
 from warehouse.queries import query
@@ -71,6 +73,9 @@ class RunOutcome:
     # faults left unmatched that a matched spike overlaps: (fault index, spike index)
     covers: list[tuple[int, int]] = field(default_factory=list)
     engine: str = "spikelens"  # the engine that served the run: 'spikelens' | 'vllm'
+    # False when its load generator saturated (runs.status 'invalid'): scored like any run, and
+    # counted apart so a reader sees how much of a figure rests on runs that measured their client
+    valid: bool = True
     # spike_id → cause → share of its excess (attributions; 'unexplained' included)
     shares: dict[int, dict[str, float]] = field(default_factory=dict)
 
@@ -172,7 +177,8 @@ def load_outcome(
     if faults:
         _judge_acted(conn, run_id, faults, duration_s)
     engine = analysis[0].get("engine_kind") or "spikelens"
-    out = RunOutcome(run_id, duration_s, window_s, faults, spikes, engine=engine)
+    valid = analysis[0].get("status") != INVALID
+    out = RunOutcome(run_id, duration_s, window_s, faults, spikes, engine=engine, valid=valid)
     for a in query(conn, "attributions", run_id=run_id):
         out.shares.setdefault(int(a["spike_id"]), {})[str(a["cause"])] = float(a["share"])
     out.matches = match_events(faults, spikes, window_s, tolerance_windows)
@@ -274,7 +280,11 @@ def score(outcomes: list[RunOutcome]) -> dict:
             "hours": control_hours,
             "false_alarms": sum(len(o.spikes) for o in controls),
             "false_alarms_per_hour": _ratio(sum(len(o.spikes) for o in controls), control_hours),
+            # of which in controls whose load generator saturated (counted above all the same)
+            "invalid_runs": sum(not o.valid for o in controls),
+            "false_alarms_in_invalid_runs": sum(len(o.spikes) for o in controls if not o.valid),
         },
+        "invalid_runs": sum(not o.valid for o in outcomes),
         "attribution": attribution_scores(y_true, y_pred),
         "attribution_one_to_one": attribution_scores(y_true, y_strict),
         "excess_elsewhere": excess_elsewhere(outcomes),
@@ -569,6 +579,7 @@ def _per_run(o: RunOutcome) -> dict:
     return {
         "run_id": o.run_id,
         "engine": o.engine,
+        "valid": o.valid,
         "faults": o.faults,
         "spikes": o.spikes,
         "verdicts": [verdict(i, f) for i, f in enumerate(o.faults)],

@@ -129,6 +129,25 @@ def test_vllm_caches_are_tight_only_where_a_fault_needs_it_and_the_baseline_fits
     assert tight >= 10
 
 
+def test_vllm_shares_every_cpu_only_on_a_machine_with_a_cpu_to_spare(monkeypatch):
+    import flows.suite_draw as draw
+
+    def cases(cpus):
+        monkeypatch.setattr(draw, "usable_cpus", lambda: cpus)
+        return draw.draw_cases(120, 5, "vllm")
+
+    small, big = cases((0, 1)), cases(tuple(range(8)))
+    # on 2 CPUs no case pins vLLM beside the load generator; on 8 some get every CPU
+    assert all("cpus" not in c.scenario["engine"] for c in small)
+    shared = [c for c in big if "cpus" in c.scenario["engine"]]
+    assert 5 <= len(shared) <= 40
+    assert all(c.scenario["engine"]["cpus"] == list(range(8)) for c in shared)
+    # the same random numbers either way: only the CPUs differ between the two draws
+    for a, b in zip(small, big):
+        b.scenario["engine"].pop("cpus", None)
+        assert a == b
+
+
 def test_both_engines_mix_and_leave_our_engines_draw_as_it_was():
     from flows.suite_draw import draw_cases
 

@@ -109,10 +109,15 @@ def test_methods_table_shows_intervals_ranking_columns_and_skipped_cases(warehou
     assert low == 0.0 and high > 0  # no alarm in 40 s of control, but not "0 ± 0"
     assert "accuracy_lead" in floor.scores and "accuracy_lead" not in ours.scores
     assert ctx.skipped == ("client-stall-low.yaml (client.stall)",)
-    assert "(95 % ≤" in ctx.headline
+    assert "(95 % ≤" in ctx.headline and "saturated" not in ctx.headline
     html = render_evaluation(ctx, tmp_path / "eval").read_text()
     assert "AC@3" in html and "Avg@5" in html and 'class="muted small ci"' in html
     assert "client-stall-low.yaml" in html
+    # false alarms in controls whose load generator saturated are said apart
+    result["controls"].update(false_alarms=3, invalid_runs=1, false_alarms_in_invalid_runs=2)
+    result["controls"]["false_alarms_per_hour"] = 3 / result["controls"]["hours"]
+    ctx = build_evaluation_context(result, RunHeader(run_id="eval-3", command="spikelens evaluate"))
+    assert "(2 of them in 1 whose load generator saturated)" in ctx.headline
 
 
 def test_a_fault_answered_by_its_partners_spike_and_the_strict_figure(warehouse_with, tmp_path):

@@ -54,6 +54,7 @@ def test_scores_count_events_delays_and_control_false_alarms():
     )
     assert d["delay_s_mean"] == 1.0
     assert out["controls"]["false_alarms_per_hour"] == pytest.approx(2.0)  # 1 alarm in 0.5 h
+    assert out["invalid_runs"] == out["controls"]["false_alarms_in_invalid_runs"] == 0
     assert out["attribution"]["accuracy"] == 1.0
     assert out["attribution"]["confusion"]["penalty"][MISSED] == 1
     # judged not to have acted, the missed penalty fault leaves the acted figures
@@ -201,6 +202,8 @@ def test_evaluate_on_simulated_runs(warehouse_with):
         "hours": pytest.approx(40 / 3600),
         "false_alarms": 0,
         "false_alarms_per_hour": 0.0,
+        "invalid_runs": 0,
+        "false_alarms_in_invalid_runs": 0,
     }
     assert out["peers"]["random"]["events"] == 2
     assert [v["detected"] for r in out["per_run"] for v in r["verdicts"]] == [True, True]
@@ -308,3 +311,26 @@ def test_suppressed_spikes_count_as_unexplained_answers_and_false_alarms(tmp_pat
     verdict = counted["per_run"][1]["verdicts"][0]
     assert verdict["detected"] and verdict["attributed_cause"] == "unexplained"
     assert counted["per_run"][0]["false_alarms"] >= 1 and counted["count_suppressed"]
+
+
+def test_a_control_whose_load_generator_saturated_is_counted_and_shown_apart(tmp_path):
+    """An invalid run's spikes stay false alarms (nothing is hidden); the figure says how many."""
+    from tests.support.runbuilder import SimSpec, write_run
+    from warehouse.ingest import ingest_run
+
+    db = tmp_path / "w.duckdb"
+    # box contention with no ground truth: a control whose (suppressed, counted) spike is a
+    # false alarm
+    for run_id, status in (("ok-control", "ok"), ("starved-control", "invalid")):
+        spec = SimSpec(run_id=run_id, incident="host", status=status)
+        ingest_run(db, write_run(tmp_path, spec))
+        analyze_run(db, run_id)
+    runs = ["ok-control", "starved-control"]
+    out = evaluate(db, runs, peers=(), bootstrap_reps=100, count_suppressed=True)
+    ctl = out["controls"]
+    assert out["invalid_runs"] == ctl["invalid_runs"] == 1
+    by_run = {r["run_id"]: r for r in out["per_run"]}
+    assert [by_run[r]["valid"] for r in ("ok-control", "starved-control")] == [True, False]
+    starved = by_run["starved-control"]["false_alarms"]
+    assert starved >= 1 and ctl["false_alarms_in_invalid_runs"] == starved
+    assert ctl["false_alarms"] == starved + by_run["ok-control"]["false_alarms"]
