@@ -37,7 +37,10 @@ SAMPLING_COLUMNS = (
 REQUESTS_SCHEMA = pa.schema(
     [
         ("request_id", pa.string()),
-        ("user", pa.string()),  # "<worker>-u<index>": the simulated user (closed loop) or "open"
+        (
+            "user",
+            pa.string(),
+        ),  # "<worker>-u<index>": the simulated user (closed loop), "<worker>-open"
         ("worker", pa.string()),  # the Locust process that sent it
         ("phase", pa.string()),  # 'warmup' | 'measure' (by intended send time vs load start)
         (

@@ -131,7 +131,7 @@ def _nvml_series(rows: list[dict], key: str, n: int) -> np.ndarray:
     return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
 
 
-def _by_window(rows: list[dict], key: str, n: int) -> np.ndarray:
+def by_window(rows: list[dict], key: str, n: int) -> np.ndarray:
     """A column of rows keyed by 'window' as [n_windows] (windows without a row → NaN)."""
     out = np.full(n, np.nan)
     for r in rows:
@@ -277,7 +277,7 @@ def _engine_series(frame: SpikeFrame, signals: RunSignals) -> EngineSeries:
 
 def _build_engine_series(signals: RunSignals, n: int) -> EngineSeries:
     sw = signals.step_windows
-    history = _by_window(signals.history_windows, "history_tokens", n)
+    history = by_window(signals.history_windows, "history_tokens", n)
     history[history <= 0] = np.nan  # no request in flight: no ratio
     outputs = output_series(signals.request_outputs, n)
     return EngineSeries(

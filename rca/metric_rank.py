@@ -12,7 +12,10 @@ collection during it, or a gauge that never moved, cannot score an infinite (or 
 by their names (CAUSE_PATTERNS, first match wins; vLLM's names are the reference) — occupancy
 fractions (KV cache, GPU memory) count as memory only near capacity (≥ 0.9), else as load. The five
 highest-scoring series with z > min_z vote with their z: a cause's share = its votes / all votes
-(no vote at all → unexplained). Confidence of a cause = its best series' z / (z + 3).
+(no vote at all → unexplained). Where a load generator counted what it asked
+(rca.work_model), load's share is instead what that work predicts of the excess, and the other
+causes' votes divide the rest (TOP_K series of each side vote, so queue series cannot crowd them
+out). Confidence of a cause = its best series' z / (z + 3).
 The collectors' per-process series (rca.process_evidence.process_series: stack-region shares,
 GC ms/s, run-queue wait ms/s of every process of the engine's tree) are ranked beside them with
 the same z, their scale floored also by the rise that counts as marked (RISE_FLOOR / MIN_Z, so a
@@ -63,6 +66,7 @@ from rca.attribute import (
     CauseShare,
     RunSignals,
     attribute_spike,
+    by_window,
     window_masks,
     window_series,
     workload,
@@ -87,6 +91,7 @@ from rca.evidence import Evidence, EvidenceBuilder, pearson
 from rca.outside_causes import OutsideExcess, OutsideInputs, front_end_moved, outside_excess
 from rca.process_evidence import RISE_FLOOR, describe_rise, did_own_work, own_cpu, process_series
 from rca.stepcost import mean_or_zero
+from rca.work_model import WorkPrediction, WorkSeries, predict_work
 from warehouse.observed_windows import is_observed
 
 CAUSE_PATTERNS: tuple[tuple[str, str], ...] = (
@@ -551,17 +556,55 @@ def outside_shares(
     return OutsideShares(out.client_share, out.network_share, out)
 
 
-def _cause_shares(votes: dict[str, float], outside: OutsideShares) -> dict[str, float]:
-    """Every cause's share: the client's and the network's first, the metric votes dividing the
-    rest by their z (nothing voted: the rest is unexplained)."""
+def _cause_shares(
+    votes: dict[str, float], outside: OutsideShares, predicted_load: float | None
+) -> dict[str, float]:
+    """Every cause's share: the client's and the network's first. Where the work asked was
+    counted (`predicted_load`: rca.work_model), load takes the part of the rest it predicts and
+    the other causes' votes divide the residual by their z; with no other vote the residual is
+    load where the queue's own series voted (a queue near capacity outgrows the work), else
+    unexplained. Without a prediction the votes divide the rest by their z. Nothing voted and
+    nothing predicted: the rest is unexplained."""
     rest = max(0.0, 1.0 - outside.client - outside.network)
-    total = sum(votes.values())
-    shares = {c: rest * votes[c] / total if total > 0 else 0.0 for c in CAUSES}
-    if total <= 0:
-        shares["unexplained"] = rest
+    shares = {c: 0.0 for c in CAUSES}
+    others = sum(v for c, v in votes.items() if c != "load")
+    if predicted_load is not None and others > 0:
+        shares["load"] = rest * predicted_load
+        for c in CAUSES:
+            if c != "load":
+                shares[c] = rest * (1.0 - predicted_load) * votes.get(c, 0.0) / others
+    elif sum(votes.values()) > 0:
+        total = sum(votes.values())
+        shares.update({c: rest * votes.get(c, 0.0) / total for c in CAUSES})
+    else:
+        shares["load"] = rest * (predicted_load or 0.0)
+        shares["unexplained"] = rest - shares["load"]
     shares["client"] += outside.client
     shares["network"] += outside.network
     return shares
+
+
+def work_prediction(
+    spike: Spike,
+    signals: RunSignals,
+    masks: tuple[np.ndarray, np.ndarray],
+    latency: np.ndarray,
+    config: AttributeConfig,
+) -> WorkPrediction | None:
+    """What the work the load generator asked predicts of the spike (rca.work_model); None for
+    a run observed through monitoring (no load generator) or one that counted no requests."""
+    if is_observed(signals.engine):
+        return None
+    n = len(masks[0])
+    work = WorkSeries(
+        window_series(signals.windows, "arrivals", n),
+        window_series(signals.windows, "asked_tokens_mean", n),
+        window_series(signals.windows, "scheduled", n),
+        by_window(signals.client_windows, "in_flight", n),
+    )
+    base = spike.baseline_ms
+    observed = mean_or_zero(latency[masks[0]]) / base if base > 0 else 1.0
+    return predict_work(work, masks, observed, config.load_rise)
 
 
 def _cause_rows(
@@ -571,14 +614,17 @@ def _cause_rows(
     outside: OutsideShares,
     latency: np.ndarray,
     masks: tuple[np.ndarray, np.ndarray],
+    work: WorkPrediction | None = None,
 ) -> list[CauseShare]:
-    """CauseShare rows (largest share first): a metric cause's evidence is its voting series, the
-    client's and the network's their outside rows."""
+    """CauseShare rows (largest share first): a metric cause's evidence is its voting series
+    (load's also the work asked, where counted), the client's and the network's their outside
+    rows."""
     ev = EvidenceBuilder(latency, *masks)
     causes = []
     for c in CAUSES:
         if shares[c] <= 1e-4:
             continue
+        added = work.evidence() if c == "load" and work is not None else []
         if c in ("client", "network") and outside.excess is not None:
             found = outside.excess.evidence.get(c, [])
             series = outside.excess.signals.get(c)
@@ -599,12 +645,24 @@ def _cause_rows(
             )
             for r in mine
         ]
-        causes.append(CauseShare(c, round(shares[c], 4), round(conf, 4), 0.0, evidence))
+        causes.append(CauseShare(c, round(shares[c], 4), round(conf, 4), 0.0, evidence + added))
     causes.sort(key=lambda cs: -cs.share)
     overshoot = sum(cs.share for cs in causes) - 1.0
     if overshoot > 0:
         causes[0].share = round(causes[0].share - overshoot, 4)
     return causes
+
+
+def _voters(ranked: list[RankedSeries], split: bool) -> list[RankedSeries]:
+    """The series that vote: the TOP_K highest-scoring voting series beyond MIN_Z; with `split`
+    (the work asked decides load's share) TOP_K of load's and TOP_K of the other causes', so
+    queue series cannot crowd out the signals that divide the residual."""
+    voting = [r for r in ranked if r.votes]
+    if not split:
+        return [r for r in voting[:TOP_K] if r.z > MIN_Z]
+    load = [r for r in voting if r.cause == "load"][:TOP_K]
+    others = [r for r in voting if r.cause != "load"][:TOP_K]
+    return sorted((r for r in load + others if r.z > MIN_Z), key=lambda r: -r.z)
 
 
 def attribute_by_metrics(
@@ -616,13 +674,13 @@ def attribute_by_metrics(
     n = len(signals.windows)
     masks = window_masks(n, spike, spikes, config.guard_windows, config.min_baseline_windows)
     ranked = ranked_series(signals, *masks, config)
-    voters = [r for r in ranked if r.votes][:TOP_K]
-    voters = [r for r in voters if r.z > MIN_Z]
     latency = window_series(signals.windows, f"{spike.metric}_ms")
+    work = work_prediction(spike, signals, masks, latency, config)
+    voters = _voters(ranked, split=work is not None)
     votes = {c: sum(r.z for r in voters if r.cause == c) for c in CAUSES}
     outside = outside_shares(spike, signals, masks, latency, config, bool(voters))
-    shares = _cause_shares(votes, outside)
-    causes = _cause_rows(shares, voters, ranked, outside, latency, masks)
+    shares = _cause_shares(votes, outside, None if work is None else work.load_share)
+    causes = _cause_rows(shares, voters, ranked, outside, latency, masks, work)
     top, tie = settle_tie(causes, voters, latency)
     lead = next((r for r in voters if r.cause == top), None)  # the verdict's strongest series
     if top == "network" and outside.excess is not None:
@@ -633,6 +691,11 @@ def attribute_by_metrics(
     elif top == "client" and outside.excess is not None:
         summary = (
             f"the load generator ran late: its lag rose {outside.excess.client_lag_rise_ms:.0f} ms"
+        )
+    elif top == "load" and work is not None and work.load_share > 0:
+        summary = (
+            f"the work asked predicts {work.predicted_ratio:.2g}× the baseline latency, "
+            f"{work.observed_ratio:.2g}× observed ({work.load_share:.0%} of the excess)"
         )
     elif lead is not None:
         summary = f"top metric for {top}: {lead.name} (robust z {lead.z:.1f})"

@@ -122,11 +122,11 @@ def _step_columns(
 
 def _outside_columns(signals: RunSignals, n: int) -> dict[str, np.ndarray]:
     """Client, network and host signals per window [n] (absent collectors: no column)."""
-    from rca.attribute import _by_window
+    from rca.attribute import by_window
 
     cols = {}
     if signals.client_windows:
-        cols["client_lag_ms"] = _by_window(signals.client_windows, "lag_p99_ms", n)
+        cols["client_lag_ms"] = by_window(signals.client_windows, "lag_p99_ms", n)
     engine_cpu = [r for r in signals.process.cpu_windows if r.get("role") != "loadgen"]
     for key in ("runq_wait_ms_per_s", "involuntary_switches_per_s"):
         if engine_cpu:
@@ -165,9 +165,9 @@ def peer_frame(
 
         cols["nvml_mem_fraction"] = _nvml_series(signals.nvml_windows, "mem_fraction", n)
     if transit_windows:
-        from rca.attribute import _by_window
+        from rca.attribute import by_window
 
-        cols["ttft_gap_ms"] = _by_window(list(transit_windows), "ttft_gap_ms", n)
+        cols["ttft_gap_ms"] = by_window(list(transit_windows), "ttft_gap_ms", n)
     cols.update({k: v for k, v in _outside_columns(signals, n).items() if k not in cols})
     frame = pd.DataFrame(cols)
     keep = (frame["time"] < spike[1]) & ~pd.Series(_in_any(t, other_spikes))

@@ -125,9 +125,12 @@ def test_flat_gauges_score_against_their_resolution_and_level():
     assert ranked["high"] < 1.0 and ranked["still"] == 0.0
 
 
-def _process_run(n, spike, stacks=(), gc=(), cpu=(), arrivals=None, metrics=(), engine=None):
+def _process_run(
+    n, spike, stacks=(), gc=(), cpu=(), arrivals=None, metrics=(), engine=None, work=None
+):
     """A run of `n` 1-s windows with a TTFT spike over `spike`; `arrivals`: requests sent per
-    window (None: not counted), `metrics`: metric_windows rows."""
+    window (None: not counted), `metrics`: metric_windows rows, `work`: window → extra columns
+    of query `windows` (asked_tokens_mean, scheduled) and query client_windows' in_flight."""
     from rca.attribute import RunSignals
     from rca.detect import Spike
     from rca.process_evidence import ProcessSignals
@@ -135,6 +138,11 @@ def _process_run(n, spike, stacks=(), gc=(), cpu=(), arrivals=None, metrics=(), 
     windows = [{"window": w, "ttft_p99_ms": 90.0 if w in spike else 10.0 + w % 3} for w in range(n)]
     if arrivals is not None:
         windows = [{**row, "arrivals": arrivals(w)} for w, row in enumerate(windows)]
+    extra = {w: work(w) for w in range(n)} if work else {}
+    windows = [{**row, **extra.get(w, {})} for w, row in enumerate(windows)]
+    client = [
+        {"window": w, "in_flight": x["in_flight"]} for w, x in extra.items() if "in_flight" in x
+    ]
     signals = RunSignals(
         window_s=1.0,
         windows=windows,
@@ -142,6 +150,7 @@ def _process_run(n, spike, stacks=(), gc=(), cpu=(), arrivals=None, metrics=(), 
         steps={},
         gc_pauses=[],
         metric_windows=list(metrics),
+        client_windows=client,
         process=ProcessSignals(list(stacks), list(gc), list(cpu)),
         engine=engine,
     )
@@ -350,7 +359,8 @@ def _outside_contention(n, spike):
 
 def test_a_queue_that_grew_without_more_arrivals_is_the_consequence_of_a_slower_service():
     """Little's law: the same arrivals served more slowly make a longer queue. With host CPU
-    contention beside it the queue does not vote load; with more arrivals it does."""
+    contention beside it the queue takes no share; with more users in flight load takes what
+    the work asked predicts (rca.work_model), host the rest."""
     from rca.metric_rank import attribute_by_metrics
 
     n, spike = 30, [15, 16, 17]
@@ -361,21 +371,57 @@ def test_a_queue_that_grew_without_more_arrivals_is_the_consequence_of_a_slower_
         a = attribute_by_metrics(s, [s], signals)
         return a, {c.cause: c.share for c in a.causes}
 
-    a, flat = shares(cpu=cpu, arrivals=lambda w: 4.0)
+    a, flat = shares(cpu=cpu, arrivals=lambda w: 4.0, work=lambda w: {"in_flight": 4})
     assert a.top_cause == "host" and "load" not in flat
-    a, more = shares(cpu=cpu, arrivals=lambda w: 9.0 if w in spike else 4.0)
-    assert more.get("load", 0.0) > 0.2 and more.get("host", 0.0) > 0.2
+    users = {"in_flight": 4}, {"in_flight": 9}
+    a, more = shares(cpu=cpu, arrivals=lambda w: 4.0, work=lambda w: users[w in spike])
+    observed_ratio = 90.0 / 10.0
+    assert more["load"] == pytest.approx((9 / 4 - 1) / (observed_ratio - 1), abs=0.01)
+    assert more["host"] == pytest.approx(1 - more["load"], abs=0.01)
+    assert any("users in flight" in e.signal for c in a.causes for e in c.evidence)
     # not counted (a target watched through /metrics): the queue keeps its vote, as before
     a, unknown = shares(cpu=cpu)
-    assert unknown.get("load", 0.0) == pytest.approx(more["load"])
+    assert unknown.get("load", 0.0) > 0.2 and unknown.get("host", 0.0) > 0.2
     # an observed run's 'arrivals' are finished requests, not demand: not read as such
     observed = {"kind": "observed"}
     a, obs = shares(cpu=cpu, arrivals=lambda w: 4.0, engine=observed)
-    assert obs.get("load", 0.0) == pytest.approx(more["load"])
+    assert obs.get("load", 0.0) == pytest.approx(unknown["load"])
     # nothing else moved: a closed loop at capacity sends no more requests a second, however many
     # users wait, so the queue alone still says load
     a, alone = shares(arrivals=lambda w: 4.0)
     assert a.top_cause == "load" and alone["load"] == pytest.approx(1.0)
+
+
+def test_the_work_asked_takes_what_it_predicts_and_the_rest_goes_to_what_else_rose():
+    """Long prompts against a tight KV cache (vLLM's KV pressure): requests asked 4× the tokens,
+    latency rose 9×, and vLLM preempted. Load takes the 3/8 the work predicts, memory the rest;
+    an open loop's schedule counts as its intensity the same way."""
+    from rca.metric_rank import attribute_by_metrics
+
+    n, spike = 30, [15, 16, 17]
+    preempt = [
+        {"name": "vllm:num_preemptions_total", "labels": "{}", "window": w, "last_value": v}
+        for w, v in zip(range(n), np.cumsum([6.0 if w in spike else 0.0 for w in range(n)]))
+    ]
+    tokens = {"asked_tokens_mean": 40.0}, {"asked_tokens_mean": 160.0}
+
+    def shares(work, metrics=preempt):
+        s, signals = _process_run(n, spike, metrics=metrics, arrivals=lambda w: 4.0, work=work)
+        a = attribute_by_metrics(s, [s], signals)
+        return a, {c.cause: c.share for c in a.causes}
+
+    a, kv = shares(lambda w: {**tokens[w in spike], "in_flight": 2})
+    assert kv["load"] == pytest.approx(3 / 8, abs=0.01) and a.top_cause == "memory"
+    assert kv["memory"] == pytest.approx(5 / 8, abs=0.01)
+    # the open loop: 3× the requests scheduled a window, as many tokens each
+    sched = {"scheduled": 4}, {"scheduled": 12}
+    a, burst = shares(lambda w: {**sched[w in spike], "asked_tokens_mean": 40.0})
+    assert burst["load"] == pytest.approx(2 / 8, abs=0.01)
+    # the work asked rose and nothing else moved: load takes its prediction, the rest is
+    # unexplained (no series claims it)
+    a, alone = shares(lambda w: {**tokens[w in spike], "in_flight": 2}, metrics=())
+    assert alone["load"] == pytest.approx(3 / 8, abs=0.01)
+    assert a.uncovered == pytest.approx(5 / 8, abs=0.01)
 
 
 def test_the_queue_reads_as_a_consequence_only_when_work_did_not_rise_and_another_cause_did():

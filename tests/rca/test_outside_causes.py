@@ -75,6 +75,28 @@ def test_a_late_reader_stretches_the_clients_gaps_not_the_servers():
     assert "client − server time up 60" in attr.summary  # the ITL gap, not only the lag
 
 
+def test_a_client_blocked_longer_than_its_lag_p99_shows_takes_the_gap_it_made():
+    """A client blocked 330 ms each second: one probe fires late per block, so its lag p99 rose
+    only 70 ms, but the gaps it held back grew by its block. With an engine GC stall beside it,
+    the client − server growth is the client's, not the network's."""
+    attr = _attribute(
+        metric="itl_p99",
+        base_latency_ms=25.0,
+        latency_rise_ms=300.0,
+        transit_rise_ms=150.0,
+        stage_rise_ms={"gc_ms": 150.0},
+        client_lag_rise_ms=70.0,
+        client_block_ms=330.0,
+        itl_stamped=True,
+    )
+    assert _cause(attr, "client").share >= 0.4
+    assert next((c.share for c in attr.causes if c.cause == "network"), 0.0) < 0.05
+    assert "client_lag_max_ms" in {e.signal for e in _cause(attr, "client").evidence}
+    # a healthy client whose one timer fired late is not marked late by that alone
+    attr = _attribute(transit_rise_ms=90.0, client_block_ms=40.0)
+    assert attr.top_cause == "network" and "client" not in {c.cause for c in attr.causes}
+
+
 def test_an_engine_gc_stall_with_some_client_lag_is_memory():
     # the issue's case: 15 ms/step of GC and the client's lag up 20 ms; the server's gaps grew
     # as much as the client's, so none of it happened outside the engine

@@ -33,6 +33,7 @@ class SpikeRun:
     transit_rise_ms: float = 0.0  # client − server p99 growth in the spike
     itl_stamped: bool = False  # the server stamped each text chunk: ITL is seen from both ends
     client_lag_rise_ms: float = 0.0  # load generator lag and read delay p99 growth
+    client_block_ms: float = 0.0  # its longest block a window in the spike (lag max)
     runq_rise_ms_per_s: float = 0.0  # engine process run-queue wait growth (its CPU falls)
     output_growth: float = 1.0  # mean output tokens factor in the spike
     loop_rate: float | None = None  # repeated-3-gram rate of outputs in the spike (None: no ids)
@@ -129,7 +130,16 @@ def _outside(run: SpikeRun, rng: np.random.Generator) -> tuple[list, list, list]
             }
         )
         lag = 1.0 + abs(_noise(rng, 0.3)) + (run.client_lag_rise_ms if on else 0.0)
-        client.append({"window": w, "lag_p99_ms": lag, "read_delay_p99_ms": lag, "slot_waits": 0})
+        block = max(lag, run.client_block_ms if on else 0.0)
+        client.append(
+            {
+                "window": w,
+                "lag_p99_ms": lag,
+                "lag_max_ms": block + 1.0,
+                "read_delay_p99_ms": lag,
+                "slot_waits": 0,
+            }
+        )
         wait = 10.0 + abs(_noise(rng, 2.0)) + (run.runq_rise_ms_per_s if on else 0.0)
         cpu.append(
             {

@@ -33,6 +33,26 @@ def _by_window(ts_ns: np.ndarray, values: np.ndarray, window_s: float, n: int) -
     return [values[(w == i)] for i in range(n)]
 
 
+def test_windows_count_an_open_loops_requests_by_their_scheduled_time(tmp_path, make_run):
+    """`scheduled`: open-loop requests in the window their schedule gave them, even when the
+    engine's lateness sent them in a later one."""
+    run_dir = make_run(duration_s=10.0)
+    path = run_dir / "requests.parquet"
+    req = pq.read_table(path).to_pydict()
+    late_ns = 1_500_000_000  # every request sent 1.5 s after its schedule
+    req["user"] = ["w0-open"] * len(req["user"])  # loadgen.locustfile's open-loop user
+    req["intended_send_ns"] = [s - late_ns for s in req["sent_ns"]]
+    pq.write_table(pa.Table.from_pydict(req, schema=pq.read_schema(path)), path)
+    ingest_run(tmp_path / "w.duckdb", run_dir)
+    with connect(tmp_path / "w.duckdb") as conn:
+        rows = query(conn, "windows", run_id=RUN_ID, window_s=1.0)
+    intended = np.array(req["intended_send_ns"], dtype=np.int64)
+    measured = np.array(req["phase"]) == "measure"
+    when = _by_window(intended[measured], intended[measured], 1.0, len(rows))
+    assert [r["scheduled"] for r in rows] == [len(x) for x in when]
+    assert sum(r["scheduled"] for r in rows) > 0
+
+
 @pytest.mark.parametrize("window_s", [1.0, 0.5])
 def test_windows_match_numpy(gc_run, window_s):
     conn, run_dir = gc_run
@@ -66,11 +86,14 @@ def test_windows_match_numpy(gc_run, window_s):
     prompts = np.array(req["prompt_tokens"], dtype=np.float64)
     p = (phase == "measure") & (sent >= T0)
     sent_prompts = _by_window(sent[p], prompts[p], window_s, n)
+    asked = _by_window(sent[p], prompts[p] + np.array(req["max_tokens"])[p], window_s, n)
+    assert not any(u.endswith("open") for u in req["user"])  # a closed loop: nothing scheduled
 
     for i, row in enumerate(rows):
-        assert row["arrivals"] == len(sent_prompts[i])
+        assert row["arrivals"] == len(sent_prompts[i]) and row["scheduled"] == 0
         if len(sent_prompts[i]):
             assert row["prompt_tokens_mean"] == pytest.approx(sent_prompts[i].mean(), rel=1e-9)
+            assert row["asked_tokens_mean"] == pytest.approx(asked[i].mean(), rel=1e-9)
         assert row["itl_n"] == len(itl[i])
         assert row["itl_p99_ms"] == pytest.approx(np.quantile(itl[i], 0.99), rel=1e-9)
         assert row["itl_p50_ms"] == pytest.approx(np.quantile(itl[i], 0.5), rel=1e-9)

@@ -1,9 +1,11 @@
 -- Latency percentiles per window of $window_s seconds from load_started_ns (measured phase only),
 -- under the definitions of the latency_samples macro (warehouse/macros.sql): TTFT in the window
 -- of the first token's arrival, ITL in the window of the later chunk, E2E in the window of the
--- last token, all of ok requests; arrivals (with their mean prompt length), completions and
--- errors (status 'error'; cancelled at the end of the test is not one) of every measured
--- request; tokens of every content chunk.
+-- last token, all of ok requests; arrivals (with their mean prompt length, and the mean tokens
+-- each asked: prompt + max_tokens), open-loop arrivals by their scheduled time (intended_send_ns:
+-- what the schedule asked, however the engine kept up; closed-loop users send when served, so
+-- they count none), completions and errors (status 'error'; cancelled at the end of the test is
+-- not one) of every measured request; tokens of every content chunk.
 -- Windows run from 0 to duration_s (all of them, empty ones with NULL percentiles).
 WITH run AS (SELECT * FROM run_axis($run_id, $window_s)),
 samples AS (
@@ -12,6 +14,13 @@ samples AS (
     -- markers that carry counts (and, for 'done', the request's output length)
     SELECT 'sent', sent_ns, coalesce(prompt_tokens, prompt_tokens_target)
     FROM measured_requests($run_id) WHERE sent_ns IS NOT NULL
+    UNION ALL
+    SELECT 'asked', sent_ns, coalesce(prompt_tokens, prompt_tokens_target) + max_tokens
+    FROM measured_requests($run_id) WHERE sent_ns IS NOT NULL
+    UNION ALL
+    SELECT 'scheduled', intended_send_ns, 1
+    FROM measured_requests($run_id)
+    WHERE intended_send_ns IS NOT NULL AND ("user" = 'open' OR "user" LIKE '%-open')
     UNION ALL
     SELECT 'done', done_ns, output_tokens FROM measured_requests($run_id) WHERE done_ns IS NOT NULL
     UNION ALL
@@ -46,6 +55,8 @@ per_window AS (
         count(*)                      FILTER (WHERE metric = 'e2e')  AS e2e_n,
         count(*)                      FILTER (WHERE metric = 'sent')  AS arrivals,
         avg(value)                 FILTER (WHERE metric = 'sent')  AS prompt_tokens_mean,
+        avg(value)                 FILTER (WHERE metric = 'asked') AS asked_tokens_mean,
+        count(*)                      FILTER (WHERE metric = 'scheduled') AS scheduled,
         count(*)                      FILTER (WHERE metric = 'done')  AS requests,
         avg(value)                 FILTER (WHERE metric = 'done')  AS output_tokens_mean,
         count(*)                      FILTER (WHERE metric = 'error') AS errors
@@ -62,6 +73,8 @@ SELECT
     coalesce(p.requests, 0) AS requests,
     p.output_tokens_mean,
     p.prompt_tokens_mean,
+    p.asked_tokens_mean,
+    coalesce(p.scheduled, 0) AS scheduled,
     coalesce(p.errors, 0) AS errors,
     coalesce(tc.tokens, 0) AS tokens
 FROM grid g
