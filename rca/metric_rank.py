@@ -35,11 +35,12 @@ What keeps the vote about causes rather than their consequences (rca.consequence
     what preemption does — re-queue — so they vote for memory, and their evidence says that
     /metrics cannot split them from the cost the added work would have had without preemption.
     Series that count work (prompt tokens) are never read so: they are the work asked.
-  - where the load generator counted the requests it sent, the queue's state (running and
-    waiting requests, queue time, an occupancy below capacity) grows with more work or with
-    slower service alike (Little's law): when the work asked did not rise and a series of another
-    cause rose beyond MIN_Z, the queue is that cause's consequence and does not vote
-    (queue_without_demand, rca.consequences.work_asked).
+  - where the load generator counted what it asked (rca.work_model), the series that count work
+    (requests, prompt tokens) are in load's predicted share and do not vote again; the queue's
+    state (running and waiting requests, queue time, an occupancy below capacity) grows with
+    more work or with slower service alike (Little's law): when the work asked did not rise and
+    a series of another cause rose beyond MIN_Z, the queue is that cause's consequence and does
+    not vote (queue_without_demand).
 
 Outside the engine (`outside_shares`, rca.outside_causes): where the server timed the spike's
 metric — vLLM's own queue + first-token time per request (--enable-per-request-metrics, query
@@ -69,7 +70,6 @@ from rca.attribute import (
     by_window,
     window_masks,
     window_series,
-    workload,
 )
 from rca.config import CAUSES, AttributeConfig
 from rca.consequences import (
@@ -78,12 +78,10 @@ from rca.consequences import (
     NO_COLLECTIVES_NOTE,
     PER_TOKEN,
     SERIES_ROLES,
-    WorkAsked,
     cpu_given_to_siblings,
     has_collectives,
     per_work,
     series_role,
-    work_asked,
     work_series,
 )
 from rca.detect import Spike
@@ -419,24 +417,15 @@ def read_preemption_effects(ranked: list[RankedSeries]) -> list[RankedSeries]:
     return out
 
 
-def _work_asked(
-    signals: RunSignals, in_spike: np.ndarray, in_base: np.ndarray, config: AttributeConfig
-) -> WorkAsked | None:
-    """What the load generator asked in the spike; None for a run observed through monitoring
-    (its 'arrivals' are finished requests, which fall when the service slows: not demand)."""
-    if is_observed(signals.engine):
-        return None
-    load = workload(signals.windows, len(in_spike))
-    return work_asked(load, in_spike, in_base, config.load_rise, config.output_inflation)
-
-
-def queue_without_demand(ranked: list[RankedSeries], asked: WorkAsked | None) -> list[RankedSeries]:
+def queue_without_demand(
+    ranked: list[RankedSeries], work: WorkPrediction | None
+) -> list[RankedSeries]:
     """`ranked` with the queue's state (QUEUE_STATE series still read as load, not counts of work)
-    made non-voting when the work asked did not rise and a voting series of another cause rose
-    beyond MIN_Z: the queue is then that cause's consequence. Unchanged when the arrivals were not
-    counted (`asked` None or not counted), when more work arrived, or when nothing else moved
-    (the queue alone is load)."""
-    if asked is None or asked.rose is not False:
+    made non-voting when the work asked did not rise (rca.work_model) and a voting series of
+    another cause rose beyond MIN_Z: the queue is then that cause's consequence. Unchanged when
+    the work asked was not counted (`work` None), when it rose, or when nothing else moved (the
+    queue alone is load)."""
+    if work is None or work.predicted_ratio > 1.0:
         return ranked
     if not any(r.votes and r.z > MIN_Z and r.cause not in ("load", "unexplained") for r in ranked):
         return ranked
@@ -448,7 +437,7 @@ def queue_without_demand(ranked: list[RankedSeries], asked: WorkAsked | None) ->
             and bool(re.search(QUEUE_STATE, r.name))
         )
 
-    return not_voting(ranked, is_queue, asked.note())
+    return not_voting(ranked, is_queue, work.queue_note())
 
 
 def settle_tie(
@@ -497,8 +486,7 @@ def ranked_series(
     ranked = sorted(ranked + rank_process_series(signals, in_spike, in_base), key=lambda r: -r.z)
     ranked = read_preemption_effects(ranked)
     ranked = without_collectives(ranked, has_collectives(signals.engine, signals.steps))
-    ranked = gc_counts_as_context(ranked, bool(signals.process.gc_windows))
-    return queue_without_demand(ranked, _work_asked(signals, in_spike, in_base, config))
+    return gc_counts_as_context(ranked, bool(signals.process.gc_windows))
 
 
 @dataclass(frozen=True)
@@ -559,26 +547,18 @@ def outside_shares(
 def _cause_shares(
     votes: dict[str, float], outside: OutsideShares, predicted_load: float | None
 ) -> dict[str, float]:
-    """Every cause's share: the client's and the network's first. Where the work asked was
-    counted (`predicted_load`: rca.work_model), load takes the part of the rest it predicts and
-    the other causes' votes divide the residual by their z; with no other vote the residual is
-    load where the queue's own series voted (a queue near capacity outgrows the work), else
-    unexplained. Without a prediction the votes divide the rest by their z. Nothing voted and
-    nothing predicted: the rest is unexplained."""
+    """Every cause's share: the client's and the network's first; then load takes the part of
+    the rest the work asked predicts (`predicted_load`, rca.work_model; 0 where not counted) and
+    the votes divide what is left by their z. Nothing voted: what is left is unexplained."""
     rest = max(0.0, 1.0 - outside.client - outside.network)
-    shares = {c: 0.0 for c in CAUSES}
-    others = sum(v for c, v in votes.items() if c != "load")
-    if predicted_load is not None and others > 0:
-        shares["load"] = rest * predicted_load
-        for c in CAUSES:
-            if c != "load":
-                shares[c] = rest * (1.0 - predicted_load) * votes.get(c, 0.0) / others
-    elif sum(votes.values()) > 0:
-        total = sum(votes.values())
-        shares.update({c: rest * votes.get(c, 0.0) / total for c in CAUSES})
-    else:
-        shares["load"] = rest * (predicted_load or 0.0)
-        shares["unexplained"] = rest - shares["load"]
+    predicted = rest * (predicted_load or 0.0)
+    total = sum(votes.values())
+    shares = {
+        c: (rest - predicted) * votes.get(c, 0.0) / total if total > 0 else 0.0 for c in CAUSES
+    }
+    shares["load"] += predicted
+    if total <= 0:
+        shares["unexplained"] = rest - predicted
     shares["client"] += outside.client
     shares["network"] += outside.network
     return shares
@@ -653,16 +633,19 @@ def _cause_rows(
     return causes
 
 
-def _voters(ranked: list[RankedSeries], split: bool) -> list[RankedSeries]:
-    """The series that vote: the TOP_K highest-scoring voting series beyond MIN_Z; with `split`
-    (the work asked decides load's share) TOP_K of load's and TOP_K of the other causes', so
-    queue series cannot crowd out the signals that divide the residual."""
-    voting = [r for r in ranked if r.votes]
-    if not split:
-        return [r for r in voting[:TOP_K] if r.z > MIN_Z]
-    load = [r for r in voting if r.cause == "load"][:TOP_K]
-    others = [r for r in voting if r.cause != "load"][:TOP_K]
-    return sorted((r for r in load + others if r.z > MIN_Z), key=lambda r: -r.z)
+def _voters(ranked: list[RankedSeries], counted: bool) -> tuple[list, list]:
+    """(series that vote, demand series shown beside them): the TOP_K highest-scoring voting
+    series beyond MIN_Z. Where the work asked was `counted` (rca.work_model), the series that
+    count work (role 'demand': requests, prompt tokens) are already in its prediction: they are
+    shown as load's evidence and do not vote, and TOP_K of the others vote."""
+    voting = [r for r in ranked if r.votes and r.z > MIN_Z]
+    if not counted:
+        return voting[:TOP_K], []
+
+    def demand(r: RankedSeries) -> bool:
+        return series_role(r.name)[0] == "demand"
+
+    return [r for r in voting if not demand(r)][:TOP_K], [r for r in voting if demand(r)][:TOP_K]
 
 
 def attribute_by_metrics(
@@ -673,14 +656,14 @@ def attribute_by_metrics(
     config = config or AttributeConfig()
     n = len(signals.windows)
     masks = window_masks(n, spike, spikes, config.guard_windows, config.min_baseline_windows)
-    ranked = ranked_series(signals, *masks, config)
     latency = window_series(signals.windows, f"{spike.metric}_ms")
     work = work_prediction(spike, signals, masks, latency, config)
-    voters = _voters(ranked, split=work is not None)
+    ranked = queue_without_demand(ranked_series(signals, *masks, config), work)
+    voters, demand = _voters(ranked, counted=work is not None)
     votes = {c: sum(r.z for r in voters if r.cause == c) for c in CAUSES}
     outside = outside_shares(spike, signals, masks, latency, config, bool(voters))
     shares = _cause_shares(votes, outside, None if work is None else work.load_share)
-    causes = _cause_rows(shares, voters, ranked, outside, latency, masks, work)
+    causes = _cause_rows(shares, voters + demand, ranked, outside, latency, masks, work)
     top, tie = settle_tie(causes, voters, latency)
     lead = next((r for r in voters if r.cause == top), None)  # the verdict's strongest series
     if top == "network" and outside.excess is not None:

@@ -13,9 +13,10 @@ Model: an engine at its capacity serves a fixed amount of work a second, so a re
 scales with the work in the system (Little's law): predicted ratio = intensity ratio × demand
 ratio, spike over baseline windows. Its part of the observed excess,
 (predicted − 1) / (observed − 1) clipped to [0, 1], is what the workload's change explains: the
-load share. The rest is what it does not explain, for the environment's signals to divide
-(rca.metric_rank); what nothing else claims stays load when the queue's own series voted (a
-queue near capacity grows faster than the work: the slope is not 1 there).
+load share. The rest is what it does not explain, for the ranked series to divide
+(rca.metric_rank): the series that count work are in the prediction and do not vote again; a
+queue's series still vote load where the work rose (a queue past capacity grows faster than the
+work: the slope is not 1 there), and not where it did not and something else rose.
 
 Why proportional, not fitted on the run's normal windows: those windows hold one workload (a
 fixed number of users, one token mix), so a regression on them has no spread to learn a slope
@@ -57,6 +58,15 @@ class WorkPrediction:
         if self.observed_ratio <= 1.0:
             return 0.0
         return float(np.clip((self.predicted_ratio - 1.0) / (self.observed_ratio - 1.0), 0, 1))
+
+    def queue_note(self) -> str:
+        """Why a queue that grew is read as a consequence (evidence text)."""
+        return (
+            "the queue grew while the work asked did not (users in flight or requests scheduled, "
+            "and tokens asked per request, within their noise): with as much work a longer queue "
+            "means slower service (Little's law), the consequence of what slowed it; it does not "
+            "vote"
+        )
 
     def evidence(self) -> list[Evidence]:
         """The inputs that rose beyond their noise, as evidence rows for load."""
