@@ -13,9 +13,9 @@ by their names (CAUSE_PATTERNS, first match wins; vLLM's names are the reference
 fractions (KV cache, GPU memory) count as memory only near capacity (≥ 0.9), else as load. The five
 highest-scoring series with z > min_z vote with their z: a cause's share = its votes / all votes
 (no vote at all → unexplained). Where a load generator counted what it asked
-(rca.work_model), load's share is instead what that work predicts of the excess, and the other
-causes' votes divide the rest (TOP_K series of each side vote, so queue series cannot crowd them
-out). Confidence of a cause = its best series' z / (z + 3).
+(rca.work_model), load first takes what that work predicts of the excess and the votes divide
+the rest; the series that count work are in the prediction and do not vote again.
+Confidence of a cause = its best series' z / (z + 3).
 The collectors' per-process series (rca.process_evidence.process_series: stack-region shares,
 GC ms/s, run-queue wait ms/s of every process of the engine's tree) are ranked beside them with
 the same z, their scale floored also by the rise that counts as marked (RISE_FLOOR / MIN_Z, so a
@@ -469,7 +469,7 @@ def settle_tie(
 
 
 def ranked_series(
-    signals: RunSignals, in_spike: np.ndarray, in_base: np.ndarray, config: AttributeConfig
+    signals: RunSignals, in_spike: np.ndarray, in_base: np.ndarray
 ) -> list[RankedSeries]:
     """Every /metrics, NVML and per-process series of the run ranked for one spike, with the
     readings that keep consequences from voting (see module docstring), largest z first."""
@@ -633,7 +633,9 @@ def _cause_rows(
     return causes
 
 
-def _voters(ranked: list[RankedSeries], counted: bool) -> tuple[list, list]:
+def _voters(
+    ranked: list[RankedSeries], counted: bool
+) -> tuple[list[RankedSeries], list[RankedSeries]]:
     """(series that vote, demand series shown beside them): the TOP_K highest-scoring voting
     series beyond MIN_Z. Where the work asked was `counted` (rca.work_model), the series that
     count work (role 'demand': requests, prompt tokens) are already in its prediction: they are
@@ -658,7 +660,7 @@ def attribute_by_metrics(
     masks = window_masks(n, spike, spikes, config.guard_windows, config.min_baseline_windows)
     latency = window_series(signals.windows, f"{spike.metric}_ms")
     work = work_prediction(spike, signals, masks, latency, config)
-    ranked = queue_without_demand(ranked_series(signals, *masks, config), work)
+    ranked = queue_without_demand(ranked_series(signals, *masks), work)
     voters, demand = _voters(ranked, counted=work is not None)
     votes = {c: sum(r.z for r in voters if r.cause == c) for c in CAUSES}
     outside = outside_shares(spike, signals, masks, latency, config, bool(voters))
