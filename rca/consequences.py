@@ -27,15 +27,16 @@ fault kind alike (none of them names a fault kind):
    all-reduce: a process's time in `collective_wait`-like code, or PCIe traffic, is then a wait
    on a sibling process (vLLM's Worker waiting on its EngineCore) or host↔device copies, and
    inherits the sibling's cause through the sibling's own signals. It is shown, it does not vote.
-4. **A queue needs demand** (`work_asked`). Requests in a queue = arrival rate × time in the
-   system (Little's law): running and waiting requests, queue time and the KV occupancy they hold
-   grow when more work arrives *or* when the same work is served more slowly. Where the load
-   generator counted what it sent, a queue that grew while the work asked did not (as many
-   arrivals, prompts and outputs as long) is the consequence of whatever slowed the service: it does not vote
-   `load` when a series of another cause rose (rca.metric_rank.queue_without_demand). With
+4. **A queue needs demand**. Requests in a queue = arrival rate × time in the system (Little's
+   law): running and waiting requests, queue time and the KV occupancy they hold grow when more
+   work arrives *or* when the same work is served more slowly. Where the load generator counted
+   what it asked (rca.work_model), a queue that grew while the work asked did not is the
+   consequence of whatever slowed the service: it does not vote `load` when a series of another
+   cause rose (rca.metric_rank.queue_without_demand). With
    nothing else moved, the queue still stands for load (a closed loop at capacity sends no more
    requests per second however many users wait). The stage decomposition of spikelens' engine
-   asks the same question of its queue (rca.attribute._queue_cause).
+   asks the same question of its queue from the requests sent (`work_asked`,
+   rca.attribute._queue_cause).
 
 Pure: dicts and numpy arrays in, numbers and booleans out.
 """
@@ -241,29 +242,9 @@ ARRIVALS_SLACK = 0.5
 class WorkAsked:
     """The work the client asked of the engine in a spike against its baseline windows."""
 
-    counted: bool  # False: the run counted no arrivals (a target watched through /metrics alone)
     more_requests: bool  # requests sent a window rose by the load rise (plus ARRIVALS_SLACK)
     outputs_grew: bool  # finished requests' mean output length grew by the inflation factor
     prompts_grew: bool  # requests sent with prompts longer on average by the same factor
-    arrivals_spike: float  # requests sent a window, spike mean
-    arrivals_base: float  # the same, baseline mean
-
-    @property
-    def rose(self) -> bool | None:
-        """More work arrived (None: not counted)."""
-        if not self.counted:
-            return None
-        return self.more_requests or self.outputs_grew or self.prompts_grew
-
-    def note(self) -> str:
-        """Why a queue that grew is read as a consequence (evidence text)."""
-        return (
-            f"the queue grew while the work asked did not ({self.arrivals_spike:.2g} requests "
-            f"sent a window vs {self.arrivals_base:.2g} before, prompts and outputs no longer): "
-            "with as many "
-            "arrivals a longer queue means slower service (Little's law), the consequence of "
-            "what slowed it; it does not vote"
-        )
 
 
 @dataclass(frozen=True)
@@ -293,12 +274,9 @@ def work_asked(
         return mean_or_zero(values[in_spike]) > inflation * mean_or_zero(values[in_base])
 
     return WorkAsked(
-        counted=bool((np.nan_to_num(arrivals[in_base]) > 0).any()),
         more_requests=spike > (1 + load_rise) * base + ARRIVALS_SLACK,
         outputs_grew=grew(load.output_tokens),
         prompts_grew=grew(load.prompt_tokens),
-        arrivals_spike=spike,
-        arrivals_base=base,
     )
 
 
