@@ -3,7 +3,7 @@ fault-free stretches (never from the detector)."""
 
 import numpy as np
 
-from rca.acted import ActedConfig, fault_free_windows, judge
+from rca.acted import ActedConfig, fault_free_windows, judge, own_time
 
 
 def samples(duration_s=60.0, slow=None, factor=3.0, seed=0):
@@ -56,3 +56,40 @@ def test_samples_by_metric_splits_the_querys_rows():
     got = samples_by_metric(rows)
     assert got["itl"][0].tolist() == [1.0, 1.5] and got["itl"][1].tolist() == [10.0, 12.0]
     assert got["ttft"][1].tolist() == [30.0] and len(got["e2e"][0]) == 0
+
+
+def test_own_time_leaves_out_every_other_faults_window_and_tail():
+    config = ActedConfig(tail_s=3.0)
+    assert own_time((20.0, 28.0), [], config) == [(20.0, 31.0)]
+    assert own_time((24.0, 34.0), [(20.0, 28.0)], config) == [(31.0, 37.0)]
+    assert own_time((10.0, 30.0), [(15.0, 17.0)], config) == [(10.0, 15.0), (20.0, 33.0)]
+    assert own_time((22.0, 26.0), [(20.0, 28.0)], config) == []
+
+
+def test_a_partner_that_changed_nothing_does_not_take_the_others_slowdown():
+    # A triples the gaps over 20-28 s; B overlaps it from 24 s and slows nothing itself. Judged
+    # on its whole window B would read A's ratio; on its own time (31-37 s) it did not act.
+    data, windows = samples(slow=(20, 28)), [(20.0, 28.0), (24.0, 34.0)]
+    a = judge(data, windows[0], windows, 60.0)
+    b = judge(data, windows[1], windows, 60.0)
+    assert a.acted is True and a.own_s == 4.0  # 20 .. 31 less B's 24 .. 37
+    assert b.acted is False and b.own_s == 6.0 and b.ratio < ActedConfig().margin
+
+
+def test_a_partner_that_slowed_its_own_time_acted():
+    data, windows = samples(slow=(20, 37)), [(20.0, 28.0), (24.0, 34.0)]
+    assert judge(data, windows[1], windows, 60.0).acted is True
+
+
+def test_a_fault_nested_in_another_is_undecided():
+    windows = [(20.0, 28.0), (22.0, 26.0)]
+    got = judge(samples(slow=(20, 28)), windows[1], windows, 60.0)
+    assert got.acted is None and got.own_s == 0.0 and "ran alone" in got.why
+
+
+def test_a_fault_whose_own_time_is_only_its_tail_is_undecided():
+    # B (26-32 s) slows its gaps; A (20-30 s) covers B's run up to 33 s with its tail, so B's own
+    # time 33-35 s is after B stopped: judged there it would read as having done nothing.
+    windows = [(20.0, 30.0), (26.0, 32.0)]
+    got = judge(samples(slow=(26, 32)), windows[1], windows, 60.0)
+    assert got.acted is None and got.own_s == 2.0 and "ran alone" in got.why
