@@ -45,6 +45,7 @@ from rca.incident_series import best_covered, series_views
 from rca.outside_causes import OutsideExcess, OutsideInputs, outside_excess
 from rca.process_evidence import ProcessSignals, process_evidence
 from rca.stepcost import Decomposition, StepCostModel, decompose_step_excess, mean_or_zero
+from rca.window_columns import by_window, nvml_series, window_series
 
 
 @dataclass
@@ -110,34 +111,6 @@ def workload(rows: list[dict], n: int) -> Workload:
         window_series(rows, "prompt_tokens_mean", n),
         window_series(rows, "output_tokens_mean", n),
     )
-
-
-def window_series(rows: list[dict], key: str, n: int | None = None) -> np.ndarray:
-    """One column of window rows as float64 [n_windows] (None or absent → NaN)."""
-    if not rows and n is not None:
-        return np.full(n, np.nan)
-    return np.array(
-        [np.nan if r.get(key) is None else float(r[key]) for r in rows], dtype=np.float64
-    )
-
-
-def _nvml_series(rows: list[dict], key: str, n: int) -> np.ndarray:
-    """Mean over GPUs per window of an nvml_windows column [n_windows]."""
-    sums, counts = np.zeros(n), np.zeros(n)
-    for r in rows:
-        if r.get(key) is not None and 0 <= r["window"] < n:
-            sums[r["window"]] += float(r[key])
-            counts[r["window"]] += 1
-    return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
-
-
-def by_window(rows: list[dict], key: str, n: int) -> np.ndarray:
-    """A column of rows keyed by 'window' as [n_windows] (windows without a row → NaN)."""
-    out = np.full(n, np.nan)
-    for r in rows:
-        if r.get(key) is not None and 0 <= r["window"] < n:
-            out[r["window"]] = float(r[key])
-    return out
 
 
 def _p99(x: np.ndarray) -> float:
@@ -298,8 +271,8 @@ def _build_engine_series(signals: RunSignals, n: int) -> EngineSeries:
         prompt_tokens=window_series(signals.windows, "prompt_tokens_mean"),
         hit_max_tokens=outputs["hit_max_tokens"],
         repeated_3gram_rate=outputs["repeated_3gram_rate"],
-        nvml_mem_fraction=_nvml_series(signals.nvml_windows, "mem_fraction", n),
-        nvml_sm_clock=_nvml_series(signals.nvml_windows, "sm_clock", n),
+        nvml_mem_fraction=nvml_series(signals.nvml_windows, "mem_fraction", n),
+        nvml_sm_clock=nvml_series(signals.nvml_windows, "sm_clock", n),
     )
 
 

@@ -67,9 +67,7 @@ from rca.attribute import (
     CauseShare,
     RunSignals,
     attribute_spike,
-    by_window,
     window_masks,
-    window_series,
 )
 from rca.config import CAUSES, AttributeConfig
 from rca.consequences import (
@@ -89,6 +87,7 @@ from rca.evidence import Evidence, EvidenceBuilder, pearson
 from rca.outside_causes import OutsideExcess, OutsideInputs, front_end_moved, outside_excess
 from rca.process_evidence import RISE_FLOOR, describe_rise, did_own_work, own_cpu, process_series
 from rca.stepcost import mean_or_zero
+from rca.window_columns import by_window, window_series
 from rca.work_model import WorkPrediction, WorkSeries, predict_work
 from warehouse.observed_windows import is_observed
 
@@ -512,7 +511,7 @@ def outside_shares(
     front end, so their gap counts only while the front end did nothing different
     (rca.outside_causes.front_end_moved). Without a server-side time of the metric (an ITL spike
     on vLLM, which reports one mean gap per request), a late client is named only while no engine
-    series moved (`engine_moved`: some series voted)."""
+    series moved (`engine_moved`: some series voted or counted demand)."""
     if not signals.transit_windows and not signals.client_windows:
         return OutsideShares()
     in_spike, in_base = masks
@@ -663,7 +662,8 @@ def attribute_by_metrics(
     ranked = queue_without_demand(ranked_series(signals, *masks), work)
     voters, demand = _voters(ranked, counted=work is not None)
     votes = {c: sum(r.z for r in voters if r.cause == c) for c in CAUSES}
-    outside = outside_shares(spike, signals, masks, latency, config, bool(voters))
+    # the engine moved when any of its series did, the demand series (they don't vote) included
+    outside = outside_shares(spike, signals, masks, latency, config, bool(voters or demand))
     shares = _cause_shares(votes, outside, None if work is None else work.load_share)
     causes = _cause_rows(shares, voters + demand, ranked, outside, latency, masks, work)
     top, tie = settle_tie(causes, voters, latency)

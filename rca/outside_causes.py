@@ -41,6 +41,7 @@ from rca.process_evidence import (
     per_pid,
 )
 from rca.stepcost import mean_or_zero
+from rca.window_columns import by_window
 
 # spike metric → (client p99 column, server p99 column) of query transit_windows
 _TRANSIT = {
@@ -80,14 +81,6 @@ class OutsideInputs:
     n: int
 
 
-def _column(rows: list[dict], key: str, n: int) -> np.ndarray:
-    out = np.full(n, np.nan)
-    for r in rows:
-        if r.get(key) is not None and 0 <= r["window"] < n:
-            out[r["window"]] = float(r[key])
-    return out
-
-
 def marked_rise(
     series: np.ndarray, in_spike: np.ndarray, in_base: np.ndarray, floor: float
 ) -> float:
@@ -111,10 +104,10 @@ def _client_late(
     ones; but only one 10-ms probe fires late per block, so among a second's samples the lag
     p99 dilutes B (a 330-ms block every second read as a 70-ms p99). The maximum is not what
     marks the client late: one late timer on a shared box is not a late client."""
-    lag = _column(inputs.client, "lag_p99_ms", inputs.n)
-    lag_max = _column(inputs.client, "lag_max_ms", inputs.n)
-    read = _column(inputs.client, "read_delay_p99_ms", inputs.n)
-    merged = _column(inputs.transit, "merged_first_share", inputs.n)
+    lag = by_window(inputs.client, "lag_p99_ms", inputs.n)
+    lag_max = by_window(inputs.client, "lag_max_ms", inputs.n)
+    read = by_window(inputs.client, "read_delay_p99_ms", inputs.n)
+    merged = by_window(inputs.transit, "merged_first_share", inputs.n)
     rises = [
         marked_rise(lag, ev.in_spike, ev.in_base, config.client_lag_rise_ms),
         marked_rise(read, ev.in_spike, ev.in_base, config.client_lag_rise_ms),
@@ -139,7 +132,7 @@ def _client_late(
         ),
         ev.series(
             "slot_waits_per_window",
-            _column(inputs.client, "slot_waits", inputs.n),
+            by_window(inputs.client, "slot_waits", inputs.n),
             "count",
             "arrivals that waited for a free client slot",
         ),
@@ -157,8 +150,8 @@ def _transit(
     if inputs.metric not in _TRANSIT:
         return None
     client_col, server_col = _TRANSIT[inputs.metric]
-    client = _column(inputs.transit, client_col, inputs.n)
-    server = _column(inputs.transit, server_col, inputs.n)
+    client = by_window(inputs.transit, client_col, inputs.n)
+    server = by_window(inputs.transit, server_col, inputs.n)
     gap = client - server
     rows = [
         ev.series(

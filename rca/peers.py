@@ -30,9 +30,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rca.attribute import RunSignals, window_series
+from rca.attribute import RunSignals
 from rca.rank_scores import ranked_causes
 from rca.stepcost import remove_gc_from_stages
+from rca.window_columns import by_window, nvml_series, window_series
 
 # Candidate signals per window and the cause each stands for ('unexplained': residual step time).
 SIGNAL_CAUSE = {
@@ -122,8 +123,6 @@ def _step_columns(
 
 def _outside_columns(signals: RunSignals, n: int) -> dict[str, np.ndarray]:
     """Client, network and host signals per window [n] (absent collectors: no column)."""
-    from rca.attribute import by_window
-
     cols = {}
     if signals.client_windows:
         cols["client_lag_ms"] = by_window(signals.client_windows, "lag_p99_ms", n)
@@ -161,12 +160,8 @@ def peer_frame(
     cols["arrivals"] = window_series(signals.windows, "arrivals")
     cols["output_tokens_mean"] = window_series(signals.windows, "output_tokens_mean")
     if signals.nvml_windows:
-        from rca.attribute import _nvml_series
-
-        cols["nvml_mem_fraction"] = _nvml_series(signals.nvml_windows, "mem_fraction", n)
+        cols["nvml_mem_fraction"] = nvml_series(signals.nvml_windows, "mem_fraction", n)
     if transit_windows:
-        from rca.attribute import by_window
-
         cols["ttft_gap_ms"] = by_window(list(transit_windows), "ttft_gap_ms", n)
     cols.update({k: v for k, v in _outside_columns(signals, n).items() if k not in cols})
     frame = pd.DataFrame(cols)

@@ -20,12 +20,13 @@ import re
 
 import numpy as np
 
-from rca.attribute import Attribution, RunSignals, window_masks, window_series
+from rca.attribute import Attribution, RunSignals, window_masks
 from rca.config import AttributeConfig
 from rca.detect import Spike
 from rca.metric_rank import MIN_Z, SYMPTOMS, metric_series, rank_series
 from rca.outside_causes import marked_rise
 from rca.stepcost import mean_or_zero
+from rca.window_columns import window_series
 
 INVALID = "invalid"
 OUTSIDE = ("client", "network")

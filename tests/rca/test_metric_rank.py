@@ -543,3 +543,19 @@ def test_a_late_client_without_a_server_time_is_named_only_while_the_engine_stay
     a = attribute_by_metrics(s, [s], signals)
     assert a.top_cause == "memory" and "client" not in {c.cause for c in a.causes}
     assert "a late client is not told from them" in a.summary
+    # the only engine series that moved count the work asked (shown for load, no vote): the
+    # engine moved all the same, so the late client is still not told from it
+    prompts = [
+        {"name": "vllm:prompt_tokens_total", "labels": "{}", "window": w, "last_value": v}
+        for w, v in zip(range(n), np.cumsum([1600.0 if w in spike else 400.0 for w in range(n)]))
+    ]
+    asked = (
+        {"asked_tokens_mean": 40.0, "in_flight": 2},
+        {"asked_tokens_mean": 160.0, "in_flight": 2},
+    )
+    s, signals = _process_run(
+        n, spike, metrics=prompts, arrivals=lambda w: 4.0, work=lambda w: asked[w in spike]
+    )
+    signals = dataclasses.replace(signals, client_windows=lag)
+    a = attribute_by_metrics(s, [s], signals)
+    assert "client" not in {c.cause for c in a.causes} and "load" in {c.cause for c in a.causes}
