@@ -125,11 +125,12 @@ def judge(
         others.remove(fault)
     own = own_time(fault, others, config)
     length = sum(b - a for a, b in own)
+    own_s = round(length, 3)
     # own time that is only its tail would judge a fault after it stopped: count the active part
     active = sum(max(0.0, min(b, fault[1]) - max(a, fault[0])) for a, b in own)
     if active < config.min_own_s:
         why = f"{active:.1f} s of it ran alone, the rest overlaps another fault's window"
-        return Acted(None, None, None, 0, f"{why} (< {config.min_own_s:g} s)", round(length, 3))
+        return Acted(None, None, None, 0, f"{why} (< {config.min_own_s:g} s)", own_s)
     placebo_starts = fault_free_windows(all_faults, duration_s, length, config)
     best: Acted | None = None
     for metric in CLIENT_METRICS:
@@ -143,12 +144,10 @@ def judge(
             continue
         ratio = stat / max(null)
         if best is None or ratio > (best.ratio or 0.0):
-            best = Acted(
-                ratio > config.margin, metric, round(ratio, 3), len(null), "", round(length, 3)
-            )
+            best = Acted(ratio > config.margin, metric, round(ratio, 3), len(null), own_s=own_s)
     if best is None:
         why = _abstain_reason(placebo_starts, config)
-        return Acted(None, None, None, len(placebo_starts), why, round(length, 3))
+        return Acted(None, None, None, len(placebo_starts), why, own_s)
     return best
 
 
