@@ -238,6 +238,13 @@ def publish(result: ConfirmResult) -> None:
     )
 
 
+def _closed_loop(scenario: dict[str, Any]) -> bool:
+    """The recorded run's users waited for their answers (a users shape, not arrivals)."""
+    from loadgen.spec import OPEN_LOOP_SHAPES
+
+    return (scenario.get("load") or {}).get("shape", "constant") not in OPEN_LOOP_SHAPES
+
+
 def _judge(
     source: ConfirmSource,
     intervention: Intervention,
@@ -257,7 +264,12 @@ def _judge(
         measures = [ArmMeasure(**{k: v for k, v in a.items() if k != "wall_s"}) for a in arms]
         recorded = [m for m in measures if m.arm == "recorded"]
         share = share_removed(recorded, [m for m in measures if m.arm == "removed"])
-        judged = verdict(recorded, share, "" if intervention.available else intervention.reason)
+        judged = verdict(
+            recorded,
+            share,
+            "" if intervention.available else intervention.reason,
+            closed_loop=_closed_loop(source.scenario),
+        )
     return ConfirmResult(
         run_id=source.run_id,
         spike_id=source.spike_id,

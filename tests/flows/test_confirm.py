@@ -2,6 +2,7 @@
 valid scenarios replaying the stretch, the measure reads the spike back from the warehouse, and
 a cause without an intervention is judged inconclusive and rendered without running anything."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -203,3 +204,17 @@ def test_a_network_verdict_is_judged_by_measurement_without_a_rerun(state):
     assert confirmation_row(result, 1)["pairs"] == 0
     html = render.fn(paths, result).read_text()
     assert "outside the engine" in html and 'data-side="client"' in html
+
+
+def test_a_closed_loop_run_that_did_not_come_back_is_inconclusive_and_says_why(state):
+    """The recorded scenario is a users shape: the replay's open-loop arrivals may not bring a
+    capacity-bound spike back, and the reason says so."""
+    _, source, stretch = state
+    memory = intervention_for("memory", "engine", gc_paused=True)
+    result = _judge(source, memory, stretch, [arm("recorded", 1, 5.0), arm("removed", 1, 2.0)])
+    assert result.verdict == "inconclusive" and "closed loop" in result.reason
+    open_loop = dataclasses.replace(
+        source, scenario={**source.scenario, "load": {"shape": "open", "rate": 8.0}}
+    )
+    result = _judge(open_loop, memory, stretch, [arm("recorded", 1, 5.0), arm("removed", 1, 2.0)])
+    assert result.verdict == "inconclusive" and "closed loop" not in result.reason
