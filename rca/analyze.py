@@ -60,10 +60,7 @@ def load_signals(conn: DbConnection, run_id: str, window_s: float) -> RunSignals
     # the server's own times: its socket stamps (spikelens' engine), else the times it reported
     # in the stream (vLLM's --enable-per-request-metrics), which start after its front end
     transit = query(conn, "transit_windows", run_id=run_id, window_s=window_s)
-    transit_source = "socket"
-    if not transit:
-        transit = query(conn, "reported_windows", run_id=run_id, window_s=window_s)
-        transit_source = "reported"
+    transit_source = "reported" if any(r["reported_pairs"] for r in transit) else "socket"
     return RunSignals(
         window_s=window_s,
         windows=latency_windows(conn, run_id, window_s, engine),

@@ -89,8 +89,8 @@ class RunSignals:
     history_windows: list[dict] = field(default_factory=list)  # query `history_windows`
     transit_windows: list[dict] = field(default_factory=list)  # query `transit_windows`
     # where the server-side times of transit_windows come from: 'socket' (the engine server's
-    # own socket stamps) or 'reported' (query `reported_windows`: the times an engine reported in
-    # its stream, which start after its front end read the request: rca.outside_causes)
+    # own socket stamps) or 'reported' (the times an engine reported in its stream, which start
+    # after its front end read the request: macro transit_pairs, rca.outside_causes)
     transit_source: str = "socket"
     process: ProcessSignals = field(
         default_factory=ProcessSignals

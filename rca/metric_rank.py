@@ -43,8 +43,8 @@ What keeps the vote about causes rather than their consequences (rca.consequence
     not vote (queue_without_demand).
 
 Outside the engine (`outside_shares`, rca.outside_causes): where the server timed the spike's
-metric — vLLM's own queue + first-token time per request (--enable-per-request-metrics, query
-`reported_windows`) — the growth of client − server time is the client's (up to the rise of its
+metric — vLLM's own queue + first-token time per request (--enable-per-request-metrics, macro
+`transit_pairs`) — the growth of client − server time is the client's (up to the rise of its
 own lag) and the network's, taken before the votes divide the rest. vLLM's times start after its
 API server read the request, so the gap counts only while that front end did nothing different.
 Without a server time of the metric (ITL: vLLM reports one mean gap per request), a late client

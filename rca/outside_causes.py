@@ -14,7 +14,7 @@ client − server time is the p99 of each side's latency per window: the client'
 receive stamps, the server's from its own socket stamps (query `transit_windows`; for ITL, the
 gaps between the server's writes of a request's text chunks), so their gap is what happened
 between the two sockets and in the client, never inside the engine. An engine without socket
-stamps may report its own times in the stream (query `reported_windows`: vLLM's queue time and
+stamps may report its own times in the stream (macro `transit_pairs`: vLLM's queue time and
 time to first token); those start after its front end (the API server) read and tokenized the
 request, so their gap also holds the front end. It is outside the engine only while the front
 end did nothing different (`front_end_moved`: its run-queue wait, CPU time and GC pauses stayed

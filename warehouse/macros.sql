@@ -110,6 +110,40 @@ CREATE OR REPLACE TEMP MACRO chunk_gap_pairs(rid) AS TABLE
           WHERE gp_s.status = 200 AND len(gp_s.content_ns) = gp_c.n) gp_p
     WHERE gp_p.k > 1;
 
+-- Each ok measured request seen from both ends: the client's TTFT and whole stream beside the
+-- server's own. The server's times are its socket stamps where it keeps them (server_requests:
+-- spikelens' engine; source 'socket'; its whole stream ends at its last body byte), else the times
+-- it reported in the stream (requests.reported_*: vLLM's --enable-per-request-metrics; source
+-- 'reported'): its TTFT is its queue time plus its time to the first token, its end of stream
+-- that plus its mean inter-token time for each later token. A reported span starts when vLLM's
+-- engine core queued the request, after its API server read, parsed and tokenized it, so
+-- client − server there also holds that front end (rca.outside_causes reads it so). Reported
+-- times count only for a run without socket stamps.
+CREATE OR REPLACE TEMP MACRO transit_pairs(rid) AS TABLE
+    SELECT tp_m.first_token_ns, tp_m.done_ns, tp_m.arrival_clock, 'socket' AS source,
+           (tp_m.first_token_ns - tp_m.sent_ns) / 1e6 AS client_ttft_ms,
+           (tp_s.first_content_ns - tp_s.received_ns) / 1e6 AS server_ttft_ms,
+           (tp_m.done_ns - tp_m.sent_ns) / 1e6 AS client_e2e_ms,
+           (tp_s.done_ns - tp_s.received_ns) / 1e6 AS server_e2e_ms
+    FROM measured_requests(rid) tp_m
+    JOIN server_requests tp_s ON tp_s.run_id = rid AND tp_s.request_id = tp_m.request_id
+    WHERE tp_m.ok AND tp_s.status = 200 AND tp_s.first_content_ns IS NOT NULL
+      AND tp_s.done_ns IS NOT NULL AND tp_m.first_token_ns IS NOT NULL
+      AND tp_m.done_ns IS NOT NULL AND tp_m.sent_ns IS NOT NULL
+    UNION ALL
+    SELECT tp_r.first_token_ns, tp_r.done_ns, tp_r.arrival_clock, 'reported' AS source,
+           (tp_r.first_token_ns - tp_r.sent_ns) / 1e6 AS client_ttft_ms,
+           tp_r.reported_queue_ms + tp_r.reported_ttft_ms AS server_ttft_ms,
+           (tp_r.done_ns - tp_r.sent_ns) / 1e6 AS client_e2e_ms,
+           tp_r.reported_queue_ms + tp_r.reported_ttft_ms
+               + coalesce(tp_r.reported_mean_itl_ms, 0)
+                 * greatest(coalesce(tp_r.output_tokens, 1) - 1, 0) AS server_e2e_ms
+    FROM measured_requests(rid) tp_r
+    WHERE tp_r.ok AND tp_r.reported_queue_ms IS NOT NULL AND tp_r.reported_ttft_ms IS NOT NULL
+      AND tp_r.first_token_ns IS NOT NULL AND tp_r.done_ns IS NOT NULL
+      AND tp_r.sent_ns IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM server_requests tp_x WHERE tp_x.run_id = rid);
+
 -- E2E of every ok measured request: from its send to the arrival of its last content chunk, the
 -- last token (vLLM's definition), not to the end of the stream: the usage chunk and `[DONE]` that
 -- follow carry no token. So E2E - TTFT is exactly the sum of the request's ITL gaps.

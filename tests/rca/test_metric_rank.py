@@ -458,7 +458,7 @@ def test_the_queue_reads_as_a_consequence_only_when_work_did_not_rise_and_anothe
 
 def _reported_transit(n, spike, rise_ms=120.0):
     """Client TTFT p99 rising by `rise_ms` in the spike while the engine's reported TTFT stays
-    flat (query reported_windows' columns)."""
+    flat (query transit_windows' columns, reported times)."""
     return [
         {
             "window": w,

@@ -1,27 +1,19 @@
 -- Client-observed vs server-observed latency per window of $window_s seconds from
--- load_started_ns, over the measured requests both sides saw (server_requests: the engine's own
--- socket stamps). TTFT rows count in the window of the client's first token, E2E rows in the
--- window of the client's end of stream. E2E here is the whole stream on both sides (the client's
--- last read, the server's last body byte), not the E2E metric (which ends at the last token): the
+-- load_started_ns, over the measured requests both sides saw (macro transit_pairs: the engine
+-- server's socket stamps, else the times it reported in the stream). TTFT rows count in the
+-- window of the client's first token, E2E rows in the window of the client's end of stream. E2E
+-- here is the whole stream on both sides, not the E2E metric (which ends at the last token): the
 -- same wire event seen from each end. client − server is the time spent outside the engine:
--- transit (network) and the client's own stamping and reading.
+-- transit (network) and the client's own stamping and reading (with reported times, also the
+-- engine's front end). reported_pairs: the TTFT pairs whose server side was reported, not
+-- stamped (rca.analyze reads the source from it).
 -- merged_first_share: first tokens the client's kernel stamp could not separate from a later
 -- packet (arrival_clock 'merged': the client read late). ITL rows are each gap seen from both
--- ends (macro chunk_gap_pairs), in the window of the client's chunk.
--- No server_requests rows (an external target): no rows.
+-- ends (macro chunk_gap_pairs), in the window of the client's chunk; reported times carry one
+-- mean gap per request, so none there.
+-- Neither socket stamps nor reported times (an external target, an older vLLM): no rows.
 WITH run AS (SELECT * FROM run_axis($run_id, $window_s)),
-paired AS (
-    SELECT
-        m.first_token_ns, m.done_ns, m.arrival_clock,
-        (m.first_token_ns - m.sent_ns) / 1e6 AS client_ttft_ms,
-        (s.first_content_ns - s.received_ns) / 1e6 AS server_ttft_ms,
-        (m.done_ns - m.sent_ns) / 1e6 AS client_e2e_ms,
-        (s.done_ns - s.received_ns) / 1e6 AS server_e2e_ms
-    FROM measured_requests($run_id) m
-    JOIN server_requests s ON s.run_id = $run_id AND s.request_id = m.request_id
-    WHERE m.ok AND s.status = 200 AND s.first_content_ns IS NOT NULL AND s.done_ns IS NOT NULL
-      AND m.first_token_ns IS NOT NULL AND m.done_ns IS NOT NULL AND m.sent_ns IS NOT NULL
-),
+paired AS (SELECT * FROM transit_pairs($run_id)),
 itl AS (
     SELECT
         CAST(floor((p.arrival_ns - run.t0_ns) / run.window_ns) AS BIGINT) AS w,
@@ -39,7 +31,8 @@ ttft AS (
         quantile_cont(p.server_ttft_ms, 0.99) AS server_ttft_p99_ms,
         avg(p.client_ttft_ms - p.server_ttft_ms) AS ttft_gap_mean_ms,
         avg((p.arrival_clock = 'merged')::INTEGER) AS merged_first_share,
-        count(*) AS ttft_pairs
+        count(*) AS ttft_pairs,
+        count(*) FILTER (WHERE p.source = 'reported') AS reported_pairs
     FROM paired p, run
     WHERE p.first_token_ns >= run.t0_ns
     GROUP BY w
@@ -59,6 +52,7 @@ SELECT
     coalesce(t.w, e.w, i.w) AS "window",
     t.client_ttft_p99_ms, t.server_ttft_p99_ms, t.ttft_gap_mean_ms, t.merged_first_share,
     coalesce(t.ttft_pairs, 0) AS ttft_pairs,
+    coalesce(t.reported_pairs, 0) AS reported_pairs,
     e.client_e2e_p99_ms, e.server_e2e_p99_ms, e.e2e_gap_mean_ms,
     coalesce(e.e2e_pairs, 0) AS e2e_pairs,
     i.client_itl_p99_ms, i.server_itl_p99_ms,
