@@ -22,7 +22,7 @@ from pages.fields import ContextError, count, finite, need_share, one_of, real, 
 from pages.index import ReportEntry
 from pages.observed_signals import signal_coverage
 from pages.run_header import RunHeader, read_run_header
-from spikelens_common.said_causes import BOTH_SHARE
+from spikelens_common.said_causes import said_causes
 from warehouse.db import connect
 from warehouse.observed_windows import is_observed, latency_windows
 from warehouse.queries import query
@@ -87,15 +87,13 @@ class Spike:
         )
 
     @property
-    def co_cause(self) -> Attribution | None:
-        """A second cause said beside the verdict: when both cover BOTH_SHARE of the excess or
-        more, naming one would hide a cause nearly as large as itself."""
-        top = next((a for a in self.attributions if a.cause == self.top_cause), None)
-        if top is None or top.share < BOTH_SHARE:
-            return None
-        return next(
-            (a for a in self.attributions if a.cause != top.cause and a.share >= BOTH_SHARE), None
-        )
+    def co_causes(self) -> tuple[Attribution, ...]:
+        """The causes said beside the verdict, largest first (spikelens_common.said_causes, the
+        rule the evaluation scores): each covers a third of the excess or more, like the top
+        cause, so naming one alone would hide a cause nearly as large as itself."""
+        by_cause = {a.cause: a for a in self.attributions}
+        said = said_causes(self.top_cause, {c: float(a.share) for c, a in by_cause.items()})
+        return tuple(by_cause[c] for c in said[1:])
 
 
 @dataclass(frozen=True)
@@ -678,7 +676,7 @@ def _spike_headline(spikes: tuple[Spike, ...], totals: Totals, duration_s: float
     )
     if top is not None:
         text += f"; {top.share * 100:.0f}% of the excess is {top.cause}"
-        if (also := worst.co_cause) is not None:
+        for also in worst.co_causes:
             text += f" and {also.share * 100:.0f}% {also.cause}"
         if worst.summary:
             text += f": {worst.summary}"

@@ -425,9 +425,22 @@ def test_two_causes_that_each_cover_a_third_are_both_said(warehouse_with, tmp_pa
             Attribution("unexplained", 0.1),
         ),
     )
-    assert both.co_cause is not None and both.co_cause.cause == "load"
+    assert [a.cause for a in both.co_causes] == ["load"]
     one = replace(both, attributions=(Attribution("memory", 0.7), Attribution("load", 0.3)))
-    assert one.co_cause is None  # 30 %: under a third
+    assert one.co_causes == ()  # 30 %: under a third
+    # the evaluation's rule (spikelens_common.said_causes): the uncovered share is no cause
+    blank = replace(
+        both, attributions=(Attribution("memory", 0.5), Attribution("unexplained", 0.4))
+    )
+    assert blank.co_causes == ()
+    thirds = (Attribution("memory", 1 / 3), Attribution("host", 1 / 3), Attribution("load", 1 / 3))
+    three = replace(both, attributions=thirds)
+    assert [a.cause for a in three.co_causes] == ["host", "load"]
+    assert "33% of the excess is memory and 33% host and 33% load" in _spike_headline(
+        (three,), ctx.totals, ctx.run.duration_s
+    )
+    lower = replace(both, attributions=(thirds[0], thirds[1], Attribution("load", 0.33)))
+    assert [a.cause for a in lower.co_causes] == ["host"]  # 33 %: under a third
     headline = _spike_headline((both,), ctx.totals, ctx.run.duration_s)
     assert "50% of the excess is memory and 40% load" in headline
     page = render_incident(replace(ctx, spikes=(both,)), tmp_path / "both", interactive=False)
