@@ -240,9 +240,9 @@ def publish(result: ConfirmResult) -> None:
 
 def _closed_loop(scenario: dict[str, Any]) -> bool:
     """The recorded run's users waited for their answers (a users shape, not arrivals)."""
-    from loadgen.spec import OPEN_LOOP_SHAPES
+    from loadgen.spec import LoadSpec
 
-    return (scenario.get("load") or {}).get("shape", "constant") not in OPEN_LOOP_SHAPES
+    return not LoadSpec.from_dict(scenario.get("load") or {}).open_loop
 
 
 def _judge(
