@@ -101,7 +101,7 @@ def write_arm(
         source.run_dir, TraceOptions(from_s=stretch.trace_from_s, to_s=stretch.trace_to_s)
     )
     entries = [
-        TraceEntry(e.t_s, e.prompt_tokens, e.max_tokens, dict(e.sampling))
+        TraceEntry(e.t_s, e.prompt_tokens, e.max_tokens, dict(e.sampling), e.user, e.until_s)
         for e in replayed
         if e.prompt_tokens
     ]
@@ -264,12 +264,7 @@ def _judge(
         measures = [ArmMeasure(**{k: v for k, v in a.items() if k != "wall_s"}) for a in arms]
         recorded = [m for m in measures if m.arm == "recorded"]
         share = share_removed(recorded, [m for m in measures if m.arm == "removed"])
-        judged = verdict(
-            recorded,
-            share,
-            "" if intervention.available else intervention.reason,
-            closed_loop=_closed_loop(source.scenario),
-        )
+        judged = verdict(recorded, share, "" if intervention.available else intervention.reason)
     return ConfirmResult(
         run_id=source.run_id,
         spike_id=source.spike_id,
@@ -329,6 +324,7 @@ def confirm_spike(
         engine=source.scenario.get("engine"),
         priority_denied=why_not(RAISED_NICE),
         loops=source.loops,
+        closed_loop=_closed_loop(source.scenario),
     )
     stretch = plan_stretch(
         source.spike_start_s,

@@ -2,7 +2,10 @@
 
 Two arms replay the same stretch of a recorded run: the spike with a baseline before it. The
 recorded arm sends the recorded requests as they were; the removed arm sends them with the
-verdict's cause taken away. Both arms keep the run's engine, settings and faults (the
+verdict's cause taken away. An open loop's requests go out at their recorded times; a closed
+loop's as its recorded users' closed loops (each request when that user's last one ended:
+loadgen.chains), since the same arrivals sent on a clock to an engine at its capacity make a
+queue that grows or not by a few per cent of engine speed. Both arms keep the run's engine, settings and faults (the
 environment is part of the experiment), with each fault's window shifted by the slice start so
 it lands where it landed in the recorded run.
 
@@ -17,7 +20,8 @@ One intervention per cause, where a knob exists (`intervention_for`):
   (measured: a KV-pressure spike swapped to penalty was "confirmed" through the cap);
 - load: the arrivals above the baseline rate dropped from the arrival of the earliest request
   still in flight when the spike began to the spike's end (the requests present during the spike
-  are its load: in a queue they arrived up to one queue-and-service time before it);
+  are its load: in a queue they arrived up to one queue-and-service time before it); for a
+  closed loop, the users who started from then on beyond the count running then (cap_users);
 - host: the engine's processes started at a raised priority (`intervention: {nice: -10}`,
   flows/priority.py), where this process has the right to raise it;
 - client, network: no engine knob; on spikelens' engine, measured instead (`measured`: the
@@ -33,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flows.priority import RAISED_NICE
+from loadgen.spec import LoadSpec
 
 KV_FACTOR = 4
 # the stretch replayed: max(MIN_LEAD_S, LEAD_FACTOR × spike length) before the spike, TAIL_S after
@@ -122,6 +127,8 @@ class TraceEntry:
     prompt_tokens: int
     max_tokens: int | None
     sampling: dict[str, Any] = field(default_factory=dict)
+    user: str | None = None  # closed loop: the recorded user who sent it
+    until_s: float | None = None  # closed loop: when that user stopped (slice time); None: never
 
     def row(self) -> dict[str, Any]:
         out: dict[str, Any] = {"t_s": round(self.t_s, 6), "prompt_tokens": self.prompt_tokens}
@@ -129,6 +136,10 @@ class TraceEntry:
             out["max_tokens"] = self.max_tokens
         if self.sampling:
             out["sampling"] = self.sampling
+        if self.user is not None:
+            out["user"] = self.user
+        if self.until_s is not None:
+            out["until_s"] = round(self.until_s, 6)
         return out
 
 
@@ -177,12 +188,14 @@ def intervention_for(
     engine: dict | None = None,
     priority_denied: str | None = None,
     loops: bool = False,
+    closed_loop: bool = False,
 ) -> Intervention:
     """The intervention for `cause` on `runtime_kind` ('engine' = spikelens', 'vllm', 'target').
     `gc_paused`: the memory evidence is GC pauses (else KV pressure); `engine`: the recorded
     engine block (a vLLM whose cache size was derived has no recorded size to multiply);
     `priority_denied`: why this process may not raise a priority (flows.priority.why_not);
-    `loops`: the spike's outputs looped (penalty: cap max_tokens too)."""
+    `loops`: the spike's outputs looped (penalty: cap max_tokens too); `closed_loop`: the
+    recorded load was users waiting for their answers (load: cap the users, not arrivals)."""
     if runtime_kind == "target":
         return Intervention(
             cause, "none", "", available=False, reason="a target: spikelens did not start it"
@@ -224,6 +237,13 @@ def intervention_for(
             f"{neutral}; max_tokens capped at the baseline stretch's median output (the outputs "
             "looped)",
             caps_output=True,
+        )
+    if cause == "load" and closed_loop:
+        return Intervention(
+            cause,
+            "users_capped",
+            "users who started after the spike's load began arriving dropped while as many "
+            "users were running as then, to the spike's end (a closed loop's load is its users)",
         )
     if cause == "load":
         return Intervention(
@@ -290,8 +310,10 @@ def apply_to_trace(
     if intervention.name == "penalties_off":
         cap = facts.median_output_tokens if intervention.caps_output else None
         return zero_penalties(entries, cap)
+    window = (spike_trace_s[0] - max(0.0, facts.lead_s), spike_trace_s[1])
+    if intervention.name == "users_capped":
+        return cap_users(entries, window)
     if intervention.name == "arrivals_capped" and facts.arrivals_per_s:
-        window = (spike_trace_s[0] - max(0.0, facts.lead_s), spike_trace_s[1])
         return cap_arrivals(entries, window, facts.arrivals_per_s)
     return list(entries)
 
@@ -323,6 +345,33 @@ def cap_arrivals(
     return [e for i, e in enumerate(entries) if i not in dropped]
 
 
+def cap_users(entries: list[TraceEntry], window: tuple[float, float]) -> list[TraceEntry]:
+    """A closed loop's load capped: the users alive as `window` opens are kept, and a user who
+    starts inside it is dropped (all its requests) while that many others are alive then.
+    Users are alive from their first request to their stop (`until_s`; None: to the end)."""
+    first: dict[str, float] = {}
+    until: dict[str, float] = {}
+    for e in entries:
+        if e.user is None:
+            continue
+        first[e.user] = min(e.t_s, first.get(e.user, math.inf))
+        until[e.user] = math.inf if e.until_s is None else e.until_s
+
+    def alive(user: str, t: float) -> bool:
+        return first[user] <= t < until[user]
+
+    base = {u for u in first if alive(u, window[0])}
+    if not base:
+        return list(entries)
+    joined = sorted((u for u in first if window[0] < first[u] < window[1]), key=first.__getitem__)
+    kept = set(base)
+    for user in joined:
+        if sum(alive(k, first[user]) for k in kept) < len(base):
+            kept.add(user)
+    dropped = set(joined) - kept
+    return [e for e in entries if e.user not in dropped]
+
+
 def arm_scenario(
     recorded: dict[str, Any],
     stretch: Stretch,
@@ -337,7 +386,7 @@ def arm_scenario(
     raw["name"] = f"confirm ({arm}) of {recorded.get('name', 'run')}"
     raw["warmup_s"] = stretch.warmup_s
     raw["duration_s"] = round(stretch.duration_s, 3)
-    raw["load"] = {"shape": "replay", "trace": trace_path}
+    raw["load"] = replay_load(recorded.get("load") or {}, trace_path)
     raw["faults"] = shift_faults(list(recorded.get("faults") or []), stretch)
     raw.pop("slo", None)
     if intervention is not None and "engine" in raw:
@@ -347,3 +396,17 @@ def arm_scenario(
         if intervention.name == "priority_raised":
             raw["intervention"] = {"nice": RAISED_NICE}
     return raw
+
+
+def replay_load(recorded_load: dict[str, Any], trace_path: str) -> dict[str, Any]:
+    """An arm's `load:` block: the trace replayed open loop where the recorded load was open,
+    else as the recorded users' closed loops with their think time (loadgen.chains)."""
+    spec = LoadSpec.from_dict(recorded_load)
+    if spec.open_loop:
+        return {"shape": "replay", "trace": trace_path}
+    return {
+        "shape": "replay",
+        "trace": trace_path,
+        "replay_loop": "closed",
+        "think_time_s": spec.think_time_s,
+    }

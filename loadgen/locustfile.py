@@ -7,6 +7,9 @@ What:
 - `OpenLoopUser` (open, poisson, replay; one per process) sends each request at its scheduled
   time in its own greenlet, whether or not earlier ones finished; with N workers, arrival i goes
   to worker i mod N. `intended_send_ns` is the schedule, `sent_ns` the actual send.
+- `ClosedReplayUser` (replay with replay_loop closed; one per process) replays each recorded
+  user of the trace as a chain in its own greenlet (loadgen.chains); chain j goes to worker
+  j mod N.
 Every stream is read a line at a time, on sockets that stamp the send in sendall and each
 arrival with the kernel's receive time (loadgen/timed_socket.py); every request and content
 chunk is recorded with loadgen's recorder, and each request fires one Locust event named
@@ -36,6 +39,7 @@ from gevent import GreenletExit
 from locust import FastHttpUser, events, task
 from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner, WorkerRunner
 
+from loadgen import chains
 from loadgen.arrivals import arrival_times, for_worker
 from loadgen.client_health import PROBE_INTERVAL_S, WARMUP_MARKER, HealthMonitor
 from loadgen.client_stall import KIND as CLIENT_STALL
@@ -47,6 +51,7 @@ from loadgen.recorder import Recorder
 from loadgen.replay import read_normalised
 from loadgen.request_plan import RequestFactory, RequestPlan
 from loadgen.shapes import change_times, spawn_rate, target_users
+from loadgen.spec import CLOSED_LOOP_SHAPES
 from loadgen.sse import StreamState
 from loadgen.timed_socket import TimedSocket, install, line_arrival, timed_socket_of
 from loadgen.traffic_faults import burst_edges, burst_factor, from_dicts, sampling_fault_at
@@ -171,7 +176,7 @@ def _drive_shape(runner) -> None:
     """Closed loop: move the user count at each change of the shape or of a burst. Then quit
     exactly at the end (the streams still in flight are cancelled and recorded)."""
     _, load_start_ns, end_ns = CLOCK.started()
-    if not LOAD.open_loop:
+    if LOAD.shape in CLOSED_LOOP_SHAPES:  # a closed replay's users follow their recording
         for t_s in sorted(set(change_times(LOAD, CONFIG.duration_s)) | set(burst_edges(FAULTS))):
             at_ns = load_start_ns + int(t_s * 1e9)
             if at_ns >= end_ns:
@@ -580,6 +585,58 @@ class OpenLoopUser(FastHttpUser):
                 gevent.sleep(1)
         finally:
             pool.kill(block=True)  # each open stream records itself as 'cancelled'
+
+
+class ClosedReplayUser(FastHttpUser):
+    """Closed-loop replay: each of this process's chains (loadgen.chains) in its own greenlet,
+    one stream at a time: its first request at its recorded time, the next when the last one
+    ended plus think_time_s, stopped at its recorded stop (an open stream then is recorded
+    'cancelled', as a stopped Locust user's is) or at the run's end."""
+
+    network_timeout = CONFIG.request_timeout_s
+    connection_timeout = CONFIG.request_timeout_s
+    concurrency = LOAD.max_in_flight  # connections in this user's pool: one per chain in flight
+
+    def on_start(self):
+        self.worker = self.environment.runner.worker_index
+
+    @task
+    def run_chains(self):
+        while CLOCK.end_ns is None:
+            gevent.sleep(0.01)  # a worker waits for the master's clock
+        start_ns, _, end_ns = CLOCK.started()
+        mine = chains.for_worker(
+            chains.chains_of(read_normalised(CONFIG.replay_path)), self.worker, N_WORKERS
+        )
+        group = gevent.pool.Group()
+        try:
+            for chain in mine:
+                greenlet = group.spawn(self._run_chain, chain)
+                if chain.until_s is not None:
+                    stop_ns = start_ns + int(chain.until_s * 1e9)
+                    gevent.spawn_later(max(0.0, (stop_ns - time.time_ns()) / 1e9), greenlet.kill)
+            _sleep_until(end_ns + 10**9)  # the controller quits at the end
+            while True:
+                gevent.sleep(1)
+        finally:
+            group.kill(block=True)  # each open stream records itself as 'cancelled'
+
+    def _run_chain(self, chain: chains.Chain) -> None:
+        user_name = f"w{self.worker}-u{chain.index}"
+        start_ns, _, end_ns = CLOCK.started()
+        _sleep_until(start_ns + int(chain.start_s * 1e9))
+        seq = count()
+        while True:
+            for entry in chain.entries:
+                now = time.time_ns()
+                if now >= end_ns:
+                    return
+                i = next(seq)
+                request_id = f"{CONFIG.run_tag}-{user_name}-{i}"
+                rng = FACTORY.user_rng(chain.index, i)  # the same prompt whatever the split
+                plan = FACTORY.from_replay(entry, rng, request_id)
+                stream_request(self, plan, now, user_name, self.worker)
+                gevent.sleep(LOAD.think_time_s)
 
 
 if __name__ == "__main__":

@@ -6,10 +6,12 @@ trace's first request, sliced to [from_s, to_s), then divided by `speed`; token 
 `length_scale`):
 - a run directory (or its requests.parquet): every recorded request's intended send time,
   prompt length (prompt_tokens_target), max_tokens and sampling parameters; prompts are cut
-  again from the corpus at the recorded lengths (the recorder keeps lengths, not texts).
+  again from the corpus at the recorded lengths (the recorder keeps lengths, not texts). A
+  closed-loop user's requests also carry the user and when it stopped (its last request's end).
 - a JSONL trace: one object per line with `t_s` (seconds, non-decreasing) and one of
   `body` (an OpenAI request body, sent as given but always streamed with usage), `prompt`
-  (text) or `prompt_tokens` (a length); optional `max_tokens` and `sampling` ({name: value}).
+  (text) or `prompt_tokens` (a length); optional `max_tokens`, `sampling` ({name: value}),
+  and for a closed-loop replay `user` (who sent it) and `until_s` (when that user stopped).
 - a production trace (loadgen.trace_formats): a `.csv` file is read as the Azure LLM inference
   trace, a JSONL file whose rows have `timestamp` and `input_length` as Mooncake's; prompts are
   cut from the corpus at the given lengths and max_tokens is the recorded output length.
@@ -32,7 +34,16 @@ from loadgen.sources import iter_json_objects
 from loadgen.spec import LoadSpec, check_sampling
 from loadgen.trace_formats import TraceRow, is_mooncake, read_azure_csv, read_mooncake_jsonl
 
-TRACE_KEYS = {"t_s", "body", "prompt", "prompt_tokens", "max_tokens", "sampling"}
+TRACE_KEYS = {
+    "t_s",
+    "body",
+    "prompt",
+    "prompt_tokens",
+    "max_tokens",
+    "sampling",
+    "user",
+    "until_s",
+}
 
 
 @dataclass(frozen=True)
@@ -43,6 +54,8 @@ class ReplayEntry:
     body: dict | None = None  # or send this body
     max_tokens: int | None = None  # None: drawn from the workload
     sampling: dict = field(default_factory=dict)
+    user: str | None = None  # who sent it: a closed-loop replay's chain (loadgen.chains)
+    until_s: float | None = None  # when that user stopped (the replay's time); None: it did not
 
 
 @dataclass(frozen=True)
@@ -82,6 +95,8 @@ def load_trace(path: str | Path, options: TraceOptions = TraceOptions()) -> list
             e.body,
             _scaled(e.max_tokens, options.length_scale),
             e.sampling,
+            e.user,
+            None if e.until_s is None else (e.until_s - options.from_s) / options.speed,
         )
         for e in kept
     ]
@@ -121,15 +136,32 @@ def _from_run(path: Path) -> list[ReplayEntry]:
     if not rows:
         return []
     first = min(r["intended_send_ns"] for r in rows)
+    stopped = _users_stopped(rows)
     return [
         ReplayEntry(
             t_s=(r["intended_send_ns"] - first) / 1e9,
             prompt_tokens=r["prompt_tokens_target"],
             max_tokens=r["max_tokens"],
             sampling={k: r[k] for k in SAMPLING_COLUMNS if r.get(k) is not None},
+            user=r["user"] if r["user"] in stopped else None,
+            until_s=(stopped[r["user"]] - first) / 1e9 if r["user"] in stopped else None,
         )
         for r in rows
     ]
+
+
+def _users_stopped(rows: list[dict]) -> dict[str, int]:
+    """Each closed-loop user's stop (ns): the end of its last request. A closed-loop user sends
+    its next request as its last one ends (plus the think time), so a user with no later request
+    was stopped then, or mid-stream (its last request 'cancelled' at the stop). Open-loop
+    senders ('…-open') are not users."""
+    stopped: dict[str, int] = {}
+    for r in rows:
+        user, end = r.get("user"), r.get("done_ns") or r.get("sent_ns")
+        if not user or user == "open" or user.endswith("-open") or end is None:
+            continue
+        stopped[user] = max(end, stopped.get(user, end))
+    return stopped
 
 
 def _from_jsonl(path: Path, objects: list[tuple[int, dict]]) -> list[ReplayEntry]:
@@ -182,10 +214,34 @@ def _from_jsonl(path: Path, objects: list[tuple[int, dict]]) -> list[ReplayEntry
             or (body or {}).get("max_tokens")
             or (body or {}).get("max_completion_tokens")
         )
+        user, until_s = _user_keys(path, line, obj)
         entries.append(
-            ReplayEntry(float(t_s), obj.get("prompt_tokens"), prompt, body, max_tokens, sampling)
+            ReplayEntry(
+                float(t_s),
+                obj.get("prompt_tokens"),
+                prompt,
+                body,
+                max_tokens,
+                sampling,
+                user,
+                until_s,
+            )
         )
     return entries
+
+
+def _user_keys(path: Path, line: int, obj: dict) -> tuple[str | None, float | None]:
+    """A row's `user` (a non-empty string) and `until_s` (seconds >= 0), each optional."""
+    user, until_s = obj.get("user"), obj.get("until_s")
+    if user is not None and (not isinstance(user, str) or not user.strip()):
+        raise InputFileError(str(path), line, "user", f"must be a non-empty string, got {user!r}")
+    if until_s is not None and (
+        isinstance(until_s, bool) or not isinstance(until_s, (int, float)) or until_s < 0
+    ):
+        raise InputFileError(
+            str(path), line, "until_s", f"must be a number of seconds >= 0, got {until_s!r}"
+        )
+    return user, None if until_s is None else float(until_s)
 
 
 def write_normalised(entries: list[ReplayEntry], path: str | Path) -> Path:

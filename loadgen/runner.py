@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadgen.chains import chains_of
 from loadgen.client_health import WARMUP_MARKER, merge_health, warmup_verdict
 from loadgen.error_guard import STOP_MARKER, ErrorGuardConfig
 from loadgen.errors import SpecError
@@ -205,11 +206,10 @@ def _prepare_run(host: str, run_dir: Path, options: LocustRunOptions) -> _Prepar
     parts_dir = _fresh_parts_dir(run_dir)
     replay_path = None
     if load.shape == "replay" and load.trace is not None:  # LoadSpec requires a trace for replay
-        replay_path = str(
-            write_normalised(
-                load_trace(load.trace, trace_options(load)), parts_dir / "replay.jsonl"
-            )
-        )
+        entries = load_trace(load.trace, trace_options(load))
+        if load.replay_loop == "closed":
+            chains_of(entries)  # every request names its user, or one clear error now
+        replay_path = str(write_normalised(entries, parts_dir / "replay.jsonl"))
     guard = options.error_guard
     config = LocustConfig(
         parts_dir=str(parts_dir),
@@ -430,7 +430,9 @@ def locust_command(host: str, load: LoadSpec, config: LocustConfig, stats_base: 
     one scheduling user per process); run time and later user counts are driven from inside the
     locustfile (exact to the gevent loop)."""
     n_procs = max(config.workers, 1)
-    if load.open_loop:
+    if load.shape == "replay" and not load.open_loop:
+        users, rate, user_class = n_procs, float(n_procs), "ClosedReplayUser"
+    elif load.open_loop:
         users, rate, user_class = n_procs, float(n_procs), "OpenLoopUser"
     else:
         users, rate, user_class = (

@@ -33,6 +33,8 @@ SAMPLING_RANGES: dict[str, tuple[float, float, bool, bool, bool]] = {
 CLOSED_LOOP_SHAPES = ("constant", "ramp", "step", "spike")
 OPEN_LOOP_SHAPES = ("open", "poisson", "replay")
 SHAPES = CLOSED_LOOP_SHAPES + OPEN_LOOP_SHAPES
+# how a replay sends a trace: on its recorded times, or as its recorded users' closed loops
+REPLAY_LOOPS = ("open", "closed")
 
 
 def _reject_unknown(cls: type, data: dict, where: str) -> None:
@@ -192,7 +194,9 @@ class LoadSpec:
     Closed loop (constant, ramp, step, spike): `users` simulated users each send a request, wait
     for the whole stream, think `think_time_s`, and send the next. Open loop (open = constant
     rate, poisson, replay): requests are sent at scheduled times whether or not earlier ones
-    finished, so server slowness cannot slow the arrivals (no coordinated omission).
+    finished, so server slowness cannot slow the arrivals (no coordinated omission). A replay with
+    `replay_loop: closed` is a closed loop again: each recorded user sends its recorded requests
+    in order, each when the last one ended (loadgen.chains).
     """
 
     shape: str = "constant"  # constant | ramp | step | spike | open | poisson | replay
@@ -212,6 +216,10 @@ class LoadSpec:
     length_scale: float = 1.0  # replay: token lengths times this (0.1: production to a small model)
     trace_from_s: float = 0.0  # replay: the slice replayed, seconds after the trace's first request
     trace_to_s: float | None = None  # replay: end of the slice; None = the end of the trace
+    # replay: 'open' sends each request at its recorded time; 'closed' replays each recorded
+    # user (the trace's `user`) as a closed loop: its next request when the last one ended plus
+    # think_time_s, so a slower engine gets fewer requests, as the recorded users' engine did
+    replay_loop: str = "open"
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "load") -> LoadSpec:
@@ -276,6 +284,11 @@ class LoadSpec:
             _check_number(f"{where}.speed", self.speed, 0, 1000, low_inclusive=False)
             _check_number(f"{where}.length_scale", self.length_scale, 0, 100, low_inclusive=False)
             _check_number(f"{where}.trace_from_s", self.trace_from_s, 0, 10**8)
+            if self.replay_loop not in REPLAY_LOOPS:
+                raise SpecError(
+                    f"{where}.replay_loop must be one of {', '.join(REPLAY_LOOPS)}, "
+                    f"got {self.replay_loop!r}"
+                )
             if self.trace_to_s is not None:
                 _check_number(
                     f"{where}.trace_to_s",
@@ -287,6 +300,9 @@ class LoadSpec:
 
     @property
     def open_loop(self) -> bool:
+        """Requests go out on a schedule, whatever the engine answers (no users waiting)."""
+        if self.shape == "replay":
+            return self.replay_loop == "open"
         return self.shape in OPEN_LOOP_SHAPES
 
     def to_dict(self) -> dict:

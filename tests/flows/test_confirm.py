@@ -2,8 +2,8 @@
 valid scenarios replaying the stretch, the measure reads the spike back from the warehouse, and
 a cause without an intervention is judged inconclusive and rendered without running anything."""
 
-import dataclasses
 import json
+import math
 import os
 import subprocess
 import sys
@@ -86,6 +86,23 @@ def test_each_arm_is_a_valid_scenario_replaying_the_stretch(state, tmp_path):
     assert all(r["sampling"]["frequency_penalty"] == 0.0 for r in rows[1])
     assert max(r["max_tokens"] for r in rows[1]) <= round(facts.median_output_tokens)
     assert yaml.safe_load(files["recorded"].read_text())["load"]["shape"] == "replay"
+    # the recorded run was 6 users in a closed loop: the arms replay them as such, each request
+    # naming its user, users who ran on to the end (or past the stretch) never stopping early
+    assert recorded.load.replay_loop == "closed"
+    assert len({r["user"] for r in rows[0]}) == 6
+    assert all(r.get("until_s", math.inf) >= r["t_s"] for r in rows[0])
+
+
+def test_a_closed_loops_load_verdict_caps_its_users(state, tmp_path):
+    paths, source, stretch = state
+    facts = baseline_facts.fn(paths.warehouse, source, stretch)
+    load = intervention_for("load", "engine", closed_loop=True)
+    path = write_arm.fn(source, stretch, load, facts, tmp_path, "removed")
+    assert load_scenario(path).load.replay_loop == "closed"
+    # a constant 6 users: nobody joined during the spike, so nobody is dropped
+    recorded = write_arm.fn(source, stretch, None, facts, tmp_path, "recorded")
+    read = [(tmp_path / f"{k}.jsonl").read_text() for k in ("recorded", "removed")]
+    assert recorded.exists() and read[0] == read[1]
 
 
 def test_measure_reads_the_recorded_spike_back_from_the_warehouse(state):
@@ -204,17 +221,3 @@ def test_a_network_verdict_is_judged_by_measurement_without_a_rerun(state):
     assert confirmation_row(result, 1)["pairs"] == 0
     html = render.fn(paths, result).read_text()
     assert "outside the engine" in html and 'data-side="client"' in html
-
-
-def test_a_closed_loop_run_that_did_not_come_back_is_inconclusive_and_says_why(state):
-    """The recorded scenario is a users shape: the replay's open-loop arrivals may not bring a
-    capacity-bound spike back, and the reason says so."""
-    _, source, stretch = state
-    memory = intervention_for("memory", "engine", gc_paused=True)
-    result = _judge(source, memory, stretch, [arm("recorded", 1, 5.0), arm("removed", 1, 2.0)])
-    assert result.verdict == "inconclusive" and "closed loop" in result.reason
-    open_loop = dataclasses.replace(
-        source, scenario={**source.scenario, "load": {"shape": "open", "rate": 8.0}}
-    )
-    result = _judge(open_loop, memory, stretch, [arm("recorded", 1, 5.0), arm("removed", 1, 2.0)])
-    assert result.verdict == "inconclusive" and "closed loop" not in result.reason

@@ -11,6 +11,7 @@ from flows.interventions import (
     apply_to_trace,
     arm_scenario,
     cap_arrivals,
+    cap_users,
     intervention_for,
     plan_stretch,
     shift_faults,
@@ -99,6 +100,8 @@ def test_arm_scenarios_parse_and_differ_only_by_the_intervention():
     for raw in (recorded, removed, kv):
         parsed = parse_scenario(raw)
         assert parsed.load.shape == "replay" and parsed.duration_s == pytest.approx(31.0)
+        # a closed loop replays as its users' closed loops, with their think time
+        assert parsed.load.replay_loop == "closed" and not parsed.load.open_loop
         # the stretch starts at the run's start: both faults stay where they were
         assert [(f.kind, f.start_s) for f in parsed.faults] == [
             ("memory.gc_storm", 16.0),
@@ -176,3 +179,46 @@ def test_arrivals_above_the_baseline_rate_are_dropped_only_inside_the_window():
         ENTRIES, intervention_for("memory", "engine"), BaselineFacts(30.0, 1.0), (5.0, 10.0)
     )
     assert unchanged == ENTRIES
+
+
+def test_an_open_loop_recording_replays_open_loop():
+    s = plan_stretch(16.0, 26.0, t0_offset_s=4.0, warmup_s=4.0, trace_end_s=44.0)
+    open_run = {**RECORDED, "load": {"shape": "poisson", "rate": 5.0}}
+    load = parse_scenario(arm_scenario(open_run, s, "/x/r.jsonl", None)).load
+    assert load.shape == "replay" and load.open_loop
+    think = {**RECORDED, "load": {"shape": "constant", "users": 2, "think_time_s": 0.3}}
+    load = parse_scenario(arm_scenario(think, s, "/x/r.jsonl", None)).load
+    assert load.replay_loop == "closed" and load.think_time_s == 0.3
+
+
+def users(*spans):
+    """Requests of closed-loop users: (user, first send, stop or None), one request a second."""
+    out = []
+    for user, start, stop in spans:
+        end = 30 if stop is None else stop
+        out += [TraceEntry(float(t), 16, 8, {}, user, stop) for t in range(start, end)]
+    return sorted(out, key=lambda e: e.t_s)
+
+
+def test_a_closed_loops_load_cap_drops_the_users_who_joined_beyond_the_baseline_count():
+    # 3 users throughout; a burst of 3 more at 12–20 s; one base user stops at 14 s and a
+    # replacement starts at 15 s (the count stays 3: kept)
+    trace = users(
+        ("a", 0, None),
+        ("b", 0, None),
+        ("c", 0, 14),
+        ("x", 12, 20),
+        ("y", 12, 20),
+        ("z", 12, 20),
+        ("r", 15, None),
+    )
+    out = cap_users(trace, (11.5, 22.0))
+    assert {e.user for e in out} == {"a", "b", "c", "r"}
+    assert [e for e in out] == [e for e in trace if e.user in {"a", "b", "c", "r"}]
+    load = intervention_for("load", "engine", closed_loop=True)
+    assert load.name == "users_capped" and "users" in load.does
+    facts = BaselineFacts(30.0, None, lead_s=0.5)
+    assert apply_to_trace(trace, load, facts, (12.0, 22.0)) == out
+    # no user alive as the window opens: nothing to cap against, unchanged
+    assert cap_users(trace, (-5.0, 22.0)) == trace
+    assert intervention_for("load", "engine").name == "arrivals_capped"

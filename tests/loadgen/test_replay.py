@@ -45,6 +45,37 @@ def test_a_recorded_run_replays_its_arrivals_lengths_and_sampling(tmp_path):
     ]
 
 
+def test_a_recorded_closed_loop_user_carries_its_name_and_when_it_stopped(tmp_path):
+    """A closed-loop user stopped where its last request ended; open-loop senders are nobody."""
+    rec = Recorder(tmp_path / "parts", "p1")
+    rows = [  # (id, user, sent ms, done ms)
+        ("a0", "w0-u0", 1000, 1400),
+        ("b0", "w0-u1", 1100, 1300),
+        ("a1", "w0-u0", 1400, 2100),
+        ("o0", "w0-open", 1200, 1500),
+        ("b1", "w0-u1", 1300, 5000),
+    ]
+    for rid, user, sent_ms, done_ms in rows:
+        rec.start(
+            {
+                "request_id": rid,
+                "user": user,
+                "worker": "0",
+                "phase": "measure",
+                "intended_send_ns": sent_ms * 1_000_000,
+                "prompt_tokens_target": 8,
+                "max_tokens": 4,
+            }
+        )
+        rec.finish(rid, status="ok", done_ns=done_ms * 1_000_000)
+    rec.flush()
+    merge_parts(tmp_path / "parts", tmp_path)
+    entries = load_trace(tmp_path, TraceOptions(from_s=0.1, speed=2.0))
+    assert [e.user for e in entries] == ["w0-u1", None, "w0-u1", "w0-u0"]
+    assert [e.t_s for e in entries] == pytest.approx([0.0, 0.05, 0.1, 0.15])
+    assert [e.until_s or 0.0 for e in entries] == pytest.approx([1.95, 0.0, 1.95, 0.5])
+
+
 def test_jsonl_trace_entries_and_normalised_round_trip(tmp_path):
     path = tmp_path / "trace.jsonl"
     path.write_text(
@@ -91,6 +122,11 @@ def test_jsonl_trace_entries_and_normalised_round_trip(tmp_path):
             "1: field 'sampling': sampling.top_p",
         ),
         ([{"t_s": 0, "prompt": "a", "when": 3}], "1: field 'when': unknown field"),
+        ([{"t_s": 0, "prompt": "a", "user": ""}], "1: field 'user': must be a non-empty string"),
+        (
+            [{"t_s": 0, "prompt": "a", "user": "u", "until_s": -2}],
+            "1: field 'until_s': must be a number of seconds >= 0",
+        ),
     ],
 )
 def test_bad_traces_name_file_line_and_field(tmp_path, lines, where):

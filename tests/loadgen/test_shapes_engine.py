@@ -5,6 +5,7 @@ One engine (tiny model) serves all shapes; each run is short (3 s measured, 1 s 
 """
 
 from collections import Counter
+from itertools import pairwise
 
 import pyarrow.parquet as pq
 import pytest
@@ -105,6 +106,26 @@ def test_replay_repeats_a_recorded_run(engine, tmp_path):
     assert [r["prompt_tokens_target"] for r in b] == [r["prompt_tokens_target"] for r in a][
         : len(b)
     ]
+
+
+def test_a_closed_replay_sends_each_recorded_user_as_a_closed_loop(engine, tmp_path):
+    """A spike of users replayed with replay_loop closed: as many users, each with one stream
+    at a time, the spike's users sending only until they stopped in the recording."""
+    spike = {"shape": "spike", "users": 1, "spike_users": 3, "spike_start_s": 1}
+    _first, a = run(engine, tmp_path / "a", {**spike, "spike_duration_s": 1})
+    load = {"shape": "replay", "trace": str(tmp_path / "a"), "replay_loop": "closed"}
+    second, b = run(engine, tmp_path / "b", load, workers=2)
+    assert {r["worker"] for r in b} == {"0", "1"}
+    assert len({r["user"] for r in b}) == len({r["user"] for r in a}) == 3
+    by_user: dict[str, list[dict]] = {}
+    for r in sorted(b, key=lambda r: r["sent_ns"]):
+        by_user.setdefault(r["user"], []).append(r)
+    for rows in by_user.values():  # the next request leaves only once the last one ended
+        assert all(nxt["sent_ns"] >= prev["done_ns"] for prev, nxt in pairwise(rows))
+    # the two spike users of the recording stopped at ~2 s: so do their replays
+    assert len(users_between(b, second, 0, 0.9)) == 1
+    assert len(users_between(b, second, 1.1, 1.9)) == 3
+    assert len(users_between(b, second, 2.2, 3)) == 1
 
 
 def test_distributed_workers_lose_nothing_the_engine_served(engine, tmp_path):

@@ -90,12 +90,24 @@ def test_workload_errors_name_the_field(block, message):
             "load.start_users must be an integer in [0, 4]",
         ),
         ({"shape": "replay"}, "load.trace"),
+        (
+            {"shape": "replay", "trace": "t.jsonl", "replay_loop": "both"},
+            "load.replay_loop must be one of open, closed, got 'both'",
+        ),
     ],
 )
 def test_load_errors_name_the_field(block, message):
     with pytest.raises(SpecError) as err:
         LoadSpec.from_dict(block)
     assert message in str(err.value)
+
+
+def test_a_replay_is_open_loop_unless_it_replays_its_users():
+    replay = {"shape": "replay", "trace": "t.jsonl"}
+    assert LoadSpec.from_dict(replay).open_loop
+    assert not LoadSpec.from_dict({**replay, "replay_loop": "closed"}).open_loop
+    assert LoadSpec.from_dict({"shape": "poisson", "rate": 2}).open_loop
+    assert not LoadSpec.from_dict({"shape": "constant"}).open_loop
 
 
 def test_length_draws_stay_in_bounds_and_follow_the_seed():

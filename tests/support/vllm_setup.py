@@ -114,9 +114,16 @@ load: {{shape: constant, users: {users}}}
 
 
 def run_suite_case(home: Path, ckpt: Path, case: str) -> tuple[subprocess.CompletedProcess, dict]:
-    """Run scenarios/eval-vllm/<case>.yaml on `ckpt` through the real CLI, state under `home`;
-    (the CLI's result, the run's run.json). Fails the test unless the run exited 0 without
-    errors; the run id is run.json's `run_id`, the report the CLI's last line."""
+    """Run scenarios/eval-vllm/<case>.yaml on `ckpt` (run_vllm_scenario)."""
+    return run_vllm_scenario(home, ckpt, SUITE / f"{case}.yaml")
+
+
+def run_vllm_scenario(
+    home: Path, ckpt: Path, scenario: Path
+) -> tuple[subprocess.CompletedProcess, dict]:
+    """Run a vLLM scenario file on `ckpt` through the real CLI, state under `home`; (the CLI's
+    result, the run's run.json). Fails the test unless the run exited 0 without errors; the run
+    id is run.json's `run_id`, the report the CLI's last line."""
     env = {
         **os.environ,
         "SPIKELENS_HOME": str(home),
@@ -124,8 +131,7 @@ def run_suite_case(home: Path, ckpt: Path, case: str) -> tuple[subprocess.Comple
     }  # a migrated Prefect DB: faster
     overrides = json.dumps({"engine": {"model": str(ckpt)}})
     proc = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "run", str(SUITE / f"{case}.yaml")]
-        + ["--overrides", overrides],
+        [sys.executable, "-m", "flows.cli", "run", str(scenario)] + ["--overrides", overrides],
         env=env,
         capture_output=True,
         text=True,
