@@ -10,7 +10,8 @@ beside memory and load at 0.27 each; naming the burst is scored in test_vllm_fau
 test_agent_e2e.py, and held out in docs/benchmarks.md.
 
 A closed loop's burst of users (tests/e2e/vllm-user-burst.yaml) is replayed as its users (each
-request when that user's last one ended) and confirmed by dropping the users who joined.
+request when that user's last one ended) and confirmed by dropping the users who joined (in
+`make test-slow`: CI runs the closed replay on our engine, test_confirm_e2e.py).
 
 No part is mocked: each arm is a full run (vLLM, Locust, collectors, warehouse). K=1: two arms.
 """
@@ -25,6 +26,7 @@ import duckdb
 import pytest
 
 from tests.e2e.test_vllm_faults import run_case, spike_in_window
+from tests.support.slow_e2e import slow_e2e
 from tests.support.vllm_setup import run_vllm_scenario
 
 pytestmark = pytest.mark.e2e
@@ -41,6 +43,7 @@ def test_a_load_burst_on_vllm_is_confirmed_by_capping_the_arrivals(vllm_suite_ru
     confirm_load(home, run_id, spike_id, "arrivals_capped")
 
 
+@slow_e2e  # 302 s in a fresh-clone CI run (2026-12-05), which took it over 45 minutes
 def test_a_closed_loops_burst_of_users_is_confirmed_by_dropping_the_users(
     tiny_llama, tmp_path_factory
 ):
