@@ -95,15 +95,16 @@ test-untimed: setup-test
 evaluate: setup-eval small-model
 	$(VENV)/bin/spikelens evaluate
 
-# The end-to-end tests over CI's 45-minute budget (tests/support/slow_e2e.py; ~25 min): vLLM's
+# The end-to-end tests over CI's 45-minute budget (tests/support/slow_e2e.py; ~30 min): vLLM's
 # shortest scenario form with 4 GiB held (~3.5 min), the CLI's SIGTERM kill, vLLM as a target over
-# completions, every vLLM fault case, confirm of a closed loop's burst on vLLM (~5 min), and the
-# verdicts from Prometheus on our engine.
+# completions, every vLLM fault case, confirm on vLLM of an open loop's burst and of a closed
+# loop's burst of users (~5 min each), a generated vLLM case, and the verdicts from Prometheus on
+# our engine.
 .PHONY: test-slow
 test-slow:
 	$(MAKE) -j3 setup-test setup-vllm setup-peers
 	SPIKELENS_E2E_SLOW=1 SPIKELENS_E2E_VLLM_FAULTS=1 $(VENV)/bin/pytest -q -m e2e -k \
-	  "vllm_defaults or sigterm or vllm_target or vllm_faults or vllm_engine or guidellm or observed or agent_e2e or closed_loops_burst"
+	  "vllm_defaults or sigterm or vllm_target or vllm_faults or vllm_engine or guidellm or observed or agent_e2e or confirm_vllm or generated_vllm"
 
 # Unit tests only (no end-to-end runs): the inner loop while developing.
 test-fast: setup-test

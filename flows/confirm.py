@@ -35,6 +35,7 @@ from flows.interventions import (
     arm_scenario,
     intervention_for,
     plan_stretch,
+    recorded_closed_loop,
 )
 from flows.paths import StatePaths
 from flows.priority import RAISED_NICE, why_not
@@ -238,13 +239,6 @@ def publish(result: ConfirmResult) -> None:
     )
 
 
-def _closed_loop(scenario: dict[str, Any]) -> bool:
-    """The recorded run's users waited for their answers (a users shape, not arrivals)."""
-    from loadgen.spec import LoadSpec
-
-    return not LoadSpec.from_dict(scenario.get("load") or {}).open_loop
-
-
 def _judge(
     source: ConfirmSource,
     intervention: Intervention,
@@ -324,7 +318,7 @@ def confirm_spike(
         engine=source.scenario.get("engine"),
         priority_denied=why_not(RAISED_NICE),
         loops=source.loops,
-        closed_loop=_closed_loop(source.scenario),
+        closed_loop=recorded_closed_loop(source.scenario),
     )
     stretch = plan_stretch(
         source.spike_start_s,

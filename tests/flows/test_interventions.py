@@ -14,6 +14,7 @@ from flows.interventions import (
     cap_users,
     intervention_for,
     plan_stretch,
+    recorded_closed_loop,
     shift_faults,
     zero_penalties,
 )
@@ -189,6 +190,17 @@ def test_an_open_loop_recording_replays_open_loop():
     think = {**RECORDED, "load": {"shape": "constant", "users": 2, "think_time_s": 0.3}}
     load = parse_scenario(arm_scenario(think, s, "/x/r.jsonl", None)).load
     assert load.replay_loop == "closed" and load.think_time_s == 0.3
+
+
+def test_a_recording_is_closed_loop_when_its_users_waited_for_their_answers():
+    assert recorded_closed_loop(RECORDED)  # constant users
+    assert recorded_closed_loop(
+        {"load": {"shape": "spike", "users": 2, "spike_users": 8, "spike_duration_s": 5}}
+    )
+    assert not recorded_closed_loop({"load": {"shape": "poisson", "rate": 5.0}})
+    assert not recorded_closed_loop({"load": {"shape": "replay", "trace": "/x/r.jsonl"}})
+    closed_replay = {"shape": "replay", "trace": "/x/r.jsonl", "replay_loop": "closed"}
+    assert recorded_closed_loop({"load": closed_replay})
 
 
 def users(*spans):
