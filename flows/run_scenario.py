@@ -21,6 +21,7 @@ from prefect import flow
 from prefect.exceptions import TerminationSignal
 
 from collectors import collect_dir, hook_env
+from collectors.cpu_steal import StealMeter
 from engine.server.launch import EngineProcess
 from flows.affinity import KeptOff, default_engine_cpus
 from flows.fault_routing import FaultRoutes, route_faults
@@ -118,7 +119,7 @@ def run_scenario(
 
         def on_load_start(t0_ns: int) -> None:
             manifest.load_started_ns = t0_ns
-            serving.arm(t0_ns)
+            serving.arm(t0_ns, manifest)
 
         _drive(serving, manifest, on_load_start)
     except BaseException as e:
@@ -206,6 +207,7 @@ class _Serving:
     hogs: CpuContention | None = None
     proxy: DelayProxy | None = None  # network.delay: loadgen sends through it
     kept_off: KeptOff | None = None  # spikelens' own threads off the engine's CPUs (engine.cpus)
+    steal: StealMeter | None = None  # CPU steal on the engine's CPUs over the measured load
 
     def start(self, run_id: str, manifest: RunManifest) -> None:
         run_dir, runtime = self.run_dir, self.scenario.runtime
@@ -270,8 +272,10 @@ class _Serving:
         )
         self.url = self.proxy.start(self.url)
 
-    def arm(self, t0_ns: int) -> None:
-        """Start every fault clock at the start of measured load."""
+    def arm(self, t0_ns: int, manifest: RunManifest) -> None:
+        """Start every fault clock, and the steal meter, at the start of measured load."""
+        self.steal = StealMeter(_steal_cpus(manifest.extra))
+        self.steal.start()
         if self.engine is not None:
             self.engine.arm_faults(t0_ns)
         if self.hogs is not None:
@@ -288,6 +292,8 @@ class _Serving:
             )
 
     def stop(self, manifest: RunManifest) -> None:
+        if self.steal is not None:
+            manifest.extra["cpu_steal"] = _steal_record(self.steal.stop(), self.scenario.runtime)
         if self.proxy is not None:
             self.proxy.stop()
         if self.hogs is not None:
@@ -304,6 +310,44 @@ class _Serving:
                 manifest.errors.append(f"engine exited with code {code}")
         if self.kept_off is not None:
             self.kept_off.stop()
+
+
+# A run whose engine CPUs lost this much of their time to the hypervisor, over the load or in
+# its worst second, says so as it ends: 5 % over a run is half the latency rise a nightly calls
+# a regression on a quiet box (flows.nightly_config), and a quarter of one second is a spike's
+# size (a 1-s window's p99 moves with it). This box (2 vCPUs) measured 0.5 % over a 40-s run,
+# 4.3 % in its worst second (2026-12-05).
+STEAL_WARN_SHARE = 0.05
+STEAL_WARN_SECOND = 0.25
+
+
+def _steal_cpus(extra: dict) -> list[int]:
+    """The engine's CPUs (run.json's extra.cpus where the flow pinned it), else all of ours."""
+    pinned = (extra.get("cpus") or {}).get("engine")
+    if pinned:
+        return sorted(int(c) for c in pinned)
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+
+
+def _steal_record(summary: dict, runtime: object) -> dict:
+    """run.json's extra.cpu_steal, and a warning line when the box lost enough to matter."""
+    record = {**summary, "scope": "load generator" if isinstance(runtime, Target) else "engine"}
+    if not summary.get("available"):
+        return record
+    flagged = (
+        summary["share"] >= STEAL_WARN_SHARE or summary["worst_second_share"] >= STEAL_WARN_SECOND
+    )
+    record.update(flagged=flagged, flag_share=STEAL_WARN_SHARE, flag_second=STEAL_WARN_SECOND)
+    if flagged:
+        progress.warning(
+            "the hypervisor took %.0f %% of CPUs %s during the measured load (steal; %.0f %% in"
+            " its worst second, at %g s): the latencies include it",
+            100 * summary["share"],
+            ",".join(map(str, summary["cpus"])),
+            100 * summary["worst_second_share"],
+            summary["worst_second_at_s"],
+        )
+    return record
 
 
 def _drive(serving: _Serving, manifest: RunManifest, on_load_start) -> None:

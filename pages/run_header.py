@@ -42,6 +42,8 @@ class RunHeader:
     errors: tuple[str, ...] = ()  # the run's errors, as text
     # why the load generator judged itself invalid (loadgen.client_health.verdict), if it did
     client_reasons: tuple[str, ...] = ()
+    # CPU steal over the measured load (collectors.cpu_steal: share, worst second, cpus, scope)
+    cpu_steal: Mapping[str, Any] | None = None
 
 
 def _json(text: str | None) -> Any:
@@ -85,4 +87,5 @@ def read_run_header(conn: DbConnection, run_id: str, with_scenario: bool = True)
         status=row["status"],
         errors=tuple(str(e) for e in (errors if isinstance(errors, list) else [errors])),
         client_reasons=tuple(str(r) for r in _json(row["client_reasons"]) or ()),
+        cpu_steal=_json(row["cpu_steal"]),
     )

@@ -174,3 +174,12 @@ def test_collectors_saw_the_storm_from_outside_the_engine(gc_storm_run):
         baseline,
         note,
     )
+    # the CPU steal over the load (collectors.cpu_steal): measured on a Linux box, a share
+    steal = json.loads(
+        db.execute(
+            "SELECT json_extract(run_json, '$.extra.cpu_steal') FROM runs WHERE run_id = ?",
+            [run_id],
+        ).fetchone()[0]
+    )
+    assert steal["available"] and steal["scope"] == "engine", steal
+    assert 0.0 <= steal["share"] <= steal["worst_second_share"] <= 1.0 and steal["seconds"] > 20

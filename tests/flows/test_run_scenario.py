@@ -1,10 +1,14 @@
 """What `run_scenario` hands loadgen (flows/run_scenario.py `_load_options`): one options object
-built from the scenario and what was started, for each runtime."""
+built from the scenario and what was started, for each runtime; and what it records of the CPU
+steal over the load (`_steal_cpus`, `_steal_record`)."""
 
+import logging
+import os
 from pathlib import Path
 
 from flows.fault_routing import route_faults
-from flows.run_scenario import _load_options, _Serving
+from flows.run_scenario import _load_options, _Serving, _steal_cpus, _steal_record
+from flows.runtime import OurEngine, Target
 from flows.scenario import parse_scenario
 
 BASE = {"duration_s": 10, "warmup_s": 2, "seed": 7}
@@ -37,3 +41,38 @@ def test_a_target_names_its_model_and_loadgen_scrapes_its_metrics(tmp_path, monk
     assert (options.model_name, options.endpoint, options.api_key) == ("m", "completions", "k")
     assert options.metrics_url == "http://h:1/metrics" and options.tokenizer_path is None
     assert [f["kind"] for f in options.faults] == ["load.burst"]
+
+
+def _steal(share: float, worst: float) -> dict:
+    return {
+        "available": True,
+        "source": "/proc/stat",
+        "cpus": [0],
+        "seconds": 40.0,
+        "share": share,
+        "worst_second_share": worst,
+        "worst_second_at_s": 12.0,
+    }
+
+
+def test_steal_is_measured_on_the_engines_pinned_cpus_else_on_ours():
+    assert _steal_cpus({}) == sorted(os.sched_getaffinity(0))
+    pinned = {"cpus": {"engine": [1, 0], "spikelens": [2], "source": "scenario"}}
+    assert _steal_cpus(pinned) == [0, 1]
+
+
+def test_steal_over_the_flag_is_said_as_the_run_ends(caplog):
+    engine = parse_scenario({**BASE, "engine": {"model": "tiny"}}).runtime
+    assert isinstance(engine, OurEngine)
+    with caplog.at_level(logging.WARNING, logger="spikelens.progress"):
+        quiet = _steal_record(_steal(0.01, 0.1), engine)
+        assert not caplog.records
+        loud = _steal_record(_steal(0.01, 0.3), engine)  # one bad second is enough
+    assert (quiet["flagged"], loud["flagged"], loud["scope"]) == (False, True, "engine")
+    assert "took 1 % of CPUs 0 during the measured load" in caplog.text
+    assert "30 % in its worst second, at 12 s" in caplog.text
+    target = parse_scenario({**BASE, "target": {"url": "http://h:1/", "model": "m"}}).runtime
+    assert isinstance(target, Target)
+    assert _steal_record(_steal(0.2, 0.2), target)["scope"] == "load generator"
+    unmeasured = {"available": False, "reason": "OSError: no /proc"}
+    assert _steal_record(unmeasured, engine) == {**unmeasured, "scope": "engine"}

@@ -2,6 +2,7 @@
 
 import json
 from dataclasses import asdict
+from html import unescape
 
 import pytest
 
@@ -445,3 +446,45 @@ def test_two_causes_that_each_cover_a_third_are_both_said(warehouse_with, tmp_pa
     assert "50% of the excess is memory and 40% load" in headline
     page = render_incident(replace(ctx, spikes=(both,)), tmp_path / "both", interactive=False)
     assert 'class="co-cause"' in page.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "steal, says",
+    [
+        (
+            {"share": 0.12, "worst_second_share": 0.4, "flagged": True},
+            "the hypervisor took 12.0 % of the time of CPUs 0, 1 (the engine's) over the"
+            " measured load (steal, from /proc/stat), 40.0 % in its worst second, at 9.0 s."
+            " That time is missing",
+        ),
+        (
+            {"share": 0.0, "worst_second_share": 0.0, "flagged": False},
+            "That is below what spikelens flags (5 % over the load, 25 % in a second).",
+        ),
+        (None, "CPU steal was not measured (OSError: no /proc)."),
+    ],
+)
+def test_the_page_says_how_much_cpu_the_hypervisor_took(tmp_path, steal, says):
+    """run.json's extra.cpu_steal (collectors.cpu_steal, via flows.run_scenario) on the page."""
+    from tests.support.runbuilder import SimSpec, write_run
+    from warehouse.ingest import ingest_run
+
+    run_dir = write_run(tmp_path / "runs", SimSpec(run_id="stolen", incident=None))
+    manifest = json.loads((run_dir / "run.json").read_text())
+    measured = {"available": True, "source": "/proc/stat", "cpus": [0, 1], "seconds": 40.0}
+    record = (
+        {"available": False, "reason": "OSError: no /proc", "scope": "engine"}
+        if steal is None
+        else {**measured, **steal, "worst_second_at_s": 9.0, "scope": "engine"}
+    )
+    record.update(flag_share=0.05, flag_second=0.25)
+    manifest.setdefault("extra", {})["cpu_steal"] = record
+    (run_dir / "run.json").write_text(json.dumps(manifest))
+    db = tmp_path / "w.duckdb"
+    ingest_run(db, run_dir)
+    analyze_run(db, "stolen")
+    ctx = build_incident_context(db, "stolen")
+    assert ctx.run.cpu_steal == record
+    html = render_incident(ctx, tmp_path / "page", interactive=False).read_text(encoding="utf-8")
+    text = unescape(" ".join(html.split()))
+    assert says in text, text[text.find("cpu-steal") - 50 : text.find("cpu-steal") + 600]
