@@ -24,6 +24,9 @@ from pathlib import Path
 PROC_STAT = Path("/proc/stat")
 INTERVAL_S = 1.0  # one reading a second: /proc/stat counts in 1/USER_HZ (10-ms) ticks
 STEAL_FIELD = 7  # user nice system idle iowait irq softirq steal: the 8th field, 0-based 7
+# The worst second is looked for among intervals at least this long: the last one (to `stop`)
+# can be a few ticks, where one stolen 10-ms tick would read as 10 % or more.
+MIN_WORST_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -72,10 +75,10 @@ def steal_summary(
     total = sums[-1][1].total - sums[0][1].total
     steal = sums[-1][1].steal - sums[0][1].steal
     worst, worst_at = 0.0, 0.0
-    for (t0, a), (_, b) in itertools.pairwise(sums):
+    for (t0, a), (t1, b) in itertools.pairwise(sums):
         ticks = b.total - a.total
         share = (b.steal - a.steal) / ticks if ticks > 0 else 0.0
-        if share > worst:
+        if share > worst and t1 - t0 >= MIN_WORST_S:
             worst, worst_at = share, t0 - sums[0][0]
     return {
         "available": True,

@@ -56,6 +56,17 @@ def test_the_share_is_over_the_load_and_the_worst_second_is_found():
     assert both["share"] == pytest.approx(90 / 600) and both["worst_second_share"] == 0.25
 
 
+def test_a_short_last_interval_is_not_the_worst_second():
+    readings = [
+        (0.0, _reading(0, 0)),
+        (1.0, _reading(10, 100)),  # 10 % of a second
+        (1.05, _reading(12, 105)),  # two stolen ticks of five, at the stop
+    ]
+    summary = steal_summary(readings, [0])
+    assert summary["worst_second_share"] == pytest.approx(0.1) and summary["worst_second_at_s"] == 0
+    assert summary["share"] == pytest.approx(12 / 105)
+
+
 def test_one_reading_is_no_summary():
     summary = steal_summary([(0.0, _reading(0, 100))], [0])
     assert summary == {"available": False, "reason": "fewer than two readings of /proc/stat"}

@@ -182,4 +182,5 @@ def test_collectors_saw_the_storm_from_outside_the_engine(gc_storm_run):
         ).fetchone()[0]
     )
     assert steal["available"] and steal["scope"] == "engine", steal
-    assert 0.0 <= steal["share"] <= steal["worst_second_share"] <= 1.0 and steal["seconds"] > 20
+    assert 0.0 <= steal["share"] <= 1.0 and 0.0 <= steal["worst_second_share"] <= 1.0
+    assert steal["seconds"] > 20 and steal["cpus"] == sorted(os.sched_getaffinity(0))
