@@ -35,6 +35,14 @@ def _set_all(cpus: set[int]) -> None:
             continue
 
 
+def usable_cpus() -> tuple[int, ...]:
+    """The CPUs this process may run on, ascending: what "vLLM on every CPU" gives it."""
+    try:
+        return tuple(sorted(os.sched_getaffinity(0)))
+    except AttributeError:  # no sched_getaffinity (not Linux)
+        return tuple(range(os.cpu_count() or 1))
+
+
 def default_engine_cpus(
     available: set[int] | None = None, tensor_parallel_size: int = 1
 ) -> tuple[int, ...] | None:

@@ -407,11 +407,12 @@ def recorded_closed_loop(scenario: dict[str, Any]) -> bool:
 def replay_load(recorded_load: dict[str, Any], trace_path: str) -> dict[str, Any]:
     """An arm's `load:` block: the trace replayed open loop where the recorded load was open,
     else as the recorded users' closed loops with their think time (loadgen.chains)."""
-    if not recorded_closed_loop({"load": recorded_load}):
+    spec = LoadSpec.from_dict(recorded_load)
+    if spec.open_loop:
         return {"shape": "replay", "trace": trace_path}
     return {
         "shape": "replay",
         "trace": trace_path,
         "replay_loop": "closed",
-        "think_time_s": LoadSpec.from_dict(recorded_load).think_time_s,
+        "think_time_s": spec.think_time_s,
     }

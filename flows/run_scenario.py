@@ -23,7 +23,7 @@ from prefect.exceptions import TerminationSignal
 from collectors import collect_dir, hook_env
 from collectors.cpu_steal import StealMeter
 from engine.server.launch import EngineProcess
-from flows.affinity import KeptOff, default_engine_cpus
+from flows.affinity import KeptOff, default_engine_cpus, usable_cpus
 from flows.fault_routing import FaultRoutes, route_faults
 from flows.finish import finish_run
 from flows.manifest import RunManifest, new_run_id
@@ -257,7 +257,7 @@ class _Serving:
         if config.cpus is None:
             cpus = default_engine_cpus(tensor_parallel_size=config.tensor_parallel_size)
             if cpus is None:  # a single CPU (or one per rank): shared, as vLLM's default
-                every = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+                every = list(usable_cpus())
                 manifest.extra["cpus"] = {"engine": every, "spikelens": every, "source": "shared"}
                 return config
             config, source = dataclasses.replace(config, cpus=cpus), "default"
@@ -326,7 +326,7 @@ def _steal_cpus(extra: dict) -> list[int]:
     pinned = (extra.get("cpus") or {}).get("engine")
     if pinned:
         return sorted(int(c) for c in pinned)
-    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    return list(usable_cpus())
 
 
 def _steal_record(summary: dict, runtime: object) -> dict:

@@ -32,9 +32,10 @@ cost far less engine start-up than many short ones.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from flows.affinity import usable_cpus
 
 ENGINES = ("ours", "vllm", "both")
 VLLM_SHARE = 0.3  # of a `both` suite's cases: the issue's ≥ 10 vLLM beside ≥ 30 of ours
@@ -272,14 +273,6 @@ def long_control_case(rng, index: int, seed: int, on_vllm: bool) -> GeneratedCas
         return GeneratedCase(name, _vllm_scenario(rng, name, LONG_CONTROL_S, (), "control"), ())
     name = f"gen-{seed}-{index:03d}-long-control"
     return GeneratedCase(name, _our_scenario(rng, name, LONG_CONTROL_S, (), "control"), ())
-
-
-def usable_cpus() -> tuple[int, ...]:
-    """The CPUs this process may run on, ascending: what "vLLM on every CPU" gives it."""
-    try:
-        return tuple(sorted(os.sched_getaffinity(0)))
-    except AttributeError:  # no sched_getaffinity (not Linux)
-        return tuple(range(os.cpu_count() or 1))
 
 
 @dataclass(frozen=True)
