@@ -339,6 +339,13 @@ def evaluate(
         help="With --generate: also this many minutes of long clean runs (10 min each, engines "
         "alternating under --engines both), for the false-alarm rate.",
     ),
+    twins: bool = typer.Option(
+        False,
+        "--twins",
+        help="With --generate: also run every pair's solo twins (the case with one fault alone) "
+        "to judge and weigh its partners: a partner under a third of the pair's excess is "
+        "scored apart.",
+    ),
     confirm: int = typer.Option(
         0,
         min=0,
@@ -368,15 +375,17 @@ def evaluate(
             fail(f"--peer-methods: {m!r} is not one of {', '.join(PEER_METHODS)}")
 
     folder = suite_dir or default_suite_dir()
-    if (control_minutes or unexplained) and generate is None:
-        flag = "--unexplained" if unexplained else "--control-minutes"
+    if (control_minutes or unexplained or twins) and generate is None:
+        flag = "--unexplained" if unexplained else "--control-minutes" if control_minutes else ""
+        flag = flag or "--twins"
         fail(f"{flag}: the extra cases are drawn with --generate N; add it")
     try:
         if generate is not None:
             draw = f"n{generate}-s{seed}" + ("" if engines == "ours" else f"-{engines}")
-            extras = Extras(unexplained, control_minutes)
+            extras = Extras(unexplained, control_minutes, twins)
             draw += f"-u{unexplained}" if unexplained else ""
             draw += f"-c{control_minutes:g}" if control_minutes else ""
+            draw += "-t" if twins else ""
             folder = suite_dir or StatePaths.from_env().home / "generated" / draw
             drawn = generate_suite(folder, generate, seed, engines, extras)
             console.print(f"{len(drawn)} cases drawn into {folder}")
@@ -438,6 +447,14 @@ def evaluate(
             f"({acted['not_acted']} did not): accuracy {on.get('value')} "
             f"[{on.get('low')}, {on.get('high')}] (exact 95 %), macro-F1 "
             f"{acted['attribution'].get('macro_f1_all_faults')}"
+        )
+    if (material := result.scores.get("material")) and material["partners_measured"]:
+        on = material["attribution"].get("accuracy_all_faults_exact") or {}
+        console.print(
+            f"  less the {material['minor']} minor partners (under a third of their pair's "
+            f"excess by their solo twins, of {material['partners_measured']} measured): "
+            f"accuracy {on.get('value')} [{on.get('low')}, {on.get('high')}] over "
+            f"{material['faults']}, macro-F1 {material['attribution'].get('macro_f1_all_faults')}"
         )
     if (away := result.scores.get("excess_elsewhere")) and away["spikes"]:
         console.print(

@@ -63,6 +63,7 @@ def score_suite(
     peers: tuple[str, ...],
     seed: int = 0,
     count_suppressed: bool = False,
+    twins: dict[str, tuple[str, int]] | None = None,
 ) -> dict:
     from rca.evaluate import evaluate
 
@@ -73,7 +74,21 @@ def score_suite(
         peers=peers,
         seed=seed,
         count_suppressed=count_suppressed,
+        twins=twins,
     )
+
+
+def twin_runs(run_of: dict[str, str]) -> dict[str, tuple[str, int]]:
+    """twin run id → (its pair's run id, the fault it runs alone), from scenario name → run id:
+    the suite's solo twins (flows.suite_draw.twin_of) whose pair ran too."""
+    from flows.suite_draw import twin_of
+
+    out = {}
+    for name, run_id in run_of.items():
+        twin = twin_of(name)
+        if twin is not None and twin[0] in run_of:
+            out[run_id] = (run_of[twin[0]], twin[1])
+    return out
 
 
 @task(name="write-evaluation", cache_policy=NONE)
@@ -176,15 +191,19 @@ def evaluation(
     `seed`: the random floor's and the bootstrap intervals' (the same seed, the same figures).
     `count_suppressed`: suppressed spikes are scored as 'unexplained' answers (and false alarms
     in controls) instead of being left out — for generated suites (flows.suite_draw).
+    A suite's solo twins (`<case>-solo<k>`, flows.suite_draw) measure their pair's partners and
+    are not scored as cases (rca.solo_twins); evaluation.json keeps which they are, for rescore.
     `confirm_repeats` K > 0: then every detected fault's verdict is confirmed (`spikelens
     confirm`, K repeats per arm), and `confirm_swaps` right verdicts with a swapped cause too:
     how often a right verdict is confirmed and a wrong one is not (rca.confirm_eval).
     """
     skipped: list[dict] = []
+    twins: dict[str, tuple[str, int]] = {}
     paths = StatePaths(Path(state_home).resolve()) if state_home else StatePaths.from_env()
     if rescore:
         earlier = previous_suite(paths.reports, rescore)
         folder, run_ids = Path(earlier["suite_dir"]), list(earlier["run_ids"])
+        twins = {t: (str(p), int(k)) for t, (p, k) in (earlier.get("twins") or {}).items()}
         # scored as it was: a held-out draw counts its suppressed spikes as 'unexplained'
         count_suppressed = bool(earlier.get("count_suppressed", count_suppressed))
         for i, run_id in enumerate(run_ids, 1):
@@ -193,7 +212,7 @@ def evaluation(
     else:
         folder = Path(suite_dir) if suite_dir else default_suite_dir()
         scenarios = suite_scenarios(folder)
-        run_ids = []
+        run_ids, run_of = [], {}
         for i, scenario in enumerate(scenarios, 1):
             missing = unregistered_kinds(scenario)
             if missing:
@@ -207,13 +226,15 @@ def evaluation(
                 skipped.append({"scenario": scenario.name, "unregistered_kinds": missing})
                 continue
             progress.info("case %d/%d: %s", i, len(scenarios), scenario.stem)
-            run_ids.append(
-                run_scenario(str(scenario), state_home=str(paths.home), kind="evaluation").run_id
-            )
+            ran = run_scenario(str(scenario), state_home=str(paths.home), kind="evaluation")
+            run_ids.append(ran.run_id)
+            run_of[scenario.stem] = ran.run_id
+        twins = twin_runs(run_of)
     suite_id = new_run_id("evaluation", folder.name)
     scores = {
-        **score_suite(paths.warehouse, run_ids, tuple(peers), seed, count_suppressed),
+        **score_suite(paths.warehouse, run_ids, tuple(peers), seed, count_suppressed, twins),
         "skipped": skipped,
+        "twins": twins,
     }
     if confirm_repeats > 0:
         scores["confirmation"] = confirm_events(

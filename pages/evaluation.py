@@ -96,6 +96,20 @@ class ActedScore:
 
 
 @dataclass(frozen=True)
+class MaterialScore:
+    """Attribution over the faults that acted less the minor partners of pairs: those whose solo
+    twin made under a third of the pair's shared excess (rca.solo_twins), rightly unsaid."""
+
+    faults: int
+    partners_measured: int  # partners with a share from their twins
+    minor: int  # of them, the minor ones that acted (left out of `faults`)
+    minor_answers: tuple[tuple[str, int], ...]  # what the minor ones were answered, most first
+    accuracy: float | None  # a miss counted wrong
+    interval: tuple[float | None, float | None] | None
+    macro_f1: float | None
+
+
+@dataclass(frozen=True)
 class ExcessElsewhere:
     """How much of a detected fault's spike went to causes its run did not inject
     (rca.evaluate.excess_elsewhere): the mean and median share, how many spikes gave over 10 %,
@@ -168,6 +182,7 @@ class EvaluationContext:
     accuracy_interval: tuple[float | None, float | None] | None = None
     confirmation: ConfirmationScore | None = None  # evaluate --confirm
     acted: ActedScore | None = None  # None in an evaluation.json written before it was judged
+    material: MaterialScore | None = None  # None: the suite ran no solo twins
     engines: tuple[EngineScore, ...] = ()  # per engine; () in an older evaluation.json
     excess_elsewhere: ExcessElsewhere | None = None  # None: no detected fault, or an older file
     one_to_one: StrictScore | None = None  # None in an evaluation.json written before it
@@ -348,6 +363,7 @@ def build_evaluation_context(result: dict, run: RunHeader) -> EvaluationContext:
         accuracy_interval=_span(result["attribution"].get("accuracy_all_faults_exact")),
         confirmation=_confirmation(result.get("confirmation")),
         acted=_acted(result.get("acted")),
+        material=_material(result.get("material")),
         engines=tuple(_engine(e, s) for e, s in (result.get("per_engine") or {}).items()),
         excess_elsewhere=_excess_elsewhere(result.get("excess_elsewhere")),
         one_to_one=_strict(result.get("attribution_one_to_one")),
@@ -421,6 +437,22 @@ def _acted(scores: dict | None) -> ActedScore | None:
         faults=int(scores["faults"]),
         not_acted=int(scores["not_acted"]),
         undecided=int(scores["undecided"]),
+        accuracy=finite(every.get("value")),
+        interval=_span(every),
+        macro_f1=finite(scores["attribution"].get("macro_f1_all_faults")),
+    )
+
+
+def _material(scores: dict | None) -> MaterialScore | None:
+    if not scores or not scores.get("partners_measured"):
+        return None
+    every = scores["attribution"].get("accuracy_all_faults_exact") or {}
+    answers = sorted((scores.get("minor_answers") or {}).items(), key=lambda kv: (-kv[1], kv[0]))
+    return MaterialScore(
+        faults=int(scores["faults"]),
+        partners_measured=int(scores["partners_measured"]),
+        minor=int(scores["minor"]),
+        minor_answers=tuple((str(a), int(n)) for a, n in answers),
         accuracy=finite(every.get("value")),
         interval=_span(every),
         macro_f1=finite(scores["attribution"].get("macro_f1_all_faults")),

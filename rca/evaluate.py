@@ -18,7 +18,11 @@ each side. Then over all runs:
                (`attribution_one_to_one`).
   acted        the same attribution figures over the faults that acted: judged per fault from
                the run's raw client latencies against its own fault-free stretches (rca.acted),
-               not from the detector; a fault the judge cannot decide counts as acted.
+               not from the detector; a fault the judge cannot decide counts as acted, unless
+               the suite ran its solo twin (rca.solo_twins): then the twin's judgement decides.
+  material     the same over the faults that acted less the *minor* partners of a pair: those
+               whose twin made under a third of the pair's shared excess, which the product
+               rightly leaves unsaid. Twin runs are not scored as runs of the suite.
   intervals    every figure with its 95 % interval (rca.intervals): a seeded bootstrap over
                events for detection and attribution, the exact Poisson interval for false alarms
                per hour on the controls' hours.
@@ -50,6 +54,7 @@ from rca.intervals import BootstrapOptions, bootstrap, poisson_rate, proportion_
 from rca.peers import DEFAULT_PEERS, PEER_METHODS
 from rca.placebo import Placebo, placebo_rates, run_placebos
 from rca.rank_scores import RankedEvent, ac_at, avg_at
+from rca.solo_twins import Twin, partner_solos
 from rca.validity import INVALID
 from spikelens_common.said_causes import said_causes
 from warehouse.db import connect
@@ -257,8 +262,11 @@ def score(outcomes: list[RunOutcome]) -> dict:
     y_pred = [p for o in outcomes for p in fault_answers(o)]
     y_strict = [p for o in outcomes for p in one_to_one_answers(o)]
     # the faults that acted on the raw client latencies (an abstention counts as acted)
-    acted = [f.get("acted") is not False for o in outcomes for f in o.faults]
+    judged = [acted_judgement(f) for o in outcomes for f in o.faults]
+    acted = [a is not False for a in judged]
     kept = [(t, p, q) for t, p, q, a in zip(y_true, y_pred, y_strict, acted) if a]
+    minor = [bool((f.get("solo") or {}).get("minor")) for o in outcomes for f in o.faults]
+    material = [(t, p) for t, p, a, m in zip(y_true, y_pred, acted, minor) if a and not m]
     return {
         "runs": len(outcomes),
         "faults": tp + fn,
@@ -290,13 +298,50 @@ def score(outcomes: list[RunOutcome]) -> dict:
         "excess_elsewhere": excess_elsewhere(outcomes),
         "acted": {
             "faults": len(kept),
-            "not_acted": sum(f.get("acted") is False for o in outcomes for f in o.faults),
-            "undecided": sum(f.get("acted") is None for o in outcomes for f in o.faults),
+            "not_acted": sum(a is False for a in judged),
+            "undecided": sum(a is None for a in judged),
+            # undecided in their own run, decided by their solo twin
+            "decided_by_twin": sum(
+                f.get("acted") is None and a is not None
+                for f, a in zip((f for o in outcomes for f in o.faults), judged)
+            ),
             "attribution": attribution_scores([t for t, _, _ in kept], [p for _, p, _ in kept]),
             "attribution_one_to_one": attribution_scores(
                 [t for t, _, _ in kept], [q for _, _, q in kept]
             ),
         },
+        "material": material_scores(outcomes, material, minor, acted, y_pred),
+    }
+
+
+def acted_judgement(fault: dict) -> bool | None:
+    """The fault's own judgement (rca.acted), or its solo twin's where its own abstained."""
+    own = fault.get("acted")
+    return own if own is not None else (fault.get("solo") or {}).get("acted")
+
+
+def material_scores(
+    outcomes: list[RunOutcome],
+    material: list[tuple[str, str]],
+    minor: list[bool],
+    acted: list[bool],
+    answers: list[str],
+) -> dict:
+    """Attribution over the faults that acted less the minor partners (module docstring), and
+    what the minor ones were answered: their partner's cause is the right verdict of the
+    stretch they shared."""
+    faults = [f for o in outcomes for f in o.faults]
+    measured = sum((f.get("solo") or {}).get("share") is not None for f in faults)
+    minor_answers: dict[str, int] = {}
+    for m, a, answer in zip(minor, acted, answers):
+        if m and a:
+            minor_answers[answer] = minor_answers.get(answer, 0) + 1
+    return {
+        "faults": len(material),
+        "partners_measured": measured,  # partners with a share from their twins
+        "minor": sum(m and a for m, a in zip(minor, acted)),
+        "minor_answers": minor_answers,
+        "attribution": attribution_scores([t for t, _ in material], [p for _, p in material]),
     }
 
 
@@ -485,11 +530,15 @@ def evaluate(
     seed: int = 0,
     bootstrap_reps: int = 2000,
     count_suppressed: bool = False,
+    twins: dict[str, tuple[str, int]] | None = None,
 ) -> dict:
     """Score analysed runs; `peers=()` skips the RCAEval methods (the random floor always runs).
     `seed` drives the random floor and every bootstrap: the same seed, the same figures.
     `count_suppressed`: score suppressed spikes as 'unexplained' answers (`load_outcome`), as a
-    generated held-out suite should: 'unexplained' is then an answer, not a silent miss."""
+    generated held-out suite should: 'unexplained' is then an answer, not a silent miss.
+    `twins`: twin run id → (its pair's run id, the fault index it runs alone), for the runs among
+    `run_ids` that are solo twins (rca.solo_twins): they measure their pair's partners and are
+    not scored as runs themselves."""
     if tolerance_windows < 0:
         raise ValueError(f"tolerance_windows must be >= 0, got {tolerance_windows}")
     unknown = [m for m in peers if m not in PEER_METHODS]
@@ -498,11 +547,18 @@ def evaluate(
     options = BootstrapOptions(reps=bootstrap_reps, seed=seed)
     conn = connect(db_path, read_only=True)
     try:
-        outcomes = [load_outcome(conn, rid, tolerance_windows, count_suppressed) for rid in run_ids]
+        twins = {t: pair for t, pair in (twins or {}).items() if pair[0] in run_ids}
+        outcomes = [
+            load_outcome(conn, rid, tolerance_windows, count_suppressed)
+            for rid in run_ids
+            if rid not in twins
+        ]
+        attach_solos(conn, outcomes, twins)
         placebos = control_placebos(conn, outcomes)
     finally:
         conn.close()
     result = score(outcomes)
+    result["twin_runs"] = len(twins)
     result["tolerance_windows"] = tolerance_windows
     result["count_suppressed"] = count_suppressed
     result["bootstrap"] = {"reps": options.reps, "seed": options.seed, "level": options.level}
@@ -522,6 +578,34 @@ def evaluate(
     result["placebo"] = _placebo_scores(outcomes, placebos)
     result["per_run"] = [_per_run(o) for o in outcomes]
     return result
+
+
+def attach_solos(conn, outcomes: list[RunOutcome], twins: dict[str, tuple[str, int]]) -> None:
+    """Each partner with a solo twin gets `solo` (rca.solo_twins.Solo as a dict) on its fault."""
+    by_pair: dict[str, dict[int, str]] = {}
+    for twin, (pair, k) in twins.items():
+        by_pair.setdefault(pair, {})[k] = twin
+    for o in outcomes:
+        if o.run_id not in by_pair:
+            continue
+        measured = {k: _twin(conn, t) for k, t in by_pair[o.run_id].items() if k < len(o.faults)}
+        pair_samples = samples_by_metric(query(conn, "client_latency_samples", run_id=o.run_id))
+        windows = [(float(f["start_s"]), float(f["end_s"])) for f in o.faults]
+        for k, solo in partner_solos(pair_samples, windows, measured).items():
+            o.faults[k]["solo"] = solo.to_dict()
+
+
+def _twin(conn, run_id: str) -> Twin:
+    analysis = query(conn, "run_analysis", run_id=run_id)
+    faults = query(conn, "faults", run_id=run_id)
+    if not analysis or len(faults) != 1:
+        raise KeyError(f"twin run {run_id!r}: not analysed, or not exactly one fault")
+    return Twin(
+        run_id,
+        samples_by_metric(query(conn, "client_latency_samples", run_id=run_id)),
+        (float(faults[0]["start_s"]), float(faults[0]["end_s"])),
+        float(analysis[0]["duration_s"] or 0.0),
+    )
 
 
 def control_placebos(conn, outcomes: list[RunOutcome]) -> dict[str, list[Placebo]]:

@@ -77,7 +77,22 @@ def test_the_evaluate_command_refuses_a_bad_draw_before_running_anything(tmp_pat
     assert lots.exit_code == 2 and "must be in [0, 600]" in lots.output
     bare = runner.invoke(app, ["evaluate", "--no-peers", "--unexplained", "2"])
     assert bare.exit_code == 2 and "--unexplained" in bare.output
+    twins = runner.invoke(app, ["evaluate", "--no-peers", "--twins"])
+    assert twins.exit_code == 2 and "--twins" in twins.output
     assert not (tmp_path / "home" / "runs").exists()  # nothing ran
+
+
+def test_a_suites_twins_are_found_by_name_only_where_their_pair_ran():
+    from flows.evaluate import twin_runs
+
+    run_of = {
+        "gen-1-000-gc-storm-stall": "r0",
+        "gen-1-000-gc-storm-stall-solo0": "r1",
+        "gen-1-000-gc-storm-stall-solo1": "r2",
+        "gen-1-001-burst-solo0": "r3",  # its pair did not run (skipped)
+        "gen-1-002-control": "r4",
+    }
+    assert twin_runs(run_of) == {"r1": ("r0", 0), "r2": ("r0", 1)}
 
 
 def test_a_failed_confirmation_is_scored_inconclusive_and_the_rest_still_run(tmp_path, monkeypatch):

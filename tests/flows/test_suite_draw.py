@@ -222,3 +222,37 @@ def generate_suite_for(tmp_path, extras):
     from flows.suite_draw import generate_suite
 
     return generate_suite(tmp_path / "u", 1, 12, "ours", extras)
+
+
+def test_every_pair_gets_two_solo_twins_after_the_draw_it_leaves_as_it_was(tmp_path):
+    from flows.suite_draw import Extras, draw_cases, generate_suite, twin_of
+
+    plain = draw_cases(12, 13, "both", Extras(control_minutes=10))
+    cases = draw_cases(12, 13, "both", Extras(control_minutes=10, twins=True))
+    assert [c.scenario for c in cases[: len(plain)]] == [c.scenario for c in plain]
+    pairs = [c for c in plain if len(c.scenario.get("faults") or []) == 2]
+    twins = cases[len(plain) :]
+    assert pairs and len(twins) == 2 * len(pairs)
+    by_name = {c.name: c for c in plain}
+    for twin in twins:
+        pair_name, k = twin_of(twin.name)
+        pair = by_name[pair_name]
+        # the same case, its k-th fault alone, at the same time and magnitude
+        assert twin.scenario["faults"] == [pair.scenario["faults"][k]]
+        rest = {key: v for key, v in twin.scenario.items() if key not in ("name", "faults")}
+        assert rest == {key: v for key, v in pair.scenario.items() if key not in ("name", "faults")}
+        assert twin.truth == (pair.truth[k],) and twin.scenario["name"] == twin.name
+    paths = generate_suite(tmp_path / "t", 12, 13, "both", Extras(twins=True))
+    first_twin = next(p for p in paths if twin_of(p.stem))
+    head = first_twin.read_text().splitlines()[0]
+    assert "--engines both --twins` " in head and "the solo twin of" in head
+    load_scenario(first_twin)
+
+
+def test_twin_names_are_read_back_and_no_drawn_case_reads_as_one():
+    from flows.suite_draw import draw_cases, twin_of
+
+    assert twin_of("gen-5-003-gc-storm-stall-solo1") == ("gen-5-003-gc-storm-stall", 1)
+    assert twin_of("gen-5-003-gc-storm-stall") is None and twin_of("-solo1") is None
+    assert twin_of("gen-5-003-x-soloX") is None
+    assert all(twin_of(c.name) is None for c in draw_cases(60, 7, "both"))

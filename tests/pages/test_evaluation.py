@@ -138,3 +138,28 @@ def test_a_fault_answered_by_its_partners_spike_and_the_strict_figure(warehouse_
     assert strict is not None and (strict.accuracy, strict.macro_f1) == (0.5, 0.33)
     html = render_evaluation(ctx, tmp_path / "eval").read_text()
     assert "shared spike" in html and 'id="one-to-one"' in html
+
+
+def test_minor_partners_measured_by_their_twins_are_set_apart_on_the_page(warehouse_with, tmp_path):
+    db, run_id = warehouse_with(incident="gc")
+    analyze_run(db, run_id)
+    result = evaluate(db, [run_id], peers=(), bootstrap_reps=100)
+    ctx = build_evaluation_context(result, RunHeader(run_id="eval-6", command="x"))
+    html = render_evaluation(ctx, tmp_path / "plain").read_text()
+    assert ctx.material is None and 'id="material"' not in html  # no twins ran
+    result["material"] = {
+        "faults": 3,
+        "partners_measured": 4,
+        "minor": 1,
+        "minor_answers": {"memory": 1},
+        "attribution": {
+            "accuracy_all_faults_exact": {"value": 2 / 3, "low": 0.094, "high": 0.992},
+            "macro_f1_all_faults": 0.5,
+        },
+    }
+    ctx = build_evaluation_context(result, RunHeader(run_id="eval-7", command="x"))
+    material = ctx.material
+    assert material is not None and (material.minor, material.partners_measured) == (1, 4)
+    assert material.minor_answers == (("memory", 1),)
+    html = render_evaluation(ctx, tmp_path / "twins").read_text()
+    assert 'id="material"' in html and "answered memory 1" in html and "over 3" in html

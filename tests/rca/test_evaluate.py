@@ -334,3 +334,68 @@ def test_a_control_whose_load_generator_saturated_is_counted_and_shown_apart(tmp
     starved = by_run["starved-control"]["false_alarms"]
     assert starved >= 1 and ctl["false_alarms_in_invalid_runs"] == starved
     assert ctl["false_alarms"] == starved + by_run["ok-control"]["false_alarms"]
+
+
+def test_a_partner_undecided_in_its_run_is_decided_by_its_twin_and_a_minor_one_set_apart():
+    pair = [_f("memory", 20, 30), _f("client", 22, 29)]
+    run = _paired(pair, [_s(20, 31, "memory")], {0: {"memory": 0.8, "client": 0.1}})
+    run.faults[0]["acted"], run.faults[1]["acted"] = True, None  # the client ran under 2 s alone
+    run.faults[1]["solo"] = {"acted": True, "share": 0.12, "minor": True}
+    run.faults[0]["solo"] = {"acted": True, "share": 0.88, "minor": False}
+    out = score([run])
+    assert (out["acted"]["faults"], out["acted"]["undecided"]) == (2, 0)
+    assert out["acted"]["decided_by_twin"] == 1
+    assert out["acted"]["attribution"]["accuracy_all_faults_exact"]["value"] == 0.5
+    material = out["material"]
+    assert (material["faults"], material["minor"], material["partners_measured"]) == (1, 1, 2)
+    assert material["minor_answers"] == {"memory": 1}
+    assert material["attribution"]["accuracy_all_faults_exact"]["value"] == 1.0
+    # a twin that did not act takes its partner out of the acted faults altogether
+    run.faults[1]["solo"] = {"acted": False, "share": 0.0, "minor": True}
+    out = score([run])
+    assert (out["acted"]["faults"], out["acted"]["not_acted"]) == (1, 1)
+    assert out["material"]["minor"] == 0 and out["material"]["faults"] == 1
+    # no twin: the abstention counts as acted, and nothing is set apart
+    for f in run.faults:
+        f.pop("solo")
+    out = score([run])
+    assert (out["acted"]["faults"], out["acted"]["undecided"]) == (2, 1)
+    assert out["material"]["partners_measured"] == 0 and out["material"]["faults"] == 2
+
+
+def _fault_table(kind: str, cause: str, start_s: float, end_s: float):
+    import pyarrow as pa
+
+    from tests.support.runbuilder import SimSpec
+
+    t0 = SimSpec().t0_ns
+    row = {"kind": kind, "cause": cause, "params": "{}"}
+    row |= {"start_ns": t0 + int(start_s * 1e9), "end_ns": t0 + int(end_s * 1e9)}
+    return pa.Table.from_pylist([row])
+
+
+def test_solo_twins_weigh_their_pairs_partners_and_are_not_scored_as_runs(tmp_path):
+    """A GC stall beside a client stall that did nothing: the client's twin shows it did not act
+    and made none of the shared excess; the twins are no runs of the suite."""
+    from tests.support.runbuilder import SimSpec, write_run
+    from warehouse.ingest import ingest_run
+
+    db = tmp_path / "w.duckdb"
+    stall = {"faults.client.parquet": _fault_table("client.stall", "client", 22.0, 26.0)}
+    specs = (
+        SimSpec(run_id="pair", incident="gc", extra_files=stall),
+        SimSpec(run_id="twin0", incident="gc"),
+        SimSpec(run_id="twin1", incident=None, extra_files=stall),
+    )
+    for spec in specs:
+        ingest_run(db, write_run(tmp_path, spec))
+        analyze_run(db, spec.run_id)
+    twins = {"twin0": ("pair", 0), "twin1": ("pair", 1)}
+    out = evaluate(db, ["pair", "twin0", "twin1"], peers=(), bootstrap_reps=100, twins=twins)
+    assert out["runs"] == 1 and out["twin_runs"] == 2 and out["faults"] == 2
+    faults = {f["kind"]: f for f in out["per_run"][0]["faults"]}
+    gc, client = faults["memory.gc_storm"]["solo"], faults["client.stall"]["solo"]
+    assert gc["twin_run_id"] == "twin0" and client["twin_run_id"] == "twin1"
+    assert gc["acted"] is True and client["acted"] is False
+    assert gc["share"] > 0.9 and client["minor"] and not gc["minor"]
+    assert out["acted"]["not_acted"] == 1 and out["material"]["faults"] == 1
