@@ -9,14 +9,15 @@ beside each pair it runs the pair's *solo twins*, the same case with one of its 
 (flows.suite_draw, `--twins`). On each twin's raw client latencies, never spikelens' detector:
 
   acted    rca.acted's judge on the twin, where the fault runs alone for its whole window;
-  excess   per client metric, the mean of the samples inside the pair's shared stretch (the
-           intersection of the two faults' windows, widened by the judge's tail) less the median
-           of the twin's fault-free samples (outside its fault's window and tail);
-  share    a partner's excess over the sum of both partners' excesses, on the metric where that
-           sum is largest against the baseline (the metric the pair's shared spike lands on most).
+  excess   per client metric, the mean of the 1-s window p99s (what a spike is found on)
+           inside the pair's shared stretch (the intersection of the two faults' windows,
+           widened by the judge's tail) less the median of the twin's fault-free windows'
+           (outside its fault's window and tail);
+  share    a partner's excess over the sum of both partners' excesses, per metric that rose in
+           the stretch; a partner's share is its largest (`metric` says where).
 
-A partner is *minor* when its share is under BOTH_SHARE: the right verdict of the shared stretch is
-then its partner's cause alone, and the evaluation scores it apart (rca.evaluate). The shares are
+A partner is *minor* when its share is under BOTH_SHARE on every metric that rose: the right
+verdict of the shared stretch is then its partner's cause alone, and the evaluation scores it apart (rca.evaluate). The shares are
 of the solos' sum: a pair whose faults feed each other (a burst that makes a small cache
 preempt) makes more than the sum, and `pair_excess_ms` (the pair run's own excess on that metric)
 shows how much more; the split of that interaction is not measured.
@@ -40,9 +41,19 @@ Window = tuple[float, float]  # (start_s, end_s) of a fault, from the run's meas
 class SoloConfig:
     # The judge's own settings: a twin's fault is judged exactly as a fault of a suite run.
     acted: ActedConfig = field(default_factory=ActedConfig)
-    # A mean of fewer samples in the shared stretch (or a median of fewer fault-free ones) is
+    # rca.detect's window: the excess is of per-window p99s, as a spike's is.
+    window_s: float = 1.0
+    # A window's p99 of fewer samples is its maximum by another name: such windows are left out
+    # (a closed loop of a handful of users finishes a few TTFTs a second).
+    min_window_samples: int = 2
+    # A mean of fewer windows in the shared stretch (or a median of fewer fault-free ones) is
     # noise: no excess then, and no share.
-    min_samples: int = 5
+    min_windows: int = 3
+    # A metric *rose* in the stretch when the twins' summed excess is this many standard errors
+    # above zero (each the fault-free windows' spread over the root of the stretch's count): a
+    # share of a metric that did not rise splits noise, and a partner that did nothing would
+    # take all of an unmoved metric (lognormal TTFT noise did so in the tests).
+    min_z: float = 3.0
 
 
 @dataclass(frozen=True)
@@ -52,7 +63,7 @@ class Solo:
     twin_run_id: str
     acted: bool | None  # rca.acted on the twin (None: the judge abstained)
     acted_ratio: float | None
-    metric: str | None  # the metric the shares were taken on (None: no share)
+    metric: str | None  # the metric of its largest share (None: no share)
     excess_ms: float | None  # the twin's excess in the shared stretch on that metric
     share: float | None  # of both twins' excess (None: neither raised the stretch, or too few)
     pair_excess_ms: float | None  # the pair run's own excess there, on the same metric
@@ -74,18 +85,36 @@ def shared_stretch(windows: list[Window], tail_s: float) -> Window | None:
     return (start, end + tail_s) if end > start else None
 
 
+def window_p99s(t: np.ndarray, v: np.ndarray, config: SoloConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(window start s, p99 ms) of every `window_s` window holding `min_window_samples` samples:
+    the statistic spikelens' spikes are found on (rca.detect), so a share is of what a spike's
+    excess is made of (a GC pause moves a window's p99, hardly the mean of its gaps)."""
+    if len(t) == 0:
+        return np.array([]), np.array([])
+    bins = np.floor(t / config.window_s).astype(int)
+    starts, p99s = [], []
+    for b in np.unique(bins):
+        inside = v[bins == b]
+        if len(inside) >= config.min_window_samples:
+            starts.append(b * config.window_s)
+            p99s.append(float(np.quantile(inside, 0.99)))
+    return np.array(starts), np.array(p99s)
+
+
 def excess(
     samples: Samples, metric: str, stretch: Window, fault: Window, config: SoloConfig
 ) -> tuple[float, float] | None:
-    """(excess ms, baseline ms) of `metric` in `stretch`: the mean inside it less the median of the
-    samples outside the fault's window and tail; None with too few samples on either side."""
+    """(excess ms, its standard error ms) of `metric` in `stretch`: the mean window p99 of the
+    windows inside it less the median of the windows wholly outside the fault's window and tail,
+    and the latter's spread over the root of the former's count; None with too few windows."""
     t, v = samples.get(metric, (np.array([]), np.array([])))
-    inside = v[(t >= stretch[0]) & (t < stretch[1])]
-    free = v[(t < fault[0]) | (t >= fault[1] + config.acted.tail_s)]
-    if len(inside) < config.min_samples or len(free) < config.min_samples:
+    w, p99 = window_p99s(t, v, config)
+    inside = p99[(w >= stretch[0] - config.window_s / 2) & (w + config.window_s / 2 <= stretch[1])]
+    end = w + config.window_s
+    free = p99[(end <= fault[0]) | (w >= fault[1] + config.acted.tail_s)]
+    if len(inside) < config.min_windows or len(free) < config.min_windows:
         return None
-    base = float(np.median(free))
-    return float(np.mean(inside)) - base, base
+    return float(np.mean(inside) - np.median(free)), float(np.std(free) / np.sqrt(len(inside)))
 
 
 @dataclass(frozen=True)
@@ -107,62 +136,66 @@ def partner_solos(
     """Fault index of the pair → its Solo, for every partner that has a twin. Shares only where
     every partner has one (a share of one is no split)."""
     stretch = shared_stretch(pair_windows, config.acted.tail_s)
-    judged = {
-        k: judge(tw.samples, tw.window, [tw.window], tw.duration_s, config.acted)
-        for k, tw in twins.items()
-    }
-    metric, parts = _share_metric(twins, stretch, config) if stretch else (None, {})
     complete = len(twins) == len(pair_windows) and len(twins) > 1
-    total = sum(max(0.0, x) for x in parts.values())
-    pair = None
-    if metric is not None and stretch is not None:
-        hull = (min(s for s, _ in pair_windows), max(e for _, e in pair_windows))
-        got = excess(pair_samples, metric, stretch, hull, config)
-        pair = round(got[0], 3) if got else None
+    by_metric = _metric_parts(twins, stretch, config) if stretch and complete else {}
+    hull = (min(s for s, _ in pair_windows), max(e for _, e in pair_windows))
     out = {}
     for k, tw in twins.items():
-        share = None
-        if complete and metric is not None and total > 0:
-            share = round(max(0.0, parts[k]) / total, 4)
-        why = "" if share is not None else _no_share_reason(stretch, complete, metric)
+        judged = judge(tw.samples, tw.window, [tw.window], tw.duration_s, config.acted)
+        share, metric = _largest_share(k, by_metric)
+        part = by_metric[metric][k] if metric is not None else None
+        pair = excess(pair_samples, metric, stretch, hull, config) if metric and stretch else None
         out[k] = Solo(
             tw.run_id,
-            judged[k].acted,
-            judged[k].ratio,
-            metric if share is not None else None,
-            round(parts[k], 3) if k in parts else None,
+            judged.acted,
+            judged.ratio,
+            metric,
+            round(part, 3) if part is not None else None,
             share,
-            pair,
-            why,
+            round(pair[0], 3) if pair else None,
+            "" if share is not None else _no_share_reason(stretch, complete),
         )
     return out
 
 
-def _share_metric(
+def _metric_parts(
     twins: dict[int, Twin], stretch: Window, config: SoloConfig
-) -> tuple[str | None, dict[int, float]]:
-    """The metric where the twins' summed excess is largest against its baseline, and each twin's
-    excess on it (only metrics every twin has enough samples of)."""
-    best: tuple[float, str, dict[int, float]] | None = None
+) -> dict[str, dict[int, float]]:
+    """metric → each twin's excess on it, for the metrics that rose in the stretch: every twin
+    has enough samples of it, and their summed (positive) excess is SoloConfig.min_z standard
+    errors above zero."""
+    out = {}
     for metric in CLIENT_METRICS:
-        got = {k: excess(tw.samples, metric, stretch, tw.window, config) for k, tw in twins.items()}
-        if any(g is None for g in got.values()):
+        got = [
+            (k, excess(tw.samples, metric, stretch, tw.window, config)) for k, tw in twins.items()
+        ]
+        known = [(k, g) for k, g in got if g is not None]
+        if len(known) < len(twins):
             continue
-        parts = {k: g[0] for k, g in got.items() if g is not None}
-        base = float(np.mean([g[1] for g in got.values() if g is not None]))
-        if base <= 0:
-            continue
-        rel = sum(max(0.0, x) for x in parts.values()) / base
-        if best is None or rel > best[0]:
-            best = (rel, metric, parts)
-    return (best[1], best[2]) if best and best[0] > 0 else (None, {})
+        rise = sum(max(0.0, g[0]) for _, g in known)
+        noise = float(np.sqrt(sum(g[1] ** 2 for _, g in known)))
+        if rise > 0 and rise >= config.min_z * noise:
+            out[metric] = {k: g[0] for k, g in known}
+    return out
 
 
-def _no_share_reason(stretch: Window | None, complete: bool, metric: str | None) -> str:
+def _largest_share(
+    k: int, by_metric: dict[str, dict[int, float]]
+) -> tuple[float | None, str | None]:
+    """Partner k's share on the metric where it is largest: a partner counts as minor only if it
+    makes under a third of the shared stretch's excess on every metric that rose there (a GC
+    storm's stretch can rise on TTFT while a client stall beside it owns the ITL)."""
+    best: tuple[float | None, str | None] = (None, None)
+    for metric, parts in by_metric.items():
+        share = round(max(0.0, parts[k]) / sum(max(0.0, x) for x in parts.values()), 4)
+        if best[0] is None or share > best[0]:
+            best = (share, metric)
+    return best
+
+
+def _no_share_reason(stretch: Window | None, complete: bool) -> str:
     if stretch is None:
         return "the pair's faults never overlap: no shared stretch to split"
     if not complete:
         return "not every partner of the pair has a twin"
-    if metric is None:
-        return "no twin raised the shared stretch on a metric with enough samples"
-    return "neither twin raised the shared stretch"
+    return "no client metric with enough samples rose in the shared stretch in either twin"

@@ -32,7 +32,7 @@ def test_a_partner_that_makes_a_fifth_of_the_shared_excess_is_minor():
     got = partner_solos(_pair_samples(), PAIR, twins)
     strong, weak = got[0], got[1]
     assert strong.acted is True and weak.acted is True  # both act alone
-    assert strong.metric == weak.metric == "itl"
+    assert strong.metric == weak.metric == "itl"  # TTFT did not rise: no share of its noise
     # excess ×2 against ×0.5 (less in the stretch's tail, where only the first still runs)
     assert 0.75 < strong.share < 0.9 and not strong.minor
     assert weak.share < 1 / 3 and weak.minor
@@ -50,6 +50,7 @@ def test_partners_of_like_strength_are_both_material():
 
 
 def test_a_partner_that_did_nothing_alone_did_not_act_and_takes_no_share():
+    """Its twin's TTFT and ITL noise stays noise: it takes no share of a metric that did not rise."""
     twins = {0: _twin("a", PAIR[0], 3.0, 1), 1: _twin("b", PAIR[1], 1.0, 2)}
     got = partner_solos(_pair_samples(), PAIR, twins)
     assert got[1].acted is False and got[1].share < 0.05 and got[1].minor
@@ -65,13 +66,33 @@ def test_no_share_without_every_twin_or_without_an_overlap():
     assert got[0].share is None and "never overlap" in got[0].why and not got[0].minor
 
 
+def test_a_metric_that_rose_in_one_partner_alone_gives_it_the_share_there():
+    """A GC storm's stretch rises on TTFT; a client stall beside it owns the ITL: each partner's
+    share is its largest, so neither is minor."""
+    t = np.arange(0.0, 60.0, 0.02)
+    rng = np.random.default_rng(4)
+
+    def twin(run_id, window, ttft_factor, itl_factor):
+        itl = 10.0 * rng.lognormal(0.0, 0.25, len(t))
+        ttft = 30.0 * rng.lognormal(0.0, 0.2, len(t))
+        inside = (t >= window[0]) & (t < window[1])
+        itl[inside] *= itl_factor
+        ttft[inside] *= ttft_factor
+        return Twin(run_id, {"itl": (t, itl), "ttft": (t, ttft)}, window, 60.0)
+
+    twins = {0: twin("storm", PAIR[0], 4.0, 1.0), 1: twin("stall", PAIR[1], 1.0, 3.0)}
+    got = partner_solos(_pair_samples(), PAIR, twins)
+    assert got[0].metric == "ttft" and got[0].share > 0.9 and not got[0].minor
+    assert got[1].metric == "itl" and got[1].share > 0.9 and not got[1].minor
+
+
 def test_neither_twin_raising_the_stretch_gives_no_share():
     t = np.arange(0.0, 60.0, 0.02)
     flat = {"itl": (t, np.full(len(t), 10.0))}
     twins = {k: Twin(str(k), flat, w, 60.0) for k, w in enumerate(PAIR)}
     got = partner_solos(flat, PAIR, twins)
     assert got[0].share is None and got[1].share is None
-    assert "raised" in got[0].why and not got[0].minor and got[0].excess_ms is None
+    assert "rose" in got[0].why and not got[0].minor and got[0].excess_ms is None
 
 
 def test_excess_needs_samples_on_both_sides():
