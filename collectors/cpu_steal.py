@@ -10,20 +10,27 @@ Why: a virtual machine whose hypervisor runs other guests on its cores loses tim
 the guest's processes shows: a stolen stretch counts as neither run-queue wait nor as the
 process's CPU time (a paravirtual steal clock takes it out of both), so the engine just looks
 slower. The run says how much of the box went missing, so a latency rise can be read against it.
+The per-window series the analysis reads (rca: `host`) comes from the /proc sampler's readings of
+the same counters at its own ~10 Hz (`cpu_tick_rows`, collect/cpu-<root>.parquet), on the CPUs the
+engine's processes may run on.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import pyarrow as pa
 
 PROC_STAT = Path("/proc/stat")
 INTERVAL_S = 1.0  # one reading a second: /proc/stat counts in 1/USER_HZ (10-ms) ticks
 STEAL_FIELD = 7  # user nice system idle iowait irq softirq steal: the 8th field, 0-based 7
+IDLE_FIELDS = (3, 4)  # idle and iowait: time the CPU had nothing to run
 # The worst second is looked for among intervals at least this long: the last one (to `stop`)
 # can be a few ticks, where one stolen 10-ms tick would read as 10 % or more.
 MIN_WORST_S = 0.5
@@ -35,6 +42,7 @@ class CpuTicks:
 
     total: int  # user + nice + system + idle + iowait + irq + softirq + steal (guest is in user)
     steal: int  # time the hypervisor ran something else while this virtual CPU wanted to run
+    idle: int = 0  # idle + iowait: the CPU had nothing to run (a halted vCPU accrues no steal)
 
 
 def parse_proc_stat(text: str) -> dict[int, CpuTicks]:
@@ -49,7 +57,11 @@ def parse_proc_stat(text: str) -> dict[int, CpuTicks]:
         if len(fields) <= STEAL_FIELD:
             raise ValueError(f"/proc/stat {name}: {len(fields)} fields, no steal column")
         ticks = [int(f) for f in fields[: STEAL_FIELD + 1]]
-        out[int(name[3:])] = CpuTicks(total=sum(ticks), steal=ticks[STEAL_FIELD])
+        out[int(name[3:])] = CpuTicks(
+            total=sum(ticks),
+            steal=ticks[STEAL_FIELD],
+            idle=sum(ticks[i] for i in IDLE_FIELDS),
+        )
     if not out:
         raise ValueError("/proc/stat has no per-CPU lines")
     return out
@@ -57,6 +69,34 @@ def parse_proc_stat(text: str) -> dict[int, CpuTicks]:
 
 def read_proc_stat() -> dict[int, CpuTicks]:
     return parse_proc_stat(PROC_STAT.read_text())
+
+
+# collect/cpu-<root>.parquet: one row per CPU the engine may run on and reading, cumulative
+CPU_TICK_SCHEMA = pa.schema(
+    [
+        ("ts_ns", pa.int64()),
+        ("cpu", pa.int32()),
+        ("total_ns", pa.int64()),  # every field of the CPU's /proc/stat line
+        ("idle_ns", pa.int64()),  # idle + iowait
+        ("steal_ns", pa.int64()),  # taken by the hypervisor while the vCPU wanted to run
+    ]
+)
+_TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+
+
+def cpu_tick_rows(ts_ns: int, reading: dict[int, CpuTicks], cpus: Iterable[int]) -> list[dict]:
+    """Rows of CPU_TICK_SCHEMA for the `cpus` present in one /proc/stat reading (ns, not ticks)."""
+    return [
+        {
+            "ts_ns": ts_ns,
+            "cpu": cpu,
+            "total_ns": reading[cpu].total * _TICK_NS,
+            "idle_ns": reading[cpu].idle * _TICK_NS,
+            "steal_ns": reading[cpu].steal * _TICK_NS,
+        }
+        for cpu in sorted(cpus)
+        if cpu in reading
+    ]
 
 
 def _summed(reading: dict[int, CpuTicks], cpus: Sequence[int]) -> CpuTicks:

@@ -9,6 +9,9 @@ rates (a counter sum may drop when a thread exits: deltas are clamped at 0 there
 Why: contention from outside the engine (a hog on its cores) shows as run-queue delay and
 involuntary switches of the engine's processes while its own timers only see "everything slower".
 Per-thread sums because /proc/<pid>/schedstat and /status describe the main thread only.
+With `cpu_out_path`, each tick also reads /proc/stat's counters of the CPUs the tree's processes
+may run on (the union of their affinity masks) into that file (collectors.cpu_steal): time a
+hypervisor steals from those CPUs shows in none of the per-process counters above.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from collectors.cpu_steal import CPU_TICK_SCHEMA, cpu_tick_rows, read_proc_stat
 from collectors.process_tree import ProcessTree
 
 PROC_SCHEMA = pa.schema(
@@ -99,6 +103,7 @@ class ProcSampler:
         out_path: str | Path,
         interval_s: float = 0.1,
         refresh_s: float = 0.5,
+        cpu_out_path: str | Path | None = None,
     ):
         if not 0.005 <= interval_s <= 10:
             raise ValueError(f"proc interval_s must be in [0.005, 10] s, got {interval_s!r}")
@@ -109,6 +114,10 @@ class ProcSampler:
             refresh_s,
         )
         self.cols: dict[str, list] = {name: [] for name in PROC_SCHEMA.names}
+        self.cpu_out_path = Path(cpu_out_path) if cpu_out_path is not None else None
+        self.cpu_rows: list[dict] = []
+        self.cpu_error: str | None = None  # why /proc/stat could not be read (then no more tries)
+        self._cpus: set[int] = set()  # the CPUs the tree may run on, at the last refresh
         self.ticks = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -127,14 +136,31 @@ class ProcSampler:
             row.update(ts_ns=ts_ns, pid=pid, role=self.tree.role(pid))
             for name in PROC_SCHEMA.names:
                 self.cols[name].append(row[name])
+        self._sample_cpus(ts_ns, pids)
         self.ticks += 1
+
+    def _sample_cpus(self, ts_ns: int, pids: list[int]) -> None:
+        if self.cpu_out_path is None or self.cpu_error is not None:
+            return
+        if not self._cpus:
+            self._cpus = affinity_union(pids)
+        try:
+            self.cpu_rows.extend(cpu_tick_rows(ts_ns, read_proc_stat(), self._cpus))
+        except (OSError, ValueError) as exc:
+            self.cpu_error = f"{type(exc).__name__}: {exc}"
+
+    def _refresh(self) -> list[int]:
+        pids = self.tree.refresh()
+        if pids:
+            self._cpus = affinity_union(pids) or self._cpus
+        return pids
 
     def _run(self) -> None:
         next_t = last_refresh = time.monotonic()
-        pids = self.tree.refresh()
+        pids = self._refresh()
         while not self._stop.is_set():
             if time.monotonic() - last_refresh >= self.refresh_s:
-                pids, last_refresh = self.tree.refresh(), time.monotonic()
+                pids, last_refresh = self._refresh(), time.monotonic()
             self.sample_once(pids)
             next_t += self.interval_s
             self._stop.wait(max(0.0, next_t - time.monotonic()))
@@ -144,8 +170,23 @@ class ProcSampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
-        self.sample_once(self.tree.refresh())
+        self.sample_once(self._refresh())
         table = pa.Table.from_pydict(self.cols, schema=PROC_SCHEMA)
         self.out_path.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(table, self.out_path)
+        if self.cpu_out_path is not None and self.cpu_rows:
+            pq.write_table(
+                pa.Table.from_pylist(self.cpu_rows, schema=CPU_TICK_SCHEMA), self.cpu_out_path
+            )
         return table.num_rows
+
+
+def affinity_union(pids: list[int]) -> set[int]:
+    """The CPUs any of `pids` may run on (an empty set when none can be read: all gone)."""
+    cpus: set[int] = set()
+    for pid in pids:
+        try:
+            cpus |= os.sched_getaffinity(pid)
+        except OSError:
+            continue
+    return cpus

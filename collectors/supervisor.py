@@ -68,6 +68,7 @@ class CollectorSet:
             self.dir / f"proc-{self.root_pid}.parquet",
             self.options.proc_interval_s,
             self.options.tree_refresh_s,
+            cpu_out_path=self.dir / f"cpu-{self.root_pid}.parquet",
         ).start()
         if self.metrics_url:
             self.metrics = MetricsScraper(
@@ -95,7 +96,15 @@ class CollectorSet:
                 },
             )
         if proc is not None:
-            self._stop_one("proc", lambda: {"rows": proc.stop(), "ticks": proc.ticks})
+            self._stop_one(
+                "proc",
+                lambda: {
+                    "rows": proc.stop(),
+                    "ticks": proc.ticks,
+                    "cpu_rows": len(proc.cpu_rows),
+                    "cpu_error": proc.cpu_error,
+                },
+            )
         if pyspy is not None:
             self.tree.refresh()
             self._stop_one("pyspy", lambda: pyspy.stop(self.tree.role))

@@ -55,7 +55,7 @@ RUN_FILES: tuple[RunFile, ...] = (
     # faults.parquet (engine) and faults.loadgen.parquet (loadgen): one ground-truth table.
     RunFile("faults", ("faults*.parquet", "faults*.arrow"), ("kind",), several=True),
     # The collectors' files (collect/): GC pauses from the hook inside each process (JSON lines,
-    # appended while it runs), py-spy stack segments and /proc counters per process tree.
+    # appended while it runs), py-spy stack segments and /proc counters per process tree, /proc/stat per CPU.
     RunFile(
         "process_gc",
         ("collect/gc-*.jsonl",),
@@ -81,6 +81,13 @@ RUN_FILES: tuple[RunFile, ...] = (
         "process_cpu",
         ("collect/proc-*.parquet",),
         ("ts_ns", "pid"),
+        several=True,
+        skip_unreadable=True,
+    ),
+    RunFile(
+        "cpu_ticks",
+        ("collect/cpu-*.parquet",),
+        ("ts_ns", "cpu"),
         several=True,
         skip_unreadable=True,
     ),

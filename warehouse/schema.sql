@@ -269,6 +269,18 @@ CREATE TABLE process_cpu (
     rss_bytes            BIGINT
 );
 
+-- collect/cpu-<root>.parquet: cumulative /proc/stat counters of the CPUs the engine's processes may
+-- run on, per CPU and tick of the /proc sampler (collectors.cpu_steal).
+CREATE TABLE cpu_ticks (
+    run_id      VARCHAR NOT NULL,
+    source_file VARCHAR,
+    ts_ns       BIGINT NOT NULL,
+    cpu         INTEGER NOT NULL,
+    total_ns    BIGINT,      -- every field of the CPU's line
+    idle_ns     BIGINT,      -- idle + iowait: nothing to run
+    steal_ns    BIGINT       -- the hypervisor ran another guest while this vCPU wanted to run
+);
+
 ---------------------------------------------------------------------------------------------------
 -- Analysis (derived: analyze_run replaces a run's rows; ingest_run deletes them as stale)
 ---------------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import pytest
 from collectors.cpu_steal import (
     CpuTicks,
     StealMeter,
+    cpu_tick_rows,
     parse_proc_stat,
     read_proc_stat,
     steal_summary,
@@ -21,7 +22,23 @@ ctxt 999
 
 def test_each_cpu_line_gives_its_total_and_its_steal():
     # total: user nice system idle iowait irq softirq steal (guest is inside user already)
-    assert parse_proc_stat(STAT) == {0: CpuTicks(490, 40), 1: CpuTicks(560, 10)}
+    # idle: idle + iowait, the time the CPU had nothing to run
+    assert parse_proc_stat(STAT) == {0: CpuTicks(490, 40, 200), 1: CpuTicks(560, 10, 400)}
+
+
+def test_tick_rows_keep_the_engines_cpus_in_nanoseconds():
+    rows = cpu_tick_rows(123, parse_proc_stat(STAT), [1, 5])  # cpu 5 is not on this box
+    tick_ns = rows[0]["total_ns"] // 560
+    assert tick_ns * 100 == 1_000_000_000  # USER_HZ 100 on Linux
+    assert rows == [
+        {
+            "ts_ns": 123,
+            "cpu": 1,
+            "total_ns": 560 * tick_ns,
+            "idle_ns": 400 * tick_ns,
+            "steal_ns": 10 * tick_ns,
+        }
+    ]
 
 
 def test_a_kernel_without_a_steal_column_is_refused_by_name():

@@ -1,5 +1,6 @@
 """/proc CPU and scheduling counters of a real process tree."""
 
+import itertools
 import os
 
 import pyarrow.parquet as pq
@@ -35,6 +36,25 @@ def test_sampler_follows_a_tree_and_counts_its_cpu(tmp_path, hot_child, waiter):
     )  # the same CPU time, two ways
     child_roles = {r["role"] for r in table if r["pid"] != proc.pid}
     assert "engine:spawn_child" in child_roles
+
+
+def test_sampler_reads_the_steal_counters_of_the_trees_cpus(tmp_path, hot_child, waiter):
+    proc = hot_child(mode="spawn", burn_s=1.0)
+    tree = ProcessTree(proc.pid, "engine")
+    sampler = ProcSampler(
+        tree, tmp_path / "proc.parquet", 0.05, 0.1, cpu_out_path=tmp_path / "cpu.parquet"
+    ).start()
+    waiter(lambda: sampler.ticks >= 10)
+    sampler.stop()
+    rows = pq.read_table(tmp_path / "cpu.parquet").to_pylist()
+    assert sampler.cpu_error is None
+    assert {r["cpu"] for r in rows} == os.sched_getaffinity(proc.pid)
+    for cpu in {r["cpu"] for r in rows}:
+        mine = [r for r in rows if r["cpu"] == cpu]
+        assert len(mine) >= 10
+        assert all(0 <= r["steal_ns"] + r["idle_ns"] <= r["total_ns"] for r in mine)
+        assert all(a["total_ns"] <= b["total_ns"] for a, b in itertools.pairwise(mine))
+        assert mine[-1]["total_ns"] > mine[0]["total_ns"]  # cumulative, and time went on
 
 
 def test_interval_out_of_range_is_rejected(tmp_path):

@@ -53,6 +53,7 @@ DEFAULT_MAGNITUDE = {
     "repetition": 256.0,
     "host": 1.7,
     "alloc": 40.0,
+    "steal": 0.4,
 }
 
 
@@ -67,13 +68,13 @@ class SimSpec:
     forward_base_ms: float = 8.0  # forward = base + per_seq * decode + per_prefill * prefill
     forward_per_seq_ms: float = 0.6
     forward_per_prefill_ms: float = 0.02
-    incident: str | None = None  # gc | penalty | load | comm | kv | repetition | None
+    incident: str | None = None  # gc | penalty | load | comm | kv | repetition | steal | None
     tp: int = 1  # ranks writing steps (comm needs 2)
     late_rank: int = 1  # comm: the rank that arrives late at each all-reduce
     incident_start_s: float = 20.0
     incident_duration_s: float = 8.0
     magnitude: float = 0.0  # gc: pause ms; penalty: extra ms; load: extra users; comm: delay
-    # ms; kv: preemption probability per step; repetition: max_tokens
+    # ms; kv: preemption probability per step; repetition: max_tokens; steal: share stolen
     seed: int = 0
     noise: float = 0.08  # lognormal sigma of forward time
     outlier_p: float = 0.01  # share of steps with a scheduler hiccup …
@@ -213,6 +214,8 @@ def simulate(spec: SimSpec) -> dict[str, pa.Table]:
         slow = contention_factor if t < contention_until else 1.0
         if spec.incident == "host" and in_incident(t):
             slow = magnitude
+        if spec.incident == "steal" and in_incident(t):  # the hypervisor runs another guest
+            slow /= 1.0 - magnitude
         if spec.cpu_theft and in_incident(t):  # runnable but waiting: every stage slower
             slow *= 1000.0 / (1000.0 - spec.cpu_theft_ms_per_s)
         schedule_ms = (0.3 + 0.01 * batch) * slow
@@ -512,12 +515,32 @@ def collector_tables(spec: SimSpec) -> tuple[pa.Table, pa.Table, list[dict]]:
     return pa.Table.from_pylist(stacks), pa.Table.from_pylist(proc), gc_rows
 
 
+def cpu_tick_table(spec: SimSpec) -> pa.Table:
+    """The /proc sampler's /proc/stat rows (collectors.cpu_steal) for two engine CPUs at 10 Hz:
+    busy half the time, 0.5 % of their wanted time stolen; in a "steal" incident the hypervisor
+    takes `magnitude` of it (the steps slow by 1 / (1 - magnitude), no process counter moves)."""
+    begin = spec.t0_ns - int(spec.warmup_s * 1e9)
+    end = spec.t0_ns + int(spec.duration_s * 1e9)
+    inc_lo = spec.t0_ns + int(spec.incident_start_s * 1e9)
+    inc_hi = inc_lo + int(spec.incident_duration_s * 1e9)
+    rows, total, idle, steal = [], 0, 0, 0
+    for t in range(begin, end + 1, 100_000_000):
+        share = _defaults(spec) if spec.incident == "steal" and inc_lo <= t < inc_hi else 0.005
+        total, idle, steal = total + 100_000_000, idle + 50_000_000, steal + int(50_000_000 * share)
+        for cpu in (0, 1):
+            rows.append(
+                {"ts_ns": t, "cpu": cpu, "total_ns": total, "idle_ns": idle, "steal_ns": steal}
+            )
+    return pa.Table.from_pylist(rows)
+
+
 def _write_collector_files(run_dir: Path, spec: SimSpec) -> None:
     stacks, proc, gc_rows = collector_tables(spec)
     collect = run_dir / "collect"
     collect.mkdir(exist_ok=True)
     pq.write_table(stacks, collect / f"stacks-{ENGINE_PID}.parquet")
     pq.write_table(proc, collect / f"proc-{ENGINE_PID}.parquet")
+    pq.write_table(cpu_tick_table(spec), collect / f"cpu-{ENGINE_PID}.parquet")
     text = "".join(json.dumps(r) + "\n" for r in gc_rows)
     if spec.collectors_truncated:
         text += json.dumps(gc_rows[-1])[:40]

@@ -20,6 +20,7 @@ EXPECTED_TABLES = {
     "process_gc",
     "process_stacks",
     "process_cpu",
+    "cpu_ticks",
     "analyses",
     "spikes",
     "attributions",

@@ -481,3 +481,16 @@ def test_transit_windows_set_the_clients_times_against_those_the_engine_reported
     assert sum(r["e2e_pairs"] for r in rows) <= len(ok)
     assert all(r["itl_pairs"] == 0 and r["server_itl_p99_ms"] is None for r in rows)
     assert all(r["client_ttft_p99_ms"] > r["server_ttft_p99_ms"] for r in rows if r["ttft_pairs"])
+
+
+def test_cpu_steal_windows_share_of_wanted_time(tmp_path, make_run):
+    conn = _collector_run(tmp_path, make_run, "steal", magnitude=0.4)
+    rows = {r["window"]: r for r in query(conn, "cpu_steal_windows", run_id=RUN_ID, window_s=1.0)}
+    conn.close()
+    # busy half the time; of the time the two CPUs wanted to run, 0.5 % stolen, 40 % in 2 s .. 4 s
+    assert set(rows) == set(range(6)) and all(r["cpus"] == 2 for r in rows.values())
+    assert rows[0]["steal_share"] == pytest.approx(0.005, abs=1e-9)
+    assert rows[2]["steal_share"] == pytest.approx(0.4) and rows[3]["steal_share"] == pytest.approx(
+        0.4
+    )
+    assert rows[2]["busy_share"] == pytest.approx(0.5 * 0.6)
