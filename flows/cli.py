@@ -418,6 +418,12 @@ def evaluate(
         f"[{every.get('low')}, {every.get('high')}] (exact 95 %), false alarms/h on controls "
         f"{result.scores['controls']['false_alarms_per_hour']}"
     )
+    named = result.scores["controls"].get("false_alarms_by_cause") or {}
+    if named:
+        console.print(
+            "  false alarms named: "
+            + ", ".join(f"{cause} {n}" for cause, n in sorted(named.items(), key=lambda kv: -kv[1]))
+        )
     invalid = result.scores.get("invalid_runs") or 0
     if invalid:
         ctl = result.scores["controls"]

@@ -470,6 +470,21 @@ def _evidence(
     return {cause: [e for e in rows if supports(e)] for cause, rows in evidence.items()}
 
 
+def _host_summary(outside: OutsideExcess) -> str:
+    """Which loss of CPU the host share stands for: a process's run-queue wait, the steal, both."""
+    said = []
+    if outside.host_pid is not None:
+        said.append(
+            f"engine process (pid {outside.host_pid}) waited for a CPU: contention from outside it"
+        )
+    if outside.steal_fraction > 0:
+        said.append(
+            "the hypervisor stole the engine's CPUs: every stage "
+            f"{1 / (1 - outside.steal_fraction):.2f}× slower"
+        )
+    return "; ".join(said) or "the engine lost CPU time outside its processes"
+
+
 def _memory_summary(frame: SpikeFrame, signals: RunSignals, dec: Decomposition) -> str:
     pauses = pause_stats(signals.gc_pauses, frame.win_spike, signals.window_s)
     if pauses.mean_ms and pauses.mean_ms >= 1.0:
@@ -518,9 +533,7 @@ def _summary(
     if top == "network":
         return f"transit between client and engine up {outside.transit_rise_ms:.1f} ms; engine times flat"
     if top == "host":
-        return (
-            f"engine process (pid {outside.host_pid}) waited for a CPU: contention from outside it"
-        )
+        return _host_summary(outside)
     covered = 1.0 - shares["unexplained"]
     if dec.uniform_slowdown is not None:
         return (

@@ -135,6 +135,11 @@ class AttributeConfig:
     # An engine process's run-queue wait must rise by this many ms per second (and beat 3 std of
     # its baseline) to count as CPU lost to another process.
     runq_rise_ms_per_s: float = 20.0
+    # Rise in the share of the engine CPUs' wanted time the hypervisor stole (collectors.cpu_steal)
+    # that counts as CPU lost outside the machine's guest: 2 % slows every stage by 2 %, the size
+    # of a stage delta the step decomposition already treats as noise (cause_shares). It must also
+    # beat 3 std of its baseline windows (a /proc/stat tick is 10 ms: 0.5 % of 2 CPU-seconds).
+    steal_rise_share: float = 0.02
 
     def __post_init__(self) -> None:
         if self.min_baseline_windows < 1:
@@ -152,6 +157,7 @@ class AttributeConfig:
             "client_lag_rise_ms",
             "merged_first_rise",
             "runq_rise_ms_per_s",
+            "steal_rise_share",
         )
 
 

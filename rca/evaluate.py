@@ -42,6 +42,7 @@ Reads analyses/spikes/faults through the warehouse; pure otherwise. Output is JS
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -291,6 +292,11 @@ def score(outcomes: list[RunOutcome]) -> dict:
             # of which in controls whose load generator saturated (counted above all the same)
             "invalid_runs": sum(not o.valid for o in controls),
             "false_alarms_in_invalid_runs": sum(len(o.spikes) for o in controls if not o.valid),
+            # what the analysis named them: a control's spike named host is still counted above
+            # (nothing was injected), but it says the box itself moved (e.g. the hypervisor's steal)
+            "false_alarms_by_cause": dict(
+                Counter(str(s.get("top_cause")) for o in controls for s in o.spikes)
+            ),
         },
         "invalid_runs": sum(not o.valid for o in outcomes),
         "attribution": attribution_scores(y_true, y_pred),

@@ -22,6 +22,9 @@ the same z, their scale floored also by the rise that counts as marked (RISE_FLO
 rise below that floor cannot vote), each with the cause its region or signal speaks for; their
 evidence names the process and the region. A process's run-queue wait does not vote when its own
 CPU time rose with it (its own threads may be competing: rca.process_evidence.did_own_work).
+The hypervisor's steal on the engine's CPUs (`rank_steal`, /proc/stat) is ranked the same way and
+votes host, as does a steal series on /metrics (node_exporter's
+`node_cpu_seconds_total{mode="steal"}` in an observed run).
 What keeps the vote about causes rather than their consequences (rca.consequences):
   - series are classified by role (SERIES_ROLES): the engine's own latency series (TTFT, ITL,
     E2E, time per output token) restate the spike and do not vote; series that count work
@@ -85,7 +88,14 @@ from rca.consequences import (
 from rca.detect import Spike
 from rca.evidence import Evidence, EvidenceBuilder, pearson
 from rca.outside_causes import OutsideExcess, OutsideInputs, front_end_moved, outside_excess
-from rca.process_evidence import RISE_FLOOR, describe_rise, did_own_work, own_cpu, process_series
+from rca.process_evidence import (
+    RISE_FLOOR,
+    ProcessSignals,
+    describe_rise,
+    did_own_work,
+    own_cpu,
+    process_series,
+)
 from rca.stepcost import mean_or_zero
 from rca.window_columns import by_window, window_series
 from rca.work_model import WorkPrediction, WorkSeries, predict_work
@@ -95,6 +105,7 @@ CAUSE_PATTERNS: tuple[tuple[str, str], ...] = (
     ("memory", r"cache_usage|kv_|preempt|gpu_memory|mem_fraction|memory|swap|gc_"),
     ("communication", r"nccl|all_?reduce|collective|comm|pcie|nvlink"),
     ("penalty", r"penalt|sampl|repetit"),
+    ("host", r"steal"),  # CPU time a hypervisor gave another guest (node_exporter's mode)
     (
         "load",
         r"requests_running|requests_waiting|waiting|running|queue|arrival|request_success|"
@@ -279,8 +290,10 @@ def rank_process_series(
     in_spike: np.ndarray,
     in_base: np.ndarray,
     config: ScoreConfig | None = None,
+    steal_floor: float = AttributeConfig.steal_rise_share,
 ) -> list[RankedSeries]:
-    """The collectors' per-process series, scored like /metrics gauges, notes attached."""
+    """The collectors' per-process series, scored like /metrics gauges, notes attached, and the
+    hypervisor's steal on the engine's CPUs (`rank_steal`)."""
     config = config or ScoreConfig()
     n, w = len(in_spike), signals.window_s
     ranked = []
@@ -314,7 +327,42 @@ def rank_process_series(
                 votes=not ambiguous,
             )
         )
-    return ranked
+    steal = rank_steal(signals.process, (in_spike, in_base), w, config, steal_floor)
+    return ranked + ([steal] if steal is not None else [])
+
+
+def rank_steal(
+    process: ProcessSignals,
+    masks: tuple[np.ndarray, np.ndarray],
+    window_s: float,
+    config: ScoreConfig,
+    floor: float,
+) -> RankedSeries | None:
+    """The hypervisor's steal on the engine's CPUs (rca.outside_causes: CPU lost outside the
+    guest, in no process counter), scored like a gauge and voting host; its scale is floored by
+    `floor` (AttributeConfig.steal_rise_share) / MIN_Z, so a rise below it cannot vote."""
+    in_spike, in_base = masks
+    values = process.steal_share(len(in_spike))
+    base, spike = values[in_base], values[in_spike]
+    base, spike = base[np.isfinite(base)], spike[np.isfinite(spike)]
+    if len(base) < 3 or not len(spike):
+        return None
+    median = float(np.median(base))
+    scale = max(robust_scale(base, values, False, window_s, config), floor / MIN_Z)
+    note = (
+        f"the engine's CPUs: the hypervisor ran another guest for {spike.mean():.1%} of the time "
+        f"they wanted to run during the spike vs {median:.1%} before (/proc/stat steal)"
+    )
+    return RankedSeries(
+        "cpu_steal_share",
+        "host",
+        float((spike.max() - median) / scale),
+        float(spike.mean()),
+        median,
+        values,
+        "fraction",
+        note,
+    )
 
 
 def _outside_part(
@@ -468,7 +516,10 @@ def settle_tie(
 
 
 def ranked_series(
-    signals: RunSignals, in_spike: np.ndarray, in_base: np.ndarray
+    signals: RunSignals,
+    in_spike: np.ndarray,
+    in_base: np.ndarray,
+    attribute: AttributeConfig | None = None,
 ) -> list[RankedSeries]:
     """Every /metrics, NVML and per-process series of the run ranked for one spike, with the
     readings that keep consequences from voting (see module docstring), largest z first."""
@@ -482,7 +533,11 @@ def ranked_series(
     work = work_series(kept, window_series(signals.windows, "tokens", n))
     kept, floors = read_per_work(kept, work, in_spike, signals.window_s)
     ranked = rank_series(kept, in_spike, in_base, signals.window_s, floors=floors)
-    ranked = sorted(ranked + rank_process_series(signals, in_spike, in_base), key=lambda r: -r.z)
+    steal_floor = (attribute or AttributeConfig()).steal_rise_share
+    ranked = sorted(
+        ranked + rank_process_series(signals, in_spike, in_base, steal_floor=steal_floor),
+        key=lambda r: -r.z,
+    )
     ranked = read_preemption_effects(ranked)
     ranked = without_collectives(ranked, has_collectives(signals.engine, signals.steps))
     return gc_counts_as_context(ranked, bool(signals.process.gc_windows))
@@ -659,7 +714,7 @@ def attribute_by_metrics(
     masks = window_masks(n, spike, spikes, config.guard_windows, config.min_baseline_windows)
     latency = window_series(signals.windows, f"{spike.metric}_ms")
     work = work_prediction(spike, signals, masks, latency, config)
-    ranked = queue_without_demand(ranked_series(signals, *masks), work)
+    ranked = queue_without_demand(ranked_series(signals, *masks, config), work)
     voters, demand = _voters(ranked, counted=work is not None)
     votes = {c: sum(r.z for r in voters if r.cause == c) for c in CAUSES}
     # the engine moved when any of its series did, the demand series (they don't vote) included

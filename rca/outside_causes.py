@@ -8,7 +8,12 @@
   host     an engine process waited longer for a CPU (/proc run-queue delay) while doing no more
            work itself, and no other process of the engine's tree gained that CPU time
            (rca.consequences): the share of its spike step time spent waiting for CPU that went
-           outside the engine, beyond baseline
+           outside the engine, beyond baseline; and, apart from that, the hypervisor stole more of
+           the engine CPUs' time (/proc/stat steal, collectors.cpu_steal): a stolen stretch is
+           neither run-queue wait nor the process's CPU time, so no process counter shows it.
+           Work needing W s of CPU takes W / (1 - s) with a share s stolen, so a rise from s_b
+           to s_s stretches every stage and 1 - (1 - s_s) / (1 - s_b) of the spike's step time
+           is the steal's (`steal_step_fraction`); the two parts add
 
 client − server time is the p99 of each side's latency per window: the client's from its kernel
 receive stamps, the server's from its own socket stamps (query `transit_windows`; for ITL, the
@@ -57,7 +62,8 @@ class OutsideExcess:
 
     client_share: float = 0.0  # of the spike's latency excess
     network_share: float = 0.0
-    host_step_fraction: float = 0.0  # of the spike's mean step time: CPU wait beyond baseline
+    # of the spike's mean step time: CPU wait (run-queue and stolen) beyond baseline
+    host_step_fraction: float = 0.0
     transit_rise_ms: float = 0.0  # client − server p99, spike − baseline (0 when not marked)
     client_lag_rise_ms: float = 0.0  # the client's lag / read delay p99 rise (0 when not marked)
     # share of the excess the engine server's own p99 rise accounts for (None: no server times):
@@ -65,6 +71,7 @@ class OutsideExcess:
     server_share: float | None = None
     client_late: bool = False
     host_pid: int | None = None
+    steal_fraction: float = 0.0  # of host_step_fraction: the hypervisor's extra steal
     evidence: dict[str, list[Evidence]] = field(default_factory=dict)
     signals: dict[str, np.ndarray] = field(default_factory=dict)  # cause → main window series
 
@@ -178,7 +185,49 @@ def _transit(
     return marked_rise(gap, ev.in_spike, ev.in_base, config.min_transit_rise_ms)
 
 
+def steal_step_fraction(
+    share: np.ndarray, in_spike: np.ndarray, in_base: np.ndarray, floor: float
+) -> float:
+    """The part of a spike's step time the hypervisor's extra steal explains: 0 unless the stolen
+    share of the CPUs' wanted time rose by `floor` and 3 baseline std (marked_rise); else
+    1 - (1 - s_spike) / (1 - s_base), from mean shares (see the module docstring)."""
+    if marked_rise(share, in_spike, in_base, floor) <= 0:
+        return 0.0
+    s_spike, s_base = mean_or_zero(share[in_spike]), mean_or_zero(share[in_base])
+    if s_base >= 1.0:
+        return 0.0
+    return float(np.clip(1.0 - (1.0 - s_spike) / (1.0 - s_base), 0.0, 1.0))
+
+
 def _host(
+    inputs: OutsideInputs, ev: EvidenceBuilder, config: AttributeConfig, out: OutsideExcess
+) -> None:
+    """CPU the engine lost outside itself: its run-queue wait and the hypervisor's steal."""
+    _host_runq(inputs, ev, config, out)
+    share = inputs.process.steal_share(inputs.n)
+    stolen = steal_step_fraction(share, ev.in_spike, ev.in_base, config.steal_rise_share)
+    row = ev.series(
+        "cpu_steal_share",
+        share,
+        "fraction",
+        "of the engine CPUs' wanted time, the hypervisor ran another guest (/proc/stat steal)"
+        + (
+            f": every stage {1 / (1 - stolen):.2f}× slower from it"
+            if stolen > 0
+            else ": not enough more than before to count"
+        ),
+    )
+    if row is None:
+        return
+    out.evidence.setdefault("host", []).append(row)
+    if stolen > 0:
+        out.steal_fraction = stolen
+        out.host_step_fraction = float(np.clip(out.host_step_fraction + stolen, 0.0, 1.0))
+        if out.host_pid is None:  # no process waited for a CPU: the steal is the main series
+            out.signals["host"] = share
+
+
+def _host_runq(
     inputs: OutsideInputs, ev: EvidenceBuilder, config: AttributeConfig, out: OutsideExcess
 ) -> None:
     """The engine process whose run-queue wait rose most, when its own CPU time did not."""

@@ -51,6 +51,8 @@ class ProcessSignals:
     stack_windows: list[dict] = field(default_factory=list)  # query process_stack_windows
     gc_windows: list[dict] = field(default_factory=list)  # query process_gc_windows
     cpu_windows: list[dict] = field(default_factory=list)  # query process_cpu_windows
+    # query cpu_steal_windows: machine-level, the engine's CPUs (not per process)
+    steal_windows: list[dict] = field(default_factory=list)
     # series already built from the rows above: every spike of a run reads the same ones, so a
     # run with many spikes scans its rows once, not once per spike and region (rows are never
     # changed after load)
@@ -63,9 +65,23 @@ class ProcessSignals:
         return cls(
             *(
                 query(conn, name, run_id=run_id, window_s=window_s)
-                for name in ("process_stack_windows", "process_gc_windows", "process_cpu_windows")
+                for name in (
+                    "process_stack_windows",
+                    "process_gc_windows",
+                    "process_cpu_windows",
+                    "cpu_steal_windows",
+                )
             )
         )
+
+    def steal_share(self, n: int) -> np.ndarray:
+        """The share of the engine CPUs' wanted time stolen by the hypervisor, per window [n]
+        (NaN where not measured: no /proc sampler, or a kernel without steal accounting)."""
+        out = np.full(n, np.nan)
+        for r in self.steal_windows:
+            if 0 <= r["window"] < n and r.get("steal_share") is not None:
+                out[r["window"]] = float(r["steal_share"])
+        return out
 
     def by_pid(
         self, rows: str, key: str, n: int, fill: float = np.nan

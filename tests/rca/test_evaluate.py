@@ -204,6 +204,7 @@ def test_evaluate_on_simulated_runs(warehouse_with):
         "false_alarms_per_hour": 0.0,
         "invalid_runs": 0,
         "false_alarms_in_invalid_runs": 0,
+        "false_alarms_by_cause": {},
     }
     assert out["peers"]["random"]["events"] == 2
     assert [v["detected"] for r in out["per_run"] for v in r["verdicts"]] == [True, True]
@@ -334,6 +335,8 @@ def test_a_control_whose_load_generator_saturated_is_counted_and_shown_apart(tmp
     starved = by_run["starved-control"]["false_alarms"]
     assert starved >= 1 and ctl["false_alarms_in_invalid_runs"] == starved
     assert ctl["false_alarms"] == starved + by_run["ok-control"]["false_alarms"]
+    # what they were named: an every-stage slowdown no signal explains (counted as unexplained)
+    assert ctl["false_alarms_by_cause"] == {"unexplained": ctl["false_alarms"]}
 
 
 def test_a_partner_undecided_in_its_run_is_decided_by_its_twin_and_a_minor_one_set_apart():

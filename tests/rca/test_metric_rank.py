@@ -66,6 +66,9 @@ def test_counters_become_rates_and_names_map_to_causes():
     assert cause_of("vllm:num_requests_waiting") == "load"
     assert cause_of("nvml_pcie_tx") == "communication"
     assert cause_of("process_open_fds") == "unexplained"
+    # node_exporter's CPU counters: the stolen mode is the hypervisor's, the others say nothing
+    assert cause_of('node_cpu_seconds_total{"cpu": "0", "mode": "steal"}') == "host"
+    assert cause_of('node_cpu_seconds_total{"cpu": "0", "mode": "idle"}') == "unexplained"
     flat = {"a": np.array([1.0] * 8 + [9.0, 9.0]), "b": np.arange(10.0)}
     spike = np.arange(10) >= 8
     ranked = rank_series(flat, spike, ~spike)

@@ -1,6 +1,11 @@
 """rca.outside_causes: client, network and host found from their own signals and named."""
 
+import numpy as np
+import pytest
+
+from rca.analyze import analyze_run
 from rca.attribute import attribute_spike
+from rca.outside_causes import steal_step_fraction
 from tests.support.spikesignals import SpikeRun, spike_signals
 
 
@@ -125,3 +130,57 @@ def test_client_lag_is_no_cause_of_gaps_the_server_saw_grow_too():
     )
     assert attr.top_cause == "unexplained"
     assert next((c.share for c in attr.causes if c.cause == "client"), 0.0) < 0.1
+
+
+# --- the hypervisor's steal (collectors.cpu_steal) ----------------------------------------------
+
+
+def test_steal_stretches_the_step_by_what_the_stolen_time_takes():
+    in_spike = np.arange(20) >= 14
+    share = np.where(in_spike, 0.41, 0.01)
+    # W s of CPU took W / 0.99 before and W / 0.59 in the spike: 1 - 0.59 / 0.99 of it is steal
+    assert steal_step_fraction(share, in_spike, ~in_spike, 0.02) == pytest.approx(1 - 0.59 / 0.99)
+    small = np.where(in_spike, 0.025, 0.01)  # 1.5 points: under the 2-point floor
+    assert steal_step_fraction(small, in_spike, ~in_spike, 0.02) == 0.0
+    noisy = np.where(in_spike, 0.2, np.tile([0.0, 0.2], 10))  # within 3 std of its baseline
+    assert steal_step_fraction(noisy, in_spike, ~in_spike, 0.02) == 0.0
+    unmeasured = np.full(20, np.nan)
+    assert steal_step_fraction(unmeasured, in_spike, ~in_spike, 0.02) == 0.0
+
+
+def _main(analysis):
+    spikes = sorted(analysis.spikes, key=lambda s: -(s.peak_ms - s.baseline_ms))
+    assert spikes, "the run should have a reported spike"
+    return analysis.attributions[spikes[0].spike_id]
+
+
+def test_hypervisor_steal_with_a_step_trace_is_host(warehouse_with):
+    # every stage 1 / 0.6 slower for 8 s, no process waited for a CPU: only /proc/stat saw it
+    db, run_id = warehouse_with(incident="steal", collectors=True)
+    attr = _main(analyze_run(db, run_id))
+    assert attr.top_cause == "host" and _cause(attr, "host").share >= 0.5
+    assert attr.summary.startswith("the hypervisor stole the engine's CPUs")
+    steal = next(e for e in _cause(attr, "host").evidence if e.signal == "cpu_steal_share")
+    assert steal.value == pytest.approx(0.4, abs=0.05) and steal.baseline == pytest.approx(0.005)
+
+
+def test_hypervisor_steal_without_a_step_trace_is_host(warehouse_with):
+    db, run_id = warehouse_with(
+        incident="steal",
+        collectors=True,
+        step_trace=False,
+        engine='{"kind": "vllm", "model": "m", "tensor_parallel_size": 1}',
+    )
+    attr = _main(analyze_run(db, run_id))
+    assert attr.method == "metric_rank" and attr.top_cause == "host"
+    steal = next(e for e in _cause(attr, "host").evidence if e.signal == "cpu_steal_share")
+    assert "the hypervisor ran another guest" in steal.note
+
+
+def test_a_run_queue_wait_without_more_steal_is_not_the_hypervisors(warehouse_with):
+    # every stage slower because an engine process waited for a CPU; steal flat at 0.5 %
+    db, run_id = warehouse_with(incident="host", collectors=True)
+    attr = _main(analyze_run(db, run_id))
+    assert attr.top_cause == "host" and "hypervisor" not in attr.summary
+    # a steal that did not rise supports nothing, so it is not listed (rca.evidence.supports)
+    assert "cpu_steal_share" not in {e.signal for e in _cause(attr, "host").evidence}
