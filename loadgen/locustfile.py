@@ -624,6 +624,10 @@ class ClosedReplayUser(FastHttpUser):
     def _run_chain(self, chain: chains.Chain) -> None:
         user_name = f"w{self.worker}-u{chain.index}"
         start_ns, _, end_ns = CLOCK.started()
+        # a user that stopped in the recording sends nothing after that, even when the kill
+        # scheduled for then (run_chains) runs late on a busy gevent loop
+        if chain.until_s is not None:
+            end_ns = min(end_ns, start_ns + int(chain.until_s * 1e9))
         _sleep_until(start_ns + int(chain.start_s * 1e9))
         seq = count()
         while True:

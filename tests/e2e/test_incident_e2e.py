@@ -184,3 +184,10 @@ def test_collectors_saw_the_storm_from_outside_the_engine(gc_storm_run):
     assert steal["available"] and steal["scope"] == "engine", steal
     assert 0.0 <= steal["share"] <= 1.0 and 0.0 <= steal["worst_second_share"] <= 1.0
     assert steal["seconds"] > 20 and steal["cpus"] == sorted(os.sched_getaffinity(0))
+    # ... and at the /proc sampler's ticks, per CPU the engine may use: what the host rule reads
+    ticks, cpus, bad = db.execute(
+        "SELECT count(DISTINCT ts_ns), list(DISTINCT cpu ORDER BY cpu), "
+        "count(*) FILTER (WHERE steal_ns + idle_ns > total_ns) FROM cpu_ticks WHERE run_id = ?",
+        [run_id],
+    ).fetchone()
+    assert ticks > 100 and cpus == steal["cpus"] and bad == 0, (ticks, cpus, bad)

@@ -112,7 +112,7 @@ def test_a_closed_replay_sends_each_recorded_user_as_a_closed_loop(engine, tmp_p
     """A spike of users replayed with replay_loop closed: as many users, each with one stream
     at a time, the spike's users sending only until they stopped in the recording."""
     spike = {"shape": "spike", "users": 1, "spike_users": 3, "spike_start_s": 1}
-    _first, a = run(engine, tmp_path / "a", {**spike, "spike_duration_s": 1})
+    first, a = run(engine, tmp_path / "a", {**spike, "spike_duration_s": 1})
     load = {"shape": "replay", "trace": str(tmp_path / "a"), "replay_loop": "closed"}
     second, b = run(engine, tmp_path / "b", load, workers=2)
     assert {r["worker"] for r in b} == {"0", "1"}
@@ -122,10 +122,17 @@ def test_a_closed_replay_sends_each_recorded_user_as_a_closed_loop(engine, tmp_p
         by_user.setdefault(r["user"], []).append(r)
     for rows in by_user.values():  # the next request leaves only once the last one ended
         assert all(nxt["sent_ns"] >= prev["done_ns"] for prev, nxt in pairwise(rows))
-    # the two spike users of the recording stopped at ~2 s: so do their replays
+    # two of the recording's users stopped at ~2 s, when their last request ended (Locust picks
+    # which; a slow box stops them later): their replays send nothing after that
+    t0 = first.load_started_ns
+    last_end = {}
+    for r in a:
+        last_end[r["user"]] = max(last_end.get(r["user"], 0), r["done_ns"] or r["sent_ns"])
+    stops = sorted((end - t0) / 1e9 for end in last_end.values())
+    assert len(stops) == 3 and 1.9 < stops[1] < 2.8 < DURATION_S - 0.1 < stops[2], stops
     assert len(users_between(b, second, 0, 0.9)) == 1
     assert len(users_between(b, second, 1.1, 1.9)) == 3
-    assert len(users_between(b, second, 2.2, 3)) == 1
+    assert len(users_between(b, second, stops[1] + 0.05, 3)) == 1
 
 
 def test_distributed_workers_lose_nothing_the_engine_served(engine, tmp_path):
