@@ -27,6 +27,7 @@ import numpy as np
 from rca.consequences import cpu_given_to_siblings
 from rca.evidence import Evidence, pearson
 from rca.stepcost import mean_or_zero
+from rca.window_columns import by_window
 
 # (region, cause its rise speaks for)
 REGION_CAUSES = (
@@ -77,11 +78,7 @@ class ProcessSignals:
     def steal_share(self, n: int) -> np.ndarray:
         """The share of the engine CPUs' wanted time stolen by the hypervisor, per window [n]
         (NaN where not measured: no /proc sampler, or a kernel without steal accounting)."""
-        out = np.full(n, np.nan)
-        for r in self.steal_windows:
-            if 0 <= r["window"] < n and r.get("steal_share") is not None:
-                out[r["window"]] = float(r["steal_share"])
-        return out
+        return by_window(self.steal_windows, "steal_share", n)
 
     def by_pid(
         self, rows: str, key: str, n: int, fill: float = np.nan
