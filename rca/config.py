@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 
 METRICS = ("itl_p99", "ttft_p99", "e2e_p99")
+DETECTORS = ("mad", "sustained", "changepoint")  # rca.detect: the spike tests, in report order
 # Inside the serving stack, outside it (the load generator, the path to the engine, the machine's
 # CPUs), and 'unexplained': what the measured signals do not cover.
 CAUSES = (
@@ -56,9 +57,17 @@ class DetectConfig:
     # peak / baseline at or above which a spike is 'major', resp. 'critical' (below: 'minor').
     major_ratio: float = 2.0
     critical_ratio: float = 5.0
-    # Detectors to run: 'mad' (robust threshold per window) and/or 'changepoint' (ruptures PELT
-    # segments whose mean beats the same threshold; needs the optional `ruptures` package).
-    detectors: tuple = ("mad",)
+    # Detectors to run (rca.detect): 'mad' (robust threshold per window), 'sustained' (a stretch of
+    # above-median windows whose mean beats the threshold with the spread shrunk by √n), and/or
+    # 'changepoint' (ruptures PELT segments whose mean beats the per-window threshold; needs the
+    # optional `ruptures` package).
+    detectors: tuple = ("mad", "sustained")
+    # Fewest valid windows of a 'sustained' stretch. Neighbouring windows share long requests and
+    # the box's slow drifts, so a short stretch holds less evidence than its count: on the two
+    # held-out suites before this detector (ev 2520291900 and 1702696454; 104 faults, 34.5 control
+    # minutes), 3 windows added 5 faults and 2 control spikes, 4 added 5 and 1, and 5 added 4 and
+    # none. Five, checked afterwards on a fresh suite (docs/benchmarks.md).
+    sustained_min_windows: int = 5
     # PELT penalty per change point, in units of log(n_windows) on the series scaled to robust z.
     changepoint_penalty: float = 10.0
 
@@ -68,17 +77,17 @@ class DetectConfig:
             raise ValueError(f"DetectConfig.trim_k must be > 0 or None, got {self.trim_k!r}")
         if self.min_rel_excess < 0:
             raise ValueError(f"DetectConfig.min_rel_excess must be >= 0, got {self.min_rel_excess}")
-        for name in ("min_windows", "min_baseline_windows", "trim_rounds"):
+        for name in ("min_windows", "min_baseline_windows", "trim_rounds", "sustained_min_windows"):
             if getattr(self, name) < 1:
                 raise ValueError(f"DetectConfig.{name} must be >= 1, got {getattr(self, name)}")
         if self.merge_gap_windows < 0:
             raise ValueError(
                 f"DetectConfig.merge_gap_windows must be >= 0, got {self.merge_gap_windows}"
             )
-        bad = [d for d in self.detectors if d not in ("mad", "changepoint")]
+        bad = [d for d in self.detectors if d not in DETECTORS]
         if bad or not self.detectors:
             raise ValueError(
-                f"DetectConfig.detectors: {bad or 'empty'}; valid: 'mad', 'changepoint'"
+                f"DetectConfig.detectors: {bad or 'empty'}; valid: {', '.join(DETECTORS)}"
             )
         _positive(self, "changepoint_penalty")
         unknown = set(self.min_samples) - set(METRICS)

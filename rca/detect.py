@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rca.config import METRICS, DetectConfig
+from rca.config import DETECTORS, METRICS, DetectConfig
 
 _COUNT_OF = {"itl_p99": "itl_n", "ttft_p99": "ttft_n", "e2e_p99": "e2e_n"}
 
@@ -47,6 +47,7 @@ class Interval:
     baseline_ms: float
     flagged: list[int]
     excess_area: float  # Σ over flagged windows of (value − baseline) / baseline
+    detector: str = "mad"  # which test flagged it: 'mad', 'sustained' or 'changepoint'
 
 
 @dataclass
@@ -116,6 +117,18 @@ def baseline(values: np.ndarray, metric: str, config: DetectConfig) -> Baseline 
 def flagged_intervals(values: np.ndarray, base: Baseline, config: DetectConfig) -> list[Interval]:
     """Merge flagged windows into intervals and keep those with at least min_windows flags."""
     flagged = [i for i, v in enumerate(values) if not np.isnan(v) and v > base.threshold_ms]
+    return _intervals_of(values, base, flagged, config, config.min_windows, "mad")
+
+
+def _intervals_of(
+    values: np.ndarray,
+    base: Baseline,
+    flagged: list[int],
+    config: DetectConfig,
+    min_windows: int,
+    detector: str,
+) -> list[Interval]:
+    """Flagged windows at most merge_gap_windows apart as intervals of ≥ min_windows flags."""
     groups: list[list[int]] = []
     for i in flagged:
         if groups and i - groups[-1][-1] - 1 <= config.merge_gap_windows:
@@ -124,7 +137,7 @@ def flagged_intervals(values: np.ndarray, base: Baseline, config: DetectConfig) 
             groups.append([i])
     intervals = []
     for g in groups:
-        if len(g) < config.min_windows:
+        if len(g) < min_windows:
             continue
         peak = float(max(values[i] for i in g))
         area = (
@@ -132,8 +145,61 @@ def flagged_intervals(values: np.ndarray, base: Baseline, config: DetectConfig) 
             if base.median_ms > 0
             else 0.0
         )
-        intervals.append(Interval(base.metric, g[0], g[-1], peak, base.median_ms, g, area))
+        intervals.append(
+            Interval(base.metric, g[0], g[-1], peak, base.median_ms, g, area, detector)
+        )
     return intervals
+
+
+def sustained_intervals(values: np.ndarray, base: Baseline, config: DetectConfig) -> list[Interval]:
+    """Third detector: stretches of elevated windows whose *mean* beats the threshold.
+
+    A shift that lasts n windows is judged on its mean, whose spread is spread/√n. A stretch of at
+    least `sustained_min_windows` valid windows, every one above the median (missing ones allowed
+    up to merge_gap_windows in a row) and its two ends a robust SD above it, is an interval when
+    its mean beats all three of median + k·spread/√n, median·(1 + min_rel_excess) and median +
+    min_abs_excess_ms. The floors are the single-window test's, so a sustained rise must be as
+    large as a spike must be; only the noise allowance shrinks. Each window counts at most as the
+    single-window threshold, so one blip (the per-window test's business) cannot carry a stretch,
+    and the ends keep a barely-above-median neighbour from joining. Catches a contention that
+    lifts a noisy series by half for seconds without any one window clearing 5 robust SDs.
+    """
+    n_min = config.sustained_min_windows
+    above = ~np.isnan(values) & (values > base.median_ms)
+    floor = _threshold(base.median_ms, 0.0, 0.0, config)  # the relative and absolute floors
+    edge = base.median_ms + base.spread_ms
+    flags = np.zeros(len(values), dtype=bool)
+    for run in _runs_above(values, above, config.merge_gap_windows):
+        vals = np.minimum(values[run], base.threshold_ms)  # [n_run] capped, time order
+        csum = np.concatenate([[0.0], np.cumsum(vals)])  # [n_run + 1]
+        ends = np.flatnonzero(vals > edge)  # [n_ends] positions a stretch may start or end at
+        for a in ends:
+            for b in ends[ends >= a + n_min - 1]:
+                n = b - a + 1
+                allowance = base.median_ms + config.mad_k * base.spread_ms / np.sqrt(n)
+                if (csum[b + 1] - csum[a]) / n > max(allowance, floor):
+                    flags[run[a : b + 1]] = True
+    flagged = [int(i) for i in np.flatnonzero(flags)]
+    return _intervals_of(values, base, flagged, config, 1, "sustained")
+
+
+def _runs_above(values: np.ndarray, above: np.ndarray, max_gap: int) -> list[np.ndarray]:
+    """Indices of the valid above-median windows, cut where a window at or below the median
+    comes, or more than max_gap missing windows do."""
+    runs: list[list[int]] = []
+    last = -(10**9)
+    for i in range(len(values)):
+        if np.isnan(values[i]):
+            continue
+        if not above[i]:
+            last = -(10**9)
+            continue
+        if i - last - 1 <= max_gap and runs:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+        last = i
+    return [np.asarray(r) for r in runs]
 
 
 def changepoint_intervals(
@@ -174,7 +240,9 @@ def changepoint_intervals(
             if base.median_ms > 0
             else 0.0
         )
-        intervals.append(Interval(base.metric, idx[0], idx[-1], peak, base.median_ms, idx, area))
+        intervals.append(
+            Interval(base.metric, idx[0], idx[-1], peak, base.median_ms, idx, area, "changepoint")
+        )
     return intervals
 
 
@@ -186,7 +254,7 @@ def severity_label(peak_ms: float, baseline_ms: float, config: DetectConfig) -> 
 
 
 def merge_incidents(
-    intervals: list[Interval], window_s: float, config: DetectConfig, detector: str = "mad"
+    intervals: list[Interval], window_s: float, config: DetectConfig
 ) -> list[Spike]:
     """Group intervals of any series that overlap or lie within merge_gap_windows into Spikes.
 
@@ -243,7 +311,7 @@ def merge_incidents(
                 baseline_ms=primary.baseline_ms,
                 severity=severity_label(primary.peak_ms, primary.baseline_ms, config),
                 severity_score=primary.excess_area * window_s,
-                detector=detector,
+                detector="+".join(d for d in DETECTORS if any(iv.detector == d for iv in group)),
                 intervals=group,
             )
         )
@@ -265,7 +333,8 @@ def detect_spikes(
         baselines[metric] = base
         if "mad" in config.detectors:
             intervals.extend(flagged_intervals(values, base, config))
+        if "sustained" in config.detectors:
+            intervals.extend(sustained_intervals(values, base, config))
         if "changepoint" in config.detectors:
             intervals.extend(changepoint_intervals(values, base, config))
-    detector = "+".join(config.detectors)
-    return merge_incidents(intervals, window_s, config, detector), baselines
+    return merge_incidents(intervals, window_s, config), baselines
