@@ -7,8 +7,9 @@ the detector's (rca.detect.baseline over the windows before the spike, less a gu
     excess_ms = mean over the spike's windows (its times rounded to the 1-s grid) of
                 (window p99 − baseline median)
 
-The arm reproduced the spike when at least `DetectConfig.min_windows` of its spike windows are
-above the detector's threshold (the same test that finds spikes). Across arms (`share_removed`):
+The arm reproduced the spike when the detectors would call its spike windows a spike
+(rca.detect.windows_spike: at least `DetectConfig.min_windows` of them above the threshold, or a
+sustained stretch whose mean beats it with the spread shrunk by √n: the tests that find spikes). Across arms (`share_removed`):
 
     share removed = 1 − mean(excess, cause removed) / mean(excess, as recorded)
 
@@ -38,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from rca.config import DetectConfig
-from rca.detect import baseline, series
+from rca.detect import baseline, series, windows_spike
 
 CONFIRM_SHARE = 0.5
 GUARD_WINDOWS = 2  # windows just before the spike left out of the baseline (its run-up)
@@ -98,7 +99,7 @@ def measure_arm(
         spike_ms,
         spike_ms - base.median_ms,
         above,
-        above >= config.min_windows,
+        windows_spike(spike_values, base, config),
     )
 
 
@@ -230,7 +231,7 @@ def measure_outside(
         server_base.median_ms,
         float(np.mean(server_spike)) - server_base.median_ms,
         above,
-        above >= config.min_windows,
+        windows_spike(client_spike, client_base, config),
     )
 
 

@@ -8,7 +8,9 @@ spread it is judged against. A window is flagged when it beats all three of: med
 min_rel_excess), median + min_abs_excess_ms — the floors keep a steady series' tiny MAD from
 turning scheduler noise into spikes. Flagged windows at most
 `merge_gap_windows` apart form one interval; intervals shorter than `min_windows` flagged windows
-are dropped. Intervals of different series that overlap (or nearly) are one incident: one Spike
+are dropped. A second test (`sustained_intervals`) judges a stretch of elevated windows by its
+mean, whose noise shrinks by √n, for a rise that lasts without any one window clearing the
+threshold. Intervals of different series that overlap (or nearly) are one incident: one Spike
 with the list of series; its primary metric is the series with the largest relative peak; its
 time span is that of its ITL/TTFT intervals (E2E lags: it is binned at completion).
 
@@ -166,7 +168,6 @@ def sustained_intervals(values: np.ndarray, base: Baseline, config: DetectConfig
     """
     n_min = config.sustained_min_windows
     above = ~np.isnan(values) & (values > base.median_ms)
-    floor = _threshold(base.median_ms, 0.0, 0.0, config)  # the relative and absolute floors
     edge = base.median_ms + base.spread_ms
     flags = np.zeros(len(values), dtype=bool)
     for run in _runs_above(values, above, config.merge_gap_windows):
@@ -176,11 +177,34 @@ def sustained_intervals(values: np.ndarray, base: Baseline, config: DetectConfig
         for a in ends:
             for b in ends[ends >= a + n_min - 1]:
                 n = b - a + 1
-                allowance = base.median_ms + config.mad_k * base.spread_ms / np.sqrt(n)
-                if (csum[b + 1] - csum[a]) / n > max(allowance, floor):
+                if _mean_passes((csum[b + 1] - csum[a]) / n, n, base, config):
                     flags[run[a : b + 1]] = True
     flagged = [int(i) for i in np.flatnonzero(flags)]
     return _intervals_of(values, base, flagged, config, 1, "sustained")
+
+
+def _mean_passes(mean: float, n: int, base: Baseline, config: DetectConfig) -> bool:
+    """Does the mean of n capped windows beat median + k·spread/√n and the two floors?"""
+    allowance = base.median_ms + config.mad_k * base.spread_ms / np.sqrt(n)
+    return mean > max(allowance, _threshold(base.median_ms, 0.0, 0.0, config))
+
+
+def windows_spike(values: np.ndarray, base: Baseline, config: DetectConfig) -> bool:
+    """Would the tests that find spikes call these windows (one stretch, time order) a spike?
+    At least min_windows of them above the threshold, or (with 'sustained' among the detectors)
+    at least sustained_min_windows valid ones whose capped mean passes the sustained test. What
+    `spikelens confirm` asks of an arm's replay of a spike's windows, so a spike found either way
+    can reproduce."""
+    valid = values[~np.isnan(values)]
+    if int(np.sum(valid > base.threshold_ms)) >= config.min_windows:
+        return True
+    n = len(valid)
+    capped = np.minimum(valid, base.threshold_ms)
+    return (
+        "sustained" in config.detectors
+        and n >= config.sustained_min_windows
+        and _mean_passes(float(np.mean(capped)), n, base, config)
+    )
 
 
 def _runs_above(values: np.ndarray, above: np.ndarray, max_gap: int) -> list[np.ndarray]:

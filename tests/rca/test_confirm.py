@@ -3,6 +3,7 @@ over pairs, and the verdict with its exit code."""
 
 import pytest
 
+from rca.config import DetectConfig
 from rca.confirm import (
     ArmMeasure,
     measure_arm,
@@ -116,3 +117,29 @@ def test_no_client_side_spike_or_no_pairs_is_inconclusive():
     assert measure_outside([], "ttft_p99", (20.0, 30.0)) is None
     v = outside_verdict(None, "network")
     assert v.verdict == "inconclusive" and v.exit_code == 3 and "both" in v.reason
+
+
+def noisy_windows(spike_ms: float, spike=(20, 30), n=35):
+    """itl p99 rows around 50 ms with a ±15 ms wobble (a wide per-window threshold), spike_ms
+    inside `spike`."""
+    wobble = (0.0, 15.0, -12.0, 8.0, -15.0, 12.0, -8.0)
+    return [
+        {
+            "t_s": float(w),
+            "itl_p99_ms": spike_ms if spike[0] <= w < spike[1] else 50.0 + wobble[w % 7],
+            "itl_n": 50,
+        }
+        for w in range(n)
+    ]
+
+
+def test_a_sustained_rise_reproduces_as_the_detector_found_it():
+    m = measure_arm(noisy_windows(85.0), "itl_p99", (20.0, 30.0), "recorded", 1, "r1")
+    assert m.threshold_ms is not None and m.threshold_ms > 85.0  # no window above it
+    assert m.windows_above == 0 and m.reproduced  # ten windows 1.7x: the sustained test's
+    mad_only = DetectConfig(detectors=("mad",))
+    assert not measure_arm(
+        noisy_windows(85.0), "itl_p99", (20.0, 30.0), "recorded", 1, "r1", mad_only
+    ).reproduced
+    calm = measure_arm(noisy_windows(60.0), "itl_p99", (20.0, 30.0), "removed", 1, "r2")
+    assert not calm.reproduced  # 1.2x: under the 50 % floor
