@@ -9,7 +9,8 @@ the detector's (rca.detect.baseline over the windows before the spike, less a gu
 
 The arm reproduced the spike when the detectors would call its spike windows a spike
 (rca.detect.windows_spike: at least `DetectConfig.min_windows` of them above the threshold, or a
-sustained stretch whose mean beats it with the spread shrunk by √n: the tests that find spikes). Across arms (`share_removed`):
+sustained stretch whose mean beats it with the spread shrunk by √n: the tests that find
+spikes). Across arms (`share_removed`):
 
     share removed = 1 − mean(excess, cause removed) / mean(excess, as recorded)
 
