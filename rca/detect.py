@@ -137,20 +137,18 @@ def _intervals_of(
             groups[-1].append(i)
         else:
             groups.append([i])
-    intervals = []
-    for g in groups:
-        if len(g) < min_windows:
-            continue
-        peak = float(max(values[i] for i in g))
-        area = (
-            float(sum((values[i] - base.median_ms) / base.median_ms for i in g))
-            if base.median_ms > 0
-            else 0.0
-        )
-        intervals.append(
-            Interval(base.metric, g[0], g[-1], peak, base.median_ms, g, area, detector)
-        )
-    return intervals
+    return [_interval(values, base, g, detector) for g in groups if len(g) >= min_windows]
+
+
+def _interval(values: np.ndarray, base: Baseline, idx: list[int], detector: str) -> Interval:
+    """The interval of windows `idx` (time order): its peak and its excess area."""
+    peak = float(max(values[i] for i in idx))
+    area = (
+        float(sum((values[i] - base.median_ms) / base.median_ms for i in idx))
+        if base.median_ms > 0
+        else 0.0
+    )
+    return Interval(base.metric, idx[0], idx[-1], peak, base.median_ms, idx, area, detector)
 
 
 def sustained_intervals(values: np.ndarray, base: Baseline, config: DetectConfig) -> list[Interval]:
@@ -258,15 +256,7 @@ def changepoint_intervals(
         start = end
         if len(idx) < config.min_windows or float(np.mean(values[idx])) <= base.threshold_ms:
             continue
-        peak = float(max(values[i] for i in idx))
-        area = (
-            float(sum((values[i] - base.median_ms) / base.median_ms for i in idx))
-            if base.median_ms > 0
-            else 0.0
-        )
-        intervals.append(
-            Interval(base.metric, idx[0], idx[-1], peak, base.median_ms, idx, area, "changepoint")
-        )
+        intervals.append(_interval(values, base, idx, "changepoint"))
     return intervals
 
 
