@@ -7,7 +7,8 @@
    coverage = step slowdown / latency rise (P99 of steps for ITL P99; mean step for TTFT/E2E,
    which accumulate many steps). The queueing rest is blamed on what made the queue grow:
    outputs that loop (penalty: a repeated-3-gram rise, not mere length), preemptions (memory),
-   arrivals or longer outputs without loops (load).
+   arrivals or longer outputs without loops (load). A batch that grew while the work asked did
+   not is a backlog: its step cost goes to what held the requests (rca.cause_shares, step 3).
 3. Outside the engine (rca.outside_causes): client − server time per window (client, network)
    and an engine process's CPU wait (host).
 4. rca.cause_shares turns these into shares of the excess, leaving uncovered what no signal
@@ -31,7 +32,7 @@ import pyarrow as pa
 from rca.cause_evidence import EngineFacts, EngineSeries, engine_evidence, main_signals
 from rca.cause_shares import ShareInputs, cause_shares, verdict
 from rca.config import CAUSES, AttributeConfig
-from rca.consequences import Workload, work_asked
+from rca.consequences import WorkAsked, Workload, work_asked
 from rca.detect import Spike
 from rca.evidence import (
     Evidence,
@@ -104,12 +105,15 @@ class RunSignals:
     run_status: str = "ok"
 
 
-def workload(rows: list[dict], n: int) -> Workload:
-    """What the load generator sent and got back per window, from query `windows` rows."""
+def workload(signals: RunSignals, n: int) -> Workload:
+    """What the load generator asked and got back per window (queries `windows`, `client_windows`)."""
+    rows = signals.windows
     return Workload(
         window_series(rows, "arrivals", n),
         window_series(rows, "prompt_tokens_mean", n),
         window_series(rows, "output_tokens_mean", n),
+        window_series(rows, "scheduled", n),
+        by_window(signals.client_windows, "in_flight", n),
     )
 
 
@@ -285,19 +289,38 @@ def _loops(frame: SpikeFrame, s: EngineSeries, config: AttributeConfig) -> bool:
     return mean_or_zero(spike) - mean_or_zero(base) >= config.loop_rate_rise
 
 
-def _queue_cause(
-    frame: SpikeFrame, s: EngineSeries, dec: Decomposition, config: AttributeConfig
-) -> tuple[str | None, str]:
-    """What made the queue grow, and in words: outputs that loop (penalty), preemptions
-    (memory), more requests or longer requests without loops (load: more work asked,
-    rca.consequences.work_asked), else nothing measured (None)."""
-    asked = work_asked(
-        Workload(s.arrivals, s.prompt_tokens, s.output_tokens),
+def _work_asked(frame: SpikeFrame, signals: RunSignals, config: AttributeConfig) -> WorkAsked:
+    """The work the load generator asked in the spike against its baseline windows."""
+    return work_asked(
+        workload(signals, frame.n),
         frame.win_spike,
         frame.win_base,
         config.load_rise,
         config.output_inflation,
     )
+
+
+def _demand_grew(
+    frame: SpikeFrame, s: EngineSeries, asked: WorkAsked, config: AttributeConfig
+) -> bool | None:
+    """Did the client ask more work (more requests, longer prompts, longer outputs that did not
+    loop)? None when it counted no request sent in the baseline windows (nothing to compare)."""
+    if not (np.nan_to_num(s.arrivals[frame.win_base]) > 0).any():
+        return None
+    longer_outputs = asked.outputs_grew and not _loops(frame, s, config)
+    return asked.more_requests or asked.prompts_grew or longer_outputs
+
+
+def _queue_cause(
+    frame: SpikeFrame,
+    s: EngineSeries,
+    dec: Decomposition,
+    asked: WorkAsked,
+    config: AttributeConfig,
+) -> tuple[str | None, str]:
+    """What made the queue grow, and in words: outputs that loop (penalty), preemptions
+    (memory), more requests or longer requests without loops (load: more work asked,
+    rca.consequences.work_asked), else nothing measured (None)."""
     if asked.outputs_grew and _loops(frame, s, config):
         return "penalty", "outputs looped (repeated 3-grams rose) and grew toward max_tokens"
     if dec.preemption_rise:
@@ -393,7 +416,8 @@ def _attribute_series(
         ev,
         config,
     )
-    queue_cause, queue_reason = _queue_cause(frame, series, dec, config)
+    asked = _work_asked(frame, signals, config)
+    queue_cause, queue_reason = _queue_cause(frame, series, dec, asked, config)
     shares = cause_shares(
         ShareInputs(
             dec.components_ms,
@@ -404,6 +428,7 @@ def _attribute_series(
             spike_step,
             outside,
             queues=spike.metric != "itl_p99",
+            demand_grew=_demand_grew(frame, series, asked, config),
         ),
         config,
     )

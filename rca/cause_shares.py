@@ -10,10 +10,17 @@
 2. host takes the part of the spike's step time its engine process spent waiting for a CPU
    beyond baseline, out of the step components (contention slows every stage alike, so the
    time first comes out of the unexplained residual, then out of the others in proportion).
-3. The step slowdown covers `coverage` of the excess, shared over the step components; a
+3. A batch that grew while the work asked did not (`demand_grew` False: no more requests sent,
+   no longer requests) is a backlog: requests in the system = arrival rate × time in it, so the
+   batch grew because something held requests longer. Its cost (the step's `load` component:
+   forward and penalty time of the extra sequences, scheduling a longer queue) then goes to what
+   held them: the queue's cause when one was measured (loops, preemptions), else the other step
+   causes in proportion. With no other cause in the step it stays `load` (rca.consequences,
+   fact 4: with nothing else moved, a queue stands for load).
+4. The step slowdown covers `coverage` of the excess, shared over the step components; a
    component below `min_component_rel` of the baseline step is noise and stays uncovered, and
    so does the unexplained residual (forward growth nothing accounts for, time outside timers).
-4. The rest of the excess goes to the cause that made the queue grow (loops, preemptions,
+5. The rest of the excess goes to the cause that made the queue grow (loops, preemptions,
    arrivals: each also puts other work between a running request's tokens), else, where the
    latency accumulates a queue (TTFT, E2E), to the step causes in proportion if the step
    slowdown itself was marked (>= `min_step_rise`): slower steps make requests wait. An ITL gap
@@ -44,6 +51,9 @@ class ShareInputs:
     spike_step_ms: float  # mean spike step
     outside: OutsideExcess
     queues: bool = True  # the latency accumulates waiting (TTFT, E2E), unlike one ITL gap
+    # the load generator asked more work in the spike (rca.consequences.work_asked); None: not
+    # counted (a run observed through monitoring), so the batch's growth keeps standing for load
+    demand_grew: bool | None = None
 
 
 def _with_host(components: dict[str, float], host_ms: float) -> dict[str, float]:
@@ -62,6 +72,31 @@ def _with_host(components: dict[str, float], host_ms: float) -> dict[str, float]
     return comps
 
 
+def _backlog_to_its_cause(
+    components: dict[str, float], queue_cause: str | None, floor_ms: float
+) -> dict[str, float]:
+    """Move the `load` component (the batch's growth) to what held the requests (docstring,
+    step 3): the queue's cause if it is not load, else the other named components at or above
+    `floor_ms` in proportion; unchanged when there is none."""
+    comps = dict(components)
+    backlog = comps.get("load", 0.0)
+    if backlog <= 0:
+        return comps
+    if queue_cause is not None and queue_cause != "load":
+        targets = {queue_cause: 1.0}
+    else:
+        targets = {
+            c: v for c, v in comps.items() if c not in ("load", "unexplained") and v >= floor_ms
+        }
+    total = sum(targets.values())
+    if total <= 0:
+        return comps
+    comps["load"] = 0.0
+    for c, v in targets.items():
+        comps[c] = comps.get(c, 0.0) + backlog * v / total
+    return comps
+
+
 def cause_shares(inputs: ShareInputs, config: AttributeConfig) -> dict[str, float]:
     """cause → share of the latency excess, 'unexplained' = the uncovered rest (see docstring)."""
     shares = {c: 0.0 for c in CAUSES}
@@ -77,8 +112,10 @@ def cause_shares(inputs: ShareInputs, config: AttributeConfig) -> dict[str, floa
     comps = _with_host(
         inputs.components_ms, inputs.outside.host_step_fraction * inputs.spike_step_ms
     )
-    total = sum(comps.values())
     floor = config.min_component_rel * inputs.base_step_ms
+    if inputs.demand_grew is False:
+        comps = _backlog_to_its_cause(comps, inputs.queue_cause, max(floor, 1e-9))
+    total = sum(comps.values())
     kept = {c: v for c, v in comps.items() if c != "unexplained" and v > 0 and v >= floor}
     coverage = min(inputs.coverage, room) if total > 1e-9 else 0.0
     for c, v in kept.items():

@@ -34,9 +34,10 @@ fault kind alike (none of them names a fault kind):
    consequence of whatever slowed the service: it does not vote `load` when a series of another
    cause rose (rca.metric_rank.queue_without_demand). With
    nothing else moved, the queue still stands for load (a closed loop at capacity sends no more
-   requests per second however many users wait). The stage decomposition of spikelens' engine
-   asks the same question of its queue from the requests sent (`work_asked`,
-   rca.attribute._queue_cause).
+   requests per second however many users wait). The work asked is what the client pushed
+   (`intensity`: a closed loop's users in flight, an open loop's schedule), not what it managed
+   to send. The stage decomposition of spikelens' engine asks the same question of its queue
+   and of its batch (`work_asked`, rca.attribute._queue_cause, rca.cause_shares step 3).
 
 Pure: dicts and numpy arrays in, numbers and booleans out.
 """
@@ -242,7 +243,7 @@ ARRIVALS_SLACK = 0.5
 class WorkAsked:
     """The work the client asked of the engine in a spike against its baseline windows."""
 
-    more_requests: bool  # requests sent a window rose by the load rise (plus ARRIVALS_SLACK)
+    more_requests: bool  # the load's intensity rose by the load rise (see `intensity`)
     outputs_grew: bool  # finished requests' mean output length grew by the inflation factor
     prompts_grew: bool  # requests sent with prompts longer on average by the same factor
 
@@ -254,6 +255,27 @@ class Workload:
     arrivals: np.ndarray  # requests sent
     prompt_tokens: np.ndarray  # mean prompt length of the requests sent (NaN: none sent)
     output_tokens: np.ndarray  # mean output length of the requests finished (NaN: none)
+    scheduled: np.ndarray | None = None  # open-loop requests by their scheduled send time
+    in_flight: np.ndarray | None = None  # requests open at the client (query `client_windows`)
+
+
+def intensity(load: Workload) -> tuple[str, np.ndarray, float]:
+    """(loop, series, slack): the series that counts how hard the client pushed, whatever the
+    engine made of it, and the slack a rise must clear beyond the load rise.
+    - open loop (requests scheduled): the schedule, with ARRIVALS_SLACK for Poisson noise. Its
+      sends are not it: a client that stalled sends its backlog late, at once;
+    - closed loop: its requests in flight, i.e. its users, each waiting for its answer (with no
+      think time a slower engine leaves the count as it was). Its sends are not it: a slower
+      engine gets fewer of them, and a backlog flushed gets more;
+    - neither counted (a run from before these columns, a replay without client health): the
+      requests sent, with ARRIVALS_SLACK."""
+    scheduled = None if load.scheduled is None else np.nan_to_num(load.scheduled)
+    if scheduled is not None and scheduled.sum() > 0:
+        return "open", scheduled, ARRIVALS_SLACK
+    in_flight = None if load.in_flight is None else np.asarray(load.in_flight, dtype=np.float64)
+    if in_flight is not None and np.nan_to_num(in_flight).sum() > 0:
+        return "closed", in_flight, 0.0
+    return "sent", np.asarray(load.arrivals, dtype=np.float64), ARRIVALS_SLACK
 
 
 def work_asked(
@@ -263,18 +285,18 @@ def work_asked(
     load_rise: float,
     inflation: float,
 ) -> WorkAsked:
-    """Did more work arrive in the spike? Requests sent a window rose by `load_rise` (plus
-    ARRIVALS_SLACK), or requests grew by `inflation`: their mean output length (finished
+    """Did more work arrive in the spike? The load's intensity (`intensity`) rose by `load_rise`
+    (plus its slack), or requests grew by `inflation`: their mean output length (finished
     requests) or their mean prompt length (requests sent)."""
-    arrivals = np.asarray(load.arrivals, dtype=np.float64)
-    spike, base = mean_or_zero(arrivals[in_spike]), mean_or_zero(arrivals[in_base])
+    _, pushed, slack = intensity(load)
+    spike, base = mean_or_zero(pushed[in_spike]), mean_or_zero(pushed[in_base])
 
     def grew(values: np.ndarray) -> bool:
         values = np.asarray(values, dtype=np.float64)
         return mean_or_zero(values[in_spike]) > inflation * mean_or_zero(values[in_base])
 
     return WorkAsked(
-        more_requests=spike > (1 + load_rise) * base + ARRIVALS_SLACK,
+        more_requests=spike > (1 + load_rise) * base + slack,
         outputs_grew=grew(load.output_tokens),
         prompts_grew=grew(load.prompt_tokens),
     )

@@ -7,7 +7,8 @@ The load generator knows what it asked of the engine, whatever the engine made o
     a closed loop are not intensity, since a slower engine makes fewer of them;
   - demand: the tokens each request asked, prompt + max_tokens, over the requests sent.
 Each counts only when it rose by `load_rise` (AttributeConfig; an open loop's scheduled count
-also by ARRIVALS_SLACK, Poisson noise), else its ratio is 1.
+also by ARRIVALS_SLACK, Poisson noise), else its ratio is 1. The stage path of spikelens' engine
+reads the same intensity (rca.consequences.intensity) to tell a backlog from more work asked.
 
 Model: an engine at its capacity serves a fixed amount of work a second, so a request's latency
 scales with the work in the system (Little's law): predicted ratio = intensity ratio × demand
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rca.consequences import ARRIVALS_SLACK
+from rca.consequences import Workload, intensity
 from rca.evidence import Evidence
 from rca.stepcost import mean_or_zero
 
@@ -41,8 +42,10 @@ from rca.stepcost import mean_or_zero
 class WorkPrediction:
     """The work asked in a spike against its baseline windows, and what it predicts."""
 
-    loop: str  # 'closed' (users in flight) | 'open' (scheduled arrivals)
-    intensity: tuple[float, float]  # (spike, baseline): users in flight, or scheduled a window
+    # 'closed' (users in flight) | 'open' (scheduled arrivals) | 'sent' (neither counted:
+    # requests sent; rca.consequences.intensity)
+    loop: str
+    intensity: tuple[float, float]  # (spike, baseline): of the loop's series, a window
     demand: tuple[float, float]  # (spike, baseline): tokens asked per request sent
     intensity_ratio: float  # spike / baseline where it rose beyond noise, else 1
     demand_ratio: float  # the same for the tokens asked
@@ -70,7 +73,10 @@ class WorkPrediction:
 
     def evidence(self) -> list[Evidence]:
         """The inputs that rose beyond their noise, as evidence rows for load."""
-        what = "users in flight" if self.loop == "closed" else "requests scheduled a window"
+        what = {
+            "closed": "users in flight",
+            "open": "requests scheduled a window",
+        }.get(self.loop, "requests sent a window")
         note = (
             f"the work asked predicts {self.predicted_ratio:.2g}× the baseline latency against "
             f"{self.observed_ratio:.2g}× observed: {self.load_share:.0%} of the excess "
@@ -124,17 +130,17 @@ def predict_work(
         _weighted_mean(work.asked_tokens, arrivals, in_spike),
         _weighted_mean(work.asked_tokens, arrivals, in_base),
     )
-    scheduled = np.nan_to_num(work.scheduled)
-    if scheduled.sum() > 0:  # an open loop: its schedule is the intensity
-        loop, slack, series = "open", ARRIVALS_SLACK, scheduled
-    else:
-        loop, slack, series = "closed", 0.0, work.in_flight
-    intensity = (mean_or_zero(series[in_spike]), mean_or_zero(series[in_base]))
+    loop, series, slack = intensity(
+        Workload(
+            work.arrivals, work.asked_tokens, work.asked_tokens, work.scheduled, work.in_flight
+        )
+    )
+    pushed = (mean_or_zero(series[in_spike]), mean_or_zero(series[in_base]))
     return WorkPrediction(
         loop,
-        intensity,
+        pushed,
         demand,
-        _ratio(*intensity, load_rise, slack),
+        _ratio(*pushed, load_rise, slack),
         _ratio(*demand, load_rise),
         observed_ratio,
     )

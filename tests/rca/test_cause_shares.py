@@ -116,3 +116,46 @@ def test_host_time_comes_out_of_the_residual_first():
 def test_min_explained_share_is_checked():
     with pytest.raises(ValueError, match="min_explained_share must be in"):
         attribute_config(min_explained_share=1.5)
+
+
+def test_a_backlog_batch_goes_to_what_held_the_requests():
+    # A GC stall held requests; the batch they made when it ended cost 4 ms a step of forward
+    # time (the `load` component) while the client asked no more work: that cost is the stall's.
+    comps = {c: 0.0 for c in CAUSES} | {"memory": 6.0, "penalty": 2.0, "load": 4.0}
+    inputs = _inputs(components_ms=comps, coverage=1.0, step_marked=True)
+    asked_more = cause_shares(replace(inputs, demand_grew=True), AttributeConfig())
+    assert asked_more["load"] == pytest.approx(4 / 12)
+    backlog = cause_shares(replace(inputs, demand_grew=False), AttributeConfig())
+    assert backlog["load"] == 0.0
+    assert backlog["memory"] == pytest.approx(9 / 12) and backlog["penalty"] == pytest.approx(
+        3 / 12
+    )
+    # not counted (a run observed through monitoring): the batch's growth keeps standing for load
+    assert cause_shares(inputs, AttributeConfig()) == asked_more
+
+
+def test_a_backlog_goes_to_the_queue_cause_when_one_was_measured():
+    comps = {c: 0.0 for c in CAUSES} | {"memory": 1.0, "load": 3.0}
+    shares = cause_shares(
+        _inputs(
+            components_ms=comps,
+            coverage=0.5,
+            step_marked=True,
+            queue_cause="penalty",
+            demand_grew=False,
+        ),
+        AttributeConfig(),
+    )
+    # the step's 4 ms: 1 memory, the batch's 3 to the loops that held the requests; the queue too
+    assert shares["load"] == 0.0
+    assert shares["penalty"] == pytest.approx(0.5 * 3 / 4 + 0.5)
+    assert shares["memory"] == pytest.approx(0.5 * 1 / 4)
+
+
+def test_a_batch_that_grew_with_nothing_else_in_the_step_stays_load():
+    comps = {c: 0.0 for c in CAUSES} | {"load": 3.0, "unexplained": 1.0}
+    shares = cause_shares(
+        _inputs(components_ms=comps, coverage=1.0, step_marked=True, demand_grew=False),
+        AttributeConfig(),
+    )
+    assert shares["load"] == pytest.approx(0.75)

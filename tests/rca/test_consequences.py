@@ -10,6 +10,8 @@ Each principle is tested on fault kinds other than the vLLM GC storm / load burs
      burst, repetition loops), while a GC storm's extra garbage per token still does.
   4. Client vs server time: a late client is named only while the engine's step time (the
      server-side inter-token time) stays flat (GC stall, CPU wait, penalty slow path).
+  5. Demand is what the client pushed, not what it managed to send: a closed loop's users in
+     flight, an open loop's schedule (a burst of users, a client's catch-up after a stall).
 """
 
 from __future__ import annotations
@@ -20,11 +22,15 @@ import pytest
 from rca.analyze import analyze_run
 from rca.attribute import attribute_spike
 from rca.consequences import (
+    ARRIVALS_SLACK,
     CpuWait,
+    Workload,
     cpu_given_to_siblings,
     has_collectives,
+    intensity,
     per_work,
     series_role,
+    work_asked,
 )
 from rca.metric_rank import cause_of
 from tests.support.spikesignals import SpikeRun, spike_signals
@@ -269,3 +275,49 @@ def test_a_late_client_with_flat_engine_times_is_client():
     )
     a = attribute_spike(spike, [spike], signals)
     assert a.top_cause == "client" and _shares(a)["client"] > 0.9
+
+
+def _load(arrivals, scheduled=None, in_flight=None) -> Workload:
+    n = len(arrivals)
+    flat = np.full(n, 32.0)
+    return Workload(
+        np.asarray(arrivals, dtype=float),
+        flat,
+        flat,
+        None if scheduled is None else np.asarray(scheduled, dtype=float),
+        None if in_flight is None else np.asarray(in_flight, dtype=float),
+    )
+
+
+_SPIKE = np.array([False] * 10 + [True] * 5 + [False] * 5)
+
+
+def _asked(load: Workload) -> bool:
+    return work_asked(load, _SPIKE, ~_SPIKE, load_rise=0.2, inflation=1.5).more_requests
+
+
+def test_a_closed_loop_burst_is_more_work_though_its_sends_stay_flat():
+    # 7 users became 23 with the batch full: as many requests a second went out (the engine's
+    # pace), but three times as many users waited for their answers
+    sends = [6.0] * 20
+    users = [7.0] * 10 + [23.0] * 5 + [7.0] * 5
+    assert intensity(_load(sends, in_flight=users))[0] == "closed"
+    assert _asked(_load(sends, in_flight=users))
+    assert not _asked(_load(sends, in_flight=[7.0] * 20))
+
+
+def test_a_clients_catch_up_is_not_more_work():
+    # an open loop whose client stalled: its backlog went out at once, its schedule did not move
+    sends = [5.0] * 10 + [1.0, 14.0, 12.0, 9.0, 5.0] + [5.0] * 5
+    scheduled = [5.0] * 20
+    loop, series, slack = intensity(_load(sends, scheduled=scheduled, in_flight=[3.0] * 20))
+    assert loop == "open" and slack == ARRIVALS_SLACK and series.tolist() == scheduled
+    assert not _asked(_load(sends, scheduled=scheduled))
+    # a closed loop's sends after an engine stall: its users, not its flushed backlog
+    assert not _asked(_load(sends, in_flight=[5.0] * 20))
+
+
+def test_without_schedule_or_client_health_the_sends_are_the_work():
+    sends = [5.0] * 10 + [9.0] * 5 + [5.0] * 5
+    assert intensity(_load(sends))[0] == "sent"
+    assert _asked(_load(sends)) and _asked(_load(sends, in_flight=[np.nan] * 20))
