@@ -250,3 +250,31 @@ def test_a_spike_with_no_calm_window_left_is_unexplained_and_says_why():
     assert attr.summary.startswith("no calm baseline: 0 window(s)")
     with pytest.raises(ValueError, match="min_baseline_windows must be >= 1"):
         AttributeConfig(min_baseline_windows=0)
+
+
+def _backlog_run(users_in_spike: float | None) -> SpikeRun:
+    # a GC stall (15 ms a step) while the batch grew by 8 sequences at 1 ms of forward each
+    return SpikeRun(
+        latency_rise_ms=200.0,
+        stage_rise_ms={"gc_ms": 15.0},
+        batch_growth=8,
+        forward_per_seq_ms=1.0,
+        users_in_spike=users_in_spike,
+    )
+
+
+def test_a_batch_grown_from_a_stalls_backlog_is_the_stalls():
+    # the client's 8 users stayed 8: the extra sequences are requests the stall held back
+    spike, signals = spike_signals(_backlog_run(users_in_spike=None))
+    attr = attribute_spike(spike, [spike], signals)
+    shares = _shares(attr)
+    assert attr.top_cause == "memory", (attr.top_cause, shares)
+    assert shares.get("load", 0.0) == 0.0
+
+
+def test_a_batch_grown_from_more_users_stays_load():
+    # the same stall while the client's users doubled: the extra sequences are more work asked
+    spike, signals = spike_signals(_backlog_run(users_in_spike=16.0))
+    attr = attribute_spike(spike, [spike], signals)
+    shares = _shares(attr)
+    assert shares["load"] >= 0.3 and shares["memory"] > 0.2, shares

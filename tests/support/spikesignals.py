@@ -37,6 +37,10 @@ class SpikeRun:
     runq_rise_ms_per_s: float = 0.0  # engine process run-queue wait growth (its CPU falls)
     output_growth: float = 1.0  # mean output tokens factor in the spike
     loop_rate: float | None = None  # repeated-3-gram rate of outputs in the spike (None: no ids)
+    batch_growth: int = 0  # sequences more in every step of the spike (batch and decode tokens)
+    forward_per_seq_ms: float = 0.0  # forward time each decode token adds (the cost model's slope)
+    users: float = 8.0  # closed-loop users in flight at the client, outside the spike
+    users_in_spike: float | None = None  # in the spike (None: as outside)
 
     def spike(self) -> Spike:
         return Spike(
@@ -70,7 +74,14 @@ def _steps(run: SpikeRun, rng: np.random.Generator) -> dict[str, np.ndarray]:
     cols["batch_size"] = np.full(m, 8.0)
     cols["decode_tokens"] = 8.0 + rng.integers(-1, 2, m)
     cols["n_ranks"] = np.ones(m)
-    cols["forward_ms"] = 0.7 * run.step_ms + rng.normal(0, 0.2, m)
+    extra = np.where(spike, float(run.batch_growth), 0.0)
+    cols["batch_size"] = cols["batch_size"] + extra
+    cols["decode_tokens"] = cols["decode_tokens"] + extra
+    cols["forward_ms"] = (
+        0.7 * run.step_ms
+        + run.forward_per_seq_ms * (cols["decode_tokens"] - 8.0)
+        + rng.normal(0, 0.2, m)
+    )
     cols["penalty_ms"] = 0.1 * run.step_ms + rng.normal(0, 0.05, m)
     cols["sample_ms"] = 0.1 * run.step_ms + rng.normal(0, 0.05, m)
     cols["schedule_ms"] = 0.05 * run.step_ms + rng.normal(0, 0.02, m)
@@ -138,6 +149,7 @@ def _outside(run: SpikeRun, rng: np.random.Generator) -> tuple[list, list, list]
                 "lag_max_ms": block + 1.0,
                 "read_delay_p99_ms": lag,
                 "slot_waits": 0,
+                "in_flight": run.users_in_spike if on and run.users_in_spike else run.users,
             }
         )
         wait = 10.0 + abs(_noise(rng, 2.0)) + (run.runq_rise_ms_per_s if on else 0.0)
