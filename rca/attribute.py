@@ -105,18 +105,6 @@ class RunSignals:
     run_status: str = "ok"
 
 
-def workload(signals: RunSignals, n: int) -> Workload:
-    """What the load generator asked and got back per window (queries `windows`, `client_windows`)."""
-    rows = signals.windows
-    return Workload(
-        window_series(rows, "arrivals", n),
-        window_series(rows, "prompt_tokens_mean", n),
-        window_series(rows, "output_tokens_mean", n),
-        window_series(rows, "scheduled", n),
-        by_window(signals.client_windows, "in_flight", n),
-    )
-
-
 def _p99(x: np.ndarray) -> float:
     x = x[np.isfinite(x)]
     return float(np.quantile(x, 0.99)) if len(x) else 0.0
@@ -289,10 +277,19 @@ def _loops(frame: SpikeFrame, s: EngineSeries, config: AttributeConfig) -> bool:
     return mean_or_zero(spike) - mean_or_zero(base) >= config.loop_rate_rise
 
 
-def _work_asked(frame: SpikeFrame, signals: RunSignals, config: AttributeConfig) -> WorkAsked:
-    """The work the load generator asked in the spike against its baseline windows."""
+def _work_asked(
+    frame: SpikeFrame, s: EngineSeries, signals: RunSignals, config: AttributeConfig
+) -> WorkAsked:
+    """The work the load generator asked in the spike against its baseline windows: what it sent
+    and got back (`s`), its schedule (query `windows`) and its users in flight (`client_windows`)."""
     return work_asked(
-        workload(signals, frame.n),
+        Workload(
+            s.arrivals,
+            s.prompt_tokens,
+            s.output_tokens,
+            window_series(signals.windows, "scheduled", frame.n),
+            by_window(signals.client_windows, "in_flight", frame.n),
+        ),
         frame.win_spike,
         frame.win_base,
         config.load_rise,
@@ -300,28 +297,19 @@ def _work_asked(frame: SpikeFrame, signals: RunSignals, config: AttributeConfig)
     )
 
 
-def _demand_grew(
-    frame: SpikeFrame, s: EngineSeries, asked: WorkAsked, config: AttributeConfig
-) -> bool | None:
+def _demand_grew(frame: SpikeFrame, s: EngineSeries, asked: WorkAsked, loops: bool) -> bool | None:
     """Did the client ask more work (more requests, longer prompts, longer outputs that did not
     loop)? None when it counted no request sent in the baseline windows (nothing to compare)."""
     if not (np.nan_to_num(s.arrivals[frame.win_base]) > 0).any():
         return None
-    longer_outputs = asked.outputs_grew and not _loops(frame, s, config)
-    return asked.more_requests or asked.prompts_grew or longer_outputs
+    return asked.more_requests or asked.prompts_grew or (asked.outputs_grew and not loops)
 
 
-def _queue_cause(
-    frame: SpikeFrame,
-    s: EngineSeries,
-    dec: Decomposition,
-    asked: WorkAsked,
-    config: AttributeConfig,
-) -> tuple[str | None, str]:
+def _queue_cause(dec: Decomposition, asked: WorkAsked, loops: bool) -> tuple[str | None, str]:
     """What made the queue grow, and in words: outputs that loop (penalty), preemptions
     (memory), more requests or longer requests without loops (load: more work asked,
     rca.consequences.work_asked), else nothing measured (None)."""
-    if asked.outputs_grew and _loops(frame, s, config):
+    if asked.outputs_grew and loops:
         return "penalty", "outputs looped (repeated 3-grams rose) and grew toward max_tokens"
     if dec.preemption_rise:
         return "memory", "KV cache exhausted: sequences preempted and recomputed"
@@ -416,8 +404,9 @@ def _attribute_series(
         ev,
         config,
     )
-    asked = _work_asked(frame, signals, config)
-    queue_cause, queue_reason = _queue_cause(frame, series, dec, asked, config)
+    asked = _work_asked(frame, series, signals, config)
+    loops = _loops(frame, series, config)
+    queue_cause, queue_reason = _queue_cause(dec, asked, loops)
     shares = cause_shares(
         ShareInputs(
             dec.components_ms,
@@ -428,12 +417,11 @@ def _attribute_series(
             spike_step,
             outside,
             queues=spike.metric != "itl_p99",
-            demand_grew=_demand_grew(frame, series, asked, config),
+            demand_grew=_demand_grew(frame, series, asked, loops),
         ),
         config,
     )
     evidence = _evidence(frame, signals, series, dec, model, outside)
-    loops = _loops(frame, series, config)
     causes = _cause_list(
         shares, _confidence(ev, series, outside, shares, loops), dec.components_ms, evidence
     )

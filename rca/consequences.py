@@ -259,7 +259,9 @@ class Workload:
     in_flight: np.ndarray | None = None  # requests open at the client (query `client_windows`)
 
 
-def intensity(load: Workload) -> tuple[str, np.ndarray, float]:
+def intensity(
+    arrivals: np.ndarray, scheduled: np.ndarray | None, in_flight: np.ndarray | None
+) -> tuple[str, np.ndarray, float]:
     """(loop, series, slack): the series that counts how hard the client pushed, whatever the
     engine made of it, and the slack a rise must clear beyond the load rise.
     - open loop (requests scheduled): the schedule, with ARRIVALS_SLACK for Poisson noise. Its
@@ -269,13 +271,11 @@ def intensity(load: Workload) -> tuple[str, np.ndarray, float]:
       engine gets fewer of them, and a backlog flushed gets more;
     - neither counted (a run from before these columns, a replay without client health): the
       requests sent, with ARRIVALS_SLACK."""
-    scheduled = None if load.scheduled is None else np.nan_to_num(load.scheduled)
-    if scheduled is not None and scheduled.sum() > 0:
-        return "open", scheduled, ARRIVALS_SLACK
-    in_flight = None if load.in_flight is None else np.asarray(load.in_flight, dtype=np.float64)
+    if scheduled is not None and np.nan_to_num(scheduled).sum() > 0:
+        return "open", np.nan_to_num(scheduled), ARRIVALS_SLACK
     if in_flight is not None and np.nan_to_num(in_flight).sum() > 0:
-        return "closed", in_flight, 0.0
-    return "sent", np.asarray(load.arrivals, dtype=np.float64), ARRIVALS_SLACK
+        return "closed", np.asarray(in_flight, dtype=np.float64), 0.0
+    return "sent", np.asarray(arrivals, dtype=np.float64), ARRIVALS_SLACK
 
 
 def work_asked(
@@ -288,7 +288,7 @@ def work_asked(
     """Did more work arrive in the spike? The load's intensity (`intensity`) rose by `load_rise`
     (plus its slack), or requests grew by `inflation`: their mean output length (finished
     requests) or their mean prompt length (requests sent)."""
-    _, pushed, slack = intensity(load)
+    _, pushed, slack = intensity(load.arrivals, load.scheduled, load.in_flight)
     spike, base = mean_or_zero(pushed[in_spike]), mean_or_zero(pushed[in_base])
 
     def grew(values: np.ndarray) -> bool:

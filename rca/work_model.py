@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rca.consequences import Workload, intensity
+from rca.consequences import intensity
 from rca.evidence import Evidence
 from rca.stepcost import mean_or_zero
 
@@ -130,11 +130,7 @@ def predict_work(
         _weighted_mean(work.asked_tokens, arrivals, in_spike),
         _weighted_mean(work.asked_tokens, arrivals, in_base),
     )
-    loop, series, slack = intensity(
-        Workload(
-            work.arrivals, work.asked_tokens, work.asked_tokens, work.scheduled, work.in_flight
-        )
-    )
+    loop, series, slack = intensity(work.arrivals, work.scheduled, work.in_flight)
     pushed = (mean_or_zero(series[in_spike]), mean_or_zero(series[in_base]))
     return WorkPrediction(
         loop,

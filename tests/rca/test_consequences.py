@@ -301,7 +301,7 @@ def test_a_closed_loop_burst_is_more_work_though_its_sends_stay_flat():
     # pace), but three times as many users waited for their answers
     sends = [6.0] * 20
     users = [7.0] * 10 + [23.0] * 5 + [7.0] * 5
-    assert intensity(_load(sends, in_flight=users))[0] == "closed"
+    assert intensity(np.array(sends), None, np.array(users))[0] == "closed"
     assert _asked(_load(sends, in_flight=users))
     assert not _asked(_load(sends, in_flight=[7.0] * 20))
 
@@ -310,7 +310,7 @@ def test_a_clients_catch_up_is_not_more_work():
     # an open loop whose client stalled: its backlog went out at once, its schedule did not move
     sends = [5.0] * 10 + [1.0, 14.0, 12.0, 9.0, 5.0] + [5.0] * 5
     scheduled = [5.0] * 20
-    loop, series, slack = intensity(_load(sends, scheduled=scheduled, in_flight=[3.0] * 20))
+    loop, series, slack = intensity(np.array(sends), np.array(scheduled), np.full(20, 3.0))
     assert loop == "open" and slack == ARRIVALS_SLACK and series.tolist() == scheduled
     assert not _asked(_load(sends, scheduled=scheduled))
     # a closed loop's sends after an engine stall: its users, not its flushed backlog
@@ -319,5 +319,5 @@ def test_a_clients_catch_up_is_not_more_work():
 
 def test_without_schedule_or_client_health_the_sends_are_the_work():
     sends = [5.0] * 10 + [9.0] * 5 + [5.0] * 5
-    assert intensity(_load(sends))[0] == "sent"
+    assert intensity(np.array(sends), None, None)[0] == "sent"
     assert _asked(_load(sends)) and _asked(_load(sends, in_flight=[np.nan] * 20))

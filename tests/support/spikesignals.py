@@ -149,7 +149,9 @@ def _outside(run: SpikeRun, rng: np.random.Generator) -> tuple[list, list, list]
                 "lag_max_ms": block + 1.0,
                 "read_delay_p99_ms": lag,
                 "slot_waits": 0,
-                "in_flight": run.users_in_spike if on and run.users_in_spike else run.users,
+                "in_flight": (
+                    run.users_in_spike if on and run.users_in_spike is not None else run.users
+                ),
             }
         )
         wait = 10.0 + abs(_noise(rng, 2.0)) + (run.runq_rise_ms_per_s if on else 0.0)
