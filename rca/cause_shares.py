@@ -25,7 +25,11 @@
    latency accumulates a queue (TTFT, E2E), to the step causes in proportion if the step
    slowdown itself was marked (>= `min_step_rise`): slower steps make requests wait. An ITL gap
    is one request's wait between two of its tokens; what its rise holds beyond the slowdown of
-   the steps is no queue the steps built, so without a queue cause it stays uncovered.
+   the steps is no queue the steps built, so without a queue cause it stays uncovered. Except
+   for the CPU: an engine that lost CPU outside itself (host, step 2) waits in every thread, also
+   between its steps and in its writes, where no step timer sees it. Where the server's own
+   times saw the rest (its socket stamps, its chunk writes) and the host's part of the step is
+   above the floor, the rest is host's.
 The uncovered share is the 'unexplained' share; shares sum to 1. The verdict is the largest
 named share, or 'unexplained' when the named shares together cover less than
 `min_explained_share`. Pure arithmetic on dicts.
@@ -127,6 +131,8 @@ def cause_shares(inputs: ShareInputs, config: AttributeConfig) -> dict[str, floa
         kept_total = sum(kept.values())
         for c, v in kept.items():
             shares[c] += queue * v / kept_total
+    elif "host" in kept and inputs.outside.server_share is not None:
+        shares["host"] += queue  # CPU lost between the steps too (docstring, step 5)
     shares["unexplained"] = max(0.0, 1.0 - sum(shares[c] for c in NAMED))
     return shares
 

@@ -113,6 +113,24 @@ def test_host_time_comes_out_of_the_residual_first():
     assert shares["host"] == pytest.approx(1.0) and shares["penalty"] == 0.0
 
 
+def test_an_engine_short_of_cpu_waits_between_its_steps_too():
+    """An ITL rise beyond the steps' slowdown is host's when the engine lost CPU outside itself
+    and the server's own chunk writes saw the rise; without the server's times, or without the
+    host's part of the step, it stays uncovered."""
+    comps = {c: 0.0 for c in CAUSES} | {"unexplained": 1.0}
+    seen = OutsideExcess(host_step_fraction=0.2, server_share=0.9)
+    inputs = _inputs(
+        components_ms=comps, coverage=0.2, spike_step_ms=25.0, outside=seen, queues=False
+    )
+    shares = cause_shares(inputs, AttributeConfig())
+    # 0.2 from the steps, the server-side rest 0.9 - 0.2; the 0.1 the server never saw stays
+    assert shares["host"] == pytest.approx(0.9) and shares["unexplained"] == pytest.approx(0.1)
+    unstamped = replace(inputs, outside=replace(seen, server_share=None))
+    assert cause_shares(unstamped, AttributeConfig())["host"] == pytest.approx(0.2)
+    no_host = replace(inputs, outside=replace(seen, host_step_fraction=0.0))
+    assert cause_shares(no_host, AttributeConfig())["unexplained"] == pytest.approx(1.0)
+
+
 def test_min_explained_share_is_checked():
     with pytest.raises(ValueError, match="min_explained_share must be in"):
         attribute_config(min_explained_share=1.5)

@@ -49,6 +49,18 @@ def test_run_queue_wait_of_the_engine_is_host():
     assert {"runq_wait_ms_per_s", "involuntary_switches_per_s"} <= host
 
 
+def test_cpu_lost_between_the_steps_is_host_where_the_server_timed_its_writes():
+    # 200 ms/s more run-queue wait: the steps 1.25x slower, the server's ITL p99 3.4x (its
+    # writes and the gaps between steps wait for a CPU too, which no step timer sees)
+    run = dict(metric="itl_p99", base_latency_ms=25.0, latency_rise_ms=60.0)
+    stamped = _attribute(**run, runq_rise_ms_per_s=200.0, itl_stamped=True)
+    assert stamped.top_cause == "host" and _cause(stamped, "host").share >= 0.9
+    assert stamped.coverage < 0.15  # the steps alone cover a tenth
+    # without the server's own chunk times the rest is not known to be the engine's: uncovered
+    unstamped = _attribute(**run, runq_rise_ms_per_s=200.0)
+    assert unstamped.top_cause == "unexplained" and _cause(unstamped, "host").share < 0.15
+
+
 def test_engine_causes_cover_at_most_what_the_server_saw():
     # the server's own TTFT p99 rose by 20 of the 100 ms; its penalty stage rose too
     attr = _attribute(transit_rise_ms=80.0, stage_rise_ms={"penalty_ms": 10.0})
