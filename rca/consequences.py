@@ -278,6 +278,20 @@ def intensity(
     return "sent", np.asarray(arrivals, dtype=np.float64), ARRIVALS_SLACK
 
 
+def carried(loop: str, base: np.ndarray) -> float:
+    """The intensity the baseline windows carried, with calm latency: for a closed loop the most
+    users any of them held. Its count is exact (users waiting for their answers), and a calm
+    window with as many users shows that many make no spike: a step in users well before or
+    after a spike is not its cause, though it lifts the spike above the baseline's mean. An open
+    loop's schedule and the sends are counts of a random process, whose maximum is its noise:
+    their mean."""
+    values = np.asarray(base, dtype=np.float64)
+    values = values[np.isfinite(values)]
+    if loop == "closed" and len(values):
+        return float(values.max())
+    return mean_or_zero(values)
+
+
 def work_asked(
     load: Workload,
     in_spike: np.ndarray,
@@ -286,10 +300,11 @@ def work_asked(
     inflation: float,
 ) -> WorkAsked:
     """Did more work arrive in the spike? The load's intensity (`intensity`) rose by `load_rise`
-    (plus its slack), or requests grew by `inflation`: their mean output length (finished
-    requests) or their mean prompt length (requests sent)."""
-    _, pushed, slack = intensity(load.arrivals, load.scheduled, load.in_flight)
-    spike, base = mean_or_zero(pushed[in_spike]), mean_or_zero(pushed[in_base])
+    (plus its slack) over what the baseline windows carried (`carried`), or requests grew by
+    `inflation`: their mean output length (finished requests) or their mean prompt length
+    (requests sent)."""
+    loop, pushed, slack = intensity(load.arrivals, load.scheduled, load.in_flight)
+    spike, base = mean_or_zero(pushed[in_spike]), carried(loop, pushed[in_base])
 
     def grew(values: np.ndarray) -> bool:
         values = np.asarray(values, dtype=np.float64)

@@ -252,7 +252,7 @@ def test_a_spike_with_no_calm_window_left_is_unexplained_and_says_why():
         AttributeConfig(min_baseline_windows=0)
 
 
-def _backlog_run(users_in_spike: float | None) -> SpikeRun:
+def _backlog_run(users_in_spike: float | None, users_stay: bool = False) -> SpikeRun:
     # a GC stall (15 ms a step) while the batch grew by 8 sequences at 1 ms of forward each
     return SpikeRun(
         latency_rise_ms=200.0,
@@ -260,6 +260,7 @@ def _backlog_run(users_in_spike: float | None) -> SpikeRun:
         batch_growth=8,
         forward_per_seq_ms=1.0,
         users_in_spike=users_in_spike,
+        users_stay=users_stay,
     )
 
 
@@ -278,3 +279,12 @@ def test_a_batch_grown_from_more_users_stays_load():
     attr = attribute_spike(spike, [spike], signals)
     shares = _shares(attr)
     assert shares["load"] >= 0.3 and shares["memory"] > 0.2, shares
+
+
+def test_users_that_stay_on_after_the_spike_are_not_its_load():
+    # the users doubled as the stall began and stayed doubled to the run's end, with calm
+    # latency after the spike: that many users make no spike, so the stall keeps the batch
+    spike, signals = spike_signals(_backlog_run(users_in_spike=16.0, users_stay=True))
+    attr = attribute_spike(spike, [spike], signals)
+    shares = _shares(attr)
+    assert attr.top_cause == "memory" and shares.get("load", 0.0) == 0.0, shares

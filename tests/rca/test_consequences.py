@@ -25,6 +25,7 @@ from rca.consequences import (
     ARRIVALS_SLACK,
     CpuWait,
     Workload,
+    carried,
     cpu_given_to_siblings,
     has_collectives,
     intensity,
@@ -304,6 +305,22 @@ def test_a_closed_loop_burst_is_more_work_though_its_sends_stay_flat():
     assert intensity(np.array(sends), None, np.array(users))[0] == "closed"
     assert _asked(_load(sends, in_flight=users))
     assert not _asked(_load(sends, in_flight=[7.0] * 20))
+
+
+def test_users_a_calm_window_carried_are_not_more_work():
+    # 4 users stepped to 11 five windows before the spike and stayed: the spike holds more users
+    # than the baseline's mean, but the calm windows after it carried as many
+    sends = [4.0] * 20
+    stepped = [4.0] * 5 + [11.0] * 15
+    assert carried("closed", np.array(stepped)[~_SPIKE]) == 11.0
+    assert not _asked(_load(sends, in_flight=stepped))
+    # the same step with a burst on top: more users than any calm window held
+    burst = [4.0] * 5 + [11.0] * 5 + [18.0] * 5 + [11.0] * 5
+    assert _asked(_load(sends, in_flight=burst))
+    # an open loop's schedule is a random count: its baseline is the mean, not its noisy maximum
+    noisy = [2.0, 6.0] * 5 + [6.0] * 5 + [2.0, 6.0, 2.0, 6.0, 2.0]
+    assert carried("open", np.array(noisy)[~_SPIKE]) == pytest.approx(3.87, abs=0.01)
+    assert _asked(_load(sends, scheduled=noisy))
 
 
 def test_a_clients_catch_up_is_not_more_work():

@@ -41,6 +41,7 @@ class SpikeRun:
     forward_per_seq_ms: float = 0.0  # forward time each decode token adds (the cost model's slope)
     users: float = 8.0  # closed-loop users in flight at the client, outside the spike
     users_in_spike: float | None = None  # in the spike (None: as outside)
+    users_stay: bool = False  # users_in_spike stay on after the spike (a step, not a burst)
 
     def spike(self) -> Spike:
         return Spike(
@@ -150,7 +151,9 @@ def _outside(run: SpikeRun, rng: np.random.Generator) -> tuple[list, list, list]
                 "read_delay_p99_ms": lag,
                 "slot_waits": 0,
                 "in_flight": (
-                    run.users_in_spike if on and run.users_in_spike is not None else run.users
+                    run.users_in_spike
+                    if run.users_in_spike is not None and (on or (run.users_stay and w > run.last))
+                    else run.users
                 ),
             }
         )
