@@ -418,6 +418,7 @@ def _attribute_series(
             outside,
             queues=spike.metric != "itl_p99",
             demand_grew=_demand_grew(frame, series, asked, loops),
+            load_factor=asked.factor,
         ),
         config,
     )

@@ -15,15 +15,21 @@
    batch grew because something held requests longer. Its cost (the step's `load` component:
    forward and penalty time of the extra sequences, scheduling a longer queue) then goes to what
    held them: the queue's cause when one was measured (loops, preemptions), else the other step
-   causes in proportion. With no other cause in the step it stays `load` (rca.consequences,
-   fact 4: with nothing else moved, a queue stands for load).
+   components above the noise floor in proportion, the unexplained residual among them (a
+   forward slowdown nothing accounts for held them too; its part stays uncovered). With nothing
+   else in the step it stays `load` (rca.consequences, fact 4: with nothing else moved, a queue
+   stands for load).
 4. The step slowdown covers `coverage` of the excess, shared over the step components; a
    component below `min_component_rel` of the baseline step is noise and stays uncovered, and
    so does the unexplained residual (forward growth nothing accounts for, time outside timers).
 5. The rest of the excess goes to the cause that made the queue grow (loops, preemptions,
-   arrivals: each also puts other work between a running request's tokens), else, where the
+   arrivals: each also puts other work between a running request's tokens). Where that cause is
+   more work asked and the service slowed too, the two grew it together: a queue grows with the
+   utilisation, arrivals × service time, so load keeps log(work factor) / log(work factor ×
+   service slowdown) of it and the step's other causes the rest (`_queue_owners`). Else, where the
    latency accumulates a queue (TTFT, E2E), to the step causes in proportion if the step
-   slowdown itself was marked (>= `min_step_rise`): slower steps make requests wait. An ITL gap
+   slowdown itself was marked (>= `min_step_rise`): slower steps make requests wait; the
+   residual's part (above the floor) stays uncovered, as in step 4. An ITL gap
    is one request's wait between two of its tokens; what its rise holds beyond the slowdown of
    the steps is no queue the steps built, so without a queue cause it stays uncovered. Except
    for the CPU: an engine that lost CPU outside itself (host, step 2) waits in every thread, also
@@ -37,6 +43,7 @@ named share, or 'unexplained' when the named shares together cover less than
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from rca.config import CAUSES, AttributeConfig
@@ -58,6 +65,9 @@ class ShareInputs:
     # the load generator asked more work in the spike (rca.consequences.work_asked); None: not
     # counted (a run observed through monitoring), so the batch's growth keeps standing for load
     demand_grew: bool | None = None
+    # how many times the work asked grew in the spike (rca.consequences.WorkAsked.factor), for
+    # a queue whose cause is load; 1.0: not counted, the queue stays load's whole
+    load_factor: float = 1.0
 
 
 def _with_host(components: dict[str, float], host_ms: float) -> dict[str, float]:
@@ -80,8 +90,9 @@ def _backlog_to_its_cause(
     components: dict[str, float], queue_cause: str | None, floor_ms: float
 ) -> dict[str, float]:
     """Move the `load` component (the batch's growth) to what held the requests (docstring,
-    step 3): the queue's cause if it is not load, else the other named components at or above
-    `floor_ms` in proportion; unchanged when there is none."""
+    step 3): the queue's cause if it is not load, else the other components at or above
+    `floor_ms` in proportion (the residual's part moves to the residual); unchanged when there is
+    none."""
     comps = dict(components)
     backlog = comps.get("load", 0.0)
     if backlog <= 0:
@@ -89,9 +100,7 @@ def _backlog_to_its_cause(
     if queue_cause is not None and queue_cause != "load":
         targets = {queue_cause: 1.0}
     else:
-        targets = {
-            c: v for c, v in comps.items() if c not in ("load", "unexplained") and v >= floor_ms
-        }
+        targets = {c: v for c, v in comps.items() if c != "load" and v > 0 and v >= floor_ms}
     total = sum(targets.values())
     if total <= 0:
         return comps
@@ -99,6 +108,30 @@ def _backlog_to_its_cause(
     for c, v in targets.items():
         comps[c] = comps.get(c, 0.0) + backlog * v / total
     return comps
+
+
+def _queue_owners(
+    inputs: ShareInputs, components: dict[str, float], floor_ms: float
+) -> dict[str, float]:
+    """cause → its part of the queue grown by `inputs.queue_cause` (docstring, step 5). A queue
+    grows with the engine's utilisation, arrivals × service time: more work asked (load, by its
+    factor) and slower service (the step's non-load components at or above `floor_ms`, by
+    (base + their sum) / base) multiply. Each factor gets its log's part of the product's log:
+    the symmetric split of a product, the same whichever is counted first. The unexplained
+    residual's part stays uncovered (not returned)."""
+    cause = inputs.queue_cause
+    if cause != "load" or inputs.load_factor <= 1.0 or inputs.base_step_ms <= 0:
+        return {cause: 1.0} if cause is not None else {}
+    service = {c: v for c, v in components.items() if c != "load" and v > 0 and v >= floor_ms}
+    if not service:
+        return {"load": 1.0}
+    slower = 1.0 + sum(service.values()) / inputs.base_step_ms
+    load_part = math.log(inputs.load_factor) / math.log(inputs.load_factor * slower)
+    owners = {"load": load_part}
+    for c, v in service.items():
+        if c != "unexplained":
+            owners[c] = owners.get(c, 0.0) + (1.0 - load_part) * v / sum(service.values())
+    return owners
 
 
 def cause_shares(inputs: ShareInputs, config: AttributeConfig) -> dict[str, float]:
@@ -126,9 +159,11 @@ def cause_shares(inputs: ShareInputs, config: AttributeConfig) -> dict[str, floa
         shares[c] += coverage * v / total
     queue = room - coverage
     if inputs.queue_cause is not None:
-        shares[inputs.queue_cause] += queue
+        for c, part in _queue_owners(inputs, comps, floor).items():
+            shares[c] += queue * part
     elif inputs.queues and inputs.step_marked and kept:
-        kept_total = sum(kept.values())
+        residual = comps.get("unexplained", 0.0)
+        kept_total = sum(kept.values()) + (residual if residual >= floor else 0.0)
         for c, v in kept.items():
             shares[c] += queue * v / kept_total
     elif "host" in kept and inputs.outside.server_share is not None:

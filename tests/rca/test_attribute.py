@@ -1,5 +1,7 @@
 """rca.attribute: cause shares on simulated incidents and on hand-built step arrays."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -288,3 +290,17 @@ def test_users_that_stay_on_after_the_spike_are_not_its_load():
     attr = attribute_spike(spike, [spike], signals)
     shares = _shares(attr)
     assert attr.top_cause == "memory" and shares.get("load", 0.0) == 0.0, shares
+
+
+def test_a_few_more_users_in_a_long_stall_leave_the_queue_mostly_to_the_stall():
+    # users 8 → 10 while a GC stall tripled the step: the queue grew by both, the stall most
+    run = SpikeRun(latency_rise_ms=300.0, stage_rise_ms={"gc_ms": 40.0}, users_in_spike=10.0)
+    spike, signals = spike_signals(run)
+    attr = attribute_spike(spike, [spike], signals)
+    shares = _shares(attr)
+    assert attr.top_cause == "memory", shares
+    assert 0.0 < shares["load"] < 0.25, shares
+    # users 8 → 32 over a small stall: the burst grew the queue
+    burst = replace(run, stage_rise_ms={"gc_ms": 4.0}, users_in_spike=32.0)
+    spike, signals = spike_signals(burst)
+    assert attribute_spike(spike, [spike], signals).top_cause == "load"

@@ -338,3 +338,18 @@ def test_without_schedule_or_client_health_the_sends_are_the_work():
     sends = [5.0] * 10 + [9.0] * 5 + [5.0] * 5
     assert intensity(np.array(sends), None, None)[0] == "sent"
     assert _asked(_load(sends)) and _asked(_load(sends, in_flight=[np.nan] * 20))
+
+
+def test_the_work_asked_says_how_many_times_it_grew():
+    def asked(load):
+        return work_asked(load, _SPIKE, ~_SPIKE, load_rise=0.2, inflation=1.5)
+
+    users = [6.0] * 10 + [15.0] * 5 + [6.0] * 5
+    assert asked(_load([6.0] * 20, in_flight=users)).factor == pytest.approx(2.5)
+    # within the load rise: no growth, factor 1
+    assert asked(_load([6.0] * 20, in_flight=[6.0] * 10 + [7.0] * 10)).factor == 1.0
+    # prompts 3× as long on as many users: the factor is theirs
+    load = _load([6.0] * 20, in_flight=[6.0] * 20)
+    longer = Workload(load.arrivals, np.where(_SPIKE, 96.0, 32.0), load.output_tokens, None, None)
+    found = asked(longer)
+    assert found.prompts_grew and found.factor == pytest.approx(3.0)

@@ -562,3 +562,24 @@ def test_a_late_client_without_a_server_time_is_named_only_while_the_engine_stay
     signals = dataclasses.replace(signals, client_windows=lag)
     a = attribute_by_metrics(s, [s], signals)
     assert "client" not in {c.cause for c in a.causes} and "load" in {c.cause for c in a.causes}
+
+
+def test_an_occupancy_fraction_scores_against_its_capacity_not_its_own_peak():
+    # vLLM-CPU's KV usage sits near 0: a trace (0 → 0.0009 of the cache) is no rise, though it is
+    # the series' own peak; a real move (0.1 → 0.6) still scores, against 5 % of the capacity
+    spike = np.arange(12) >= 9
+    trace = np.array([0.0] * 9 + [0.0009, 0.0004, 0.0])
+    real = np.array([0.1, 0.12, 0.1, 0.11, 0.1, 0.1, 0.12, 0.1, 0.11, 0.6, 0.5, 0.3])
+    ranked = {
+        r.name: r
+        for r in rank_series(
+            {"vllm:kv_cache_usage_perc": trace, "nvml_mem_fraction": real, "frac": trace},
+            spike,
+            ~spike,
+        )
+    }
+    assert ranked["vllm:kv_cache_usage_perc"].z == pytest.approx(0.0009 / 0.05)
+    assert ranked["vllm:kv_cache_usage_perc"].z < MIN_Z
+    assert ranked["nvml_mem_fraction"].z == pytest.approx((0.6 - 0.1) / 0.05)
+    # a series of unknown range keeps its own magnitude as the floor
+    assert ranked["frac"].z == pytest.approx(20.0)

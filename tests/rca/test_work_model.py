@@ -51,3 +51,11 @@ def test_a_run_that_counted_no_requests_predicts_nothing():
     # tokens or users not measured (NaN): their ratio is 1
     nan = WorkSeries(np.full(N, 4.0), np.full(N, np.nan), np.zeros(N), np.full(N, np.nan))
     assert predict_work(nan, MASKS, 3.0, 0.2).predicted_ratio == 1.0
+
+
+def test_a_closed_loops_baseline_is_the_most_users_a_calm_window_carried():
+    # users stepped 4 → 8 well before the spike and stayed 8 through it: calm windows carried 8
+    stepped = np.where(np.arange(N) >= 5, 8.0, 4.0)
+    work = WorkSeries(np.full(N, 4.0), np.full(N, 40.0), np.zeros(N), stepped)
+    p = predict_work(work, MASKS, 3.0, 0.2)
+    assert p.intensity == (8.0, 8.0) and p.predicted_ratio == 1.0 and p.load_share == 0.0
