@@ -86,6 +86,12 @@ def _with_host(components: dict[str, float], host_ms: float) -> dict[str, float]
     return comps
 
 
+def _slowed_service(components: dict[str, float], floor_ms: float) -> dict[str, float]:
+    """The step components that slowed the service (all but the batch's growth, `load`), each
+    at or above the noise floor `floor_ms`; the unexplained residual among them."""
+    return {c: v for c, v in components.items() if c != "load" and v > 0 and v >= floor_ms}
+
+
 def _backlog_to_its_cause(
     components: dict[str, float], queue_cause: str | None, floor_ms: float
 ) -> dict[str, float]:
@@ -100,7 +106,7 @@ def _backlog_to_its_cause(
     if queue_cause is not None and queue_cause != "load":
         targets = {queue_cause: 1.0}
     else:
-        targets = {c: v for c, v in comps.items() if c != "load" and v > 0 and v >= floor_ms}
+        targets = _slowed_service(comps, floor_ms)
     total = sum(targets.values())
     if total <= 0:
         return comps
@@ -122,15 +128,16 @@ def _queue_owners(
     cause = inputs.queue_cause
     if cause != "load" or inputs.load_factor <= 1.0 or inputs.base_step_ms <= 0:
         return {cause: 1.0} if cause is not None else {}
-    service = {c: v for c, v in components.items() if c != "load" and v > 0 and v >= floor_ms}
+    service = _slowed_service(components, floor_ms)
     if not service:
         return {"load": 1.0}
-    slower = 1.0 + sum(service.values()) / inputs.base_step_ms
+    slowed_ms = sum(service.values())
+    slower = 1.0 + slowed_ms / inputs.base_step_ms
     load_part = math.log(inputs.load_factor) / math.log(inputs.load_factor * slower)
     owners = {"load": load_part}
     for c, v in service.items():
         if c != "unexplained":
-            owners[c] = owners.get(c, 0.0) + (1.0 - load_part) * v / sum(service.values())
+            owners[c] = (1.0 - load_part) * v / slowed_ms
     return owners
 
 

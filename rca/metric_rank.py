@@ -9,11 +9,11 @@ floored (ScoreConfig) by a share of the baseline's level and by the series' reso
 per window for a counter that counts whole events, one unit for a whole-number gauge, a share of
 the capacity for an occupancy fraction, else a share of the series' own magnitude — so a counter
 that was 0 before the spike and counted one GC collection during it, or a gauge that never moved,
-cannot score an infinite (or 1e9) z. Series are mapped to causes
-by their names (CAUSE_PATTERNS, first match wins; vLLM's names are the reference) — occupancy
-fractions (KV cache, GPU memory) count as memory only near capacity (≥ 0.9), else as load. The five
-highest-scoring series with z > min_z vote with their z: a cause's share = its votes / all votes
-(no vote at all → unexplained). Where a load generator counted what it asked
+cannot score an infinite (or 1e9) z. Series are mapped to causes by their names (CAUSE_PATTERNS,
+first match wins; vLLM's names are the reference) — occupancy fractions (KV cache, GPU memory)
+count as memory only near capacity (≥ 0.9), else as load. The five highest-scoring series with
+z > min_z vote with their z: a cause's share = its votes / all votes (no vote at all →
+unexplained). Where a load generator counted what it asked
 (rca.work_model), load first takes what that work predicts of the excess and the votes divide
 the rest; the series that count work are in the prediction and do not vote again.
 Confidence of a cause = its best series' z / (z + 3).

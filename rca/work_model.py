@@ -8,8 +8,9 @@ The load generator knows what it asked of the engine, whatever the engine made o
   - demand: the tokens each request asked, prompt + max_tokens, over the requests sent.
 The baseline is what the calm windows carried (rca.consequences.carried: a closed loop's most
 users, an open loop's mean). Each counts only when it rose by `load_rise` (AttributeConfig; an
-open loop's scheduled count also by ARRIVALS_SLACK, Poisson noise), else its ratio is 1. The stage path of spikelens' engine
-reads the same intensity (rca.consequences.intensity) to tell a backlog from more work asked.
+open loop's scheduled count also by ARRIVALS_SLACK, Poisson noise), else its ratio is 1. The
+stage path of spikelens' engine reads the same intensity (rca.consequences.intensity) to tell a
+backlog from more work asked.
 
 Model: an engine at its capacity serves a fixed amount of work a second, so a request's latency
 scales with the work in the system (Little's law): predicted ratio = intensity ratio × demand
