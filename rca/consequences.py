@@ -36,8 +36,10 @@ fault kind alike (none of them names a fault kind):
    nothing else moved, the queue still stands for load (a closed loop at capacity sends no more
    requests per second however many users wait). The work asked is what the client pushed
    (`intensity`: a closed loop's users in flight, an open loop's schedule), not what it managed
-   to send. The stage decomposition of spikelens' engine asks the same question of its queue
-   and of its batch (`work_asked`, rca.attribute._queue_cause, rca.cause_shares step 3).
+   to send, read over the windows the spike's requests queued behind (`sojourn_masks`: a
+   burst's queue outlives the burst). The stage decomposition of spikelens' engine asks the same
+   question of its queue and of its batch (`work_asked`, rca.attribute._queue_cause,
+   rca.cause_shares step 3).
 
 Pure: dicts and numpy arrays in, numbers and booleans out.
 """
@@ -295,30 +297,60 @@ def carried(loop: str, base: np.ndarray) -> float:
     return mean_or_zero(values)
 
 
+def sojourn_masks(
+    masks: tuple[np.ndarray, np.ndarray], lookback_windows: int, least: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(spike, baseline) window masks [n_windows] for the work asked: the work a spike's requests
+    queued behind arrived within their time in the system (Little's law), so a burst that ended
+    as its queue peaked still counts. The spike's span reaches back `lookback_windows` (its
+    latency, in windows) and those windows leave the baseline (their work built the queue, it
+    was not calm). Unchanged when the baseline would keep fewer than `least` windows."""
+    in_spike, in_base = masks
+    first = np.flatnonzero(in_spike)
+    if lookback_windows <= 0 or not len(first):
+        return in_spike, in_base
+    idx = np.arange(len(in_spike))
+    span = in_spike | ((idx >= first[0] - lookback_windows) & (idx < first[0]))
+    base = in_base & ~span
+    if base.sum() < least:
+        return in_spike, in_base
+    return span, base
+
+
+def lookback_windows(latency_ms: float, window_s: float) -> int:
+    """How many whole windows a request `latency_ms` in the system reaches back (to the nearest:
+    a latency well under a window reaches none)."""
+    if not (np.isfinite(latency_ms) and latency_ms > 0 and window_s > 0):
+        return 0
+    return int(np.floor(latency_ms / 1000.0 / window_s + 0.5))
+
+
 def work_asked(
     load: Workload,
-    in_spike: np.ndarray,
-    in_base: np.ndarray,
+    masks: tuple[np.ndarray, np.ndarray],
+    sent: tuple[np.ndarray, np.ndarray],
     load_rise: float,
     inflation: float,
 ) -> WorkAsked:
     """Did more work arrive in the spike? The load's intensity (`intensity`) rose by `load_rise`
     (plus its slack) over what the baseline windows carried (`carried`), or requests grew by
     `inflation`: their mean output length (finished requests) or their mean prompt length
-    (requests sent)."""
+    (requests sent). Series counted by send time (intensity, prompts) are read over `sent`
+    (`sojourn_masks`: the work the spike's requests queued behind); the outputs, counted as
+    requests finish, over the spike's own windows (`masks`): a finish already lags its send."""
     loop, pushed, slack = intensity(load.arrivals, load.scheduled, load.in_flight)
-    spike, base = mean_or_zero(pushed[in_spike]), carried(loop, pushed[in_base])
+    spike, base = mean_or_zero(pushed[sent[0]]), carried(loop, pushed[sent[1]])
 
-    def grew(values: np.ndarray) -> tuple[bool, float]:
+    def grew(values: np.ndarray, over: tuple[np.ndarray, np.ndarray]) -> tuple[bool, float]:
         """(the mean beat `inflation` × its baseline, spike / baseline where it did and the
         baseline counted any, else 1.0)."""
         values = np.asarray(values, dtype=np.float64)
-        now, before = mean_or_zero(values[in_spike]), mean_or_zero(values[in_base])
+        now, before = mean_or_zero(values[over[0]]), mean_or_zero(values[over[1]])
         rose = now > inflation * before
         return rose, now / before if rose and before > 0 else 1.0
 
     more = spike > (1 + load_rise) * base + slack
-    outputs, prompts = grew(load.output_tokens), grew(load.prompt_tokens)
+    outputs, prompts = grew(load.output_tokens, masks), grew(load.prompt_tokens, sent)
     more_ratio = spike / base if more and base > 0 else 1.0
     return WorkAsked(
         more_requests=more,

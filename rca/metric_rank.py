@@ -82,8 +82,10 @@ from rca.consequences import (
     SERIES_ROLES,
     cpu_given_to_siblings,
     has_collectives,
+    lookback_windows,
     per_work,
     series_role,
+    sojourn_masks,
     work_series,
 )
 from rca.detect import Spike
@@ -110,7 +112,7 @@ CAUSE_PATTERNS: tuple[tuple[str, str], ...] = (
     (
         "load",
         r"requests_running|requests_waiting|waiting|running|queue|arrival|request_success|"
-        r"prompt_tokens|prefix_cache_queries|num_requests",
+        r"prompt_tokens|prefix_cache_queries|num_requests|open_fds",
     ),
 )
 # The engine's own latency series (and its HTTP server's), and a request's time in each phase of
@@ -137,8 +139,10 @@ PREEMPTION_EFFECTS = r"queue|waiting|prefill|cache_usage"
 OCCUPANCY = r"cache_usage|mem_fraction"
 NEAR_CAPACITY = 0.9
 # The queue's state: requests in it and the KV they hold, which grow when more work arrives or
-# when the same work is served more slowly (rca.consequences, "a queue needs demand").
-QUEUE_STATE = r"running|waiting|queue|num_requests|" + OCCUPANCY
+# when the same work is served more slowly (rca.consequences, "a queue needs demand"). A server's
+# open file descriptors (prometheus_client's process_open_fds) are mostly its connections, one
+# per request in the system, so they are the queue too.
+QUEUE_STATE = r"running|waiting|queue|num_requests|open_fds|" + OCCUPANCY
 COUNTER_SUFFIXES = ("_total", "_count", "_sum")
 TOP_K = 5
 MIN_Z = 3.0
@@ -635,7 +639,9 @@ def work_prediction(
     config: AttributeConfig,
 ) -> WorkPrediction | None:
     """What the work the load generator asked predicts of the spike (rca.work_model); None for
-    a run observed through monitoring (no load generator) or one that counted no requests."""
+    a run observed through monitoring (no load generator) or one that counted no requests. The
+    work is read over the windows whose work was in the system in the spike
+    (rca.consequences.sojourn_masks), the latency over the spike's own."""
     if is_observed(signals.engine):
         return None
     n = len(masks[0])
@@ -647,7 +653,9 @@ def work_prediction(
     )
     base = spike.baseline_ms
     observed = mean_or_zero(latency[masks[0]]) / base if base > 0 else 1.0
-    return predict_work(work, masks, observed, config.load_rise)
+    reach = lookback_windows(spike.peak_ms, signals.window_s)
+    sojourn = sojourn_masks(masks, reach, config.min_baseline_windows)
+    return predict_work(work, sojourn, observed, config.load_rise)
 
 
 def _cause_rows(

@@ -29,8 +29,10 @@ from rca.consequences import (
     cpu_given_to_siblings,
     has_collectives,
     intensity,
+    lookback_windows,
     per_work,
     series_role,
+    sojourn_masks,
     work_asked,
 )
 from rca.metric_rank import cause_of
@@ -294,7 +296,9 @@ _SPIKE = np.array([False] * 10 + [True] * 5 + [False] * 5)
 
 
 def _asked(load: Workload) -> bool:
-    return work_asked(load, _SPIKE, ~_SPIKE, load_rise=0.2, inflation=1.5).more_requests
+    return work_asked(
+        load, (_SPIKE, ~_SPIKE), (_SPIKE, ~_SPIKE), load_rise=0.2, inflation=1.5
+    ).more_requests
 
 
 def test_a_closed_loop_burst_is_more_work_though_its_sends_stay_flat():
@@ -323,6 +327,52 @@ def test_users_a_calm_window_carried_are_not_more_work():
     assert _asked(_load(sends, scheduled=noisy))
 
 
+def test_a_burst_that_ended_as_its_queue_peaked_is_still_the_work_asked():
+    """An open loop scheduled 5× its rate over windows 15-22; the queue it built peaked at 8 s
+    of TTFT over windows 22-32. The spike's own windows hold one window of the burst, and the
+    burst's first windows (calm latency, the queue still short) sat in the baseline."""
+    n = 40
+    scheduled = np.array([60.0 if 15 <= w <= 22 else 12.0 for w in range(n)])
+    in_spike = (np.arange(n) >= 22) & (np.arange(n) <= 32)
+    in_base = np.arange(n) < 20  # the guard's 2 windows before the spike; nothing after it
+    load = _load(scheduled, scheduled=scheduled)
+    spike_only = (in_spike, in_base)
+    assert not work_asked(load, spike_only, spike_only, 0.2, 1.5).more_requests
+    reach = lookback_windows(8000.0, 1.0)
+    sent = sojourn_masks(spike_only, reach, 4)
+    assert reach == 8 and sent[0][14:33].all() and not sent[0][:14].any()
+    assert not (sent[0] & sent[1]).any() and sent[1].sum() == 14  # 0-13 stay the baseline
+    found = work_asked(load, spike_only, sent, 0.2, 1.5)
+    # windows 14-32: 8 of the burst's 60 and 11 of 12, over the baseline's 12
+    assert found.more_requests and found.factor == pytest.approx((8 * 60 + 11 * 12) / 19 / 12)
+
+
+def test_the_look_back_is_the_latency_in_whole_windows_and_keeps_a_baseline():
+    assert lookback_windows(90.0, 1.0) == 0  # well under a window: the spike's own windows
+    assert lookback_windows(1600.0, 1.0) == 2 and lookback_windows(1600.0, 2.0) == 1
+    assert lookback_windows(float("nan"), 1.0) == 0
+    n = 12
+    in_spike = np.arange(n) >= 8
+    masks = in_spike, np.arange(n) < 6
+    assert sojourn_masks(masks, 0, 4) == masks
+    # reaching back 3 windows leaves 5 baseline windows: fine at 4, not at 6
+    assert sojourn_masks(masks, 3, 4)[1].sum() == 5
+    assert sojourn_masks(masks, 3, 6) == masks
+
+
+def test_outputs_are_read_where_requests_finished_not_where_they_were_sent():
+    """Loops grew the outputs of the requests that finished in the spike; the windows before
+    it finished requests sent before the fault. Reaching back over them is for sends only."""
+    n = 20
+    outputs = np.array([140.0 if w >= 10 else 40.0 for w in range(n)])
+    load = Workload(np.full(n, 4.0), np.full(n, 32.0), outputs, None, np.full(n, 4.0))
+    in_spike = (np.arange(n) >= 10) & (np.arange(n) <= 11)
+    masks = in_spike, np.arange(n) < 8
+    sent = sojourn_masks(masks, 2, 4)
+    found = work_asked(load, masks, sent, 0.2, 1.5)
+    assert found.outputs_grew and found.factor == pytest.approx(3.5)
+
+
 def test_a_clients_catch_up_is_not_more_work():
     # an open loop whose client stalled: its backlog went out at once, its schedule did not move
     sends = [5.0] * 10 + [1.0, 14.0, 12.0, 9.0, 5.0] + [5.0] * 5
@@ -342,7 +392,7 @@ def test_without_schedule_or_client_health_the_sends_are_the_work():
 
 def test_the_work_asked_says_how_many_times_it_grew():
     def asked(load):
-        return work_asked(load, _SPIKE, ~_SPIKE, load_rise=0.2, inflation=1.5)
+        return work_asked(load, (_SPIKE, ~_SPIKE), (_SPIKE, ~_SPIKE), load_rise=0.2, inflation=1.5)
 
     users = [6.0] * 10 + [15.0] * 5 + [6.0] * 5
     assert asked(_load([6.0] * 20, in_flight=users)).factor == pytest.approx(2.5)

@@ -65,7 +65,9 @@ def test_counters_become_rates_and_names_map_to_causes():
     assert cause_of("vllm:gpu_cache_usage_perc") == "memory"
     assert cause_of("vllm:num_requests_waiting") == "load"
     assert cause_of("nvml_pcie_tx") == "communication"
-    assert cause_of("process_open_fds") == "unexplained"
+    assert cause_of("process_max_fds") == "unexplained"
+    # a server's open descriptors are its connections, one per request in the system: the queue
+    assert cause_of("process_open_fds") == "load"
     # node_exporter's CPU counters: the stolen mode is the hypervisor's, the others say nothing
     assert cause_of('node_cpu_seconds_total{"cpu": "0", "mode": "steal"}') == "host"
     assert cause_of('node_cpu_seconds_total{"cpu": "0", "mode": "idle"}') == "unexplained"
@@ -392,6 +394,41 @@ def test_a_queue_that_grew_without_more_arrivals_is_the_consequence_of_a_slower_
     # users wait, so the queue alone still says load
     a, alone = shares(arrivals=lambda w: 4.0)
     assert a.top_cause == "load" and alone["load"] == pytest.approx(1.0)
+
+
+def test_the_work_a_queue_was_built_from_counts_though_the_burst_ended_as_it_peaked():
+    """An open loop scheduled 5× over windows 15-22; TTFT peaked at 8 s over windows 22-32, as
+    the burst's queue drained. The work the spike's requests queued behind arrived within their
+    time in the system (rca.consequences.sojourn_masks): the burst counts. The server's open
+    descriptors (its connections) rose with the queue and vote load."""
+    from dataclasses import replace
+
+    from rca.metric_rank import attribute_by_metrics
+
+    n, spike = 40, list(range(22, 33))
+    sched = (
+        {"scheduled": 12, "asked_tokens_mean": 40.0},
+        {"scheduled": 60, "asked_tokens_mean": 40.0},
+    )
+    fds = [
+        {"name": "process_open_fds", "labels": "{}", "window": w, "last_value": v}
+        for w, v in enumerate([30.0 + (w % 2) if w < 22 or w > 32 else 180.0 for w in range(n)])
+    ]
+
+    def attribution(peak_ms, metrics=()):
+        s, signals = _process_run(
+            n, spike, metrics=metrics, arrivals=lambda w: 12.0, work=lambda w: sched[15 <= w <= 22]
+        )
+        return attribute_by_metrics(replace(s, peak_ms=peak_ms), [s], signals)
+
+    load_share = {c.cause: c.share for c in attribution(8000.0).causes}.get("load", 0.0)
+    predicted = ((8 * 60 + 11 * 12) / 19 / 12 - 1) / (90.0 / 10.0 - 1)
+    assert load_share == pytest.approx(predicted, abs=0.01)
+    # the spike's own windows alone hold one window of the burst: no more work asked
+    assert {c.cause: c.share for c in attribution(90.0).causes}.get("load", 0.0) == 0.0
+    a = attribution(8000.0, fds)
+    assert a.top_cause == "load"
+    assert any("process_open_fds" in e.signal for c in a.causes for e in c.evidence)
 
 
 def test_the_work_asked_takes_what_it_predicts_and_the_rest_goes_to_what_else_rose():
