@@ -32,7 +32,7 @@ import pyarrow as pa
 from rca.cause_evidence import EngineFacts, EngineSeries, engine_evidence, main_signals
 from rca.cause_shares import ShareInputs, cause_shares, verdict
 from rca.config import CAUSES, AttributeConfig
-from rca.consequences import WorkAsked, Workload, lookback_windows, sojourn_masks, work_asked
+from rca.consequences import WorkAsked, Workload, sojourn_masks, work_asked
 from rca.detect import Spike
 from rca.evidence import (
     Evidence,
@@ -284,7 +284,6 @@ def _work_asked(
     and got back (`s`), its schedule (query `windows`) and its users in flight (`client_windows`),
     over the windows whose work was in the system in the spike (rca.consequences.sojourn_masks)."""
     masks = frame.win_spike, frame.win_base
-    reach = lookback_windows(frame.spike.peak_ms, signals.window_s)
     return work_asked(
         Workload(
             s.arrivals,
@@ -294,7 +293,7 @@ def _work_asked(
             by_window(signals.client_windows, "in_flight", frame.n),
         ),
         masks,
-        sojourn_masks(masks, reach, config.min_baseline_windows),
+        sojourn_masks(masks, frame.spike.peak_ms, signals.window_s, config.min_baseline_windows),
         config.load_rise,
         config.output_inflation,
     )

@@ -298,19 +298,19 @@ def carried(loop: str, base: np.ndarray) -> float:
 
 
 def sojourn_masks(
-    masks: tuple[np.ndarray, np.ndarray], lookback_windows: int, least: int
+    masks: tuple[np.ndarray, np.ndarray], latency_ms: float, window_s: float, least: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """(spike, baseline) window masks [n_windows] for the work asked: the work a spike's requests
     queued behind arrived within their time in the system (Little's law), so a burst that ended
-    as its queue peaked still counts. The spike's span reaches back `lookback_windows` (its
-    latency, in windows) and those windows leave the baseline (their work built the queue, it
+    as its queue peaked still counts. The spike's span reaches back `latency_ms` (its peak:
+    `lookback_windows`) and those windows leave the baseline (their work built the queue, it
     was not calm). Unchanged when the baseline would keep fewer than `least` windows."""
     in_spike, in_base = masks
-    first = np.flatnonzero(in_spike)
-    if lookback_windows <= 0 or not len(first):
+    reach, first = lookback_windows(latency_ms, window_s), np.flatnonzero(in_spike)
+    if reach <= 0 or not len(first):
         return in_spike, in_base
     idx = np.arange(len(in_spike))
-    span = in_spike | ((idx >= first[0] - lookback_windows) & (idx < first[0]))
+    span = in_spike | ((idx >= first[0] - reach) & (idx < first[0]))
     base = in_base & ~span
     if base.sum() < least:
         return in_spike, in_base

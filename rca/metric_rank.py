@@ -82,7 +82,6 @@ from rca.consequences import (
     SERIES_ROLES,
     cpu_given_to_siblings,
     has_collectives,
-    lookback_windows,
     per_work,
     series_role,
     sojourn_masks,
@@ -653,8 +652,7 @@ def work_prediction(
     )
     base = spike.baseline_ms
     observed = mean_or_zero(latency[masks[0]]) / base if base > 0 else 1.0
-    reach = lookback_windows(spike.peak_ms, signals.window_s)
-    sojourn = sojourn_masks(masks, reach, config.min_baseline_windows)
+    sojourn = sojourn_masks(masks, spike.peak_ms, signals.window_s, config.min_baseline_windows)
     return predict_work(work, sojourn, observed, config.load_rise)
 
 

@@ -338,9 +338,8 @@ def test_a_burst_that_ended_as_its_queue_peaked_is_still_the_work_asked():
     load = _load(scheduled, scheduled=scheduled)
     spike_only = (in_spike, in_base)
     assert not work_asked(load, spike_only, spike_only, 0.2, 1.5).more_requests
-    reach = lookback_windows(8000.0, 1.0)
-    sent = sojourn_masks(spike_only, reach, 4)
-    assert reach == 8 and sent[0][14:33].all() and not sent[0][:14].any()
+    sent = sojourn_masks(spike_only, 8000.0, 1.0, 4)
+    assert lookback_windows(8000.0, 1.0) == 8 and sent[0][14:33].all() and not sent[0][:14].any()
     assert not (sent[0] & sent[1]).any() and sent[1].sum() == 14  # 0-13 stay the baseline
     found = work_asked(load, spike_only, sent, 0.2, 1.5)
     # windows 14-32: 8 of the burst's 60 and 11 of 12, over the baseline's 12
@@ -354,10 +353,10 @@ def test_the_look_back_is_the_latency_in_whole_windows_and_keeps_a_baseline():
     n = 12
     in_spike = np.arange(n) >= 8
     masks = in_spike, np.arange(n) < 6
-    assert sojourn_masks(masks, 0, 4) == masks
+    assert sojourn_masks(masks, 0.0, 1.0, 4) == masks
     # reaching back 3 windows leaves 5 baseline windows: fine at 4, not at 6
-    assert sojourn_masks(masks, 3, 4)[1].sum() == 5
-    assert sojourn_masks(masks, 3, 6) == masks
+    assert sojourn_masks(masks, 3000.0, 1.0, 4)[1].sum() == 5
+    assert sojourn_masks(masks, 3000.0, 1.0, 6) == masks
 
 
 def test_outputs_are_read_where_requests_finished_not_where_they_were_sent():
@@ -368,7 +367,7 @@ def test_outputs_are_read_where_requests_finished_not_where_they_were_sent():
     load = Workload(np.full(n, 4.0), np.full(n, 32.0), outputs, None, np.full(n, 4.0))
     in_spike = (np.arange(n) >= 10) & (np.arange(n) <= 11)
     masks = in_spike, np.arange(n) < 8
-    sent = sojourn_masks(masks, 2, 4)
+    sent = sojourn_masks(masks, 2000.0, 1.0, 4)
     found = work_asked(load, masks, sent, 0.2, 1.5)
     assert found.outputs_grew and found.factor == pytest.approx(3.5)
 
