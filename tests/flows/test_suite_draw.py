@@ -256,3 +256,16 @@ def test_twin_names_are_read_back_and_no_drawn_case_reads_as_one():
     assert twin_of("gen-5-003-gc-storm-stall") is None and twin_of("-solo1") is None
     assert twin_of("gen-5-003-x-soloX") is None
     assert all(twin_of(c.name) is None for c in draw_cases(60, 7, "both"))
+
+
+def test_controls_hold_their_workload_still_and_fault_runs_may_step_it(tmp_path):
+    """A control is where false alarms are counted: a step of users there would be the suite's
+    own load incident with no truth recorded, so a drawn step keeps its first users."""
+    shapes: dict[bool, Counter] = {True: Counter(), False: Counter()}
+    for path in _generated(tmp_path, n=120, seed=11):
+        scenario = yaml.safe_load(path.read_text())
+        if "vllm" in path.name:
+            continue
+        shapes[not scenario.get("faults")][scenario["load"]["shape"]] += 1
+    assert shapes[True]["constant"] > 0 and shapes[True]["step"] == 0  # controls: steady
+    assert shapes[False]["step"] > 0  # fault runs still draw a step as a confounder

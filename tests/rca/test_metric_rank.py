@@ -335,6 +335,38 @@ def test_a_tie_goes_to_the_series_that_tracks_the_latency_or_is_said():
     assert settle_tie(clear, [step, tracks], latency) == ("memory", "")
 
 
+def test_a_queue_beside_free_batch_slots_is_held_by_the_kv_cache():
+    """Requests waiting while fewer run than before: vLLM admits only when the cache has blocks,
+    so the queue's state is memory's; a burst (more running, then waiting) is not read so, and
+    one such window is not enough."""
+    from rca.metric_rank import KV_HELD_MIN_WINDOWS, kv_held_windows, read_kv_held_queue
+
+    n = 20
+    in_spike = np.zeros(n, bool)
+    in_spike[10:15] = True
+    in_base = ~in_spike
+    running, waiting = np.full(n, 3.0), np.zeros(n)
+    running[10:15], waiting[10:15] = [3, 2, 2, 1, 2], [0, 1, 1, 2, 1]
+    held = {"vllm:num_requests_running": running, "vllm:num_requests_waiting": waiting}
+    assert kv_held_windows(held, in_spike, in_base) == 4
+    burst_running = running.copy()
+    burst_running[10:15] = [4, 5, 5, 5, 5]  # more requests: the batch fills before any waits
+    burst = {**held, "vllm:num_requests_running": burst_running}
+    assert kv_held_windows(burst, in_spike, in_base) == 0
+    assert kv_held_windows({"vllm:num_requests_running": running}, in_spike, in_base) == 0
+
+    ranked = [
+        _ranked("vllm:request_queue_time_seconds_sum", "load", 20.0),
+        _ranked("vllm:num_requests_waiting", "load", 4.0),
+        _ranked("vllm:prompt_tokens_total", "load", 15.0),  # the work asked stays load
+        _ranked("vllm:kv_cache_usage_perc", "load", 6.0, 0.8, 0.6),  # under 0.9, still held
+    ]
+    out = read_kv_held_queue(ranked, KV_HELD_MIN_WINDOWS)
+    assert [r.cause for r in out] == ["memory", "memory", "load", "memory"]
+    assert "held by the cache" in out[0].note
+    assert read_kv_held_queue(ranked, KV_HELD_MIN_WINDOWS - 1) == ranked
+
+
 def _queue_rows(n, spike):
     """vLLM's waiting requests and queue time rising in the spike, flat before."""
     return [
