@@ -504,7 +504,8 @@ def kv_held_windows(
     request when a slot is free *and* the KV cache has blocks for it, so a queue beside free
     slots is held by the cache: each sequence needs more of it than before (longer prompts or
     outputs). More requests of the same size fill the slots first (running at or above its
-    baseline), so a burst is not read so. 0 when the engine reports neither gauge."""
+    baseline), so a burst is not read so. 0 unless the engine reports both gauges (the first
+    series of each name: one engine's)."""
     running = next((v for k, v in series.items() if re.search(RUNNING, k)), None)
     waiting = next((v for k, v in series.items() if re.search(WAITING, k)), None)
     if running is None or waiting is None:
