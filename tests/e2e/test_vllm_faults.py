@@ -73,13 +73,6 @@ class Case:
     in_ci: bool = False  # else opt-in (SPIKELENS_E2E_VLLM_FAULTS=1)
 
 
-# Cases whose verdict the analysis does not earn (the case's id → its pytest marks). kv-pressure
-# was here: from /metrics alone the long prompts' token rise is the added work (load), and two
-# runs on 2026-12-03 named it load and unexplained. Since vLLM's queue beside free batch slots is
-# read as held by the KV cache (rca.metric_rank.kv_held_windows), it is named memory (one run,
-# 2026-12-06); it stays opt-in, as its 2.3 min of CI would teach nothing new per run.
-KNOWN_WRONG: dict[str, tuple] = {}
-
 CASES = (
     Case("kv-pressure", "memory.kv_pressure", "memory", ("preempt", "held by the cache")),
     # the queue the burst built: requests waiting, or the time they waited
@@ -105,12 +98,7 @@ CASES = (
 
 @pytest.mark.parametrize(
     "case",
-    [
-        pytest.param(
-            c, id=c.name, marks=(() if c.in_ci else (opt_in,)) + KNOWN_WRONG.get(c.name, ())
-        )
-        for c in CASES
-    ],
+    [pytest.param(c, id=c.name, marks=() if c.in_ci else (opt_in,)) for c in CASES],
 )
 def test_fault_is_found_and_named_from_vllm_signals(vllm_suite_run, case):
     db, run_id = run_case(vllm_suite_run, case.name)
