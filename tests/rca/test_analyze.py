@@ -62,7 +62,7 @@ def test_minor_unexplained_slowdowns_are_stored_but_not_reported(warehouse_with)
     from pages.incident import build_incident_context
     from rca.config import AttributeConfig
 
-    db, run_id = warehouse_with(incident="host")  # every stage 1.7x slower for 8 s, no fault
+    db, run_id = warehouse_with(incident="host")  # every stage 1.9x slower for 8 s, no fault
     quiet = analyze_run(db, run_id)
     assert quiet.spikes == [] and len(quiet.suppressed) == 1
     assert quiet.attributions[quiet.suppressed[0].spike_id].top_cause == "unexplained"

@@ -39,7 +39,7 @@ def test_gc_time_is_its_own_column_taken_out_of_the_stages(warehouse_with):
 
 def test_a_signal_that_is_zero_before_the_spike_is_kept_and_ranked(warehouse_with):
     pytest.importorskip("RCAEval")
-    db, run_id = warehouse_with(incident="kv")
+    db, run_id = warehouse_with(incident="kv", magnitude=0.6)  # the spike starts with preemption
     _, (start, _), frame = _spike_frame(db, run_id)
     before = frame[frame["time"] < start]["preemptions"]
     assert (before == 0).all() and _rise(frame, "preemptions", start) > 0

@@ -51,9 +51,9 @@ DEFAULT_MAGNITUDE = {
     "comm": 30.0,
     "kv": 0.3,
     "repetition": 256.0,
-    "host": 1.7,
+    "host": 1.9,
     "alloc": 40.0,
-    "steal": 0.4,
+    "steal": 0.5,
 }
 
 
