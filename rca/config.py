@@ -34,8 +34,8 @@ class DetectConfig:
     # on clean runs stayed at or under 2 an hour: on four recorded suites (ev 1513649482,
     # 2804629519, 2376029271, 378377929: 48 clean runs, 2.85 h; 164 acted faults) 5 alarms
     # (1.8 /h) and 133 faults found, against 26 (9.1 /h) and 149 with k 5, ×1.5 and the sustained
-    # test. The faults it gives up acted 1.3–1.9× on the client, the size of this box's own
-    # excursions on clean runs (docs/benchmarks.md "Detector trade-off").
+    # test. The 16 faults it gives up acted 1.3–1.9× over the worst clean stretch of their own
+    # run (rca.acted) or were pair partners (docs/benchmarks.md "Detector trade-off").
     mad_k: float = 6.0
     # k of the first baseline estimate whose flagged windows the second estimate leaves out (None:
     # one estimate over every window). 3 robust SDs (with the same floors) keep the incident's own
