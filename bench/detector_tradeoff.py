@@ -4,10 +4,10 @@ runs against the faults that acted and were found — replayed on recorded evalu
 Each suite is a warehouse and the evaluation.json `spikelens evaluate` wrote for it. Detection
 runs again on every scored run's stored latency windows under each setting of a grid (the default
 preset's, then stricter and looser ones); nothing is re-run and nothing is written. A fault is
-found when a spike overlaps it within the evaluation's tolerance (rca.evaluate.match_events, then
-cover_events: a spike over two faults finds both). Which faults acted is the suite's own judgement
-from the raw client latencies (an abstention counts as acted), so the detector's settings do not
-move the denominator. Every spike in a control counts, as in the suite (suppressed ones
+found when a spike overlaps it within the suite's own tolerance (rca.evaluate.match_events, then
+cover_events: a spike over two faults finds both). Which faults acted is the suite's own
+judgement from the raw client latencies (an abstention counts as acted), so the detector's
+settings do not move the denominator. Every spike in a control counts, as in the suite (suppressed ones
 included). Intervals are exact: Clopper–Pearson for the share found, Poisson for the rate.
 
 What it answers: whether any setting reaches a false-alarm goal on this box without giving up the
@@ -29,7 +29,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root
 
-
 from rca.config import DetectConfig
 from rca.detect import detect_spikes
 from rca.evaluate import cover_events, match_events
@@ -39,7 +38,6 @@ from warehouse.observed_windows import latency_windows
 from warehouse.queries import query
 
 WINDOW_S = 1.0
-TOLERANCE_WINDOWS = 2  # the evaluation's default (rca.evaluate.evaluate)
 
 
 @dataclass(frozen=True)
@@ -51,37 +49,42 @@ class RecordedRun:
     duration_s: float
     windows: list[dict]
     faults: list[dict]  # kind, cause, start_s, end_s, acted (True / False / None)
+    tolerance_windows: int  # the suite's own matching tolerance (evaluation.json)
 
 
 def load_suite(db_path: str, evaluation_path: str) -> list[RecordedRun]:
     """The suite's scored runs (evaluation.json per_run; twins left out, as the suite did)."""
-    scored = json.loads(Path(evaluation_path).read_text())["per_run"]
+    suite = json.loads(Path(evaluation_path).read_text())
     conn = connect(db_path, read_only=True)
-    runs = []
-    for entry in scored:
-        rid = entry["run_id"]
-        header = query(conn, "run_header", run_id=rid)
-        analysis = query(conn, "run_analysis", run_id=rid)
-        if not header or not analysis:
-            raise KeyError(f"{db_path}: run {rid!r} of {evaluation_path} is not analysed there")
-        engine = header[0].get("engine")
-        engine = json.loads(engine) if isinstance(engine, str) else (engine or {})
-        runs.append(
-            RecordedRun(
-                suite=Path(evaluation_path).parent.name,
-                run_id=rid,
-                duration_s=float(analysis[0]["duration_s"] or 0.0),
-                windows=latency_windows(conn, rid, WINDOW_S, engine),
-                faults=entry["faults"],
-            )
-        )
-    conn.close()
-    return runs
+    try:
+        return [_recorded(conn, db_path, evaluation_path, suite, e) for e in suite["per_run"]]
+    finally:
+        conn.close()
+
+
+def _recorded(conn, db_path: str, evaluation_path: str, suite: dict, entry: dict) -> RecordedRun:
+    """One per_run entry of the suite, with its stored latency windows."""
+    rid = entry["run_id"]
+    header = query(conn, "run_header", run_id=rid)
+    analysis = query(conn, "run_analysis", run_id=rid)
+    if not header or not analysis:
+        raise KeyError(f"{db_path}: run {rid!r} of {evaluation_path} is not analysed there")
+    engine = header[0].get("engine")
+    engine = json.loads(engine) if isinstance(engine, str) else (engine or {})
+    return RecordedRun(
+        suite=Path(evaluation_path).parent.name,
+        run_id=rid,
+        duration_s=float(analysis[0]["duration_s"] or 0.0),
+        windows=latency_windows(conn, rid, WINDOW_S, engine),
+        faults=entry["faults"],
+        tolerance_windows=int(suite["tolerance_windows"]),
+    )
 
 
 def score_setting(runs: list[RecordedRun], config: DetectConfig) -> dict:
     """False alarms on the controls and acted faults found, under one detector setting."""
-    alarms = hours = found = acted = 0.0
+    alarms = found = acted = 0
+    hours = 0.0
     for run in runs:
         spikes, _ = detect_spikes(run.windows, WINDOW_S, config)
         if not run.faults:
@@ -89,20 +92,20 @@ def score_setting(runs: list[RecordedRun], config: DetectConfig) -> dict:
             hours += run.duration_s / 3600.0
             continue
         rows = [{"start_s": s.start_s, "end_s": s.end_s} for s in spikes]
-        matches = match_events(run.faults, rows, WINDOW_S, TOLERANCE_WINDOWS)
-        covers = cover_events(run.faults, rows, matches, WINDOW_S, TOLERANCE_WINDOWS)
+        matches = match_events(run.faults, rows, WINDOW_S, run.tolerance_windows)
+        covers = cover_events(run.faults, rows, matches, WINDOW_S, run.tolerance_windows)
         hit = {i for i, _ in (*matches, *covers)}
         for i, fault in enumerate(run.faults):
             if fault.get("acted") is not False:
                 acted += 1
                 found += i in hit
     return {
-        "false_alarms": int(alarms),
+        "false_alarms": alarms,
         "control_hours": round(hours, 4),
-        "false_alarms_per_hour": poisson_rate(int(alarms), hours).to_dict(),
-        "acted_faults": int(acted),
-        "acted_found": int(found),
-        "acted_found_share": proportion_exact(int(found), int(acted)).to_dict(),
+        "false_alarms_per_hour": poisson_rate(alarms, hours).to_dict(),
+        "acted_faults": acted,
+        "acted_found": found,
+        "acted_found_share": proportion_exact(found, acted).to_dict(),
     }
 
 
