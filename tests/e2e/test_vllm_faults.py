@@ -13,10 +13,11 @@ so far are in docs/benchmarks.md ("Faults on vLLM").
 import os
 from dataclasses import dataclass
 
-import duckdb
 import pytest
 
-FAULT_WINDOW_S = (15, 23)  # every fault scenario of the suite: from 15 s for 8 s
+from warehouse.db import DbConnection, connect
+from warehouse.queries import query
+
 ALL = os.environ.get("SPIKELENS_E2E_VLLM_FAULTS") == "1"
 opt_in = pytest.mark.skipif(
     not ALL,
@@ -25,20 +26,20 @@ opt_in = pytest.mark.skipif(
 pytestmark = pytest.mark.e2e
 
 
-def run_case(vllm_suite_run, case: str) -> tuple[duckdb.DuckDBPyConnection, str]:
+def run_case(vllm_suite_run, case: str) -> tuple[DbConnection, str]:
     """scenarios/eval-vllm/<case>.yaml run through the CLI (once per session: test_vllm_engine.py
     checks the load burst's teardown on the same run); (warehouse, run id)."""
     home, _, run = vllm_suite_run(case)
-    return duckdb.connect(str(home / "warehouse.duckdb"), read_only=True), run["run_id"]
+    return connect(home / "warehouse.duckdb", read_only=True), run["run_id"]
 
 
-def spike_in_window(db: duckdb.DuckDBPyConnection, run_id: str) -> tuple[int, str]:
-    """(spike_id, top cause) of the spike that overlaps the fault window most (2 s of slack after
-    it), as scoring pairs a spike with a fault (rca.evaluate)."""
+def spike_in_window(db: DbConnection, run_id: str) -> tuple[int, str]:
+    """(spike_id, top cause) of the spike that overlaps the run's fault window most (2 s of slack
+    after it), as scoring pairs a spike with a fault (rca.evaluate)."""
     spikes = db.execute(
         "SELECT spike_id, start_s, end_s, top_cause FROM spikes WHERE run_id = ?", [run_id]
     ).fetchall()
-    lo, hi = FAULT_WINDOW_S
+    ((lo, hi),) = [(f["start_s"], f["end_s"]) for f in query(db, "faults", run_id=run_id)]
     overlap = {s: min(s[2], hi + 2) - max(s[1], lo) for s in spikes}
     inside = [s for s in spikes if overlap[s] >= 0]
     assert inside, f"no spike overlaps the fault ({lo}-{hi} s): {spikes}"
@@ -46,7 +47,7 @@ def spike_in_window(db: duckdb.DuckDBPyConnection, run_id: str) -> tuple[int, st
     return best[0], best[3]
 
 
-def notes(db: duckdb.DuckDBPyConnection, run_id: str, spike_id: int, cause: str = "%") -> list:
+def notes(db: DbConnection, run_id: str, spike_id: int, cause: str = "%") -> list:
     """'signal: note' of each evidence row of the spike (for `cause`, a LIKE pattern)."""
     return [
         n
@@ -58,7 +59,7 @@ def notes(db: duckdb.DuckDBPyConnection, run_id: str, spike_id: int, cause: str 
     ]
 
 
-def truth(db: duckdb.DuckDBPyConnection, run_id: str) -> list[tuple]:
+def truth(db: DbConnection, run_id: str) -> list[tuple]:
     return db.execute("SELECT kind, cause FROM faults WHERE run_id = ?", [run_id]).fetchall()
 
 
