@@ -17,7 +17,7 @@ import typer
 
 from flows.agent_command import agent
 from flows.cli_confirm import confirm, confirm_and_say
-from flows.cli_options import json_option
+from flows.cli_options import DETECTOR_HELP, detector_option, json_option
 from flows.cli_run import fail, run_flow
 from flows.engine_command import engine
 from flows.observed_command import incident
@@ -225,15 +225,19 @@ def _replay_incident(run_id: str, engine: dict | None, target: str | None) -> No
 
 
 @app.command()
-def report(run_id: str = typer.Argument(..., help="Run id (see the runs folder).")) -> None:
+def report(
+    run_id: str = typer.Argument(..., help="Run id (see the runs folder)."),
+    detector: str | None = typer.Option(None, help=DETECTOR_HELP + " (default: the run's own)."),
+) -> None:
     """Re-analyse a stored run and render its report again."""
     from flows.finish import finish_run
 
+    detector_option(detector)
     paths = StatePaths.from_env()
     if not paths.warehouse.exists():
         fail(f"no warehouse at {paths.warehouse}: run a scenario first")
     try:  # the flow's own finish, minus the ingest: the warehouse already holds the run
-        finished = finish_run(paths, run_id, None, in_flow=False)
+        finished = finish_run(paths, run_id, None, in_flow=False, detector=detector)
     except KeyError as e:
         fail(str(e).strip("'\""))
     print(finished.report)

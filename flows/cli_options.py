@@ -30,6 +30,24 @@ def json_option(name: str, value: str | None) -> dict | None:
     return parsed
 
 
+DETECTOR_HELP = (
+    "Spike detector preset: default (few false alarms on a busy box), thorough (also finds"
+    " 1.5x slowdowns, at more false alarms), sensitive (quiet, dedicated hardware)"
+)
+
+
+def detector_option(value: str | None) -> str | None:
+    """`--detector NAME` checked against rca.config.PRESETS; exits 2 naming the valid ones."""
+    from rca.config import preset
+
+    if value is not None:
+        try:
+            preset(value, "--detector")
+        except ValueError as e:
+            fail(str(e))
+    return value
+
+
 def slo_option(value: str | None) -> dict | None:
     """'ttft_ms=500,tpot_ms=50' → {'ttft_ms': 500.0, 'tpot_ms': 50.0}; checked by loadgen's SLO."""
     from loadgen.errors import SpecError

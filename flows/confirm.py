@@ -41,6 +41,7 @@ from flows.paths import StatePaths
 from flows.priority import RAISED_NICE, why_not
 from flows.run_scenario import run_scenario
 from flows.tasks import progress, rebuild_index, render_report
+from rca.config import DetectConfig, preset
 
 
 @dataclass
@@ -133,7 +134,8 @@ def measure(
     with connect(db_path, read_only=True) as conn:
         windows = query(conn, "windows", run_id=run_id, window_s=1.0)
     spike = (stretch.spike_start_s, stretch.spike_end_s)
-    return measure_arm(windows, source.metric, spike, arm, repeat, run_id).to_dict()
+    config = detect_settings(source)
+    return measure_arm(windows, source.metric, spike, arm, repeat, run_id, config).to_dict()
 
 
 @task(name="measure-outside", cache_policy=NONE, retries=2, retry_delay_seconds=2)
@@ -147,8 +149,14 @@ def measure_outside(db_path: Path, source: ConfirmSource) -> dict[str, Any] | No
     with connect(db_path, read_only=True) as conn:
         transit = query(conn, "transit_windows", run_id=source.run_id, window_s=1.0)
     spike = (source.spike_start_s, source.spike_end_s)
-    m = measured(transit, source.metric, spike)
+    m = measured(transit, source.metric, spike, detect_settings(source))
     return None if m is None else m.to_dict()
+
+
+def detect_settings(source: ConfirmSource) -> DetectConfig:
+    """rca.config.DetectConfig of the recorded run's preset (its scenario's `detector:`): each
+    arm's spike is judged by the thresholds that found it (the arms' scenarios carry it too)."""
+    return preset(source.scenario.get("detector", "default"))[0]
 
 
 def page_dir(result: ConfirmResult) -> str:

@@ -22,10 +22,16 @@ class FinishedRun:
 
 
 def finish_run(
-    paths: StatePaths, run_id: str, run_dir: Path | None, *, in_flow: bool = True
+    paths: StatePaths,
+    run_id: str,
+    run_dir: Path | None,
+    *,
+    in_flow: bool = True,
+    detector: str | None = None,
 ) -> FinishedRun:
     """Ingest `run_dir` (None: keep what the warehouse holds) → analyse → render → index.
-    Idempotent: each step replaces what an earlier finish of the run stored.
+    Idempotent: each step replaces what an earlier finish of the run stored. `detector`: the
+    analysis' preset (rca.config.PRESETS; None: the run's own).
 
     `in_flow`: run the steps as Prefect tasks (retries, seen in Prefect's UI); False calls the
     same functions directly, so a command outside any flow (`spikelens report`) starts no
@@ -36,7 +42,7 @@ def finish_run(
 
     if run_dir is not None:
         step(ingest)(paths.warehouse, run_dir)
-    analysis = step(analyze)(paths.warehouse, run_id)
+    analysis = step(analyze)(paths.warehouse, run_id, detector)
     report = step(render_report)(paths.warehouse, run_id, paths.reports / run_id)
     step(refresh_index)(paths.reports)
     return FinishedRun(analysis=analysis, report=report)

@@ -46,14 +46,17 @@ def pull_prometheus(req: RangeRequest, chosen: list[str], run_dir: Path) -> Pull
     return pull_range(req, chosen, run_dir / "metrics.parquet")
 
 
-def observed_manifest(run_id: str, req: RangeRequest, pulled: PulledRange) -> RunManifest:
-    """run.json of an observed window: t = 0 at --from, its length the window's."""
+def observed_manifest(
+    run_id: str, req: RangeRequest, pulled: PulledRange, detector: str = "default"
+) -> RunManifest:
+    """run.json of an observed window: t = 0 at --from, its length the window's; `detector`
+    (the analysis' preset) recorded as a scenario's would be, so a re-analysis keeps it."""
     return RunManifest(
         run_id=run_id,
         kind="observed",
         scenario_name="prometheus",
         scenario_path="",
-        scenario={},
+        scenario={} if detector == "default" else {"detector": detector},
         engine={
             "kind": "observed",
             "prometheus": req.url,
@@ -68,6 +71,7 @@ def observed_manifest(run_id: str, req: RangeRequest, pulled: PulledRange) -> Ru
             f"spikelens incident --prometheus {req.url} --from {req.start_s:.3f}"
             f" --to {req.end_s:.3f} --step {req.step_s:g}"
             + (f" --match '{req.match}'" if req.match else "")
+            + (f" --detector {detector}" if detector != "default" else "")
         ),
         started_ns=int(req.start_s * 1e9),
         ended_ns=int(req.end_s * 1e9),
@@ -79,17 +83,21 @@ def observed_manifest(run_id: str, req: RangeRequest, pulled: PulledRange) -> Ru
 
 @flow(name="observed-incident")
 def observed_incident(
-    req: RangeRequest, state_home: str | None = None, checked: list[str] | None = None
+    req: RangeRequest,
+    state_home: str | None = None,
+    checked: list[str] | None = None,
+    detector: str = "default",
 ) -> ObservedResult:
     """Pull the window, store it as an observed run, find and explain its spikes. `checked`: the
-    selectors a caller's own `check_range` returned (the CLI checks before Prefect starts)."""
+    selectors a caller's own `check_range` returned (the CLI checks before Prefect starts);
+    `detector`: the spike detector's preset (rca.config.PRESETS)."""
     paths = StatePaths(Path(state_home).resolve()) if state_home else StatePaths.from_env()
     chosen = checked if checked is not None else check_prometheus(req)
     host = req.url.split("://", 1)[-1].split("/", 1)[0].replace(":", "-")
     run_id = new_run_id("observed", host)
     run_dir = paths.run_dir(run_id)
     pulled = pull_prometheus(req, chosen, run_dir)
-    observed_manifest(run_id, req, pulled).write(run_dir)
+    observed_manifest(run_id, req, pulled, detector).write(run_dir)
     progress.info("%d series, %d samples", pulled.series, pulled.rows)
     finished = finish_run(paths, run_id, run_dir)
     return ObservedResult(

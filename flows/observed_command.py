@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import typer
 
+from flows.cli_options import DETECTOR_HELP, detector_option
 from flows.cli_run import fail, run_flow
 from flows.progress import console
 
@@ -25,11 +26,13 @@ def incident(
     step: float = typer.Option(
         15.0, help="Query step in seconds: the analysis window (your scrape interval or more)."
     ),
+    detector: str = typer.Option("default", help=DETECTOR_HELP + "."),
 ) -> None:
     """Explain a production window from Prometheus alone: its spikes and their causes."""
     from collectors.prometheus_range import PrometheusError, RangeRequest, check_range, parse_time
     from flows.observed import observed_incident
 
+    detector_option(detector)
     try:
         req = RangeRequest(
             prometheus, parse_time(from_, "--from"), parse_time(to, "--to"), step, match
@@ -42,6 +45,7 @@ def incident(
         observed_incident,
         req,
         checked=checked,
+        detector=detector,
         expected=(PrometheusError,),
     )
     console.print(

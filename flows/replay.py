@@ -62,13 +62,16 @@ def incident_replay_scenario(
 ) -> dict:
     """The scenario mapping of a replay of an incident imported from Prometheus (pure): its
     window's length, the requests built from its counters (a Mooncake trace whose times start at
-    the window's start), no warm-up, so the replay's time axis is the incident's."""
+    the window's start), no warm-up, so the replay's time axis is the incident's, and the
+    incident's detector preset, so the replay is judged as the incident was."""
     raw: dict = {
         "name": f"replay of {incident.run_id}",
         "duration_s": incident.duration_s,
         "warmup_s": 0,
         "load": {"shape": "replay", "trace": str(trace)},
     }
+    if "detector" in incident.scenario:
+        raw["detector"] = incident.scenario["detector"]
     if target:
         raw["target"] = target
     else:

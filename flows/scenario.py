@@ -25,6 +25,7 @@ from flows.priority import why_not
 from flows.runtime import OurEngine, Runtime, Target, VllmEngine
 from flows.vllm_config import VllmConfig, engine_kind
 from loadgen.spec import LoadSpec, WorkloadSpec
+from rca.config import PRESETS
 from spikelens_common.config_keys import ALL_UNKNOWN as ALL_UNKNOWN_KEYS
 from spikelens_common.config_keys import UnknownKeyError, strict_keys
 from spikelens_common.fault_spec import FaultSpec, parse_fault_specs
@@ -43,6 +44,7 @@ _TOP_KEYS = {
     "description",
     "endpoint",
     "intervention",
+    "detector",
 }
 # `intervention:` (written by `spikelens confirm` for its cause-removed arm): what the flow changes
 # in the engine's processes beyond the scenario's own keys. gc_off: automatic GC off in every
@@ -82,6 +84,8 @@ class Scenario:
     endpoint: str = "chat"
     gc_off: bool = False  # intervention.gc_off: automatic GC off in the engine's processes
     nice: int | None = None  # intervention.nice: the engine's processes' raised priority
+    # the spike detector's preset (rca.config.PRESETS): how the run is analysed, and re-analysed
+    detector: str = "default"
 
     @property
     def slug(self) -> str:
@@ -237,6 +241,7 @@ def parse_scenario(
     faults = _faults(src, runtime)
     _check_fault_windows(src, faults, duration_s)
     gc_off, nice = _intervention(src, runtime)
+    detector = _detector(src)
     return Scenario(
         name=name,
         duration_s=duration_s,
@@ -252,6 +257,7 @@ def parse_scenario(
         endpoint=endpoint,
         gc_off=gc_off,
         nice=nice,
+        detector=detector,
     )
 
 
@@ -280,6 +286,16 @@ def _intervention(src: _Source, runtime: Runtime) -> tuple[bool, int | None]:
     if (why := why_not(nice)) is not None:
         raise src.error("intervention.nice", why)
     return gc_off, nice
+
+
+def _detector(src: _Source) -> str:
+    """`detector: NAME`, one of rca.config.PRESETS (default: "default")."""
+    name = src.raw.get("detector", "default")
+    if name not in PRESETS:
+        raise src.error(
+            "detector", f"must be one of {', '.join(PRESETS)}, got {name!r}", ("detector",)
+        )
+    return name
 
 
 def _check_top_keys(src: _Source) -> None:

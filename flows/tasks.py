@@ -229,12 +229,13 @@ def ingest(db_path: Path, run_dir: Path) -> dict[str, int]:
 
 
 @task(name="analyze-run", cache_policy=NONE, retries=2, retry_delay_seconds=2)
-def analyze(db_path: Path, run_id: str) -> Any:
-    """Find the spikes and attribute each to a cause; results stored in DuckDB."""
+def analyze(db_path: Path, run_id: str, detector: str | None = None) -> Any:
+    """Find the spikes and attribute each to a cause; results stored in DuckDB. `detector`: a
+    preset of rca.config.PRESETS (None: the one the run's scenario names, else "default")."""
     from rca.analyze import analyze_run
 
     progress.info("finding spikes and causes")
-    return analyze_run(db_path, run_id)
+    return analyze_run(db_path, run_id, preset_name=detector)
 
 
 @task(name="render-report", cache_policy=NONE)

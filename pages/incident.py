@@ -10,6 +10,7 @@ step of each chunk so stalls stay visible; GC pauses to the MAX_GC_PAUSES longes
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -292,6 +293,9 @@ class IncidentContext:
     # an observed run (imported from Prometheus): what its series can and cannot tell, one
     # sentence per family (pages.observed_signals); () for a load-test run
     signal_coverage: tuple[str, ...] = ()
+    # how a window came to count as a spike: the detector's preset and its thresholds, one
+    # sentence (`detection_line`); "" where the analysis stored no settings
+    detection: str = ""
 
     def __post_init__(self) -> None:
         if not self.headline.strip():
@@ -455,6 +459,27 @@ def build_incident_context(db_path: str | Path, run_id: str) -> IncidentContext:
             if is_observed(run.engine)
             else ()
         ),
+        detection=detection_line(analysis[0]["preset"], analysis[0]["detect"]),
+    )
+
+
+def detection_line(preset: str | None, detect: Any) -> str:
+    """The detector's preset and thresholds as the analysis stored them (rca.config), in words;
+    "" when it stored none (an analysis from before presets were recorded)."""
+    settings = json.loads(detect) if isinstance(detect, str) else detect
+    if not isinstance(settings, dict):
+        return ""
+    try:
+        k, rel = float(settings["mad_k"]), float(settings["min_rel_excess"])
+        floor_ms, windows = float(settings["min_abs_excess_ms"]), int(settings["min_windows"])
+        tests = [str(t) for t in settings["detectors"]]
+    except (KeyError, TypeError, ValueError):
+        return ""
+    name = f"the {preset} detector" if preset else "detector settings given in code"
+    return (
+        f"Spikes found by {name}: a window counts when its P99 is over {k:g} robust standard"
+        f" deviations above the run's median, at least {1 + rel:g}× it and {floor_ms:g} ms over,"
+        f" for {windows} windows or more (tests: {', '.join(tests)})."
     )
 
 

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from rca.attribute import Attribution, RunSignals
-from rca.config import AttributeConfig, DetectConfig
+from rca.config import AttributeConfig, DetectConfig, preset
 from rca.detect import Baseline, Spike, detect_spikes
 from rca.evidence import with_loop_rates
 from rca.findings import ComparisonRow, FaultVerdict, comparison, fault_verdicts
@@ -45,6 +45,7 @@ class Analysis:
     # rca.findings over the reported spikes: normal vs spike per signal; the faults matched
     comparison: list[ComparisonRow] = field(default_factory=list)
     faults: list[FaultVerdict] = field(default_factory=list)
+    preset: str | None = None  # rca.config.PRESETS' name of detect/attribute; None: set in code
 
 
 def load_signals(conn: DbConnection, run_id: str, window_s: float) -> RunSignals:
@@ -87,6 +88,18 @@ def run_window_s(conn: DbConnection, run_id: str) -> float:
     header = query(conn, "run_header", run_id=run_id)
     engine = _json_object(header[0].get("engine")) if header else None
     return float(engine.get("step_s", 1.0)) if engine and is_observed(engine) else 1.0
+
+
+def run_preset(conn: DbConnection, run_id: str) -> str:
+    """The detection preset the run asked for (its scenario's `detector:`, also where `spikelens
+    incident --detector` records it); "default" when it names none. KeyError: run not ingested."""
+    header = query(conn, "run_header", run_id=run_id)
+    if not header:
+        raise KeyError(f"run {run_id!r} is not in the warehouse (ingest it first)")
+    scenario = _json_object(header[0].get("scenario")) or {}
+    name = scenario.get("detector", "default")
+    preset(name, f"run {run_id}: detector")  # a stored run's name must still be a preset
+    return name
 
 
 def _json_object(value) -> dict | None:
@@ -249,7 +262,11 @@ def _analysis_row(analysis: Analysis) -> dict:
         "window_s": analysis.window_s,
         "baselines": json.dumps(baselines),
         "config": json.dumps(
-            {"detect": asdict(analysis.detect), "attribute": asdict(analysis.attribute)}
+            {
+                "preset": analysis.preset,
+                "detect": asdict(analysis.detect),
+                "attribute": asdict(analysis.attribute),
+            }
         ),
     }
 
@@ -260,14 +277,22 @@ def analyze_run(
     window_s: float | None = None,
     detect: DetectConfig | None = None,
     attribute: AttributeConfig | None = None,
+    preset_name: str | None = None,
 ) -> Analysis:
     """Analyse an ingested run and store spikes/attributions/evidence, replacing earlier results.
-    `window_s` None: the run's own (`run_window_s`)."""
+    `window_s` None: the run's own (`run_window_s`). The settings: `detect`/`attribute` where
+    given (code), else the preset `preset_name`, else the run's own (`run_preset`)."""
     conn = connect(db_path)
     try:
         if window_s is None:
             window_s = run_window_s(conn, run_id)
+        if detect is None and attribute is None:
+            preset_name = preset_name or run_preset(conn, run_id)
+            detect, attribute = preset(preset_name)
+        else:
+            preset_name = None
         result = analyze(conn, run_id, window_s, detect, attribute)
+        result.preset = preset_name
         replace_run_rows(conn, run_id, result_rows(result))
         return result
     finally:

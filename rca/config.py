@@ -185,11 +185,15 @@ def _positive(obj, *names: str) -> None:
             raise ValueError(f"{type(obj).__name__}.{name} must be > 0, got {getattr(obj, name)}")
 
 
+# The named settings a scenario (`detector:`), `spikelens incident --detector` and `spikelens
+# report --detector` choose from; a run is analysed with its own (rca.analyze.run_preset).
 PRESETS: dict[str, tuple[DetectConfig, AttributeConfig]] = {
     "default": (DetectConfig(), AttributeConfig()),
     # The default before 2026-12-06 (k 5, ×1.5, and the sustained test): on the same busy box it
     # finds the faults that act 1.3–1.9× too, at about 9 false alarms an hour on clean runs
-    # (bench/detector_tradeoff.py). For incident replay, where something did happen.
+    # (bench/detector_tradeoff.py). For a window where something is known to have happened (an
+    # incident pulled from production, its replay), where a missed 1.5× slowdown costs more than
+    # a false alarm.
     "thorough": (
         DetectConfig(mad_k=5.0, min_rel_excess=0.5, detectors=("mad", "sustained")),
         AttributeConfig(),
@@ -200,6 +204,13 @@ PRESETS: dict[str, tuple[DetectConfig, AttributeConfig]] = {
         AttributeConfig(),
     ),
 }
+
+
+def preset(name: str, field_name: str = "detector") -> tuple[DetectConfig, AttributeConfig]:
+    """PRESETS[name]; an unknown name is a ValueError naming `field_name` and the valid names."""
+    if name not in PRESETS:
+        raise ValueError(f"{field_name}: unknown preset {name!r}; valid: {', '.join(PRESETS)}")
+    return PRESETS[name]
 
 
 def detect_config(**overrides) -> DetectConfig:

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 
 from flows import cli_run
-from flows.cli_options import CapacityFlags, json_option, slo_option
+from flows.cli_options import CapacityFlags, detector_option, json_option, slo_option
 
 
 @pytest.fixture
@@ -32,6 +32,15 @@ def test_json_option(screen):
     assert (code, line) == (2, "error: --engine: must be a JSON object")
     code, line = _exit_line(screen, lambda: json_option("--overrides", "{"))
     assert code == 2 and line.startswith("error: --overrides: not valid JSON")
+
+
+def test_detector_option(screen):
+    assert detector_option(None) is None and detector_option("thorough") == "thorough"
+    code, line = _exit_line(screen, lambda: detector_option("eager"))
+    assert (code, line) == (
+        2,
+        "error: --detector: unknown preset 'eager'; valid: default, thorough, sensitive",
+    )
 
 
 def test_slo_option(screen):

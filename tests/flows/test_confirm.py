@@ -2,6 +2,7 @@
 valid scenarios replaying the stretch, the measure reads the spike back from the warehouse, and
 a cause without an intervention is judged inconclusive and rendered without running anything."""
 
+import dataclasses
 import json
 import math
 import os
@@ -221,3 +222,18 @@ def test_a_network_verdict_is_judged_by_measurement_without_a_rerun(state):
     assert confirmation_row(result, 1)["pairs"] == 0
     html = render.fn(paths, result).read_text()
     assert "outside the engine" in html and 'data-side="client"' in html
+
+
+def test_the_arms_are_judged_and_replayed_with_the_recorded_runs_detector(state, tmp_path):
+    """A run analysed with the `thorough` preset: each arm's spike is measured against that
+    preset's threshold, and the arms' scenarios name it (their own analysis uses it too)."""
+    paths, source, stretch = state
+    own = Stretch(0.0, 50.0, 0.0, source.spike_start_s, source.spike_end_s)
+    thorough = dataclasses.replace(source, scenario={**source.scenario, "detector": "thorough"})
+    default = measure.fn(paths.warehouse, RUN, source, own, "recorded", 1)
+    judged = measure.fn(paths.warehouse, RUN, thorough, own, "recorded", 1)
+    assert judged["baseline_ms"] == default["baseline_ms"]
+    assert judged["threshold_ms"] < default["threshold_ms"]
+    facts = baseline_facts.fn(paths.warehouse, thorough, stretch)
+    arm = write_arm.fn(thorough, stretch, None, facts, tmp_path, "recorded")
+    assert load_scenario(arm).detector == "thorough"

@@ -53,3 +53,22 @@ def test_report_of_an_unknown_run_exits_2(finished, monkeypatch):
     monkeypatch.setenv("SPIKELENS_HOME", str(paths.home / "empty"))
     result = CliRunner().invoke(app, ["report", SPEC.run_id])
     assert result.exit_code == 2 and "no warehouse at" in result.output
+
+
+def test_report_reanalyses_with_the_detector_asked_for_and_says_so(finished, monkeypatch):
+    from flows.cli import app
+
+    paths, done = finished
+    monkeypatch.setenv("SPIKELENS_HOME", str(paths.home))
+    bad = CliRunner().invoke(app, ["report", SPEC.run_id, "--detector", "eager"])
+    assert bad.exit_code == 2 and "--detector: unknown preset 'eager'" in bad.output
+    try:
+        result = CliRunner().invoke(app, ["report", SPEC.run_id, "--detector", "thorough"])
+        assert result.exit_code == 0, result.output
+        page = done.report.read_text()
+        assert "Spikes found by the thorough detector" in page and "1.5× it" in page
+    finally:  # the module's other tests read the run as the default analysed it
+        assert (
+            CliRunner().invoke(app, ["report", SPEC.run_id, "--detector", "default"]).exit_code == 0
+        )
+    assert "Spikes found by the default detector" in done.report.read_text()

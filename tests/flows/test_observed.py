@@ -24,3 +24,12 @@ def test_an_observed_window_is_a_run_whose_clock_starts_at_from(tmp_path):
     )
     manifest.write(tmp_path)
     assert RunManifest.read(tmp_path).extra["prometheus"]["series"] == 3
+
+
+def test_the_detector_asked_for_is_recorded_as_a_scenarios_would_be():
+    req = RangeRequest("http://prom:9090", 1000.0, 1900.0, 15.0, None)
+    pulled = PulledRange(rows=1, series=1, names=["x"], selectors=["s"])
+    assert observed_manifest("r-1", req, pulled).scenario == {}
+    thorough = observed_manifest("r-1", req, pulled, "thorough")
+    assert thorough.scenario == {"detector": "thorough"}
+    assert thorough.command.endswith(" --step 15 --detector thorough")

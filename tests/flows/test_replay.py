@@ -1,5 +1,6 @@
 """A replay's scenario: the original's, with its own requests as a replay trace."""
 
+import dataclasses
 from pathlib import Path
 
 from flows.manifest import RunManifest
@@ -72,6 +73,10 @@ def test_an_incidents_replay_runs_its_rebuilt_requests_on_its_time_axis(tmp_path
     assert raw["engine"] == {"model": "tiny"} and "target" not in raw
     on_target = incident_replay_scenario(incident, trace, None, "http://127.0.0.1:9000")
     assert on_target["target"] == "http://127.0.0.1:9000" and "engine" not in on_target
+    assert "detector" not in raw
+    # an incident analysed with another detector preset: its replay is judged the same way
+    thorough = dataclasses.replace(incident, scenario={"detector": "thorough"})
+    assert incident_replay_scenario(thorough, trace, None, None)["detector"] == "thorough"
 
 
 def test_an_incident_replay_refuses_what_it_cannot_replay(tmp_path):

@@ -365,3 +365,13 @@ def test_the_intervention_block_raises_the_engines_priority_where_it_may(tmp_pat
     monkeypatch.setattr(scenario_module, "why_not", lambda nice: "needs root or CAP_SYS_NICE")
     with pytest.raises(ScenarioError, match="intervention.nice: needs root or CAP_SYS_NICE"):
         load_scenario(write(tmp_path, GOOD + "intervention: {nice: -10}\n"))
+
+
+def test_the_detector_preset_is_chosen_by_name_and_a_wrong_one_names_the_choices(tmp_path):
+    assert load_scenario(write(tmp_path, GOOD)).detector == "default"
+    chosen = load_scenario(write(tmp_path, GOOD + "detector: thorough\n"))
+    assert chosen.detector == "thorough" and chosen.raw["detector"] == "thorough"
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(write(tmp_path, GOOD + "detector: eager\n"))
+    assert (err.value.key, err.value.line) == ("detector", 19)
+    assert "must be one of default, thorough, sensitive, got 'eager'" in str(err.value)

@@ -488,3 +488,17 @@ def test_the_page_says_how_much_cpu_the_hypervisor_took(tmp_path, steal, says):
     html = render_incident(ctx, tmp_path / "page", interactive=False).read_text(encoding="utf-8")
     text = unescape(" ".join(html.split()))
     assert says in text, text[text.find("cpu-steal") - 50 : text.find("cpu-steal") + 600]
+
+
+def test_the_detection_line_says_the_preset_and_its_thresholds():
+    from pages.incident import detection_line
+    from rca.config import PRESETS
+
+    detect = json.dumps(asdict(PRESETS["thorough"][0]))
+    assert detection_line("thorough", detect) == (
+        "Spikes found by the thorough detector: a window counts when its P99 is over 5 robust"
+        " standard deviations above the run's median, at least 1.5× it and 5 ms over, for 2"
+        " windows or more (tests: mad, sustained)."
+    )
+    assert detection_line(None, detect).startswith("Spikes found by detector settings given in")
+    assert detection_line("default", None) == "" and detection_line("default", "{}") == ""

@@ -71,3 +71,39 @@ def test_minor_unexplained_slowdowns_are_stored_but_not_reported(warehouse_with)
     loud = analyze_run(db, run_id, attribute=AttributeConfig(report_unexplained_minor=True))
     assert len(loud.spikes) == 1 and loud.suppressed == []
     assert len(build_incident_context(db, run_id).spikes) == 1
+
+
+def test_a_run_is_analysed_with_the_detector_its_scenario_names(warehouse_with):
+    """A slow penalty path that slows the run 1.6×: under the default detector's ×1.75 floor, found
+    by `thorough`. The run's scenario chooses the preset, the analysis records it, and a
+    re-analysis may name another."""
+    db, plain = warehouse_with(incident="penalty", magnitude=8.0)
+    _, asked = warehouse_with(incident="penalty", magnitude=8.0, detector="thorough")
+    assert analyze_run(db, plain).spikes == []
+    found = analyze_run(db, asked)
+    assert found.preset == "thorough" and found.detect.mad_k == 5.0
+    assert [found.attributions[s.spike_id].top_cause for s in found.spikes] == ["penalty"]
+    conn = connect(db)
+    (config,) = conn.execute("SELECT config FROM analyses WHERE run_id = ?", [asked]).fetchone()
+    conn.close()
+    assert json.loads(config)["preset"] == "thorough"
+    assert json.loads(config)["detect"]["detectors"] == ["mad", "sustained"]
+    again = analyze_run(db, asked, preset_name="default")
+    assert again.preset == "default" and again.spikes == []
+
+
+def test_settings_given_in_code_are_recorded_as_no_preset(warehouse_with):
+    from rca.config import detect_config
+
+    db, run_id = warehouse_with(incident="gc")
+    assert analyze_run(db, run_id, detect=detect_config(mad_k=7.0)).preset is None
+    conn = connect(db)
+    (config,) = conn.execute("SELECT config FROM analyses WHERE run_id = ?", [run_id]).fetchone()
+    conn.close()
+    assert json.loads(config)["preset"] is None and json.loads(config)["detect"]["mad_k"] == 7.0
+
+
+def test_a_stored_run_naming_an_unknown_detector_is_a_clear_error(warehouse_with):
+    db, run_id = warehouse_with(incident=None, detector="eager")
+    with pytest.raises(ValueError, match="detector: unknown preset 'eager'; valid: default,"):
+        analyze_run(db, run_id)

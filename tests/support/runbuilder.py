@@ -110,6 +110,8 @@ class SimSpec:
     # the stack region the waiting process sits in during the window (e.g. collective_wait: a
     # Worker blocked on its EngineCore), None: unchanged
     wait_region: str | None = None
+    # the scenario's `detector:` preset (rca.config.PRESETS); None: the scenario names none
+    detector: str | None = None
 
 
 def _defaults(spec: SimSpec) -> float:
@@ -389,7 +391,10 @@ def run_json(spec: SimSpec) -> dict:
         ]
     return {
         "run_id": spec.run_id,
-        "scenario": {"name": f"sim-{spec.incident or 'control'}"},
+        "scenario": {
+            "name": f"sim-{spec.incident or 'control'}",
+            **({"detector": spec.detector} if spec.detector else {}),
+        },
         "scenario_name": f"sim-{spec.incident or 'control'}",
         "scenario_path": "scenarios/sim.yaml",
         "engine": (
