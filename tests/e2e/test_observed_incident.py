@@ -94,8 +94,14 @@ def test_a_burst_is_found_from_prometheus_alone_and_named_load(served, tmp_path)
     manifest = json.loads((tmp_path / "load-home" / "runs" / run_dir / "run.json").read_text())
     start_s = manifest["load_started_ns"] / 1e9
     time.sleep(2.5)  # Prometheus' last scrape of the window
+    # a window pulled because something happened: the preset made for it (README)
     proc = _incident(
-        served["prom"].url, start_s, start_s + manifest["duration_s"], tmp_path / "home"
+        served["prom"].url,
+        start_s,
+        start_s + manifest["duration_s"],
+        tmp_path / "home",
+        "--detector",
+        "thorough",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     run_id = Path(proc.stdout.strip().splitlines()[-1]).parent.name
