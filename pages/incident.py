@@ -270,6 +270,16 @@ class ReportedTimes:
 
 
 @dataclass(frozen=True)
+class DetectionFloor:
+    """The lowest P99 a window of one series had to reach to count in this run: the baseline the
+    analysis stored (rca.detect), so a reader sees how small a rise could have gone unseen."""
+
+    metric: str  # itl_p99 | ttft_p99 | e2e_p99
+    median_ms: float  # the run's robust baseline of the series
+    threshold_ms: float  # the highest of its floors (k spreads, relative, absolute)
+
+
+@dataclass(frozen=True)
 class IncidentContext:
     """Everything the incident page shows."""
 
@@ -296,6 +306,8 @@ class IncidentContext:
     # how a window came to count as a spike: the detector's preset and its thresholds, one
     # sentence (`detection_line`); "" where the analysis stored no settings
     detection: str = ""
+    # the P99 a window of each series had to reach in this run: what a rise had to beat to be seen
+    detection_floors: tuple[DetectionFloor, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.headline.strip():
@@ -459,14 +471,31 @@ def build_incident_context(db_path: str | Path, run_id: str) -> IncidentContext:
             if is_observed(run.engine)
             else ()
         ),
-        detection=detection_line(analysis[0]["preset"], analysis[0]["detect"]),
+        detection=detection_line(analysis[0]["config"]),
+        detection_floors=detection_floors(analysis[0]["baselines"]),
     )
 
 
-def detection_line(preset: str | None, detect: Any) -> str:
-    """The detector's preset and thresholds as the analysis stored them (rca.config), in words;
-    "" when it stored none (an analysis from before presets were recorded)."""
-    settings = json.loads(detect) if isinstance(detect, str) else detect
+def detection_floors(baselines: Any) -> tuple[DetectionFloor, ...]:
+    """The stored per-series baselines (rca.analyze) as floors, in METRICS order; a series with
+    no finite median or threshold (too few windows) is left out."""
+    stored = json.loads(baselines) if isinstance(baselines, str) else baselines
+    if not isinstance(stored, dict):
+        return ()
+    floors = []
+    for metric in ("ttft_p99", "itl_p99", "e2e_p99"):
+        b = stored.get(metric) or {}
+        median, threshold = finite(b.get("median_ms")), finite(b.get("threshold_ms"))
+        if median and threshold:
+            floors.append(DetectionFloor(metric, median, threshold))
+    return tuple(floors)
+
+
+def detection_line(config: Any) -> str:
+    """The detector's preset and thresholds as the analysis stored them (rca.analyze: the JSON
+    of `analyses.config`), in words; "" when it stored no detection settings."""
+    stored = json.loads(config) if isinstance(config, str) else config
+    settings = stored.get("detect") if isinstance(stored, dict) else None
     if not isinstance(settings, dict):
         return ""
     try:
@@ -475,7 +504,13 @@ def detection_line(preset: str | None, detect: Any) -> str:
         tests = [str(t) for t in settings["detectors"]]
     except (KeyError, TypeError, ValueError):
         return ""
-    name = f"the {preset} detector" if preset else "detector settings given in code"
+    preset = stored.get("preset", "")
+    if preset:
+        name = f"the {preset} detector"
+    elif preset is None:
+        name = "detector settings given in code"
+    else:  # analysed before the preset was recorded
+        name = "the detector"
     return (
         f"Spikes found by {name}: a window counts when its P99 is over {k:g} robust standard"
         f" deviations above the run's median, at least {1 + rel:g}× it and {floor_ms:g} ms over,"

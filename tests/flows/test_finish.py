@@ -67,6 +67,7 @@ def test_report_reanalyses_with_the_detector_asked_for_and_says_so(finished, mon
         assert result.exit_code == 0, result.output
         page = done.report.read_text()
         assert "Spikes found by the thorough detector" in page and "1.5× it" in page
+        assert "In this run a window had to reach TTFT p99 " in page
     finally:  # the module's other tests read the run as the default analysed it
         assert (
             CliRunner().invoke(app, ["report", SPEC.run_id, "--detector", "default"]).exit_code == 0

@@ -494,11 +494,29 @@ def test_the_detection_line_says_the_preset_and_its_thresholds():
     from pages.incident import detection_line
     from rca.config import PRESETS
 
-    detect = json.dumps(asdict(PRESETS["thorough"][0]))
-    assert detection_line("thorough", detect) == (
+    detect = asdict(PRESETS["thorough"][0])
+    assert detection_line(json.dumps({"preset": "thorough", "detect": detect})) == (
         "Spikes found by the thorough detector: a window counts when its P99 is over 5 robust"
         " standard deviations above the run's median, at least 1.5× it and 5 ms over, for 2"
         " windows or more (tests: mad, sustained)."
     )
-    assert detection_line(None, detect).startswith("Spikes found by detector settings given in")
-    assert detection_line("default", None) == "" and detection_line("default", "{}") == ""
+    in_code = detection_line({"preset": None, "detect": detect})
+    assert in_code.startswith("Spikes found by detector settings given in code: a window")
+    # an analysis stored before the preset was recorded
+    assert detection_line({"detect": detect}).startswith("Spikes found by the detector: a window")
+    assert detection_line(None) == "" and detection_line("{}") == ""
+
+
+def test_the_floors_say_what_a_window_of_each_series_had_to_reach():
+    from pages.incident import DetectionFloor, detection_floors
+
+    stored = {
+        "e2e_p99": {"median_ms": 690.0, "threshold_ms": 1530.0},
+        "ttft_p99": {"median_ms": 57.5, "threshold_ms": 147.8},
+        "itl_p99": {"median_ms": None, "threshold_ms": None},  # too few windows
+    }
+    assert detection_floors(json.dumps(stored)) == (
+        DetectionFloor("ttft_p99", 57.5, 147.8),
+        DetectionFloor("e2e_p99", 690.0, 1530.0),
+    )
+    assert detection_floors(None) == ()
