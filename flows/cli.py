@@ -358,8 +358,12 @@ def evaluate(
         "(0: off), and --swaps right verdicts with a wrong cause: does confirm catch them?",
     ),
     swaps: int = typer.Option(4, min=0, max=100, help="With --confirm: right verdicts swapped."),
+    detector: str | None = typer.Option(
+        None, help=DETECTOR_HELP + " (default: each scenario's own; with --rescore, each run's)."
+    ),
 ) -> None:
     """Run a suite of fault scenarios; score detection and attribution vs ground truth and peers."""
+    detector_option(detector)
     if peers:  # BARO/NSigma need the eval extra: say so now, not after the suite has run
         _require("evaluate")
     from flows.evaluate import (
@@ -413,6 +417,7 @@ def evaluate(
         counted,
         confirm,
         swaps,
+        detector,
     )
     det, att = result.scores["detection"], result.scores["attribution"]
     every = att.get("accuracy_all_faults_exact") or {}

@@ -108,10 +108,11 @@ def write_outputs(
             default=str,
         )
     )
+    detector = scores.get("detector")
     run = RunHeader(
         run_id=suite_id,
         scenario_name=f"evaluation suite {suite_dir.name}",
-        command=f"spikelens evaluate {suite_dir}",
+        command=f"spikelens evaluate {suite_dir}" + (f" --detector {detector}" if detector else ""),
     )
     page = render_evaluation(
         build_evaluation_context(scores, run), out_dir, index_href="../index.html"
@@ -120,14 +121,15 @@ def write_outputs(
 
 
 @task(name="reanalyze-run", cache_policy=NONE, retries=1)
-def reanalyze(db_path: Path, run_dir: Path) -> None:
+def reanalyze(db_path: Path, run_dir: Path, detector: str | None = None) -> None:
     """Ingest and analyse a stored run again with the current code (its raw files are unchanged;
-    re-ingesting picks up columns a newer schema stores)."""
+    re-ingesting picks up columns a newer schema stores); `detector`: the preset (None: the
+    run's own)."""
     from rca.analyze import analyze_run
     from warehouse.ingest import ingest_run
 
     ingest_run(db_path, run_dir)
-    analyze_run(db_path, run_dir.name)
+    analyze_run(db_path, run_dir.name, preset_name=detector)
 
 
 def previous_suite(reports: Path, suite_id: str) -> dict:
@@ -182,6 +184,7 @@ def evaluation(
     count_suppressed: bool = False,
     confirm_repeats: int = 0,
     confirm_swaps: int = 4,
+    detector: str | None = None,
 ) -> EvaluationResult:
     """Run every scenario in `suite_dir` (default scenarios/eval/) and score the analysis.
 
@@ -196,6 +199,8 @@ def evaluation(
     `confirm_repeats` K > 0: then every detected fault's verdict is confirmed (`spikelens
     confirm`, K repeats per arm), and `confirm_swaps` right verdicts with a swapped cause too:
     how often a right verdict is confirmed and a wrong one is not (rca.confirm_eval).
+    `detector`: every run analysed with this preset (rca.config.PRESETS; None: each scenario's
+    own), recorded in evaluation.json: one recorded suite scored under two presets compares them.
     """
     skipped: list[dict] = []
     twins: dict[str, tuple[str, int]] = {}
@@ -208,7 +213,7 @@ def evaluation(
         count_suppressed = bool(earlier.get("count_suppressed", count_suppressed))
         for i, run_id in enumerate(run_ids, 1):
             progress.info("re-analysing %d/%d: %s", i, len(run_ids), run_id)
-            reanalyze(paths.warehouse, paths.run_dir(run_id))
+            reanalyze(paths.warehouse, paths.run_dir(run_id), detector)
     else:
         folder = Path(suite_dir) if suite_dir else default_suite_dir()
         scenarios = suite_scenarios(folder)
@@ -226,7 +231,12 @@ def evaluation(
                 skipped.append({"scenario": scenario.name, "unregistered_kinds": missing})
                 continue
             progress.info("case %d/%d: %s", i, len(scenarios), scenario.stem)
-            ran = run_scenario(str(scenario), state_home=str(paths.home), kind="evaluation")
+            ran = run_scenario(
+                str(scenario),
+                state_home=str(paths.home),
+                kind="evaluation",
+                overrides={"detector": detector} if detector else None,
+            )
             run_ids.append(ran.run_id)
             run_of[scenario.stem] = ran.run_id
         twins = twin_runs(run_of)
@@ -235,6 +245,7 @@ def evaluation(
         **score_suite(paths.warehouse, run_ids, tuple(peers), seed, count_suppressed, twins),
         "skipped": skipped,
         "twins": twins,
+        "detector": detector,
     }
     if confirm_repeats > 0:
         scores["confirmation"] = confirm_events(

@@ -1,11 +1,13 @@
 """flows.evaluate: the suite folder's shape, and cases of kinds this build does not register."""
 
+import json
 from collections import Counter
 from pathlib import Path
 
 import yaml
 
 from flows.evaluate import default_suite_dir, suite_scenarios, unregistered_kinds
+from flows.paths import StatePaths
 from flows.scenario import load_scenario
 from spikelens_common.fault_catalogue import FAULT_CAUSES
 
@@ -100,7 +102,6 @@ def test_a_failed_confirmation_is_scored_inconclusive_and_the_rest_still_run(tmp
 
     import flows.confirm
     from flows.evaluate import confirm_events
-    from flows.paths import StatePaths
 
     def confirm(run_id, spike, repeats, cause, state_home):
         if run_id == "a":
@@ -121,3 +122,33 @@ def test_a_failed_confirmation_is_scored_inconclusive_and_the_rest_still_run(tmp
     by_run = {o["run_id"]: o for o in scores["outcomes"]}
     assert by_run["a"]["verdict"] == "inconclusive" and "did not start" in by_run["a"]["note"]
     assert by_run["b"]["verdict"] == "confirmed" and scores["right_confirmed"] == 1
+
+
+def test_a_recorded_suite_rescored_under_another_preset_records_it(tmp_path):
+    """`spikelens evaluate --rescore ID --detector thorough`: the same recorded runs analysed
+    under another preset and scored, nothing re-run; a simulated slow penalty path at 1.6× is
+    under the default's floor and found by `thorough`."""
+    from flows.evaluate import evaluation
+    from tests.support.runbuilder import SimSpec, write_run
+    from warehouse.ingest import ingest_run
+
+    paths = StatePaths(tmp_path / "home").ensure()
+    spec = SimSpec(run_id="sim-penalty", incident="penalty", magnitude=8.0)
+    ingest_run(paths.warehouse, write_run(paths.runs, spec))
+    earlier = paths.reports / "earlier"
+    earlier.mkdir(parents=True)
+    (earlier / "evaluation.json").write_text(
+        json.dumps({"suite_dir": str(tmp_path / "suite"), "run_ids": [spec.run_id]})
+    )
+
+    def found(detector):
+        result = evaluation.fn(
+            state_home=str(paths.home), peers=(), rescore="earlier", detector=detector
+        )
+        stored = json.loads(Path(result.json_path).read_text())
+        assert stored["detector"] == detector
+        (run,) = stored["per_run"]
+        return [v["detected"] for v in run["verdicts"]]
+
+    assert found(None) == [False]
+    assert found("thorough") == [True]
