@@ -110,9 +110,12 @@ def score_setting(runs: list[RecordedRun], config: DetectConfig) -> dict:
 
 
 def grid(base: DetectConfig) -> list[tuple[str, DetectConfig]]:
-    """The default preset, then every combination of a stricter per-window test, a larger
-    relative floor and a longer (or no) sustained test."""
+    """The default preset, the default with the P50 test ('median') beside it, then every
+    combination of a stricter per-window test, a larger relative floor and a longer (or no)
+    sustained test."""
     out = [("default", base)]
+    if "median" not in base.detectors:
+        out.append(("default+median", replace(base, detectors=(*base.detectors, "median"))))
     for k, rel, sustained in itertools.product((5.0, 6.0, 7.0), (0.5, 0.75, 1.0), (5, 10, 0)):
         detectors = ("mad", "sustained") if sustained else ("mad",)
         cfg = replace(

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 
 METRICS = ("itl_p99", "ttft_p99", "e2e_p99")
-DETECTORS = ("mad", "sustained", "changepoint")  # rca.detect: the spike tests, in report order
+DETECTORS = ("mad", "sustained", "changepoint", "median")  # rca.detect: the tests, report order
 # Inside the serving stack, outside it (the load generator, the path to the engine, the machine's
 # CPUs), and 'unexplained': what the measured signals do not cover.
 CAUSES = (
@@ -68,7 +68,8 @@ class DetectConfig:
     # Detectors to run (rca.detect): 'mad' (robust threshold per window), 'sustained' (a stretch of
     # above-median windows whose mean beats the threshold with the spread shrunk by √n), and/or
     # 'changepoint' (ruptures PELT segments whose mean beats the per-window threshold; needs the
-    # optional `ruptures` package). 'sustained' is off by default: on the four suites of mad_k it
+    # optional `ruptures` package), and/or 'median' (the per-window test on each window's P50; see
+    # median_rel_excess). 'sustained' is off by default: on the four suites of mad_k it
     # found 7 faults that the per-window test missed and made 14 of the 26 false alarms.
     detectors: tuple = ("mad",)
     # Fewest valid windows of a 'sustained' stretch. Neighbouring windows share long requests and
@@ -79,14 +80,31 @@ class DetectConfig:
     sustained_min_windows: int = 5
     # PELT penalty per change point, in units of log(n_windows) on the series scaled to robust z.
     changepoint_penalty: float = 10.0
+    # The 'median' test (not in `detectors` by default): the per-window test on each window's ITL
+    # and TTFT P50, with this relative floor and at least median_min_windows flagged windows. At a
+    # few requests a second a 1-s P99 is the largest of a handful of samples, so a shift of every
+    # request (a delay, a slower forward) hides in its spread: a 15.6-ms network delay at 3.9
+    # requests/s moved TTFT p50 43 → 74–101 ms in every window while the P99 never cleared 2.6×
+    # (docs/benchmarks.md). ×1.5 and 4 windows: the setting of a 12-point grid (k 6 or 8, ×1.5 or
+    # ×1.75, 2–4 windows) that found the most acted faults at ≤ 2 false alarms an hour, replayed on
+    # the four suites of mad_k: 137 of 164 (133 without it) at the same 5 false alarms.
+    median_rel_excess: float = 0.5
+    median_min_windows: int = 4
 
     def __post_init__(self) -> None:
         _positive(self, "mad_k", "min_abs_excess_ms", "major_ratio", "critical_ratio")
         if self.trim_k is not None and not self.trim_k > 0:
             raise ValueError(f"DetectConfig.trim_k must be > 0 or None, got {self.trim_k!r}")
-        if self.min_rel_excess < 0:
-            raise ValueError(f"DetectConfig.min_rel_excess must be >= 0, got {self.min_rel_excess}")
-        for name in ("min_windows", "min_baseline_windows", "trim_rounds", "sustained_min_windows"):
+        for name in ("min_rel_excess", "median_rel_excess"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"DetectConfig.{name} must be >= 0, got {getattr(self, name)}")
+        for name in (
+            "min_windows",
+            "min_baseline_windows",
+            "trim_rounds",
+            "sustained_min_windows",
+            "median_min_windows",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"DetectConfig.{name} must be >= 1, got {getattr(self, name)}")
         if self.merge_gap_windows < 0:

@@ -12,20 +12,25 @@ are dropped. A second test (`sustained_intervals`) judges a stretch of elevated 
 mean, whose noise shrinks by √n, for a rise that lasts without any one window clearing the
 threshold. Intervals of different series that overlap (or nearly) are one incident: one Spike
 with the list of series; its primary metric is the series with the largest relative peak; its
-time span is that of its ITL/TTFT intervals (E2E lags: it is binned at completion).
+time span is that of its ITL/TTFT intervals (E2E lags: it is binned at completion). A fourth test,
+'median' (off by default), applies the per-window test to the ITL and TTFT P50
+(`median_intervals`).
 
 Pure functions over lists of window dicts (rows of warehouse query `windows`); nothing is mutated.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from rca.config import DETECTORS, METRICS, DetectConfig
 
 _COUNT_OF = {"itl_p99": "itl_n", "ttft_p99": "ttft_n", "e2e_p99": "e2e_n"}
+# The P50 column of a series the 'median' test reads (E2E has none: its P50 follows the mix of
+# output lengths more than any slowdown).
+_P50_OF = {"itl_p99": "itl_p50_ms", "ttft_p99": "ttft_p50_ms"}
 
 
 @dataclass(frozen=True)
@@ -73,11 +78,17 @@ def series(windows: list[dict], metric: str, config: DetectConfig) -> np.ndarray
     """The metric per window as float64 [n_windows]; NaN where missing or under min_samples."""
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    return _column(windows, f"{metric}_ms", metric, config)
+
+
+def _column(windows: list[dict], column: str, metric: str, config: DetectConfig) -> np.ndarray:
+    """`column` per window as float64 [n_windows]; NaN where missing or where the window holds
+    fewer samples of `metric` than min_samples asks."""
     count_key = _COUNT_OF[metric]
     need = config.min_samples.get(metric, 1)
     values = np.full(len(windows), np.nan)
     for i, w in enumerate(windows):
-        v = w.get(f"{metric}_ms")
+        v = w.get(column)
         if v is not None and (w.get(count_key) or 0) >= need:
             values[i] = float(v)
     return values
@@ -192,7 +203,7 @@ def windows_spike(values: np.ndarray, base: Baseline, config: DetectConfig) -> b
     At least min_windows of them above the threshold, or (with 'sustained' among the detectors)
     at least sustained_min_windows valid ones whose capped mean passes the sustained test. What
     `spikelens confirm` asks of an arm's replay of a spike's windows, so a spike found either way
-    can reproduce."""
+    can reproduce (one the 'median' test alone found is judged here on its P99 windows)."""
     valid = values[~np.isnan(values)]
     if int(np.sum(valid > base.threshold_ms)) >= config.min_windows:
         return True
@@ -258,6 +269,32 @@ def changepoint_intervals(
             continue
         intervals.append(_interval(values, base, idx, "changepoint"))
     return intervals
+
+
+def median_intervals(
+    windows: list[dict], values: np.ndarray, base: Baseline, config: DetectConfig
+) -> list[Interval]:
+    """Fourth detector ('median'): the per-window test on the series' P50 (ITL, TTFT).
+
+    The P50 per window gets its own robust baseline, with median_rel_excess for the relative
+    floor; at least median_min_windows flagged windows (merged as the other tests merge) make an
+    interval, reported on the P99 series `values` against its baseline `base`, so a spike reads
+    the same whichever test found it. Where a window holds a handful of requests its P99 is their
+    largest, and a shift of every request hides in that spread; the P50 moves with it.
+    """
+    column = _P50_OF.get(base.metric)
+    if column is None:
+        return []
+    p50 = _column(windows, column, base.metric, config)  # [n_windows]
+    p50_base = baseline(p50, base.metric, replace(config, min_rel_excess=config.median_rel_excess))
+    if p50_base is None:
+        return []
+    flagged = [
+        i
+        for i in range(len(p50))
+        if not np.isnan(p50[i]) and p50[i] > p50_base.threshold_ms and not np.isnan(values[i])
+    ]
+    return _intervals_of(values, base, flagged, config, config.median_min_windows, "median")
 
 
 def severity_label(peak_ms: float, baseline_ms: float, config: DetectConfig) -> str:
@@ -351,4 +388,6 @@ def detect_spikes(
             intervals.extend(sustained_intervals(values, base, config))
         if "changepoint" in config.detectors:
             intervals.extend(changepoint_intervals(values, base, config))
+        if "median" in config.detectors:
+            intervals.extend(median_intervals(windows, values, base, config))
     return merge_incidents(intervals, window_s, config), baselines
