@@ -32,7 +32,8 @@ def json_option(name: str, value: str | None) -> dict | None:
 
 DETECTOR_HELP = (
     "Spike detector preset: default (few false alarms on a busy box), thorough (also finds"
-    " 1.5x slowdowns, at more false alarms), sensitive (quiet, dedicated hardware)"
+    " 1.5x slowdowns, at more false alarms), sensitive (quiet, dedicated hardware), p50 (the"
+    " default plus a test of each window's median, for light traffic)"
 )
 
 

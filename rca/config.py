@@ -221,6 +221,10 @@ PRESETS: dict[str, tuple[DetectConfig, AttributeConfig]] = {
         DetectConfig(mad_k=4.0, min_rel_excess=0.25, min_abs_excess_ms=2.0),
         AttributeConfig(),
     ),
+    # The default and the per-window P50 test (median_rel_excess): for light traffic, where a
+    # window's P99 is the largest of a handful of requests and a shift of every request (a
+    # delay, a slower forward) hides in its spread. Not the default: see docs/benchmarks.md.
+    "p50": (DetectConfig(detectors=("mad", "median")), AttributeConfig()),
 }
 
 

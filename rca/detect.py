@@ -54,7 +54,7 @@ class Interval:
     baseline_ms: float
     flagged: list[int]
     excess_area: float  # Σ over flagged windows of (value − baseline) / baseline
-    detector: str = "mad"  # which test flagged it: 'mad', 'sustained' or 'changepoint'
+    detector: str = "mad"  # which test flagged it: 'mad', 'sustained', 'changepoint' or 'median'
 
 
 @dataclass

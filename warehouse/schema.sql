@@ -298,7 +298,7 @@ CREATE TABLE spikes (
     spike_id           INTEGER NOT NULL,   -- 1.. in time order within the run
     metric             VARCHAR NOT NULL,   -- primary series: itl_p99 | ttft_p99 | e2e_p99
     metrics            VARCHAR[],          -- every series that spiked in this incident
-    detector           VARCHAR NOT NULL,   -- 'mad' (robust baseline) | 'changepoint' | 'metric_rank'
+    detector           VARCHAR NOT NULL,   -- the tests that flagged it, '+'-joined: mad | sustained | changepoint | median
     start_s            DOUBLE NOT NULL,    -- seconds from load_started_ns (window start)
     end_s              DOUBLE NOT NULL,    -- seconds from load_started_ns (end of last window)
     peak_ms            DOUBLE,

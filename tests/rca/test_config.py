@@ -10,10 +10,19 @@ def test_a_preset_is_found_by_name_and_an_unknown_one_names_the_field_and_the_ch
     assert preset("thorough")[0].detectors == ("mad", "sustained")
     with pytest.raises(ValueError) as e:
         preset("eager", "--detector")
-    assert str(e.value) == "--detector: unknown preset 'eager'; valid: default, thorough, sensitive"
+    assert (
+        str(e.value)
+        == "--detector: unknown preset 'eager'; valid: default, thorough, sensitive, p50"
+    )
 
 
 def test_thorough_finds_smaller_spikes_than_the_default_and_sensitive_smaller_still():
     default, thorough, sensitive = (PRESETS[n][0] for n in ("default", "thorough", "sensitive"))
     assert sensitive.mad_k < thorough.mad_k < default.mad_k
     assert sensitive.min_rel_excess < thorough.min_rel_excess < default.min_rel_excess
+
+
+def test_p50_is_the_default_with_the_median_test_beside_it():
+    p50 = PRESETS["p50"][0]
+    assert p50.detectors == ("mad", "median")
+    assert p50 == DetectConfig(detectors=("mad", "median"))
