@@ -476,10 +476,15 @@ def build_incident_context(db_path: str | Path, run_id: str) -> IncidentContext:
     )
 
 
+def _stored_json(value: Any) -> Any:
+    """A JSON column as DuckDB returns it: text parsed, anything else as it is."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
 def detection_floors(baselines: Any) -> tuple[DetectionFloor, ...]:
-    """The stored per-series baselines (rca.analyze) as floors, in METRICS order; a series with
-    no finite median or threshold (too few windows) is left out."""
-    stored = json.loads(baselines) if isinstance(baselines, str) else baselines
+    """The stored per-series baselines (rca.analyze) as floors, TTFT then ITL then E2E; a series
+    with no finite median or threshold (too few windows) is left out."""
+    stored = _stored_json(baselines)
     if not isinstance(stored, dict):
         return ()
     floors = []
@@ -494,7 +499,7 @@ def detection_floors(baselines: Any) -> tuple[DetectionFloor, ...]:
 def detection_line(config: Any) -> str:
     """The detector's preset and thresholds as the analysis stored them (rca.analyze: the JSON
     of `analyses.config`), in words; "" when it stored no detection settings."""
-    stored = json.loads(config) if isinstance(config, str) else config
+    stored = _stored_json(config)
     settings = stored.get("detect") if isinstance(stored, dict) else None
     if not isinstance(settings, dict):
         return ""
