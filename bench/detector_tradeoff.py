@@ -110,14 +110,22 @@ def score_setting(runs: list[RecordedRun], config: DetectConfig) -> dict:
 
 
 def grid(base: DetectConfig) -> list[tuple[str, DetectConfig]]:
-    """The default preset, the default with the P50 test ('median') beside it, then every
+    """The default preset, the default with the P50 test ('median') toggled, then every
     combination of a stricter per-window test, a larger relative floor and a longer (or no)
-    sustained test."""
+    sustained test, each with the default's P50 test (on or off)."""
     out = [("default", base)]
-    if "median" not in base.detectors:
+    p50 = ("median",) if "median" in base.detectors else ()
+    if p50:
+        out.append(
+            (
+                "default-median",
+                replace(base, detectors=tuple(d for d in base.detectors if d != "median")),
+            )
+        )
+    else:
         out.append(("default+median", replace(base, detectors=(*base.detectors, "median"))))
     for k, rel, sustained in itertools.product((5.0, 6.0, 7.0), (0.5, 0.75, 1.0), (5, 10, 0)):
-        detectors = ("mad", "sustained") if sustained else ("mad",)
+        detectors = ("mad", "sustained", *p50) if sustained else ("mad", *p50)
         cfg = replace(
             base,
             mad_k=k,

@@ -74,12 +74,13 @@ def test_minor_unexplained_slowdowns_are_stored_but_not_reported(warehouse_with)
 
 
 def test_a_run_is_analysed_with_the_detector_its_scenario_names(warehouse_with):
-    """A slow penalty path that slows the run 1.6×: under the default detector's ×1.75 floor, found
+    """A slow penalty path that slows the run 1.6×: under the P99 test's ×1.75 floor (`p99`), found
     by `thorough`. The run's scenario chooses the preset, the analysis records it, and a
     re-analysis may name another."""
-    db, plain = warehouse_with(incident="penalty", magnitude=8.0)
+    db, plain = warehouse_with(incident="penalty", magnitude=8.0, detector="p99")
     _, asked = warehouse_with(incident="penalty", magnitude=8.0, detector="thorough")
-    assert analyze_run(db, plain).spikes == []
+    missed = analyze_run(db, plain)
+    assert missed.preset == "p99" and missed.spikes == []
     found = analyze_run(db, asked)
     assert found.preset == "thorough" and found.detect.mad_k == 5.0
     assert [found.attributions[s.spike_id].top_cause for s in found.spikes] == ["penalty"]
@@ -88,8 +89,10 @@ def test_a_run_is_analysed_with_the_detector_its_scenario_names(warehouse_with):
     conn.close()
     assert json.loads(config)["preset"] == "thorough"
     assert json.loads(config)["detect"]["detectors"] == ["mad", "sustained"]
-    again = analyze_run(db, asked, preset_name="default")
-    assert again.preset == "default" and again.spikes == []
+    again = analyze_run(db, asked, preset_name="p99")
+    assert again.preset == "p99" and again.spikes == []
+    default = analyze_run(db, asked, preset_name="default")  # its P50 test sees every step slow
+    assert [default.attributions[s.spike_id].top_cause for s in default.spikes] == ["penalty"]
 
 
 def test_settings_given_in_code_are_recorded_as_no_preset(warehouse_with):

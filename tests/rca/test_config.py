@@ -12,7 +12,7 @@ def test_a_preset_is_found_by_name_and_an_unknown_one_names_the_field_and_the_ch
         preset("eager", "--detector")
     assert (
         str(e.value)
-        == "--detector: unknown preset 'eager'; valid: default, thorough, sensitive, p50"
+        == "--detector: unknown preset 'eager'; valid: default, thorough, sensitive, p99, p50"
     )
 
 
@@ -22,7 +22,7 @@ def test_thorough_finds_smaller_spikes_than_the_default_and_sensitive_smaller_st
     assert sensitive.min_rel_excess < thorough.min_rel_excess < default.min_rel_excess
 
 
-def test_p50_is_the_default_with_the_median_test_beside_it():
-    p50 = PRESETS["p50"][0]
-    assert p50.detectors == ("mad", "median")
-    assert p50 == DetectConfig(detectors=("mad", "median"))
+def test_the_default_tests_the_p50_beside_the_p99_and_p99_is_the_default_before_it():
+    default, p99, p50 = (PRESETS[n][0] for n in ("default", "p99", "p50"))
+    assert default.detectors == ("mad", "median") and p50 == default
+    assert p99 == DetectConfig(detectors=("mad",))
