@@ -110,7 +110,8 @@ def score_setting(runs: list[RecordedRun], config: DetectConfig) -> dict:
 
 
 def grid(base: DetectConfig) -> list[tuple[str, DetectConfig]]:
-    """The default preset, the default with the P50 test ('median') toggled, then every
+    """The default preset, the default with the P50 test ('median') toggled and with the
+    neighbourhood test ('local') added, then every
     combination of a stricter per-window test, a larger relative floor and a longer (or no)
     sustained test, each with the default's P50 test (on or off)."""
     out = [("default", base)]
@@ -124,6 +125,8 @@ def grid(base: DetectConfig) -> list[tuple[str, DetectConfig]]:
         )
     else:
         out.append(("default+median", replace(base, detectors=(*base.detectors, "median"))))
+    if "local" not in base.detectors:
+        out.append(("default+local", replace(base, detectors=(*base.detectors, "local"))))
     for k, rel, sustained in itertools.product((5.0, 6.0, 7.0), (0.5, 0.75, 1.0), (5, 10, 0)):
         detectors = ("mad", "sustained", *p50) if sustained else ("mad", *p50)
         cfg = replace(

@@ -33,7 +33,8 @@ def json_option(name: str, value: str | None) -> dict | None:
 DETECTOR_HELP = (
     "Spike detector preset: default (few false alarms on a busy box; tests each window's P99"
     " and P50), thorough (also finds 1.5x slowdowns, at more false alarms), sensitive (quiet,"
-    " dedicated hardware), p99 (the default before 2026-12-07: no P50 test), p50 (= default)"
+    " dedicated hardware), p99 (the default before 2026-12-07: no P50 test), p50 (= default),"
+    " local (the default and a test of each stretch against its neighbours, for drifting runs)"
 )
 
 

@@ -13,8 +13,8 @@ mean, whose noise shrinks by √n, for a rise that lasts without any one window 
 threshold. Intervals of different series that overlap (or nearly) are one incident: one Spike
 with the list of series; its primary metric is the series with the largest relative peak; its
 time span is that of its ITL/TTFT intervals (E2E lags: it is binned at completion). A fourth test,
-'median' (off by default), applies the per-window test to the ITL and TTFT P50
-(`median_intervals`).
+'median', applies the per-window test to the ITL and TTFT P50 (`median_intervals`); a fifth,
+'local' (opt-in), judges a stretch against its own neighbours (`local_intervals`).
 
 Pure functions over lists of window dicts (rows of warehouse query `windows`); nothing is mutated.
 """
@@ -54,7 +54,9 @@ class Interval:
     baseline_ms: float
     flagged: list[int]
     excess_area: float  # Σ over flagged windows of (value − baseline) / baseline
-    detector: str = "mad"  # which test flagged it: 'mad', 'sustained', 'changepoint' or 'median'
+    detector: str = (
+        "mad"  # the test that flagged it: 'mad', 'sustained', 'changepoint', 'median', 'local'
+    )
 
 
 @dataclass
@@ -297,6 +299,49 @@ def median_intervals(
     return _intervals_of(values, base, flagged, config, config.median_min_windows, "median")
 
 
+def local_intervals(
+    windows: list[dict], values: np.ndarray, base: Baseline, config: DetectConfig
+) -> list[Interval]:
+    """Fifth detector ('local'): a stretch that stands above its own neighbourhood.
+
+    On the P99 series and its P50 (ITL, TTFT), each stretch of local_windows valid windows is
+    flagged when its lowest window beats the median of the valid windows within
+    local_reach_windows on each side (at least local_side_min on each) by local_k of their robust
+    spreads, ×(1 + local_rel_excess) and + min_abs_excess_ms. Flagged windows merge as the other
+    tests merge and are reported on the P99 series `values` against `base`. A run whose latency
+    drifts has a whole-run spread wider than any neighbourhood's, and a short rise hides in it.
+    """
+    flags = np.zeros(len(values), dtype=bool)  # [n_windows]
+    columns = [values]
+    if base.metric in _P50_OF:
+        columns.append(_column(windows, _P50_OF[base.metric], base.metric, config))
+    for col in columns:  # [n_windows] each
+        for a in range(len(col) - config.local_windows + 1):
+            if _stands_out(col, a, config):
+                flags[a : a + config.local_windows] = True
+    flagged = [int(i) for i in np.flatnonzero(flags & ~np.isnan(values))]
+    return _intervals_of(values, base, flagged, config, config.local_windows, "local")
+
+
+def _stands_out(col: np.ndarray, a: int, config: DetectConfig) -> bool:
+    """Does col[a : a + local_windows] (all valid) clear its neighbours' threshold?"""
+    n, reach = config.local_windows, config.local_reach_windows
+    stretch = col[a : a + n]  # [n]
+    if np.isnan(stretch).any():
+        return False
+    left, right = col[max(0, a - reach) : a], col[a + n : a + n + reach]
+    left, right = left[~np.isnan(left)], right[~np.isnan(right)]
+    if min(len(left), len(right)) < config.local_side_min:
+        return False
+    median, spread = _median_spread(np.concatenate([left, right]))
+    floor = max(
+        median + config.local_k * spread,
+        median * (1.0 + config.local_rel_excess),
+        median + config.min_abs_excess_ms,
+    )
+    return float(stretch.min()) > floor
+
+
 def severity_label(peak_ms: float, baseline_ms: float, config: DetectConfig) -> str:
     ratio = peak_ms / baseline_ms if baseline_ms > 0 else float("inf")
     if ratio >= config.critical_ratio:
@@ -390,4 +435,6 @@ def detect_spikes(
             intervals.extend(changepoint_intervals(values, base, config))
         if "median" in config.detectors:
             intervals.extend(median_intervals(windows, values, base, config))
+        if "local" in config.detectors:
+            intervals.extend(local_intervals(windows, values, base, config))
     return merge_incidents(intervals, window_s, config), baselines

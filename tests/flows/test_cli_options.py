@@ -39,7 +39,7 @@ def test_detector_option(screen):
     code, line = _exit_line(screen, lambda: detector_option("eager"))
     assert (code, line) == (
         2,
-        "error: --detector: unknown preset 'eager'; valid: default, thorough, sensitive, p99, p50",
+        "error: --detector: unknown preset 'eager'; valid: default, thorough, sensitive, p99, p50, local",
     )
 
 

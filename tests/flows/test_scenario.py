@@ -374,4 +374,6 @@ def test_the_detector_preset_is_chosen_by_name_and_a_wrong_one_names_the_choices
     with pytest.raises(ScenarioError) as err:
         load_scenario(write(tmp_path, GOOD + "detector: eager\n"))
     assert (err.value.key, err.value.line) == ("detector", 19)
-    assert "must be one of default, thorough, sensitive, p99, p50, got 'eager'" in str(err.value)
+    assert "must be one of default, thorough, sensitive, p99, p50, local, got 'eager'" in str(
+        err.value
+    )

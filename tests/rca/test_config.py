@@ -12,7 +12,7 @@ def test_a_preset_is_found_by_name_and_an_unknown_one_names_the_field_and_the_ch
         preset("eager", "--detector")
     assert (
         str(e.value)
-        == "--detector: unknown preset 'eager'; valid: default, thorough, sensitive, p99, p50"
+        == "--detector: unknown preset 'eager'; valid: default, thorough, sensitive, p99, p50, local"
     )
 
 

@@ -303,3 +303,54 @@ def test_the_median_test_leaves_a_clean_few_sample_series_alone_and_checks_its_s
         detect_config(median_min_windows=0)
     with pytest.raises(ValueError, match="median_rel_excess must be >= 0"):
         detect_config(median_rel_excess=-0.1)
+
+
+def _drifting(rise=None, seed=5):
+    """ITL P99 of a run that settles from 20 to 40 ms at window 25 (10 % noise), with an optional
+    (first, last, ms) rise: the whole-run spread is that of the two levels."""
+    itl = [v * 2 if i >= 25 else v for i, v in enumerate(_noisy(50, 20.0, 0.1, seed))]
+    if rise is not None:
+        first, last, ms = rise
+        for i in range(first, last + 1):
+            itl[i] = ms * (1 + 0.05 * np.sin(i))
+    return _windows(itl)
+
+
+LOCAL = PRESETS["local"][0]
+
+
+def test_the_local_test_finds_a_rise_the_drift_of_its_run_hides_from_the_others():
+    """A 2.25× rise for 6 windows before the run settles higher: under the whole-run threshold
+    (median of both levels + 6 of their spreads), far above its own neighbours."""
+    windows = _drifting(rise=(10, 15, 45.0))
+    assert detect_spikes(windows, 1.0)[0] == []
+    (spike,), _ = detect_spikes(windows, 1.0, LOCAL)
+    assert (spike.metric, spike.detector) == ("itl_p99", "local")
+    assert (spike.first_window, spike.last_window) == (10, 15)
+
+
+def test_the_local_test_leaves_a_drift_a_blip_and_the_runs_ends_alone():
+    only = replace(LOCAL, detectors=("local",))
+    assert detect_spikes(_drifting(), 1.0, only)[0] == []  # the step up itself
+    assert detect_spikes(_drifting(rise=(10, 12, 60.0)), 1.0, only)[0] == []  # 3 < 4 windows
+    assert detect_spikes(_drifting(rise=(0, 5, 60.0)), 1.0, only)[0] == []  # no left neighbours
+    assert detect_spikes(_drifting(rise=(44, 49, 100.0)), 1.0, only)[0] == []  # nor right ones
+    assert len(detect_spikes(_drifting(rise=(38, 43, 100.0)), 1.0, only)[0]) == 1  # 6 to its right
+
+
+def test_the_local_test_reads_the_p50_too_and_checks_its_settings():
+    rows = _few_samples(60, 3)
+    for r in rows[30:38]:
+        r["ttft_p50_ms"] += 40.0
+    windows = [
+        {**w, "itl_p99_ms": 20.0, "itl_n": 100, "e2e_p99_ms": 500.0, "e2e_n": 4, "ttft_n": 4}
+        for w in rows
+    ]
+    local_only = replace(LOCAL, detectors=("local",))
+    (spike,), _ = detect_spikes(windows, 1.0, local_only)
+    assert (spike.metric, spike.detector) == ("ttft_p99", "local")
+    assert spike.first_window >= 30 and spike.last_window <= 37
+    with pytest.raises(ValueError, match="local_k must be > 0"):
+        detect_config(local_k=0.0)
+    with pytest.raises(ValueError, match="local_reach_windows must be >= local_side_min"):
+        detect_config(local_reach_windows=2, local_side_min=3)
