@@ -54,9 +54,8 @@ class Interval:
     baseline_ms: float
     flagged: list[int]
     excess_area: float  # Σ over flagged windows of (value − baseline) / baseline
-    detector: str = (
-        "mad"  # the test that flagged it: 'mad', 'sustained', 'changepoint', 'median', 'local'
-    )
+    # The test that flagged it: 'mad', 'sustained', 'changepoint', 'median' or 'local'.
+    detector: str = "mad"
 
 
 @dataclass
