@@ -314,16 +314,18 @@ def local_intervals(
     columns = [values]
     if base.metric in _P50_OF:
         columns.append(_column(windows, _P50_OF[base.metric], base.metric, config))
+    floors = replace(config, min_rel_excess=config.local_rel_excess)  # _threshold's floors
     for col in columns:  # [n_windows] each
         for a in range(len(col) - config.local_windows + 1):
-            if _stands_out(col, a, config):
+            if _stands_out(col, a, floors):
                 flags[a : a + config.local_windows] = True
     flagged = [int(i) for i in np.flatnonzero(flags & ~np.isnan(values))]
     return _intervals_of(values, base, flagged, config, config.local_windows, "local")
 
 
 def _stands_out(col: np.ndarray, a: int, config: DetectConfig) -> bool:
-    """Does col[a : a + local_windows] (all valid) clear its neighbours' threshold?"""
+    """Does col[a : a + local_windows] (all valid) clear its neighbours' threshold? `config`
+    carries local_rel_excess as min_rel_excess."""
     n, reach = config.local_windows, config.local_reach_windows
     stretch = col[a : a + n]  # [n]
     if np.isnan(stretch).any():
@@ -333,12 +335,7 @@ def _stands_out(col: np.ndarray, a: int, config: DetectConfig) -> bool:
     if min(len(left), len(right)) < config.local_side_min:
         return False
     median, spread = _median_spread(np.concatenate([left, right]))
-    floor = max(
-        median + config.local_k * spread,
-        median * (1.0 + config.local_rel_excess),
-        median + config.min_abs_excess_ms,
-    )
-    return float(stretch.min()) > floor
+    return float(stretch.min()) > _threshold(median, spread, config.local_k, config)
 
 
 def severity_label(peak_ms: float, baseline_ms: float, config: DetectConfig) -> str:
