@@ -1,11 +1,12 @@
 """A real py-spy attach to a child burning time in a known function (py-spy needs ptrace: root)."""
 
+import os
 import time
 
 import pyarrow.parquet as pq
 import pytest
 
-from collectors.pyspy import PySpyRecorder, find_py_spy
+from collectors.pyspy import OBSERVER_NICE, PySpyRecorder, find_py_spy
 
 pytestmark = pytest.mark.skipif(find_py_spy() is None, reason="py-spy is not installed")
 
@@ -48,3 +49,20 @@ def test_a_missing_py_spy_or_a_gone_target_is_a_status_not_a_crash(tmp_path):
     assert "wrote no trace" in gone.stop()["error"]
     with pytest.raises(ValueError, match="rate_hz"):
         PySpyRecorder(1, tmp_path, rate_hz=0)
+
+
+def test_py_spy_runs_below_the_priority_of_the_flow_and_keeps_its_preexec(tmp_path, hot_child):
+    """py-spy yields the CPU to the load generator (nice +OBSERVER_NICE, capped at 19); the
+    caller's preexec_fn still runs in it."""
+    proc = hot_child(mode="plain", burn_s=0.5)
+    ran = tmp_path / "preexec-ran"
+    recorder = PySpyRecorder(
+        proc.pid, tmp_path / "collect", preexec_fn=lambda: ran.write_text("yes")
+    ).start()
+    try:
+        assert recorder.proc is not None
+        ours = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, recorder.proc.pid) == min(19, ours + OBSERVER_NICE)
+        assert ran.read_text() == "yes"
+    finally:
+        recorder.stop()
