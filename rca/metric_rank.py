@@ -43,7 +43,8 @@ What keeps the vote about causes rather than their consequences (rca.consequence
     batch slots free and did not admit: vLLM admits a request only when the KV cache has blocks
     for it, so each sequence needed more of the cache than before and the queue's state (queue
     time, waiting requests, KV occupancy) votes for memory (read_kv_held_queue). More requests
-    of the same size fill the batch first, so a burst keeps its queue as load.
+    of the same size fill the batch first, so a burst keeps its queue as load; and a window in
+    which the cache held less than its baseline median is not counted: the cache had room.
   - where the load generator counted what it asked (rca.work_model), the series that count work
     (requests, prompt tokens) are in load's predicted share and do not vote again; the queue's
     state (running and waiting requests, queue time, an occupancy below capacity) grows with
@@ -141,10 +142,14 @@ PREEMPTION_EFFECTS = r"queue|waiting|prefill|cache_usage"
 # The engine's running and waiting requests (vLLM's gauges): the batch and the queue before it.
 RUNNING = r"num_requests_running"
 WAITING = r"num_requests_waiting"
+# The KV cache's occupancy as vLLM reports it (a fraction; the older name says gpu).
+KV_USAGE = r"(kv|gpu)_cache_usage_perc"
 # Windows of a spike in which requests waited while fewer ran than in the baseline, from which
 # the queue counts as held by the KV cache (read_kv_held_queue): one such window can be the
 # instant between a request's finish and the next step's admission caught by a scrape; two are
-# not that (none came up in any run without a KV fault in three held-out suites).
+# not that (none came up in any run without a KV fault in three held-out suites). A CI run of
+# a 10x burst on vLLM (2026-12-07) had three such windows and was named memory: the windows now
+# also need the cache at least as full as in the baseline (kv_held_windows).
 KV_HELD_MIN_WINDOWS = 2
 # Occupancy fractions (KV cache, GPU memory) grow with the number of sequences too: they point at
 # memory only when they reach near capacity, else at load.
@@ -504,19 +509,35 @@ def kv_held_windows(
     request when a slot is free *and* the KV cache has blocks for it, so a queue beside free
     slots is held by the cache: each sequence needs more of it than before (longer prompts or
     outputs). More requests of the same size fill the slots first (running at or above its
-    baseline), so a burst is not read so. 0 unless the engine reports both gauges (the first
-    series of each name: one engine's)."""
-    running = next((v for k, v in series.items() if re.search(RUNNING, k)), None)
-    waiting = next((v for k, v in series.items() if re.search(WAITING, k)), None)
+    baseline), so a burst is not read so. Where the engine reports its KV occupancy (KV_USAGE),
+    a window counts only if the cache held at least its baseline median: a cache holding less
+    than it did while it admitted everyone had room, so it did not hold the queue (a scrape
+    caught between a finish and the next admission, or a front end behind with its updates).
+    0 unless the engine reports both request gauges (the first series of each name: one
+    engine's)."""
+    running = _first(series, RUNNING)
+    waiting = _first(series, WAITING)
     if running is None or waiting is None:
         return 0
-    run_base, wait_base = running[in_base], waiting[in_base]
-    run_base, wait_base = run_base[np.isfinite(run_base)], wait_base[np.isfinite(wait_base)]
+    run_base, wait_base = _finite(running[in_base]), _finite(waiting[in_base])
     if not len(run_base) or not len(wait_base):
         return 0
     with np.errstate(invalid="ignore"):
         held = (waiting > np.median(wait_base)) & (running < np.median(run_base)) & in_spike
+        usage = _first(series, KV_USAGE)
+        usage_base = _finite(usage[in_base]) if usage is not None else np.array([])
+        if usage is not None and len(usage_base):
+            held &= usage >= np.median(usage_base)
     return int(held.sum())
+
+
+def _first(series: dict[str, np.ndarray], pattern: str) -> np.ndarray | None:
+    """The first series whose name matches `pattern` (one engine's), or None."""
+    return next((v for k, v in series.items() if re.search(pattern, k)), None)
+
+
+def _finite(values: np.ndarray) -> np.ndarray:
+    return values[np.isfinite(values)]
 
 
 def read_kv_held_queue(ranked: list[RankedSeries], held: int) -> list[RankedSeries]:

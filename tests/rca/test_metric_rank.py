@@ -337,8 +337,8 @@ def test_a_tie_goes_to_the_series_that_tracks_the_latency_or_is_said():
 
 def test_a_queue_beside_free_batch_slots_is_held_by_the_kv_cache():
     """Requests waiting while fewer run than before: vLLM admits only when the cache has blocks,
-    so the queue's state is memory's; a burst (more running, then waiting) is not read so, and
-    one such window is not enough."""
+    so the queue's state is memory's; a burst (more running, then waiting) is not read so, nor
+    a window whose cache held less than the baseline's, and one such window is not enough."""
     from rca.metric_rank import KV_HELD_MIN_WINDOWS, kv_held_windows, read_kv_held_queue
 
     n = 20
@@ -354,6 +354,11 @@ def test_a_queue_beside_free_batch_slots_is_held_by_the_kv_cache():
     burst = {**held, "vllm:num_requests_running": burst_running}
     assert kv_held_windows(burst, in_spike, in_base) == 0
     assert kv_held_windows({"vllm:num_requests_running": running}, in_spike, in_base) == 0
+    usage = np.full(n, 0.4)
+    usage[10:15] = [0.4, 0.6, 0.2, 0.7, 0.8]  # at or above the baseline's 0.4 in 4 windows
+    assert kv_held_windows({**held, "vllm:kv_cache_usage_perc": usage}, in_spike, in_base) == 3
+    roomy = np.where(in_spike, 0.1, 0.4)  # the cache held less than in the baseline: it had room
+    assert kv_held_windows({**held, "vllm:gpu_cache_usage_perc": roomy}, in_spike, in_base) == 0
 
     ranked = [
         _ranked("vllm:request_queue_time_seconds_sum", "load", 20.0),
