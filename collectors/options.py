@@ -11,6 +11,11 @@ class CollectorOptions:
     pyspy_rate_hz: int = 100
     # False: no stack samples (e.g. where ptrace is not allowed).
     pyspy: bool = True
+    # How far below the flow's priority py-spy runs (nice increment, 0-19): flows set
+    # collectors.pyspy.OBSERVER_NICE when the engine has CPUs of its own, so on the CPUs left
+    # py-spy yields to the load generator; 0 where it shares the engine's CPUs, where a lower
+    # priority loses the busy engine's samples (a CI run at +10 sampled nothing of a burning child).
+    pyspy_nice: int = 0
     # /proc CPU and scheduling readings per process, seconds between ticks (10 Hz).
     proc_interval_s: float = 0.1
     # How often the process tree is listed again (new children: vLLM's EngineCore, workers).
@@ -22,6 +27,10 @@ class CollectorOptions:
         if not 1 <= self.pyspy_rate_hz <= 1000:
             raise ValueError(
                 f"collectors.pyspy_rate_hz must be in [1, 1000], got {self.pyspy_rate_hz!r}"
+            )
+        if isinstance(self.pyspy_nice, bool) or self.pyspy_nice not in range(20):
+            raise ValueError(
+                f"collectors.pyspy_nice must be an integer in [0, 19], got {self.pyspy_nice!r}"
             )
         for name, lo, hi in (
             ("proc_interval_s", 0.005, 10.0),

@@ -1,6 +1,6 @@
 """Record stack samples of a process tree with py-spy and classify them by code region.
 
-What: `PySpyRecorder(root_pid, collect_dir, rate_hz)` runs one
+What: `PySpyRecorder(root_pid, collect_dir, rate_hz, nice=0)` runs one
 `py-spy record --pid ROOT --subprocesses --idle --nonblocking --rate N --format chrometrace`
 (py-spy follows children that appear later: vLLM's EngineCore and workers, the engine's TP
 ranks; each process is sampled at `rate_hz`). `stop()` sends SIGINT (py-spy then writes its
@@ -12,12 +12,14 @@ engine per sample, at the price of an occasional torn stack); chrometrace is the
 py-spy 0.4.3 with times.
 py-spy needs ptrace rights over the target (root, or CAP_SYS_PTRACE, or ptrace_scope 0); when it
 is missing or cannot attach, the recorder says so in its status and the run goes on.
-Why py-spy runs at OBSERVER_NICE: it shares its CPUs with the load generator, and a late sample
-costs nothing (each has its own time) while a late token read is a latency the engine did not
-make. On the 2-core box a vLLM run's py-spy (four processes at 100 Hz) took 54 % of the one CPU
-left to spikelens and Locust 8 %; Locust read 2-7 % of its first tokens late in 11 of 16 vLLM
-runs of one suite (2026-12-07). At nice 10, CFS gives py-spy a weight of 110 against Locust's
-1024 and wakes Locust first (docs/benchmarks.md, "py-spy below the load generator").
+Why py-spy runs at OBSERVER_NICE when the engine has CPUs of its own (`nice`, set by the flow):
+on the CPUs left it shares only with the load generator, and a late sample costs nothing (each
+has its own time) while a late token read is a latency the engine did not make. On the 2-core
+box a vLLM run's py-spy (four processes at 100 Hz) took 54 % of the one CPU left to spikelens and
+Locust 8 %; Locust read 2-10 % of its first tokens late (docs/benchmarks.md, "py-spy below the
+load generator"). At nice 10, CFS gives py-spy a weight of 110 against Locust's 1024 and wakes
+Locust first. Where py-spy shares the engine's CPUs it keeps the flow's priority: there a busy
+engine would take its CPU, and its samples, exactly when they matter.
 """
 
 from __future__ import annotations
@@ -36,20 +38,22 @@ import pyarrow.parquet as pq
 
 from collectors.chrometrace import read_chrometrace
 
-# How far below the caller's priority py-spy runs (see module docstring); nice 19 is the floor.
+# How far below the flow's priority py-spy runs beside an engine on CPUs of its own (see the
+# module docstring); nice 19 is the floor.
 OBSERVER_NICE = 10
 
 
-def observer_preexec(then: Callable[[], None] | None = None) -> Callable[[], None]:
-    """preexec_fn of py-spy: `then` (e.g. die with the parent), and OBSERVER_NICE below the
-    priority it started with. Lowering a priority needs no right."""
+def observer_preexec(then: Callable[[], None] | None, nice: int) -> Callable[[], None] | None:
+    """preexec_fn of py-spy: `then` (e.g. die with the parent), and `nice` below the priority it
+    started with (capped at 19; lowering a priority needs no right). `then` itself when `nice`
+    is 0."""
+    if not nice:
+        return then
 
     def preexec() -> None:
         if then is not None:
             then()
-        os.setpriority(
-            os.PRIO_PROCESS, 0, min(19, os.getpriority(os.PRIO_PROCESS, 0) + OBSERVER_NICE)
-        )
+        os.setpriority(os.PRIO_PROCESS, 0, min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice))
 
     return preexec
 
@@ -68,6 +72,7 @@ class PySpyRecorder:
         rate_hz: int = 100,
         py_spy: str | None = None,
         preexec_fn: Callable[[], None] | None = None,
+        nice: int = 0,
     ):
         if not 1 <= rate_hz <= 1000:
             raise ValueError(f"py-spy rate_hz must be in [1, 1000], got {rate_hz!r}")
@@ -75,11 +80,12 @@ class PySpyRecorder:
         self.collect_dir = Path(collect_dir)
         self.py_spy = py_spy or find_py_spy()
         self.preexec_fn = preexec_fn
+        self.nice = nice  # how far below the caller's priority py-spy runs (module docstring)
         self.trace_path = self.collect_dir / f"pyspy-{root_pid}.json"
         self.stacks_path = self.collect_dir / f"stacks-{root_pid}.parquet"
         self.proc: subprocess.Popen | None = None
         self.origin_ns = 0
-        self.status: dict = {"rate_hz": rate_hz, "root_pid": root_pid}
+        self.status: dict = {"rate_hz": rate_hz, "root_pid": root_pid, "nice": nice}
 
     def start(self) -> PySpyRecorder:
         if self.py_spy is None:
@@ -108,7 +114,7 @@ class PySpyRecorder:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                preexec_fn=observer_preexec(self.preexec_fn),
+                preexec_fn=observer_preexec(self.preexec_fn, self.nice),
             )
             # py-spy's ts 0 is taken first thing in `record`, just after its exec (Popen returns
             # once the exec succeeded)

@@ -61,7 +61,11 @@ class CollectorSet:
         self.tree.refresh()
         if self.options.pyspy:
             self.pyspy = PySpyRecorder(
-                self.root_pid, self.dir, self.options.pyspy_rate_hz, preexec_fn=self.preexec_fn
+                self.root_pid,
+                self.dir,
+                self.options.pyspy_rate_hz,
+                preexec_fn=self.preexec_fn,
+                nice=self.options.pyspy_nice,
             ).start()
         self.proc = ProcSampler(
             self.tree,

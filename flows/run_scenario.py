@@ -244,7 +244,10 @@ class _Serving:
         root_pid = engine.running().pid
         self.engine = engine
         self.url = engine.url
-        self.collectors = start_collectors(run_dir, root_pid, role, f"{self.url}/metrics")
+        apart = self.kept_off is not None and bool(self.kept_off.ours)
+        self.collectors = start_collectors(
+            run_dir, root_pid, role, f"{self.url}/metrics", engine_apart=apart
+        )
         self.hogs = CpuContention(
             self.faults.of(Applier.HOGS), root_pid, run_dir, self.scenario.duration_s
         )

@@ -144,14 +144,24 @@ def stop_nvml_sampler(proc: subprocess.Popen, run_dir: Path) -> dict:
 
 @task(name="start-collectors", cache_policy=NONE)
 def start_collectors(
-    run_dir: Path, root_pid: int, role: str, metrics_url: str | None = None
+    run_dir: Path,
+    root_pid: int,
+    role: str,
+    metrics_url: str | None = None,
+    engine_apart: bool = False,
 ) -> CollectorSet:
     """Outside-in telemetry of an engine's process tree (py-spy stacks, /proc CPU and scheduling,
-    /metrics at 4 Hz) into run_dir/collect; the GC hook runs inside the engine (its launcher)."""
-    from collectors import CollectorSet
+    /metrics at 4 Hz) into run_dir/collect; the GC hook runs inside the engine (its launcher).
+    `engine_apart`: the engine runs on CPUs of its own (flows.affinity), so py-spy, left with the
+    load generator, runs below its priority (collectors.pyspy.OBSERVER_NICE)."""
+    from collectors import CollectorOptions, CollectorSet
+    from collectors.pyspy import OBSERVER_NICE
 
     progress.info("collectors on pid %d (%s)", root_pid, role)
-    return CollectorSet(run_dir, root_pid, role, metrics_url, preexec_fn=die_with_parent).start()
+    options = CollectorOptions(pyspy_nice=OBSERVER_NICE if engine_apart else 0)
+    return CollectorSet(
+        run_dir, root_pid, role, metrics_url, options=options, preexec_fn=die_with_parent
+    ).start()
 
 
 @task(name="stop-collectors", cache_policy=NONE)

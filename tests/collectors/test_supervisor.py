@@ -45,5 +45,8 @@ def test_bad_options_and_root_pid_are_rejected(tmp_path):
         CollectorOptions(proc_interval_s=0)
     with pytest.raises(ValueError, match="collectors.pyspy_rate_hz"):
         CollectorOptions(pyspy_rate_hz=5000)
+    for nice in (-1, 20, True, 2.5):
+        with pytest.raises(ValueError, match=r"collectors.pyspy_nice .*\[0, 19\]"):
+            CollectorOptions(pyspy_nice=nice)
     with pytest.raises(ValueError, match="root_pid"):
         CollectorSet(tmp_path, 0, "engine")

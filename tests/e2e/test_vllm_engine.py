@@ -17,6 +17,7 @@ import duckdb
 import psutil
 import pytest
 
+from collectors.pyspy import OBSERVER_NICE
 from tests.support.vllm_setup import STARTUP_TIMEOUT_S, processes_using, vllm_scenario
 
 pytestmark = pytest.mark.e2e
@@ -72,6 +73,8 @@ def test_flow_starts_vllm_drives_it_and_leaves_nothing_behind(tiny_llama, vllm_s
     assert vllm["env"] == {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "0"}
     others = sorted(set(os.sched_getaffinity(0)) - {0})
     assert run["extra"]["cpus"] == {"engine": [0], "spikelens": others, "source": "scenario"}
+    # vLLM on its own CPU: py-spy, left with the load generator, yields to it
+    assert run["extra"]["collectors"]["pyspy"]["nice"] == OBSERVER_NICE
     roles = sorted(p["role"] for p in vllm["processes"])
     assert roles[:1] == ["api_server"] and "engine_core" in roles, vllm["processes"]
     assert run["extra"]["model"] == str(checkpoint) and run["extra"]["endpoint"] == "completions"
