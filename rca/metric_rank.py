@@ -525,8 +525,7 @@ def kv_held_windows(
     with np.errstate(invalid="ignore"):
         held = (waiting > np.median(wait_base)) & (running < np.median(run_base)) & in_spike
         usage = _first(series, KV_USAGE)
-        usage_base = _finite(usage[in_base]) if usage is not None else np.array([])
-        if usage is not None and len(usage_base):
+        if usage is not None and len(usage_base := _finite(usage[in_base])):
             held &= usage >= np.median(usage_base)
     return int(held.sum())
 

@@ -355,7 +355,8 @@ def test_a_queue_beside_free_batch_slots_is_held_by_the_kv_cache():
     assert kv_held_windows(burst, in_spike, in_base) == 0
     assert kv_held_windows({"vllm:num_requests_running": running}, in_spike, in_base) == 0
     usage = np.full(n, 0.4)
-    usage[10:15] = [0.4, 0.6, 0.2, 0.7, 0.8]  # at or above the baseline's 0.4 in 4 windows
+    # in the 4 held windows (11-14): 0.6, 0.2, 0.7, 0.8, three at or above the baseline's 0.4
+    usage[10:15] = [0.4, 0.6, 0.2, 0.7, 0.8]
     assert kv_held_windows({**held, "vllm:kv_cache_usage_perc": usage}, in_spike, in_base) == 3
     roomy = np.where(in_spike, 0.1, 0.4)  # the cache held less than in the baseline: it had room
     assert kv_held_windows({**held, "vllm:gpu_cache_usage_perc": roomy}, in_spike, in_base) == 0
