@@ -213,15 +213,23 @@ def _f1(p: float | None, r: float | None) -> float | None:
 
 
 def _macro_f1(y_true: list[str], y_pred: list[str]) -> float | None:
-    from sklearn.metrics import f1_score
-
-    return (
-        float(
-            f1_score(y_true, y_pred, labels=sorted(set(y_true)), average="macro", zero_division=0)
-        )
-        if y_true
-        else None
-    )
+    """Mean F1 over the causes that were injected (scikit-learn's `f1_score(average="macro",
+    labels=sorted(set(y_true)), zero_division=0)`): each cause's F1 is 2·tp / (2·tp + fp + fn).
+    Counted here rather than by scikit-learn, whose input checks cost ~10 ms a call: the
+    bootstrap calls it 2,000 times an interval."""
+    if not y_true:
+        return None
+    tp: Counter[str] = Counter()
+    fp: Counter[str] = Counter()
+    fn: Counter[str] = Counter()
+    for t, p in zip(y_true, y_pred, strict=True):
+        if t == p:
+            tp[t] += 1
+        else:
+            fn[t] += 1
+            fp[p] += 1
+    labels = sorted(set(y_true))  # one order, so the float sum is the same in every process
+    return sum(2 * tp[c] / (2 * tp[c] + fp[c] + fn[c]) for c in labels) / len(labels)
 
 
 def attribution_scores(y_true: list[str], y_pred: list[str]) -> dict:

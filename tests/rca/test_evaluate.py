@@ -152,6 +152,27 @@ def test_shared_spikes_score_beside_the_strict_one_to_one_figures():
     assert out["acted"]["attribution_one_to_one"]["accuracy_all_faults_exact"]["value"] == 0.5
 
 
+def test_macro_f1_is_scikit_learns_over_the_injected_causes():
+    """Our count of macro-F1 (the bootstrap calls it 2,000 times) against scikit-learn's, on
+    random answers that include causes never injected and misses."""
+    import random
+
+    from sklearn.metrics import f1_score
+
+    from rca.evaluate import _macro_f1
+
+    rng = random.Random(7)
+    causes = ["memory", "load", "penalty", "host", "client", "unexplained", MISSED]
+    for n in (1, 2, 5, 40):
+        for _ in range(50):
+            truth = [rng.choice(causes[:5]) for _ in range(n)]
+            answer = [rng.choice(causes) for _ in range(n)]
+            labels = sorted(set(truth))
+            expected = f1_score(truth, answer, labels=labels, average="macro", zero_division=0)
+            assert _macro_f1(truth, answer) == pytest.approx(expected, abs=1e-12)
+    assert _macro_f1([], []) is None
+
+
 def test_attribution_scores_macro_f1():
     scores = attribution_scores(
         ["memory", "memory", "load", "penalty"], ["memory", "load", "load", MISSED]
