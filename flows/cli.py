@@ -18,7 +18,7 @@ import typer
 from flows.agent_command import agent
 from flows.cli_confirm import confirm, confirm_and_say
 from flows.cli_options import DETECTOR_HELP, detector_option, json_option
-from flows.cli_run import fail, run_flow
+from flows.cli_run import fail, run_flow, supervise
 from flows.engine_command import engine
 from flows.observed_command import incident
 from flows.ops_commands import deploy, export, serve
@@ -59,6 +59,7 @@ def _run_incident(
         load_scenario(scenario, overrides)  # fail fast, before Prefect starts, on a bad file
     except ScenarioError as e:
         fail(str(e))
+    supervise()  # before the flow's imports (torch, Prefect: ~4 s), which the child does anyway
     from flows.run_scenario import run_scenario
 
     result = run_flow(
@@ -114,13 +115,15 @@ def nightly(
     ),
 ) -> None:
     """Run the nightly regression; exit code 1 when any metric regressed."""
-    from flows.nightly import default_config_dir, nightly_regression
-    from flows.nightly_config import NightlyConfig, NightlyConfigError
+    from flows.nightly_config import NightlyConfig, NightlyConfigError, default_config_dir
 
     try:
         NightlyConfig.load(config_dir or default_config_dir())
     except NightlyConfigError as e:
         fail(str(e))
+    supervise()
+    from flows.nightly import nightly_regression
+
     result = run_flow(
         "nightly regression",
         nightly_regression,
@@ -315,7 +318,9 @@ def evaluate(
     suite_dir: Path | None = typer.Argument(
         None, file_okay=False, help="Folder of fault scenarios (default: scenarios/eval)."
     ),
-    peers: bool = typer.Option(True, help="Also score BARO and NSigma (RCAEval)."),
+    peers: bool = typer.Option(
+        True, help="Also score the RCAEval peers (--peer-methods: BARO, NSigma, CIRCA)."
+    ),
     rescore: str | None = typer.Option(
         None, help="Id of an earlier evaluation: re-analyse and score its runs, run nothing."
     ),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import typer
 
-from flows.cli_run import fail, run_flow
+from flows.cli_run import fail, run_flow, supervise
 from flows.paths import StatePaths
 from flows.progress import console
 
@@ -35,7 +35,6 @@ def confirm_and_say(
 ) -> int:
     """Run the confirm flow, say its verdict in one line and return its exit code; bad input
     (`ConfirmUsageError`) fails with its one line (exit 2) before Prefect starts."""
-    from flows.confirm import confirm_spike
     from flows.confirm_source import ConfirmUsageError, read_source
 
     paths = StatePaths.from_env()
@@ -43,6 +42,9 @@ def confirm_and_say(
         source = read_source(paths.warehouse, paths.run_dir(run_id), run_id, spike, cause)
     except ConfirmUsageError as e:
         fail(str(e))
+    supervise()  # before the flow's imports (torch, Prefect), which the child does anyway
+    from flows.confirm import confirm_spike
+
     result = run_flow(
         f"confirming {source.cause} for spike {source.spike_id} of {run_id}",
         confirm_spike,

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from flows.runtime import OurEngine, Runtime, Target, VllmEngine
-from spikelens_common.fault_catalogue import CATALOGUE, Applier, kinds_on
+from spikelens_common.fault_catalogue import CATALOGUE, Applier, build_params, kinds_on
 from spikelens_common.fault_catalogue import Runtime as RuntimeKey
 from spikelens_common.fault_spec import FaultSpec
 
@@ -91,7 +91,8 @@ def route_faults(faults: Sequence[FaultSpec], runtime: Runtime) -> FaultRoutes:
 def check_params(routes: FaultRoutes) -> None:
     """Every fault's params, checked by its applier's own parser (errors name `faults[i]` or
     the kind's params field)."""
-    from engine.faults import ENGINE_KINDS
+    # the engine's kinds through the catalogue: importing their injectors imports torch (~3 s
+    # before every run's first line, and again in the supervised child)
     from injectors import cpu_contention, delay_proxy, process_faults
     from loadgen.traffic_faults import traffic_fault
 
@@ -100,7 +101,7 @@ def check_params(routes: FaultRoutes) -> None:
             kind, params = r.fault["kind"], r.fault["params"]
             match applier:
                 case Applier.ENGINE:
-                    ENGINE_KINDS[kind].make_params(params)
+                    build_params(kind, Applier.ENGINE, params)
                 case Applier.LOADGEN:
                     traffic_fault(r.fault, f"faults[{r.index}]")
                 case Applier.PROXY:

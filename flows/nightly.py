@@ -20,21 +20,16 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
-from flows.nightly_config import METRICS, CapacityCheck, NightlyConfig
+from flows.nightly_config import METRICS, CapacityCheck, NightlyConfig, default_config_dir
 from flows.paths import StatePaths
 from flows.run_scenario import run_scenario
 from flows.tasks import progress, refresh_index
-
-
-def default_config_dir() -> Path:
-    return Path(str(resources.files("scenarios") / "nightly"))
 
 
 @dataclass

@@ -6,12 +6,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from spikelens_common.config_keys import strict_keys
+
+
+def default_config_dir() -> Path:
+    """scenarios/nightly: the nightly's config.yaml and scenarios as installed."""
+    return Path(str(resources.files("scenarios") / "nightly"))
+
 
 # Metric name → quantile (None = mean). Latency in ms; throughput in output tokens/s per window.
 METRICS: dict[str, float | None] = {

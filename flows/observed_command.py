@@ -6,7 +6,7 @@ from __future__ import annotations
 import typer
 
 from flows.cli_options import DETECTOR_HELP, detector_option
-from flows.cli_run import fail, run_flow
+from flows.cli_run import fail, run_flow, supervise
 from flows.progress import console
 
 
@@ -30,7 +30,6 @@ def incident(
 ) -> None:
     """Explain a production window from Prometheus alone: its spikes and their causes."""
     from collectors.prometheus_range import PrometheusError, RangeRequest, check_range, parse_time
-    from flows.observed import observed_incident
 
     detector_option(detector)
     try:
@@ -40,6 +39,9 @@ def incident(
         checked = check_range(req)  # the window, the server, data in it: before Prefect starts
     except PrometheusError as e:
         fail(str(e))
+    supervise()  # before the flow's imports (torch, Prefect), which the child does anyway
+    from flows.observed import observed_incident
+
     result = run_flow(
         f"incident from {prometheus}",
         observed_incident,

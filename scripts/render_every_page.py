@@ -24,8 +24,8 @@ sys.path.insert(
 )  # the repository root: tests.support
 
 from flows.evaluate import score_suite, write_outputs
-from flows.nightly import compare, default_config_dir, render_nightly_report
-from flows.nightly_config import NightlyConfig
+from flows.nightly import compare, render_nightly_report
+from flows.nightly_config import NightlyConfig, default_config_dir
 from flows.replay import compare_with_original, render_comparison
 from flows.sweep import render_sweep_report, summarise_cells
 from flows.tasks import refresh_index, render_report

@@ -11,13 +11,11 @@ module docstring says where its cost lands.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from spikelens_common.config_keys import ALL_UNKNOWN, strict_keys
-from spikelens_common.fault_catalogue import CATALOGUE, Applier
+from spikelens_common.fault_catalogue import CATALOGUE, Applier, build_params
 
 
 @dataclass(frozen=True)
@@ -34,15 +32,7 @@ class EngineFault:
 
     def make_params(self, values: Mapping[str, Any]):
         """Params dataclass from a mapping; unknown keys raise naming the key and the kind."""
-        strict_keys(
-            values,
-            (f.name for f in dataclasses.fields(self.params_cls)),
-            f"{self.name}.params",
-            message=ALL_UNKNOWN,
-            error=ValueError,
-            sort_unknown=True,
-        )
-        return self.params_cls(**dict(values))
+        return build_params(self.name, Applier.ENGINE, values)
 
 
 ENGINE_KINDS: dict[str, EngineFault] = {}

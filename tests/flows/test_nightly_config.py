@@ -15,7 +15,7 @@ def make(tmp_path: Path, text: str) -> Path:
 
 
 def test_builtin_nightly_config_loads():
-    from flows.nightly import default_config_dir
+    from flows.nightly_config import default_config_dir
 
     cfg = NightlyConfig.load(default_config_dir())
     assert cfg.baseline == "rolling" and cfg.last_n == 5 and cfg.noise_guard
@@ -53,7 +53,7 @@ def test_bad_config_names_the_key(tmp_path, text, needle):
 
 
 def test_capacity_check_is_off_by_default_and_parsed_when_given(tmp_path):
-    from flows.nightly import default_config_dir
+    from flows.nightly_config import default_config_dir
 
     assert NightlyConfig.load(default_config_dir()).capacity is None
     cfg = NightlyConfig.load(

@@ -56,8 +56,8 @@ class RealPages:
         return pages
 
     def _judge_nightlies(self) -> None:
-        from flows.nightly import compare, default_config_dir
-        from flows.nightly_config import NightlyConfig
+        from flows.nightly import compare
+        from flows.nightly_config import NightlyConfig, default_config_dir
 
         config = NightlyConfig.load(default_config_dir())
         compare.fn(self.db, "sim-control", CONTROL, [], config)
