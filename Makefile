@@ -77,18 +77,23 @@ lint: setup-test
 # ones timed against fault windows and the one whose hogs take a CPU (xdist_group "cpu_timing"):
 # those run after the install, one at a time, since vLLM's install beside them squeezed a fault's
 # signal under their bounds (2026-12-05: sample_ms 23.7 ms outside the window, ~3 ms on a quiet
-# box). The end-to-end tests run alone, after everything else, since they measure latency. -O
+# box). The end-to-end tests run alone, after everything else, since they measure latency (those
+# marked `untimed`, which measure none, run with the unit tests). -O
 # keeps each job's output in one piece. (setup-peers, GuideLLM and AIPerf, only serves
 # `make test-slow` and bench/.)
 test:
 	$(MAKE) -j3 -O lint test-untimed setup-vllm
 	$(VENV)/bin/pytest -q -m "xdist_group and not e2e" --durations=5
-	$(VENV)/bin/pytest -q -m e2e --durations=30
+	$(VENV)/bin/pytest -q -m "e2e and not untimed" --durations=30
 
-# The unit tests not timed against a fault window, on every core (`make test` runs the rest after).
+# The unit tests not timed against a fault window, and the end-to-end tests marked `untimed`
+# (kills, fuzzing, training: what they check holds on a busy box), on every core (`make test`
+# runs the rest after). One module to a worker (loadscope): a module's fixtures (the Triton
+# interpreter's checks, ~40 s) are built once, not once per worker.
 .PHONY: test-untimed
 test-untimed: setup-test
-	$(VENV)/bin/pytest -q -n auto -m "not e2e and not xdist_group" --durations=15
+	$(VENV)/bin/pytest -q -n auto --dist loadscope -m "(not e2e or untimed) and not xdist_group" \
+	  --durations=15
 
 # The full evaluation suite (scenarios/eval/: 38 runs, 33 min of controls; about an hour on 2 cores)
 # with BARO/NSigma/CIRCA peers and 95 % intervals.
@@ -98,8 +103,8 @@ evaluate: setup-eval small-model
 # The end-to-end tests over CI's 45-minute budget (tests/support/slow_e2e.py; ~30 min): vLLM's
 # shortest scenario form with 4 GiB held (~3.5 min), the CLI's SIGTERM kill, vLLM as a target over
 # completions, every vLLM fault case, confirm on vLLM of an open loop's burst and of a closed
-# loop's burst of users (~5 min each), a generated vLLM case, and the verdicts from Prometheus on
-# our engine.
+# loop's burst of users (~5 min each), a generated vLLM case, and the agent beside our engine
+# (its window and verdicts from Prometheus).
 .PHONY: test-slow
 test-slow:
 	$(MAKE) -j3 setup-test setup-vllm setup-peers

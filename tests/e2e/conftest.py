@@ -1,7 +1,11 @@
 """The end-to-end modules' CLI runs go to one shared Prefect server (tests/support/prefect_server.py),
-except modules with `EMBEDDED_PREFECT = True`, which test the embedded default."""
+except modules with `EMBEDDED_PREFECT = True` and the session's GC-storm run
+(`gc_storm_confirmed`), which test the embedded default."""
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -56,3 +60,29 @@ def vllm_suite_run(tiny_llama, tmp_path_factory):
         return done[case]
 
     return run
+
+
+@pytest.fixture(scope="session")
+def gc_storm_confirmed(tmp_path_factory):
+    """scenarios/gc-storm-short.yaml run once with `run --confirm --repeats 1`, on the embedded
+    Prefect `make demo` uses (no PREFECT_API_URL): test_incident_e2e reads the run,
+    test_confirm_e2e its confirmation (one run of our engine fewer in CI: ~75 s).
+    `{"home", "env", "proc", "report"}`; report is None when the command printed nothing."""
+    home = tmp_path_factory.mktemp("gc-storm") / "state"
+    env = {
+        **os.environ,
+        "SPIKELENS_HOME": str(home),
+        # Reuse the suite's Prefect database: a cold ephemeral server costs ~15 s more.
+        "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect"),
+    }
+    env.pop("PREFECT_API_URL", None)
+    scenario = Path(__file__).parent / "scenarios" / "gc-storm-short.yaml"
+    proc = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "run", str(scenario), "--confirm", "--repeats", "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    report = Path(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else None
+    return {"home": home, "env": env, "proc": proc, "report": report}

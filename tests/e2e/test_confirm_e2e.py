@@ -4,7 +4,8 @@ the incident page), and `confirm` again with the verdict forced to penalty (pena
 nothing a GC storm does: not confirmed, exit 1).
 
 No part is mocked: each arm is a full run (engine, Locust, collectors, warehouse). K=1 keeps it
-to five short runs (about 4 minutes on 2 cores, in CI).
+to five short runs (about 4 minutes on 2 cores, in CI); the first, the GC-storm run itself, is
+the session's (tests/e2e/conftest.py), which test_incident_e2e reads too.
 """
 
 import json
@@ -31,18 +32,10 @@ def spikelens(env, *args, timeout=900):
 
 
 @pytest.fixture(scope="module")
-def gc_run(tmp_path_factory):
-    home = tmp_path_factory.mktemp("state")
-    env = {
-        **os.environ,
-        "SPIKELENS_HOME": str(home),
-        # Reuse the suite's Prefect database: a cold ephemeral server costs ~15 s more.
-        "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect"),
-    }
-    scenario = str(HERE / "scenarios" / "gc-storm-short.yaml")
-    proc = spikelens(env, "run", scenario, "--confirm", "--repeats", "1")
-    report = Path(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else None
-    return {"home": home, "env": env, "proc": proc, "report": report}
+def gc_run(gc_storm_confirmed):
+    """The session's GC-storm run with `run --confirm --repeats 1` (tests/e2e/conftest.py),
+    which test_incident_e2e reads too."""
+    return gc_storm_confirmed
 
 
 def result_of(gc_run, name):
@@ -79,7 +72,8 @@ def test_gc_off_confirms_a_gc_storm_and_a_forced_penalty_verdict_is_not_confirme
 
     run_id = report.parent.name
     args = ("confirm", run_id, "--spike", str(n), "--repeats", "1", "--cause", "penalty")
-    proc = spikelens(gc_run["env"], *args)
+    # on the suite's Prefect server: an embedded one would start cold again (~12 s)
+    proc = spikelens({**gc_run["env"], "PREFECT_API_URL": os.environ["PREFECT_API_URL"]}, *args)
     result = result_of(gc_run, f"confirm-{n}-penalty")
     assert result is not None, proc.stderr[-4000:]
     assert result["cause"] == "penalty" and result["stored_cause"] == "memory"

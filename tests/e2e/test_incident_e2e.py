@@ -1,7 +1,8 @@
 """A whole incident, for real: the CLI runs the Prefect flow, which starts the engine server and
 Locust as subprocesses and writes a DuckDB file; the GC storm must be found and blamed on memory.
 
-No part is mocked. One run serves every assertion (it takes ~1.5 minutes on 2 cores).
+No part is mocked. One run serves every assertion: the session's GC-storm run on embedded Prefect,
+as `make demo` runs it (tests/e2e/conftest.py), which test_confirm_e2e then confirms.
 """
 
 import json
@@ -14,35 +15,20 @@ import duckdb
 import pytest
 
 pytestmark = pytest.mark.e2e
-# the embedded default, as `make demo` runs it (tests/e2e/conftest.py)
-EMBEDDED_PREFECT = True
 
 HERE = Path(__file__).parent
 TOLERANCE_S = 2.0
 
 
 @pytest.fixture(scope="module")
-def gc_storm_run(tmp_path_factory):
-    home = tmp_path_factory.mktemp("state")
-    env = {
-        **os.environ,
-        "SPIKELENS_HOME": str(home),
-        # Reuse the suite's Prefect database: a cold ephemeral server costs ~15 s more.
-        "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect"),
-    }
-    scenario = HERE / "scenarios" / "gc-storm-short.yaml"
-    proc = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "run", str(scenario)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    report = Path(proc.stdout.strip().splitlines()[-1])
-    run_id = report.parent.name
+def gc_storm_run(gc_storm_confirmed):
+    """The session's GC-storm run (tests/e2e/conftest.py; `run --confirm` then replayed its
+    spike, which test_confirm_e2e checks)."""
+    proc, report = gc_storm_confirmed["proc"], gc_storm_confirmed["report"]
+    assert report is not None and report.name == "index.html", proc.stderr[-4000:]
+    home = gc_storm_confirmed["home"]
     db = duckdb.connect(str(home / "warehouse.duckdb"), read_only=True)
-    yield {"home": home, "report": report, "run_id": run_id, "db": db, "stderr": proc.stderr}
+    yield {"home": home, "report": report, "run_id": report.parent.name, "db": db}
     db.close()
 
 

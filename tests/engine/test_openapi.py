@@ -107,6 +107,7 @@ ST_WARNINGS = (
 
 
 @pytest.mark.e2e
+@pytest.mark.untimed  # answers and schemas, no latency: beside the unit tests in `make test`
 @pytest.mark.timeout(240)
 def test_schemathesis_finds_no_server_error_and_no_rejected_data(tmp_path):
     """Every check but positive_data_acceptance: the context limit couples two fields (the prompt's

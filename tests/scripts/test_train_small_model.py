@@ -28,6 +28,7 @@ def finish_reasons(engine: LLMEngine, make_params, prompts: list[str]) -> list[s
 
 
 @pytest.mark.e2e
+@pytest.mark.untimed  # a seeded training run: beside the unit tests in `make test`
 def test_outputs_end_on_their_own_and_loop_under_the_fault(tmp_path):
     import random
 
