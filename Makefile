@@ -87,7 +87,7 @@ test:
 	$(VENV)/bin/pytest -q -m "e2e and not untimed" --durations=30
 
 # The unit tests not timed against a fault window, and the end-to-end tests marked `untimed`
-# (kills, fuzzing, training: what they check holds on a busy box), on every core (`make test`
+# (fuzzing, training: what they check holds on a busy box), on every core (`make test`
 # runs the rest after). One module to a worker (loadscope): a module's fixtures (the Triton
 # interpreter's checks, ~40 s) are built once, not once per worker.
 .PHONY: test-untimed
@@ -100,16 +100,17 @@ test-untimed: setup-test
 evaluate: setup-eval small-model
 	$(VENV)/bin/spikelens evaluate
 
-# The end-to-end tests over CI's 45-minute budget (tests/support/slow_e2e.py; ~30 min): vLLM's
-# shortest scenario form with 4 GiB held (~3.5 min), the CLI's SIGTERM kill, vLLM as a target over
-# completions, every vLLM fault case, confirm on vLLM of an open loop's burst and of a closed
-# loop's burst of users (~5 min each), a generated vLLM case, and the agent beside our engine
-# (its window and verdicts from Prometheus).
+# The end-to-end tests over CI's 45-minute budget (tests/support/slow_e2e.py; ~36 min): vLLM's
+# shortest scenario form with 4 GiB held (~3.5 min), the CLI's SIGTERM kill, both kills of a vLLM
+# run, vLLM as a target (a server of its own, completions, a model it does not serve), every vLLM
+# fault case, confirm on vLLM of an open loop's burst and of a closed loop's burst of users (~5 min
+# each), a forced verdict that confirm does not confirm, a generated vLLM case, and the agent
+# beside our engine (its window and verdicts from Prometheus).
 .PHONY: test-slow
 test-slow:
 	$(MAKE) -j3 setup-test setup-vllm setup-peers
 	SPIKELENS_E2E_SLOW=1 SPIKELENS_E2E_VLLM_FAULTS=1 $(VENV)/bin/pytest -q -m e2e -k \
-	  "vllm_defaults or sigterm or vllm_target or vllm_faults or vllm_engine or guidellm or observed or agent_e2e or confirm_vllm or generated_vllm"
+	  "vllm_defaults or sigterm or vllm_target or vllm_faults or vllm_engine or guidellm or observed or agent_e2e or confirm_vllm or generated_vllm or forced_penalty"
 
 # Unit tests only (no end-to-end runs): the inner loop while developing.
 test-fast: setup-test

@@ -10,9 +10,9 @@ On both engines: the agent's series reach Prometheus and come back as the run's 
 the page says GC can be told, the window is stored as an `observed` run from Prometheus alone
 (no run directory, no client samples), and `incident` names the storm memory, with the agent's GC
 pauses of the collecting process as evidence. On vLLM-CPU (issue 25's acceptance, in CI) the
-window also holds a burst that queues past max_num_seqs, which must be named load, and bad input
-to `incident` is refused in one line before any work. Our engine's window is opt-in (make
-test-slow)."""
+window also holds a burst that queues past max_num_seqs, which must be named load, bad input
+to `incident` is refused in one line before any work, and `spikelens run` drives that same vLLM
+over chat through `target:`. Our engine's window is opt-in (make test-slow)."""
 
 import os
 import subprocess
@@ -31,6 +31,7 @@ from tests.support.engine_cli import SPIKELENS, engine_env, wait_healthy
 from tests.support.prometheus_server import PrometheusServer, prometheus_binary
 from tests.support.slow_e2e import slow_e2e
 from tests.support.spikelens_cli import run_cli
+from tests.support.target_run import run_against_target
 from tests.support.vllm_setup import build_tiny_llama, tiny_vllm_command
 
 pytestmark = pytest.mark.e2e
@@ -202,6 +203,7 @@ def incident(request, tmp_path_factory):
             "plan": plan,
             "prometheus": prom.url,
             "window": window,
+            "url": f"http://127.0.0.1:{port}",
         }
     finally:
         prom.stop()
@@ -331,3 +333,18 @@ def test_the_burst_is_named_load(incident):
     spikes = _spikes(incident)
     during = _near(spikes, incident["plan"].burst)
     assert any(s[3] == "load" for s in during), spikes
+
+
+def test_a_target_run_drives_the_running_vllm_over_chat(incident, tmp_path):
+    """`target:` against the engine the user started (vLLM, in CI; test_vllm_target.py has the
+    rest, opt-in): chat requests for the model vLLM serves under its own name (asked at
+    /v1/models: `tiny`, not the checkpoint's folder) all succeed, to a rendered report."""
+    if incident["engine"].name != "vllm":
+        pytest.skip("vLLM's chat stream: our engine's is every other run's")
+    out = run_against_target(tmp_path, incident["url"], "chat")
+    run = out["run"]
+    # 'invalid' = the load generator itself was starved: every request must still have succeeded
+    assert run["status"] in ("ok", "invalid") and run["errors"] == [], run
+    assert run["extra"]["model"] == incident["engine"].model and run["extra"]["endpoint"] == "chat"
+    assert out["ok"] >= 5 and out["failed"] == 0, out
+    assert incident["url"] in out["report"].read_text()

@@ -20,9 +20,7 @@ import pytest
 from tests.support.slow_e2e import slow_e2e
 from tests.support.terminal import terminal_like
 
-# untimed: what is checked (no orphan, the failure written down) holds however busy the box is,
-# so `make test` runs these beside the unit tests rather than alone
-pytestmark = [pytest.mark.e2e, pytest.mark.untimed]
+pytestmark = pytest.mark.e2e
 # the embedded default: a kill must leave no ephemeral Prefect server behind either
 EMBEDDED_PREFECT = True
 

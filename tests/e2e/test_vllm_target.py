@@ -1,6 +1,9 @@
 """spikelens drives a vLLM it did not start, through `target:`: a vLLM-CPU server started here by
 hand under another model name, driven over chat and over completions, each run to a rendered
-report. Real vLLM, Prefect, Locust and DuckDB; one vLLM start serves every test of the module."""
+report. Real vLLM, Prefect, Locust and DuckDB; one vLLM start serves every test of the module.
+
+Opt-in (make test-slow), over CI's 45 minutes: in CI, test_agent_e2e.py drives its own
+hand-started vLLM over chat through `target:` (no vLLM start of its own)."""
 
 import json
 import os
@@ -9,18 +12,18 @@ import sys
 import time
 from pathlib import Path
 
-import duckdb
 import httpx
 import pytest
 
 from engine.server.launch import free_port
 from tests.support.slow_e2e import slow_e2e
+from tests.support.target_run import run_against_target
 from tests.support.vllm_setup import (
     STARTUP_TIMEOUT_S,
     tiny_vllm_command,
 )
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, slow_e2e]
 
 SERVED_NAME = "tiny-served"  # not the folder's name: loadgen must ask /v1/models
 
@@ -61,50 +64,11 @@ def vllm_server(tiny_llama, tmp_path_factory):
         log.close()
 
 
-def run_scenario(tmp_path: Path, url: str, endpoint: str) -> dict:
-    scenario = tmp_path / f"vllm-target-{endpoint}.yaml"
-    scenario.write_text(f"""\
-name: vllm-target-{endpoint}
-duration_s: 5
-warmup_s: 1
-target: {url}
-endpoint: {endpoint}
-workload:
-  prompt_tokens: {{mean: 24, std: 4, min: 8, max: 48}}
-  output_tokens: {{mean: 16, std: 4, min: 4, max: 24}}
-load: {{shape: constant, users: 3}}
-""")
-    home = tmp_path / "state"
-    env = {
-        **os.environ,
-        "SPIKELENS_HOME": str(home),
-        "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect"),
-    }
-    proc = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "run", str(scenario)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=400,
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    report = Path(proc.stdout.strip().splitlines()[-1])
-    run_id = report.parent.name
-    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as db:
-        ok, failed = db.execute(
-            "SELECT count(*) FILTER (status = 'ok'), count(*) FILTER (status = 'error') "
-            "FROM requests WHERE run_id = ?",
-            [run_id],
-        ).fetchone()
-    run_json = json.loads((home / "runs" / run_id / "run.json").read_text())
-    return {"report": report, "ok": ok, "failed": failed, "run": run_json, "stdout": proc.stdout}
-
-
 # completions is opt-in: the flow-started vLLM runs of test_vllm_engine.py and test_vllm_faults.py
 # drive it over completions already; chat is the one path only this module covers.
 @pytest.mark.parametrize("endpoint", ["chat", pytest.param("completions", marks=slow_e2e)])
 def test_target_run_against_vllm_renders_a_report(vllm_server, tmp_path, endpoint):
-    out = run_scenario(tmp_path, vllm_server, endpoint)
+    out = run_against_target(tmp_path, vllm_server, endpoint)
     # 'invalid' = the load generator itself was starved (2 cores shared with vLLM's busy-polling
     # worker): latencies are then the client's, but every request must still have succeeded
     assert out["run"]["status"] in ("ok", "invalid") and out["run"]["errors"] == [], out["run"]
