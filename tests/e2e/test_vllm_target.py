@@ -17,6 +17,7 @@ import pytest
 
 from engine.server.launch import free_port
 from tests.support.slow_e2e import slow_e2e
+from tests.support.spikelens_cli import run_cli
 from tests.support.target_run import run_against_target
 from tests.support.vllm_setup import (
     STARTUP_TIMEOUT_S,
@@ -89,19 +90,8 @@ def test_a_run_against_a_model_the_target_does_not_serve_stops_early(vllm_server
         f"load: {{shape: constant, users: 4}}\n"
     )
     home = tmp_path / "state"
-    env = {
-        **os.environ,
-        "SPIKELENS_HOME": str(home),
-        "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect"),
-    }
     started = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "run", str(scenario)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=400,
-    )
+    proc = run_cli(["run", str(scenario)], home, timeout=400)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert time.monotonic() - started < 100  # not the 120 s of load the scenario asked for
     said = " ".join((proc.stdout + proc.stderr).split())  # the console wraps long lines

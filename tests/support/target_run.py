@@ -2,12 +2,11 @@
 that drive a hand-started vLLM (test_vllm_target.py, test_agent_e2e.py)."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
+
+from tests.support.spikelens_cli import run_cli
 
 
 def run_against_target(tmp_path: Path, url: str, endpoint: str) -> dict:
@@ -27,18 +26,7 @@ workload:
 load: {{shape: constant, users: 3}}
 """)
     home = tmp_path / "state"
-    env = {
-        **os.environ,
-        "SPIKELENS_HOME": str(home),
-        "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect"),
-    }
-    proc = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "run", str(scenario)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=400,
-    )
+    proc = run_cli(["run", str(scenario)], home, timeout=400)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     report = Path(proc.stdout.strip().splitlines()[-1])
     run_id = report.parent.name
