@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.prefect_server import PrefectServer
+from tests.support.spikelens_cli import cli_env
 
 
 @pytest.fixture(scope="session")
@@ -69,13 +70,8 @@ def gc_storm_confirmed(tmp_path_factory):
     test_confirm_e2e its confirmation (one run of our engine fewer in CI: ~75 s).
     `{"home", "env", "proc", "report"}`; report is None when the command printed nothing."""
     home = tmp_path_factory.mktemp("gc-storm") / "state"
-    env = {
-        **os.environ,
-        "SPIKELENS_HOME": str(home),
-        # Reuse the suite's Prefect database: a cold ephemeral server costs ~15 s more.
-        "PREFECT_HOME": str(Path(os.environ["SPIKELENS_HOME"]) / "prefect"),
-    }
-    env.pop("PREFECT_API_URL", None)
+    env = cli_env(home)
+    env.pop("PREFECT_API_URL", None)  # embedded, whatever the requesting module set
     scenario = Path(__file__).parent / "scenarios" / "gc-storm-short.yaml"
     proc = subprocess.run(
         [sys.executable, "-m", "flows.cli", "run", str(scenario), "--confirm", "--repeats", "1"],
