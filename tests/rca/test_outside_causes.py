@@ -5,7 +5,7 @@ import pytest
 
 from rca.analyze import analyze_run
 from rca.attribute import attribute_spike
-from rca.outside_causes import steal_step_fraction
+from rca.outside_causes import server_timed_metric, steal_step_fraction
 from tests.support.spikesignals import SpikeRun, spike_signals
 
 
@@ -196,3 +196,18 @@ def test_a_run_queue_wait_without_more_steal_is_not_the_hypervisors(warehouse_wi
     assert attr.top_cause == "host" and "hypervisor" not in attr.summary
     # a steal that did not rise supports nothing, so it is not listed (rca.evidence.supports)
     assert "cpu_steal_share" not in {e.signal for e in _cause(attr, "host").evidence}
+
+
+def test_the_server_timed_metric_is_the_spikes_own_else_another_that_spiked_with_it():
+    n = 10
+    in_spike = np.arange(n) >= 7
+    masks = (in_spike, ~in_spike)
+    ttft_only = [{"window": w, "server_ttft_p99_ms": 15.0} for w in range(n)]
+    assert server_timed_metric("itl_p99", ["itl_p99", "ttft_p99"], ttft_only, masks) == "ttft_p99"
+    assert server_timed_metric("ttft_p99", ["ttft_p99"], ttft_only, masks) == "ttft_p99"
+    # TTFT did not spike with it, or the server timed no window of the baseline: its own stays
+    assert server_timed_metric("itl_p99", ["itl_p99"], ttft_only, masks) == "itl_p99"
+    late_only = [r for r in ttft_only if r["window"] >= 7]
+    assert server_timed_metric("itl_p99", ["itl_p99", "ttft_p99"], late_only, masks) == "itl_p99"
+    both = [{**r, "server_itl_p99_ms": 5.0} for r in ttft_only]
+    assert server_timed_metric("itl_p99", ["itl_p99", "ttft_p99"], both, masks) == "itl_p99"
