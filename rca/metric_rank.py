@@ -101,6 +101,7 @@ from rca.outside_causes import (
     OutsideExcess,
     OutsideInputs,
     front_end_moved,
+    host_contended,
     outside_excess,
     server_timed_metric,
 )
@@ -700,7 +701,9 @@ def outside_shares(
         late = out.client_lag_rise_ms if out.client_late else 0.0  # the engine flat: the client's
         return OutsideShares(float(np.clip(late / inputs.latency_excess_ms, 0, 1)), 0.0, out)
     if signals.transit_source == "reported":
-        moved = front_end_moved(signals.process, in_spike, in_base, config, signals.window_s)
+        moved = front_end_moved(
+            signals.process, in_spike, in_base, config, signals.window_s
+        ) or host_contended(out)
         if moved:
             why = f"client − server time rose, but the server's times start after its front end: {moved}"
             return OutsideShares(excess=out, withheld=why if claimed else "")

@@ -23,7 +23,8 @@ stamps may report its own times in the stream (macro `transit_pairs`: vLLM's que
 time to first token); those start after its front end (the API server) read and tokenized the
 request, so their gap also holds the front end. It is outside the engine only while the front
 end did nothing different (`front_end_moved`: its run-queue wait, CPU time and GC pauses stayed
-within their floors); a front end that moved, or one nobody measured, keeps the gap inside.
+within their floors) and the host kept its CPUs (`host_contended`: contention delays the front
+end too); a front end that moved, or one nobody measured, keeps the gap inside.
 vLLM times no gap between chunks: an ITL spike there is read through a metric that spiked in the
 same windows and that the server did time (`server_timed_metric`).
 Each rise
@@ -350,6 +351,20 @@ def front_end_moved(
         for pid, (_, values) in series.items():
             if marked_rise(values, in_spike, in_base, floor) > 0:
                 return f"its front end (pid {pid}) {what}"
+    return ""
+
+
+def host_contended(out: OutsideExcess) -> str:
+    """'' unless the engine lost CPU time outside itself in the spike (`_host`: a process of its
+    tree waited longer for a CPU that no process of the tree gained, or the hypervisor stole
+    more); else that, in words. Contention of the host delays every process on its CPUs, the
+    front end included, also where the front end's own run-queue wait stayed under its floor
+    (it waits less often than a busy worker, so its rise is smaller): a gap that the server's
+    reported times leave to the front end is then not shown to lie outside the engine."""
+    if out.host_pid is not None:
+        return f"the engine lost CPU outside itself (pid {out.host_pid} waited for it), front end included"
+    if out.steal_fraction > 0:
+        return "the hypervisor stole more of the engine's CPUs, front end included"
     return ""
 
 

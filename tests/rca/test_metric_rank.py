@@ -596,6 +596,57 @@ def test_client_minus_reported_server_time_names_the_network_while_the_front_end
     assert attribute_by_metrics(s, [s], signals).top_cause == "network"
 
 
+def test_a_reported_gap_under_host_contention_is_not_the_network():
+    """Hogs outside the engine: its Worker waits for a CPU that no process of the engine gained,
+    and the front end, on the same CPUs, is delayed too even where its own wait stays under its
+    floor. The gap between the client and vLLM's reported times then holds that delay: host,
+    not network. The same gap with the Worker's CPU gone to its sibling is no host contention,
+    and stays the network's."""
+    import dataclasses
+
+    from rca.metric_rank import attribute_by_metrics
+
+    n, spike = 30, [15, 16, 17]
+
+    def worker(gave_to_sibling):
+        rows = [
+            {
+                "window": w,
+                "pid": 9,
+                "role": "Worker",
+                "runq_wait_ms_per_s": 1100.0 if w in spike else 400.0 + 10 * (w % 3),
+                "cpu_ms_per_s": 530.0 if w in spike else 700.0 + w % 3,
+                "involuntary_switches_per_s": 50.0,
+            }
+            for w in range(n)
+        ]
+        sibling = [
+            {
+                "window": w,
+                "pid": 8,
+                "role": "EngineCore",
+                "runq_wait_ms_per_s": 20.0,
+                "cpu_ms_per_s": (900.0 if w in spike and gave_to_sibling else 200.0) + w % 2,
+                "involuntary_switches_per_s": 5.0,
+            }
+            for w in range(n)
+        ]
+        return rows + sibling
+
+    def attribute(cpu):
+        s, signals = _process_run(n, spike, cpu=cpu, arrivals=lambda w: 4.0)
+        signals = dataclasses.replace(
+            signals, transit_windows=_reported_transit(n, spike), transit_source="reported"
+        )
+        return attribute_by_metrics(s, [s], signals)
+
+    a = attribute(_front_end(n, spike) + worker(gave_to_sibling=False))
+    assert a.top_cause == "host" and "network" not in {c.cause for c in a.causes}, a.summary
+    assert "the engine lost CPU outside itself (pid 9" in a.summary
+    a = attribute(_front_end(n, spike) + worker(gave_to_sibling=True))
+    assert a.top_cause == "network", a.summary
+
+
 def test_a_late_client_without_a_server_time_is_named_only_while_the_engine_stayed_flat():
     """An ITL spike on vLLM has no server-side gap to compare with: the client's own lag names
     client only when no engine series moved."""
