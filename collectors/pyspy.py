@@ -18,8 +18,10 @@ has its own time) while a late token read is a latency the engine did not make. 
 box a vLLM run's py-spy (four processes at 100 Hz) took 54 % of the one CPU left to spikelens and
 Locust 8 %; Locust read 2-10 % of its first tokens late (docs/benchmarks.md, "py-spy below the
 load generator"). At nice 10, CFS gives py-spy a weight of 110 against Locust's 1024 and wakes
-Locust first. Where py-spy shares the engine's CPUs it keeps the flow's priority: there a busy
-engine would take its CPU, and its samples, exactly when they matter.
+Locust first, but only within one session where the kernel groups tasks by session: so py-spy
+niced also leads a session and autogroup of its own at that nice (`_own_autogroup`). Where
+py-spy shares the engine's CPUs it keeps the flow's priority: there a busy engine would take its
+CPU, and its samples, exactly when they matter.
 """
 
 from __future__ import annotations
@@ -53,9 +55,27 @@ def observer_preexec(then: Callable[[], None] | None, nice: int) -> Callable[[],
     def preexec() -> None:
         if then is not None:
             then()
-        os.setpriority(os.PRIO_PROCESS, 0, min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice))
+        lowered = min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice)
+        os.setpriority(os.PRIO_PROCESS, 0, lowered)
+        _own_autogroup(lowered)
 
     return preexec
+
+
+def _own_autogroup(nice: int) -> None:
+    """Put the calling process in a session of its own and give that session's autogroup `nice`.
+    Where the kernel groups tasks by session (sched_autogroup_enabled), a process' nice weighs
+    it only against its own session's tasks; across sessions each autogroup weighs as one task
+    at the autogroup's nice. Locust has a session of its own (loadgen.runner), so py-spy
+    reniced inside the flow's session still took CPU from it as a nice-0 peer
+    (docs/benchmarks.md, "py-spy below the load generator"). No autogroups: the nice above is
+    all there is, and the write fails harmlessly."""
+    os.setsid()
+    try:
+        with open("/proc/self/autogroup", "w") as f:
+            f.write(str(nice))
+    except OSError:
+        pass
 
 
 def find_py_spy() -> str | None:

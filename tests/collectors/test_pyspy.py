@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -55,8 +56,8 @@ def test_a_missing_py_spy_or_a_gone_target_is_a_status_not_a_crash(tmp_path):
 
 def test_py_spy_runs_nice_below_the_flow_only_when_asked_and_keeps_its_preexec(tmp_path):
     """nice=OBSERVER_NICE (the engine on CPUs of its own): py-spy yields the CPU to the load
-    generator, capped at nice 19; nice=0 (sharing the engine's CPUs): the flow's priority. The
-    caller's preexec_fn runs in both."""
+    generator, capped at nice 19, in a session and autogroup of its own; nice=0 (sharing the
+    engine's CPUs): the flow's priority and session. The caller's preexec_fn runs in both."""
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     ours = os.getpriority(os.PRIO_PROCESS, 0)
     try:
@@ -72,6 +73,13 @@ def test_py_spy_runs_nice_below_the_flow_only_when_asked_and_keeps_its_preexec(t
                 assert recorder.proc is not None and recorder.status["nice"] == nice
                 assert os.getpriority(os.PRIO_PROCESS, recorder.proc.pid) == expected
                 assert ran.read_text() == "yes"
+                # niced, it leads a session of its own, and its autogroup (where the kernel
+                # has them) carries the same nice; else it stays in ours
+                own_session = os.getsid(recorder.proc.pid) == recorder.proc.pid
+                assert own_session == bool(nice)
+                group = Path(f"/proc/{recorder.proc.pid}/autogroup")
+                if nice and group.exists():
+                    assert group.read_text().split()[-1] == str(expected)
             finally:
                 # no trace is read here: a py-spy starved at nice 19 beside busy test workers
                 # took the full 30 s to answer SIGINT (CI of 8e0f202), twice
