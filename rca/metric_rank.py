@@ -56,7 +56,8 @@ Outside the engine (`outside_shares`, rca.outside_causes): where the server time
 metric — vLLM's own queue + first-token time per request (--enable-per-request-metrics, macro
 `transit_pairs`) — the growth of client − server time is the client's (up to the rise of its
 own lag) and the network's, taken before the votes divide the rest. vLLM's times start after its
-API server read the request, so the gap counts only while that front end did nothing different.
+API server read the request, so the gap counts only while that front end did nothing different,
+no engine process paused longer for GC and the host kept its CPUs.
 Without a server time of the metric (ITL: vLLM reports one mean gap per request), another metric
 that spiked in the same windows and that the server timed stands for it (its TTFT:
 rca.outside_causes.server_timed_metric); with none, a late client is named only while no series
@@ -100,6 +101,7 @@ from rca.evidence import Evidence, EvidenceBuilder, pearson
 from rca.outside_causes import (
     OutsideExcess,
     OutsideInputs,
+    engine_paused,
     front_end_moved,
     host_contended,
     outside_excess,
@@ -701,9 +703,11 @@ def outside_shares(
         late = out.client_lag_rise_ms if out.client_late else 0.0  # the engine flat: the client's
         return OutsideShares(float(np.clip(late / inputs.latency_excess_ms, 0, 1)), 0.0, out)
     if signals.transit_source == "reported":
-        moved = front_end_moved(
-            signals.process, in_spike, in_base, config, signals.window_s
-        ) or host_contended(out)
+        moved = (
+            front_end_moved(signals.process, in_spike, in_base, config, signals.window_s)
+            or engine_paused(signals.process, in_spike, in_base, signals.window_s)
+            or host_contended(out)
+        )
         if moved:
             why = f"client − server time rose, but the server's times start after its front end: {moved}"
             return OutsideShares(excess=out, withheld=why if claimed else "")

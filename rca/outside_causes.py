@@ -23,8 +23,10 @@ stamps may report its own times in the stream (macro `transit_pairs`: vLLM's que
 time to first token); those start after its front end (the API server) read and tokenized the
 request, so their gap also holds the front end. It is outside the engine only while the front
 end did nothing different (`front_end_moved`: its run-queue wait, CPU time and GC pauses stayed
-within their floors) and the host kept its CPUs (`host_contended`: contention delays the front
-end too); a front end that moved, or one nobody measured, keeps the gap inside.
+within their floors), no process of the engine paused longer for GC (`engine_paused`: a pause
+after a token's stamp delays its output too) and the host kept its CPUs (`host_contended`:
+contention delays the front end too); a front end that moved, or one nobody measured, keeps the
+gap inside.
 vLLM times no gap between chunks: an ITL spike there is read through a metric that spiked in the
 same windows and that the server did time (`server_timed_metric`).
 Each rise
@@ -351,6 +353,22 @@ def front_end_moved(
         for pid, (_, values) in series.items():
             if marked_rise(values, in_spike, in_base, floor) > 0:
                 return f"its front end (pid {pid}) {what}"
+    return ""
+
+
+def engine_paused(
+    process: ProcessSignals, in_spike: np.ndarray, in_base: np.ndarray, window_s: float = 1.0
+) -> str:
+    """'' unless a process of the engine paused longer for GC in the spike (beyond the GC floor
+    and 3 baseline std); else which, in words. An engine that reports its own times stamps a
+    token before its output leaves the process (vLLM's EngineCore hands it to the API server
+    after the stamp), so a pause that falls between the stamp and the handoff shows in the
+    client − server gap: the gap is then not shown to lie outside the engine."""
+    n = len(in_spike)
+    pauses = per_pid(process.gc_windows, "pause_ms", n, fill=0.0)  # no row: no pause
+    for pid, (role, values) in pauses.items():
+        if marked_rise(values, in_spike, in_base, RISE_FLOOR["gc_ms_per_s"] * window_s) > 0:
+            return f"{role} (pid {pid}) paused longer for GC, after its own stamps too"
     return ""
 
 
