@@ -101,10 +101,9 @@ from rca.evidence import Evidence, EvidenceBuilder, pearson
 from rca.outside_causes import (
     OutsideExcess,
     OutsideInputs,
-    engine_paused,
-    front_end_moved,
     host_contended,
     outside_excess,
+    reported_gap_inside,
     server_timed_metric,
 )
 from rca.process_evidence import (
@@ -665,8 +664,9 @@ def outside_shares(
 ) -> OutsideShares:
     """The client's and the network's shares (rca.outside_causes): the growth of client − server
     time where the server timed the spike's metric. The server's reported times start after its
-    front end, so their gap counts only while the front end did nothing different
-    (rca.outside_causes.front_end_moved). Without a server-side time of the metric (an ITL spike
+    front end, so their gap counts only while the front end did nothing different, no engine
+    process paused longer for GC (rca.outside_causes.reported_gap_inside) and the host kept its
+    CPUs (host_contended). Without a server-side time of the metric (an ITL spike
     on vLLM, which reports one mean gap per request), another metric of the spike that the server
     timed stands for it (rca.outside_causes.server_timed_metric); with none, a late client is
     named only while no engine series moved (`engine_moved`: some series voted or counted
@@ -675,13 +675,13 @@ def outside_shares(
         return OutsideShares()
     in_spike, in_base = masks
     metric = server_timed_metric(spike.metric, spike.metrics, signals.transit_windows, masks)
-    read_through = ""
+    baseline, read_through = spike.baseline_ms, ""
     if metric != spike.metric:  # shares of the witness' excess stand for the spike's
         latency = window_series(signals.windows, f"{metric}_ms")
+        baseline = mean_or_zero(latency[in_base])
         read_through = (
             f"the server did not time {spike.metric}; its {metric} of the same windows stood for it"
         )
-    baseline = spike.baseline_ms if metric == spike.metric else mean_or_zero(latency[in_base])
     inputs = OutsideInputs(
         metric,
         mean_or_zero(latency[in_spike]) - baseline,
@@ -703,11 +703,9 @@ def outside_shares(
         late = out.client_lag_rise_ms if out.client_late else 0.0  # the engine flat: the client's
         return OutsideShares(float(np.clip(late / inputs.latency_excess_ms, 0, 1)), 0.0, out)
     if signals.transit_source == "reported":
-        moved = (
-            front_end_moved(signals.process, in_spike, in_base, config, signals.window_s)
-            or engine_paused(signals.process, in_spike, in_base, signals.window_s)
-            or host_contended(out)
-        )
+        moved = reported_gap_inside(
+            signals.process, in_spike, in_base, config, signals.window_s
+        ) or host_contended(out)
         if moved:
             why = f"client − server time rose, but the server's times start after its front end: {moved}"
             return OutsideShares(excess=out, withheld=why if claimed else "")

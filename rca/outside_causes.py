@@ -22,11 +22,10 @@ between the two sockets and in the client, never inside the engine. An engine wi
 stamps may report its own times in the stream (macro `transit_pairs`: vLLM's queue time and
 time to first token); those start after its front end (the API server) read and tokenized the
 request, so their gap also holds the front end. It is outside the engine only while the front
-end did nothing different (`front_end_moved`: its run-queue wait, CPU time and GC pauses stayed
-within their floors), no process of the engine paused longer for GC (`engine_paused`: a pause
-after a token's stamp delays its output too) and the host kept its CPUs (`host_contended`:
-contention delays the front end too); a front end that moved, or one nobody measured, keeps the
-gap inside.
+end did nothing different, no process of the engine paused longer for GC (a pause after a
+token's stamp delays its output too: `reported_gap_inside`) and the host kept its CPUs
+(`host_contended`: contention delays the front end too); a front end that moved, or one nobody
+measured, keeps the gap inside.
 vLLM times no gap between chunks: an ITL spike there is read through a metric that spiked in the
 same windows and that the server did time (`server_timed_metric`).
 Each rise
@@ -315,17 +314,21 @@ def _host_runq(
 FRONT_END_ROLE = "api_server"
 
 
-def front_end_moved(
+def reported_gap_inside(
     process: ProcessSignals,
     in_spike: np.ndarray,
     in_base: np.ndarray,
     config: AttributeConfig,
     window_s: float = 1.0,
 ) -> str:
-    """'' when the engine's front end (FRONT_END_ROLE processes) did nothing different in the
-    spike; else what moved, in words: its run-queue wait or GC pause time rose beyond their
-    floors (and 3 baseline std), or its own CPU time rose (it did more work). A run whose front
-    end was not measured says so: the gap cannot then be shown to lie outside the engine."""
+    """'' when nothing the engine's reported times leave out moved in the spike; else what moved,
+    in words. Reported times start after the front end (FRONT_END_ROLE processes) read the
+    request and end when a token is stamped, before its output leaves the process that made it
+    (vLLM's EngineCore hands it to the API server after the stamp). So the gap between them and
+    the client's times lies outside the engine only while the front end did no more work (its
+    own CPU time) and waited no longer for a CPU, and no process of the engine paused longer for
+    GC (each rise beyond its floor and 3 baseline std). A run whose front end was not measured
+    says so: the gap cannot then be shown to lie outside the engine."""
     n = len(in_spike)
 
     def front_end(row: dict) -> bool:
@@ -337,37 +340,15 @@ def front_end_moved(
     for pid, (_, values) in cpu.items():
         if did_own_work(mean_or_zero(values[in_spike]), mean_or_zero(values[in_base])):
             return f"its front end (pid {pid}) did more work"
-    rises = (
-        (
-            per_pid(process.cpu_windows, "runq_wait_ms_per_s", n, where=front_end),
-            config.runq_rise_ms_per_s,
-            "waited longer for a CPU",
-        ),
-        (  # a window without a pause row had no pause
-            per_pid(process.gc_windows, "pause_ms", n, fill=0.0, where=front_end),
-            RISE_FLOOR["gc_ms_per_s"] * window_s,
-            "paused longer for GC",
-        ),
-    )
-    for series, floor, what in rises:
-        for pid, (_, values) in series.items():
-            if marked_rise(values, in_spike, in_base, floor) > 0:
-                return f"its front end (pid {pid}) {what}"
-    return ""
-
-
-def engine_paused(
-    process: ProcessSignals, in_spike: np.ndarray, in_base: np.ndarray, window_s: float = 1.0
-) -> str:
-    """'' unless a process of the engine paused longer for GC in the spike (beyond the GC floor
-    and 3 baseline std); else which, in words. An engine that reports its own times stamps a
-    token before its output leaves the process (vLLM's EngineCore hands it to the API server
-    after the stamp), so a pause that falls between the stamp and the handoff shows in the
-    client − server gap: the gap is then not shown to lie outside the engine."""
-    n = len(in_spike)
-    pauses = per_pid(process.gc_windows, "pause_ms", n, fill=0.0)  # no row: no pause
+    runq = per_pid(process.cpu_windows, "runq_wait_ms_per_s", n, where=front_end)
+    for pid, (_, values) in runq.items():
+        if marked_rise(values, in_spike, in_base, config.runq_rise_ms_per_s) > 0:
+            return f"its front end (pid {pid}) waited longer for a CPU"
+    pauses = per_pid(process.gc_windows, "pause_ms", n, fill=0.0)  # no pause row: no pause
     for pid, (role, values) in pauses.items():
         if marked_rise(values, in_spike, in_base, RISE_FLOOR["gc_ms_per_s"] * window_s) > 0:
+            if role == FRONT_END_ROLE:
+                return f"its front end (pid {pid}) paused longer for GC"
             return f"{role} (pid {pid}) paused longer for GC, after its own stamps too"
     return ""
 

@@ -743,7 +743,6 @@ def test_an_itl_spike_the_server_did_not_time_is_read_through_its_ttft():
     risen with it, under an engine GC pause, leaves the client out."""
     import dataclasses
 
-    from rca.detect import Spike
     from rca.metric_rank import attribute_by_metrics
 
     n, spike = 30, [15, 16, 17]
@@ -781,8 +780,7 @@ def test_an_itl_spike_the_server_did_not_time_is_read_through_its_ttft():
         n, spike, cpu=_front_end(n, spike), arrivals=lambda w: 4.0, metrics=queue
     )
     signals = _itl_spike_with_ttft(n, spike, signals, 0.0)
-    alone = Spike(*dataclasses.astuple(s))
-    alone = dataclasses.replace(alone, metric="itl_p99", metrics=["itl_p99"])
+    alone = dataclasses.replace(s, metric="itl_p99", metrics=["itl_p99"])
     a = attribute_by_metrics(alone, [alone], signals)
     assert "client" not in {c.cause for c in a.causes}, a.summary
 
